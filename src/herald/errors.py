@@ -1,0 +1,67 @@
+"""One error tree for everything herald raises to its users.
+
+Each error carries a stable machine-readable ``code`` and the HTTP status the API answers with,
+so the HTTP layer maps errors without knowing them one by one.
+"""
+
+from __future__ import annotations
+
+
+class HeraldError(Exception):
+    """Root of every error herald raises on purpose."""
+
+    code = "herald_error"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(HeraldError):
+    """The request or argument is malformed; the message says what to fix."""
+
+    code = "invalid_input"
+    http_status = 422
+
+
+class TooLarge(InvalidInput):
+    """An event, a batch or a request body is over its limit."""
+
+    code = "too_large"
+    http_status = 413
+
+
+class Unauthorized(HeraldError):
+    """No key, or a key herald does not know."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class Forbidden(HeraldError):
+    """A known key that may not do this (an agent key on an admin route, or another agent's event)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class NotFound(HeraldError):
+    """The agent or event does not exist (or is not visible to the caller)."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class Conflict(HeraldError):
+    """The request clashes with what exists, such as a handle already taken."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class StoreUnavailable(HeraldError):
+    """The store could not be reached or failed; nothing was changed. Retry later."""
+
+    code = "store_unavailable"
+    http_status = 503

@@ -1,0 +1,209 @@
+"""The data herald keeps: agents, events, delivery attempts, and the checks on what comes in."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from herald.errors import InvalidInput, TooLarge
+
+MAX_EVENT_BYTES = 256 * 1024
+MAX_BATCH = 1000
+HANDLE_PATTERN = re.compile(r"[a-z0-9_-]{1,64}")
+TYPE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+MAX_DEDUPE_KEY = 256
+MAX_TTL_S = 365 * 24 * 3600
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_id(prefix: str) -> str:
+    """A globally unique id that sorts by creation time: 48 bits of milliseconds, 80 random bits."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    chars = [_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5)]
+    return prefix + "".join(chars)
+
+
+class EventStatus(str, enum.Enum):
+    PENDING = "pending"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    EXPIRED = "expired"
+
+    @property
+    def is_open(self) -> bool:
+        """Still owed to its agent."""
+        return self in (EventStatus.PENDING, EventStatus.SENT)
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    handle: str
+    key_hash: str
+    created_at: int
+    webhook_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "handle": self.handle,
+            "webhook_url": self.webhook_url,
+            "created_at": iso_ms(self.created_at),
+        }
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event as a publisher hands it in, checked; the store gives it an id and a seq."""
+
+    to: str
+    type: str
+    text: str
+    data: dict[str, Any] | list[Any] | None = None
+    dedupe_key: str | None = None
+    ttl_s: float | None = None
+    data_json: str = field(default="null", repr=False)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    agent_id: str
+    seq: int
+    type: str
+    text: str
+    data_json: str
+    created_at: int
+    status: EventStatus
+    dedupe_key: str | None = None
+    expires_at: int | None = None
+    status_at: int | None = None
+
+    @property
+    def data(self) -> Any:
+        return json.loads(self.data_json)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent_id,
+            "seq": self.seq,
+            "type": self.type,
+            "text": self.text,
+            "data": self.data,
+            "dedupe_key": self.dedupe_key,
+            "created_at": iso_ms(self.created_at),
+            "expires_at": iso_ms(self.expires_at) if self.expires_at is not None else None,
+            "status": self.status.value,
+        }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try at getting an event to its agent, successful or not."""
+
+    event_id: str
+    at: int
+    mechanism: str
+    outcome: str
+    session: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": iso_ms(self.at),
+            "mechanism": self.mechanism,
+            "session": self.session,
+            "outcome": self.outcome,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Published:
+    """The answer to one publish: the stored event, and whether this call created it."""
+
+    event: Event
+    created: bool
+
+
+def iso_ms(ms: int) -> str:
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s"}
+
+
+def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
+    """Check one publish body and turn it into a NewEvent.
+
+    Raises:
+        InvalidInput: a field is missing, unknown or malformed; the message names it.
+        TooLarge: the event is over 256 KiB.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{where} must be a JSON object with to, type and text")
+    unknown = sorted(set(raw) - _EVENT_FIELDS)
+    if unknown:
+        raise InvalidInput(
+            f"{where} has unknown field(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(_EVENT_FIELDS))}"
+        )
+    to = _required_str(raw, "to", where)
+    if not HANDLE_PATTERN.fullmatch(to):
+        raise InvalidInput(f"{where}.to must be an agent handle matching [a-z0-9_-]{{1,64}}")
+    type_ = _required_str(raw, "type", where)
+    if not TYPE_PATTERN.fullmatch(type_):
+        raise InvalidInput(
+            f"{where}.type must be 1-128 characters of letters, digits and _ . : - "
+            "(for example dm.received)"
+        )
+    text = _required_str(raw, "text", where)
+    data = raw.get("data")
+    if data is not None and not isinstance(data, (dict, list)):
+        raise InvalidInput(f"{where}.data must be a JSON object or array when given")
+    dedupe_key = raw.get("dedupe_key")
+    if dedupe_key is not None and (
+        not isinstance(dedupe_key, str) or not 1 <= len(dedupe_key) <= MAX_DEDUPE_KEY
+    ):
+        raise InvalidInput(f"{where}.dedupe_key must be a string of 1-{MAX_DEDUPE_KEY} characters")
+    ttl_s = raw.get("ttl_s")
+    if ttl_s is not None and (
+        isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_TTL_S
+    ):
+        raise InvalidInput(f"{where}.ttl_s must be a number of seconds in (0, {MAX_TTL_S}]")
+    data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    size = len(text.encode()) + len(data_json.encode())
+    if size > MAX_EVENT_BYTES:
+        raise TooLarge(
+            f"{where} is {size} bytes of text and data; the limit is {MAX_EVENT_BYTES} (256 KiB)"
+        )
+    return NewEvent(to, type_, text, data, dedupe_key, ttl_s, data_json)
+
+
+def parse_batch(raw: list[Any]) -> list[NewEvent]:
+    """Check a batch publish body.
+
+    Raises:
+        InvalidInput: the batch is empty or one event is malformed (named by its index).
+        TooLarge: more than 1,000 events, or one event over 256 KiB.
+    """
+    if not raw:
+        raise InvalidInput("a batch must hold at least one event")
+    if len(raw) > MAX_BATCH:
+        raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
+    return [parse_new_event(item, f"events[{index}]") for index, item in enumerate(raw)]
+
+
+def _required_str(raw: dict[str, Any], name: str, where: str) -> str:
+    value = raw.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{where}.{name} is required and must be a non-empty string")
+    return value

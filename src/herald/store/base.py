@@ -1,0 +1,143 @@
+"""The store contract: the outbox and the inbox at once.
+
+Every backend keeps the same promises, proven by one test suite run against each:
+- ``append`` is one transaction, idempotent on ``(agent, dedupe_key)``, and gives each event the
+  next ``seq`` of its agent (strictly increasing, without gaps);
+- ``claim`` leases open events to one consumer atomically: two consumers never hold the same
+  event at once, and an event whose lease ran out is offered again;
+- ``ack`` marks events delivered, by id or everything up to a cursor;
+- every delivery attempt is recorded; expired events are marked, old finished ones pruned.
+
+Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
+move time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+from herald.events import Agent, Attempt, Event, NewEvent, Published
+
+Clock = Callable[[], float]
+
+
+def now_ms(clock: Clock) -> int:
+    return int(clock() * 1000)
+
+
+class Store(ABC):
+    """Durable storage for agents, events and attempts. Use ``herald.open_store`` to get one."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self.clock = clock
+
+    def now(self) -> int:
+        return now_ms(self.clock)
+
+    async def __aenter__(self) -> Store:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections and threads; safe to call twice."""
+
+    # Agents and settings
+
+    @abstractmethod
+    async def create_agent(self, agent: Agent) -> None:
+        """Raises: Conflict: the handle is taken."""
+
+    @abstractmethod
+    async def get_agent(self, agent_id: str) -> Agent | None: ...
+
+    @abstractmethod
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None: ...
+
+    @abstractmethod
+    async def list_agents(self) -> list[Agent]: ...
+
+    @abstractmethod
+    async def delete_agent(self, agent_id: str) -> bool:
+        """Delete an agent with its events and attempts; False if there was none."""
+
+    @abstractmethod
+    async def get_setting(self, name: str) -> str | None: ...
+
+    @abstractmethod
+    async def set_setting_if_absent(self, name: str, value: str) -> str:
+        """Store ``value`` unless the setting exists; return the value now stored."""
+
+    # Events
+
+    @abstractmethod
+    async def append(self, events: Sequence[NewEvent]) -> list[Published]:
+        """Store events in one transaction, in order. A repeated ``(to, dedupe_key)`` stores
+        nothing and answers the first event with ``created=False``.
+
+        Raises:
+            NotFound: an addressee does not exist; nothing of the batch is stored.
+        """
+
+    @abstractmethod
+    async def get_event(self, event_id: str) -> Event | None: ...
+
+    @abstractmethod
+    async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
+        """Open (pending or sent), unexpired events after ``after_seq``, oldest first."""
+
+    @abstractmethod
+    async def claim(
+        self, agent_id: str, consumer: str, limit: int, lease_ms: int, mechanism: str
+    ) -> list[Event]:
+        """Lease the oldest open events not leased to another consumer, oldest first.
+
+        Events already leased to ``consumer`` are handed out again (a lost response costs
+        nothing) and their lease renewed. Each event handed out gets an attempt recorded.
+        """
+
+    @abstractmethod
+    async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
+        """Like ``claim`` but marks the events delivered at once: at most once."""
+
+    @abstractmethod
+    async def ack(
+        self,
+        agent_id: str,
+        *,
+        ids: Sequence[str] = (),
+        up_to_seq: int | None = None,
+        consumer: str | None = None,
+    ) -> int:
+        """Mark open events of the agent delivered: those in ``ids``, and those with
+        ``seq <= up_to_seq`` except, when ``consumer`` is given, events another consumer still
+        holds a live lease on. Returns how many changed."""
+
+    @abstractmethod
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None: ...
+
+    @abstractmethod
+    async def attempts(self, event_id: str) -> list[Attempt]: ...
+
+    @abstractmethod
+    async def expire(self) -> int:
+        """Mark open events whose time ran out as expired; returns how many."""
+
+    @abstractmethod
+    async def prune(self, finished_before_ms: int) -> int:
+        """Delete delivered and expired events finished before the given time; returns how many."""

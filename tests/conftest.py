@@ -1,0 +1,86 @@
+"""Fixtures shared by the whole suite: a store of each backend, in a place of its own."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from herald import open_store
+from herald.store import Store
+from herald.testing import ManualClock
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "HERALD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """A database created for this test run and dropped after it. PostgreSQL tests fail (never
+    skip) when the server cannot be reached: CI must not pass without them."""
+    import asyncio
+
+    name = f"herald_test_{uuid.uuid4().hex[:12]}"
+
+    async def run(sql: str) -> None:
+        conn = await asyncpg.connect(POSTGRES_ADMIN_URL)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(f"PostgreSQL at {POSTGRES_ADMIN_URL} is needed for these tests: {exc}")
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty store, on each backend in turn."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'herald.db'}"
+        return
+    server_url: str = request.getfixturevalue("postgres_server_url")
+    schema_free_url = server_url
+    yield schema_free_url
+    import asyncio
+
+    async def wipe() -> None:
+        conn = await asyncpg.connect(server_url)
+        try:
+            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        finally:
+            await conn.close()
+
+    asyncio.run(wipe())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(store_url: str, clock: ManualClock) -> AsyncIterator[Store]:
+    opened = await open_store(store_url, clock=clock)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+StoreFactory = Callable[[], Store]

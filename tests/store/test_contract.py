@@ -1,0 +1,272 @@
+"""The store contract, proven on every backend by the same tests (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+
+import pytest
+
+from herald import open_store
+from herald.errors import Conflict, NotFound
+from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
+from herald.store import Store
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def add_agent(store: Store, handle: str) -> Agent:
+    agent = Agent(new_id("agt_"), handle, f"hash-{handle}", store.now())
+    await store.create_agent(agent)
+    return agent
+
+
+def event(to: str, text: str = "hello", **kwargs: object) -> NewEvent:
+    return NewEvent(to=to, type="note", text=text, data_json='{"n":1}', **kwargs)  # type: ignore[arg-type]
+
+
+async def publish(store: Store, to: str, count: int) -> list[str]:
+    published = await store.append([event(to, f"{to}-{n}") for n in range(count)])
+    return [p.event.id for p in published]
+
+
+async def test_seq_is_gapless_and_increasing_per_agent(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    for n in range(5):
+        await store.append([event("alice", f"a{n}"), event("bob", f"b{n}")])
+    for agent in (alice, bob):
+        events = await store.read_open(agent.id, 0, 100)
+        assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+        assert all(e.agent_id == agent.id for e in events)
+        assert [e.text[1:] for e in events] == ["0", "1", "2", "3", "4"]
+
+
+async def test_concurrent_publishers_get_gapless_seq(store_url: str, store: Store) -> None:
+    agent = await add_agent(store, "alice")
+
+    def publisher(worker: int) -> None:
+        async def run() -> None:
+            own = await open_store(store_url)
+            try:
+                for n in range(25):
+                    await own.append([event("alice", f"{worker}-{n}")])
+            finally:
+                await own.close()
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=publisher, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    events = await store.read_open(agent.id, 0, 1000)
+    assert [e.seq for e in events] == list(range(1, 101))
+
+
+async def test_a_batch_with_an_unknown_addressee_stores_nothing(store: Store) -> None:
+    agent = await add_agent(store, "alice")
+    with pytest.raises(NotFound, match="nobody"):
+        await store.append([event("alice"), event("nobody"), event("alice")])
+    assert await store.read_open(agent.id, 0, 10) == []
+    (first,) = await store.append([event("alice")])
+    assert first.event.seq == 1
+
+
+async def test_publish_is_idempotent_on_agent_and_dedupe_key(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    await add_agent(store, "bob")
+    (first,) = await store.append([event("alice", "one", dedupe_key="k1")])
+    (again,) = await store.append([event("alice", "two", dedupe_key="k1")])
+    (other,) = await store.append([event("bob", "three", dedupe_key="k1")])
+    assert first.created and not again.created and other.created
+    assert again.event.id == first.event.id and again.event.text == "one"
+    assert other.event.id != first.event.id
+    assert [e.text for e in await store.read_open(alice.id, 0, 10)] == ["one"]
+
+
+async def test_a_repeated_dedupe_key_inside_one_batch_stores_once(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    results = await store.append([event("alice", "a", dedupe_key="x"), event("alice", "b", dedupe_key="x")])
+    assert [r.created for r in results] == [True, False]
+    assert results[0].event.id == results[1].event.id
+    assert len(await store.read_open(alice.id, 0, 10)) == 1
+
+
+async def test_ack_up_to_a_cursor_delivers_that_far_and_no_further(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 5)
+    assert await store.ack(alice.id, up_to_seq=3) == 3
+    assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [4, 5]
+    assert await store.ack(alice.id, up_to_seq=3) == 0
+    first = (await store.read_open(alice.id, 3, 1))[0]
+    assert first.status is EventStatus.PENDING
+
+
+async def test_ack_by_ids_touches_only_the_agents_own_events(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    alice_ids = await publish(store, "alice", 2)
+    bob_ids = await publish(store, "bob", 2)
+    assert await store.ack(alice.id, ids=[alice_ids[1], *bob_ids]) == 1
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [alice_ids[0]]
+    assert len(await store.read_open(bob.id, 0, 10)) == 2
+    delivered = await store.get_event(alice_ids[1])
+    assert delivered is not None and delivered.status is EventStatus.DELIVERED
+
+
+async def test_claims_are_leased_to_one_consumer_and_repeated_for_it(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 6)
+    first = await store.claim(alice.id, "c1", 3, 30_000, "heartbeat")
+    assert [e.id for e in first] == ids[:3]
+    again = await store.claim(alice.id, "c1", 3, 30_000, "heartbeat")
+    assert [e.id for e in again] == ids[:3]
+    other = await store.claim(alice.id, "c2", 10, 30_000, "heartbeat")
+    assert [e.id for e in other] == ids[3:]
+    assert await store.claim(alice.id, "c3", 10, 30_000, "heartbeat") == []
+
+
+async def test_an_expired_lease_is_offered_again(store: Store, clock: ManualClock) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 2)
+    assert len(await store.claim(alice.id, "c1", 10, 5_000, "heartbeat")) == 2
+    assert await store.claim(alice.id, "c2", 10, 5_000, "heartbeat") == []
+    clock.advance(5.001)
+    assert [e.id for e in await store.claim(alice.id, "c2", 10, 5_000, "heartbeat")] == ids
+
+
+async def test_a_cursor_ack_spares_events_another_consumer_holds(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 4)
+    await store.claim(alice.id, "c1", 2, 30_000, "heartbeat")
+    await store.claim(alice.id, "c2", 2, 30_000, "heartbeat")
+    assert await store.ack(alice.id, up_to_seq=4, consumer="c1") == 2
+    assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [3, 4]
+    assert await store.ack(alice.id, up_to_seq=4) == 2
+
+
+async def test_take_delivers_at_most_once(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    taken = await store.take(alice.id, 2, "heartbeat", "default")
+    assert [e.id for e in taken] == ids[:2]
+    assert all(e.status is EventStatus.DELIVERED for e in taken)
+    assert [e.id for e in await store.take(alice.id, 10, "heartbeat", "default")] == ids[2:]
+    assert await store.take(alice.id, 10, "heartbeat", "default") == []
+
+
+async def test_every_attempt_is_recorded(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    (event_id,) = await publish(store, "alice", 1)
+    await store.claim(alice.id, "c1", 1, 30_000, "heartbeat")
+    await store.record_attempts([Attempt(event_id, store.now(), "webhook", "failed", None, "HTTP 500")])
+    await store.ack(alice.id, ids=[event_id], consumer="c1")
+    attempts = await store.attempts(event_id)
+    assert [(a.mechanism, a.outcome) for a in attempts] == [
+        ("heartbeat", "leased"),
+        ("webhook", "failed"),
+        ("ack", "delivered"),
+    ]
+    assert attempts[0].session == "c1" and attempts[1].error == "HTTP 500"
+
+
+async def test_expired_events_are_marked_and_no_longer_offered(store: Store, clock: ManualClock) -> None:
+    alice = await add_agent(store, "alice")
+    (short,) = await store.append([event("alice", "short", ttl_s=10)])
+    (long,) = await store.append([event("alice", "long", ttl_s=100)])
+    clock.advance(11)
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [long.event.id]
+    assert [e.id for e in await store.claim(alice.id, "c", 10, 1000, "heartbeat")] == [long.event.id]
+    assert await store.expire() == 1
+    expired = await store.get_event(short.event.id)
+    assert expired is not None and expired.status is EventStatus.EXPIRED
+    assert await store.ack(alice.id, ids=[short.event.id]) == 0
+
+
+async def test_prune_deletes_only_old_finished_events(store: Store, clock: ManualClock) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    await store.ack(alice.id, ids=[ids[0]])
+    clock.advance(60)
+    await store.ack(alice.id, ids=[ids[1]])
+    assert await store.prune(store.now() - 30_000) == 1
+    assert await store.get_event(ids[0]) is None
+    assert await store.get_event(ids[1]) is not None
+    assert await store.get_event(ids[2]) is not None
+
+
+async def test_eight_concurrent_drainers_share_the_events_without_overlap(store_url: str, store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    total = 400
+    for start in range(0, total, 100):
+        await store.append([event("alice", f"e{n}") for n in range(start, start + 100)])
+    received: list[list[str]] = [[] for _ in range(8)]
+    barrier = threading.Barrier(8)
+
+    def drainer(index: int) -> None:
+        async def run() -> None:
+            own = await open_store(store_url)
+            try:
+                barrier.wait(timeout=30)
+                while batch := await own.claim(alice.id, f"c{index}", 5, 600_000, "heartbeat"):
+                    received[index].extend(e.id for e in batch)
+                    await own.ack(alice.id, ids=[e.id for e in batch], consumer=f"c{index}")
+            finally:
+                await own.close()
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=drainer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    counts = Counter(event_id for ids in received for event_id in ids)
+    assert len(counts) == total
+    assert max(counts.values()) == 1
+    assert sum(1 for ids in received if ids) >= 2, "the drainers did not run side by side"
+    assert await store.read_open(alice.id, 0, 10) == []
+
+
+async def test_handles_are_unique(store: Store) -> None:
+    await add_agent(store, "alice")
+    with pytest.raises(Conflict, match="alice"):
+        await store.create_agent(Agent(new_id("agt_"), "alice", "other-hash", store.now()))
+
+
+async def test_deleting_an_agent_deletes_its_events(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 2)
+    assert await store.delete_agent(alice.id)
+    assert await store.get_event(ids[0]) is None
+    assert await store.get_agent(alice.id) is None
+    assert not await store.delete_agent(alice.id)
+
+
+async def test_agents_are_found_by_key_hash_and_listed(store: Store) -> None:
+    bob, alice = await add_agent(store, "bob"), await add_agent(store, "alice")
+    assert await store.agent_by_key_hash("hash-bob") == bob
+    assert await store.agent_by_key_hash("nope") is None
+    assert [a.handle for a in await store.list_agents()] == ["alice", "bob"]
+    assert alice in await store.list_agents()
+
+
+async def test_a_setting_is_written_once(store: Store) -> None:
+    assert await store.get_setting("admin") is None
+    assert await store.set_setting_if_absent("admin", "one") == "one"
+    assert await store.set_setting_if_absent("admin", "two") == "one"
+    assert await store.get_setting("admin") == "one"
+
+
+async def test_reopening_keeps_the_data_and_reapplies_nothing(store_url: str, store: Store) -> None:
+    await add_agent(store, "alice")
+    (first,) = await store.append([event("alice")])
+    reopened = await open_store(store_url)
+    try:
+        assert (await reopened.get_event(first.event.id)) == first.event
+        (second,) = await reopened.append([event("alice")])
+        assert second.event.seq == 2
+    finally:
+        await reopened.close()
