@@ -113,7 +113,8 @@ class Store(ABC):
 
     @abstractmethod
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
-        """Like ``claim`` but marks the events delivered at once: at most once."""
+        """Like ``claim`` (``session`` standing for the consumer) but marks the events delivered
+        at once: at most once."""
 
     @abstractmethod
     async def ack(

@@ -254,7 +254,7 @@ class SQLiteStore(Store):
         now = self.now()
 
         def deliver(conn: sqlite3.Connection) -> list[Event]:
-            events = _claimable(conn, agent_id, None, limit, now)
+            events = _claimable(conn, agent_id, session, limit, now)
             conn.executemany(
                 "UPDATE events SET status = 'delivered', status_at = ?, lease_owner = NULL,"
                 " lease_until = NULL WHERE id = ?",

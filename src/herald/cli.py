@@ -1,0 +1,91 @@
+"""The ``herald`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from herald.errors import HeraldError
+
+DEFAULT_STORE = "sqlite:///herald.db"
+DEFAULT_PORT = 8787
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="herald", description="Get every event to every AI agent.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the hub: HTTP API and delivery")
+    serve.add_argument("--store", default=os.environ.get("HERALD_STORE", DEFAULT_STORE),
+                       help=f"store URL (default {DEFAULT_STORE}, or $HERALD_STORE)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
+    serve.add_argument("--lease", type=float, default=30.0, metavar="SECONDS",
+                       help="how long a drained event stays reserved for its consumer (default 30)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        _run(_serve(args.store, args.host, args.port, args.lease, args.log_level))
+    except HeraldError as exc:
+        print(f"herald: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _run(coroutine: object) -> None:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional (not on Windows)
+        asyncio.run(coroutine)  # type: ignore[arg-type]
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(coroutine)  # type: ignore[arg-type]
+
+
+async def _serve(store_url: str, host: str, port: int, lease_s: float, log_level: str) -> None:
+    import uvicorn
+
+    from herald.http import create_app
+    from herald.hub import Hub
+
+    hub = Hub.from_url(store_url, lease_s=lease_s)
+    await hub.open()
+    try:
+        generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
+        if generated:
+            print(
+                f"herald: new admin key (shown once, stored only hashed): {generated}\n"
+                "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents.",
+                flush=True,
+            )
+        sock = socket.create_server((host, port), reuse_port=False)
+        bound_port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            create_app(hub), log_level=log_level, access_log=False, timeout_graceful_shutdown=5
+        )
+        server = uvicorn.Server(config)
+        print(f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})", flush=True)
+        await server.serve(sockets=[sock])
+    finally:
+        await hub.close()
+
+
+def _redact(url: str) -> str:
+    """The store URL without a password, fit for a log line."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

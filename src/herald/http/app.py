@@ -1,0 +1,151 @@
+"""The Starlette application that ``herald serve`` runs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+import herald
+from herald.errors import HeraldError, InvalidInput
+from herald.events import parse_batch, parse_new_event
+from herald.http.auth import admin_or_agent, require_admin, require_agent
+from herald.http.io import herald_error, http_error, json_response, read_json, unexpected_error
+from herald.hub import Hub
+
+MAX_ACK_IDS = 1000
+
+
+def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
+    """The HTTP API over an opened hub. With ``maintenance``, expiry and pruning run in the
+    background for as long as the app does."""
+
+    async def healthz(request: Request) -> Response:
+        return json_response({"status": "ok", "version": herald.__version__})
+
+    async def create_agent(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = _strict_object(await read_json(request), {"handle", "webhook_url"}, "agent")
+        agent, key = await hub.create_agent(body.get("handle"), body.get("webhook_url"))
+        return json_response({**agent.to_json(), "api_key": key}, 201)
+
+    async def list_agents(request: Request) -> Response:
+        await require_admin(hub, request)
+        return json_response({"agents": [agent.to_json() for agent in await hub.list_agents()]})
+
+    async def get_agent(request: Request) -> Response:
+        await require_admin(hub, request)
+        return json_response((await hub.get_agent(request.path_params["agent_id"])).to_json())
+
+    async def delete_agent(request: Request) -> Response:
+        await require_admin(hub, request)
+        await hub.delete_agent(request.path_params["agent_id"])
+        return Response(status_code=204)
+
+    async def publish(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = await read_json(request)
+        if isinstance(body, list):
+            results = await hub.publish_many(parse_batch(body))
+            status = 202 if any(r.created for r in results) else 200
+            return json_response({"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status)
+        published = await hub.publish(parse_new_event(body))
+        receipt = _receipt(published.event.id, published.event.seq, published.created)
+        return json_response(receipt, 202 if published.created else 200)
+
+    async def get_event(request: Request) -> Response:
+        viewer = await admin_or_agent(hub, request)
+        event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
+        return json_response({**event.to_json(), "attempts": [a.to_json() for a in attempts]})
+
+    async def heartbeat(request: Request) -> Response:
+        agent = await require_agent(hub, request)
+        body = _strict_object(await read_json(request, optional=True) or {}, {"cursor", "limit", "consumer"}, "heartbeat")
+        drained = await hub.heartbeat(
+            agent,
+            cursor=_optional_int(body, "cursor", 0, 2**62),
+            limit=_optional_int(body, "limit", 1, 100) or 20,
+            consumer=_optional_consumer(body),
+        )
+        return json_response({"events": [e.to_json() for e in drained.events], "cursor": drained.cursor})
+
+    async def ack(request: Request) -> Response:
+        agent = await require_agent(hub, request)
+        body = _strict_object(await read_json(request), {"cursor", "ids", "consumer"}, "ack")
+        cursor = _optional_int(body, "cursor", 0, 2**62)
+        ids = body.get("ids", [])
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InvalidInput("ack.ids must be a list of event ids")
+        if len(ids) > MAX_ACK_IDS:
+            raise InvalidInput(f"ack.ids holds at most {MAX_ACK_IDS} ids; ack up to a cursor instead")
+        if cursor is None and not ids:
+            raise InvalidInput("ack needs a cursor (everything up to it) or ids")
+        acked = await hub.ack(agent, ids=ids, cursor=cursor, consumer=_optional_consumer(body))
+        return json_response({"acked": acked})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not maintenance:
+            yield
+            return
+        async with hub.maintenance():
+            yield
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/v1/agents", create_agent, methods=["POST"]),
+        Route("/v1/agents", list_agents, methods=["GET"]),
+        Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),
+        Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+        Route("/v1/events", publish, methods=["POST"]),
+        Route("/v1/events/{event_id}", get_event, methods=["GET"]),
+        Route("/channel/heartbeat", heartbeat, methods=["POST"]),
+        Route("/channel/ack", ack, methods=["POST"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            HeraldError: herald_error,
+            HTTPException: http_error,
+            Exception: unexpected_error,
+        },
+    )
+
+
+def _receipt(event_id: str, seq: int, created: bool) -> dict[str, Any]:
+    return {"id": event_id, "seq": seq, "duplicate": not created}
+
+
+def _strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidInput(f"the {name} body must be a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidInput(f"{name} has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return body
+
+
+def _optional_int(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an integer from {low} to {high}")
+    return value
+
+
+def _optional_consumer(body: dict[str, Any]) -> str | None:
+    value = body.get("consumer")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= 128:
+        raise InvalidInput("consumer must be a string of 1-128 characters naming the drainer")
+    return value
+

@@ -1,0 +1,79 @@
+"""Reading JSON requests and writing JSON answers, errors included, the same way everywhere."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from herald.errors import HeraldError, InvalidInput, TooLarge
+
+log = logging.getLogger("herald.http")
+
+# A full batch of large events is far over this; such publishers split their batches.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+async def read_json(request: Request, *, optional: bool = False) -> Any:
+    """The request body as JSON.
+
+    Raises:
+        TooLarge: the body is over 32 MiB.
+        InvalidInput: the body is missing (unless ``optional``) or not JSON.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        if optional:
+            return None
+        raise InvalidInput("the request needs a JSON body")
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"the body is not valid JSON: {exc}") from exc
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(
+        json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+        status_code=status,
+        media_type="application/json",
+    )
+
+
+def error_response(code: str, message: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+
+
+async def herald_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HeraldError)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+    return error_response(exc.code, exc.message, exc.http_status, headers)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    message = {
+        404: f"no route {request.url.path}; see the README for the API",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }.get(exc.status_code, str(exc.detail))
+    return error_response(codes.get(exc.status_code, "http_error"), message, exc.status_code, exc.headers)
+
+
+async def unexpected_error(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response("internal", "herald failed on this request; the error is logged", 500)

@@ -1,0 +1,238 @@
+"""The hub: what herald does, independent of how it is reached (HTTP today, MCP next).
+
+It owns the store and the keys, and gives each operation its rules: publish answers only after
+commit, an agent reads and acknowledges only its own events, a drain with a cursor is at least
+once and one without is at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from herald.errors import InvalidInput, NotFound
+from herald.events import HANDLE_PATTERN, Agent, Attempt, Event, NewEvent, Published, new_id
+from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
+from herald.store import Store, store_from_url
+from herald.store.base import Clock
+
+log = logging.getLogger("herald")
+
+ADMIN_KEY_SETTING = "admin_key_hash"
+DEFAULT_CONSUMER = "default"
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What a heartbeat hands back: events oldest first, and the cursor to send next time."""
+
+    events: list[Event]
+    cursor: int
+
+
+class Hub:
+    """herald's operations over one store.
+
+    Args:
+        store: an unopened or opened store; ``open()`` opens it.
+        lease_s: how long a drained event stays reserved for its consumer before it is offered
+            again (at least once).
+        retention_s: how long delivered and expired events are kept before pruning.
+        maintenance_interval_s: how often ``run_maintenance`` expires and prunes.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease_s: float = 30.0,
+        retention_s: float = 7 * 24 * 3600,
+        maintenance_interval_s: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.lease_ms = int(lease_s * 1000)
+        self.retention_ms = int(retention_s * 1000)
+        self.maintenance_interval_s = maintenance_interval_s
+        self._admin_key_hash: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock = time.time, **options: float) -> Hub:
+        return cls(store_from_url(url, clock=clock), **options)
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> Hub:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # Keys
+
+    async def setup_admin_key(self, given: str | None = None) -> str | None:
+        """Settle the admin key: ``given`` (from HERALD_ADMIN_KEY) if set, else the one stored,
+        else a new one. Returns the key only when it was generated now, to be shown once."""
+        if given:
+            self._admin_key_hash = hash_key(given)
+            return None
+        stored = await self.store.get_setting(ADMIN_KEY_SETTING)
+        if stored is not None:
+            self._admin_key_hash = stored
+            return None
+        key = new_key(ADMIN_PREFIX)
+        # Another process may have generated one at the same moment: the first one stored wins.
+        self._admin_key_hash = await self.store.set_setting_if_absent(ADMIN_KEY_SETTING, hash_key(key))
+        return key if matches(key, self._admin_key_hash) else None
+
+    def is_admin_key(self, key: str) -> bool:
+        return self._admin_key_hash is not None and matches(key, self._admin_key_hash)
+
+    async def agent_for_key(self, key: str) -> Agent | None:
+        if not key.startswith(AGENT_PREFIX):
+            return None
+        return await self.store.agent_by_key_hash(hash_key(key))
+
+    # Agents
+
+    async def create_agent(self, handle: str, webhook_url: str | None = None) -> tuple[Agent, str]:
+        """Create an agent; returns it with its API key, which is not kept and cannot be shown again.
+
+        Raises:
+            InvalidInput: the handle or webhook URL is malformed.
+            Conflict: the handle is taken.
+        """
+        if not isinstance(handle, str) or not HANDLE_PATTERN.fullmatch(handle):
+            raise InvalidInput("handle must be 1-64 characters of a-z, 0-9, _ and -")
+        if webhook_url is not None:
+            _check_webhook_url(webhook_url)
+        key = new_key(AGENT_PREFIX)
+        agent = Agent(new_id("agt_"), handle, hash_key(key), self.store.now(), webhook_url)
+        await self.store.create_agent(agent)
+        return agent, key
+
+    async def list_agents(self) -> list[Agent]:
+        return await self.store.list_agents()
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """Raises: NotFound."""
+        agent = await self.store.get_agent(agent_id)
+        if agent is None:
+            raise NotFound(f"no agent has the id {agent_id!r}")
+        return agent
+
+    async def delete_agent(self, agent_id: str) -> None:
+        """Delete an agent and every event it has. Raises: NotFound."""
+        if not await self.store.delete_agent(agent_id):
+            raise NotFound(f"no agent has the id {agent_id!r}")
+
+    # Events
+
+    async def publish(self, event: NewEvent) -> Published:
+        """Store one event durably; returns once it is committed.
+
+        Raises:
+            NotFound: no agent has the handle ``event.to``.
+        """
+        (published,) = await self.store.append([event])
+        return published
+
+    async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
+        """Store a batch in one transaction: all of it, or (on error) none of it."""
+        return await self.store.append(events)
+
+    async def get_event(self, event_id: str, *, viewer: Agent | None = None) -> tuple[Event, list[Attempt]]:
+        """An event and its attempts. With ``viewer``, only that agent's own events are found.
+
+        Raises:
+            NotFound: no such event, or it belongs to another agent than ``viewer``.
+        """
+        event = await self.store.get_event(event_id)
+        if event is None or (viewer is not None and event.agent_id != viewer.id):
+            raise NotFound(f"no event {event_id!r} is visible to this key")
+        return event, await self.store.attempts(event_id)
+
+    async def heartbeat(
+        self,
+        agent: Agent,
+        *,
+        cursor: int | None = None,
+        limit: int = 20,
+        consumer: str | None = None,
+    ) -> Drained:
+        """Drain pending events.
+
+        With ``cursor``: events up to it are acknowledged, then the next events are leased to
+        ``consumer``; the same consumer sending the same cursor again gets the same events.
+        Without: the events returned are marked delivered at once (at most once).
+        """
+        consumer = consumer or DEFAULT_CONSUMER
+        if cursor is None:
+            events = await self.store.take(agent.id, limit, "heartbeat", consumer)
+            return Drained(events, events[-1].seq if events else 0)
+        await self.store.ack(agent.id, up_to_seq=cursor, consumer=consumer)
+        events = await self.store.claim(agent.id, consumer, limit, self.lease_ms, "heartbeat")
+        return Drained(events, events[-1].seq if events else cursor)
+
+    async def ack(
+        self,
+        agent: Agent,
+        *,
+        ids: Sequence[str] = (),
+        cursor: int | None = None,
+        consumer: str | None = None,
+    ) -> int:
+        """Mark the agent's events delivered (by id, or everything up to ``cursor``); returns how
+        many changed. Ids of other agents' events are ignored."""
+        return await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
+
+    # Upkeep
+
+    async def maintain_once(self) -> tuple[int, int]:
+        """Expire what ran out of time and prune old finished events; returns both counts."""
+        expired = await self.store.expire()
+        pruned = await self.store.prune(self.store.now() - self.retention_ms)
+        return expired, pruned
+
+    async def run_maintenance(self) -> None:
+        """Loop ``maintain_once`` forever; a failure is logged and retried at the next tick."""
+        while True:
+            try:
+                await self.maintain_once()
+            except Exception:  # top-level loop: log, keep going
+                log.exception("store maintenance failed; retrying in %ss", self.maintenance_interval_s)
+            await asyncio.sleep(self.maintenance_interval_s)
+
+    @contextlib.asynccontextmanager
+    async def maintenance(self) -> AsyncIterator[None]:
+        """Run the maintenance loop for as long as the block lasts."""
+        task = asyncio.create_task(self.run_maintenance(), name="herald-maintenance")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _check_webhook_url(url: object) -> None:
+    if not isinstance(url, str) or len(url) > 2048:
+        raise InvalidInput("webhook_url must be an http or https URL of at most 2048 characters")
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise InvalidInput(f"webhook_url {url!r} must be an absolute http or https URL")
