@@ -17,19 +17,37 @@ DEFAULT_PORT = 8787
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="herald", description="Get every event to every AI agent.")
+    parser = argparse.ArgumentParser(
+        prog="herald", description="Get every event to every AI agent."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the hub: HTTP API and delivery")
-    serve.add_argument("--store", default=os.environ.get("HERALD_STORE", DEFAULT_STORE),
-                       help=f"store URL (default {DEFAULT_STORE}, or $HERALD_STORE)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
-                       help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
-    serve.add_argument("--lease", type=float, default=30.0, metavar="SECONDS",
-                       help="how long a drained event stays reserved for its consumer (default 30)")
+    serve.add_argument(
+        "--store",
+        default=os.environ.get("HERALD_STORE", DEFAULT_STORE),
+        help=f"store URL (default {DEFAULT_STORE}, or $HERALD_STORE)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--lease",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a drained event stays reserved for its consumer (default 30)",
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         _run(_serve(args.store, args.host, args.port, args.lease, args.log_level))
     except HeraldError as exc:
@@ -72,7 +90,10 @@ async def _serve(store_url: str, host: str, port: int, lease_s: float, log_level
             create_app(hub), log_level=log_level, access_log=False, timeout_graceful_shutdown=5
         )
         server = uvicorn.Server(config)
-        print(f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})", flush=True)
+        print(
+            f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})",
+            flush=True,
+        )
         await server.serve(sockets=[sock])
     finally:
         await hub.close()

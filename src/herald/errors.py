@@ -40,7 +40,7 @@ class Unauthorized(HeraldError):
 
 
 class Forbidden(HeraldError):
-    """A known key that may not do this (an agent key on an admin route, or another agent's event)."""
+    """A known key that may not do this, such as an agent key on an admin route."""
 
     code = "forbidden"
     http_status = 403

@@ -29,7 +29,7 @@ def new_id(prefix: str) -> str:
     return prefix + "".join(chars)
 
 
-class EventStatus(str, enum.Enum):
+class EventStatus(enum.StrEnum):
     PENDING = "pending"
     SENT = "sent"
     DELIVERED = "delivered"

@@ -97,7 +97,9 @@ class Hub:
             return None
         key = new_key(ADMIN_PREFIX)
         # Another process may have generated one at the same moment: the first one stored wins.
-        self._admin_key_hash = await self.store.set_setting_if_absent(ADMIN_KEY_SETTING, hash_key(key))
+        self._admin_key_hash = await self.store.set_setting_if_absent(
+            ADMIN_KEY_SETTING, hash_key(key)
+        )
         return key if matches(key, self._admin_key_hash) else None
 
     def is_admin_key(self, key: str) -> bool:
@@ -111,7 +113,7 @@ class Hub:
     # Agents
 
     async def create_agent(self, handle: str, webhook_url: str | None = None) -> tuple[Agent, str]:
-        """Create an agent; returns it with its API key, which is not kept and cannot be shown again.
+        """Create an agent; returns it with its API key, which is kept only hashed: show it once.
 
         Raises:
             InvalidInput: the handle or webhook URL is malformed.
@@ -156,7 +158,9 @@ class Hub:
         """Store a batch in one transaction: all of it, or (on error) none of it."""
         return await self.store.append(events)
 
-    async def get_event(self, event_id: str, *, viewer: Agent | None = None) -> tuple[Event, list[Attempt]]:
+    async def get_event(
+        self, event_id: str, *, viewer: Agent | None = None
+    ) -> tuple[Event, list[Attempt]]:
         """An event and its attempts. With ``viewer``, only that agent's own events are found.
 
         Raises:
@@ -215,7 +219,9 @@ class Hub:
             try:
                 await self.maintain_once()
             except Exception:  # top-level loop: log, keep going
-                log.exception("store maintenance failed; retrying in %ss", self.maintenance_interval_s)
+                log.exception(
+                    "store maintenance failed; retrying in %ss", self.maintenance_interval_s
+                )
             await asyncio.sleep(self.maintenance_interval_s)
 
     @contextlib.asynccontextmanager

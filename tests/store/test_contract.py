@@ -89,7 +89,9 @@ async def test_publish_is_idempotent_on_agent_and_dedupe_key(store: Store) -> No
 
 async def test_a_repeated_dedupe_key_inside_one_batch_stores_once(store: Store) -> None:
     alice = await add_agent(store, "alice")
-    results = await store.append([event("alice", "a", dedupe_key="x"), event("alice", "b", dedupe_key="x")])
+    results = await store.append(
+        [event("alice", "a", dedupe_key="x"), event("alice", "b", dedupe_key="x")]
+    )
     assert [r.created for r in results] == [True, False]
     assert results[0].event.id == results[1].event.id
     assert len(await store.read_open(alice.id, 0, 10)) == 1
@@ -161,7 +163,9 @@ async def test_every_attempt_is_recorded(store: Store) -> None:
     alice = await add_agent(store, "alice")
     (event_id,) = await publish(store, "alice", 1)
     await store.claim(alice.id, "c1", 1, 30_000, "heartbeat")
-    await store.record_attempts([Attempt(event_id, store.now(), "webhook", "failed", None, "HTTP 500")])
+    await store.record_attempts(
+        [Attempt(event_id, store.now(), "webhook", "failed", None, "HTTP 500")]
+    )
     await store.ack(alice.id, ids=[event_id], consumer="c1")
     attempts = await store.attempts(event_id)
     assert [(a.mechanism, a.outcome) for a in attempts] == [
@@ -172,13 +176,17 @@ async def test_every_attempt_is_recorded(store: Store) -> None:
     assert attempts[0].session == "c1" and attempts[1].error == "HTTP 500"
 
 
-async def test_expired_events_are_marked_and_no_longer_offered(store: Store, clock: ManualClock) -> None:
+async def test_expired_events_are_marked_and_no_longer_offered(
+    store: Store, clock: ManualClock
+) -> None:
     alice = await add_agent(store, "alice")
     (short,) = await store.append([event("alice", "short", ttl_s=10)])
     (long,) = await store.append([event("alice", "long", ttl_s=100)])
     clock.advance(11)
     assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [long.event.id]
-    assert [e.id for e in await store.claim(alice.id, "c", 10, 1000, "heartbeat")] == [long.event.id]
+    assert [e.id for e in await store.claim(alice.id, "c", 10, 1000, "heartbeat")] == [
+        long.event.id
+    ]
     assert await store.expire() == 1
     expired = await store.get_event(short.event.id)
     assert expired is not None and expired.status is EventStatus.EXPIRED
@@ -197,7 +205,9 @@ async def test_prune_deletes_only_old_finished_events(store: Store, clock: Manua
     assert await store.get_event(ids[2]) is not None
 
 
-async def test_eight_concurrent_drainers_share_the_events_without_overlap(store_url: str, store: Store) -> None:
+async def test_eight_concurrent_drainers_share_the_events_without_overlap(
+    store_url: str, store: Store
+) -> None:
     alice = await add_agent(store, "alice")
     total = 400
     for start in range(0, total, 100):

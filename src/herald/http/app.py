@@ -54,7 +54,9 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
         if isinstance(body, list):
             results = await hub.publish_many(parse_batch(body))
             status = 202 if any(r.created for r in results) else 200
-            return json_response({"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status)
+            return json_response(
+                {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
+            )
         published = await hub.publish(parse_new_event(body))
         receipt = _receipt(published.event.id, published.event.seq, published.created)
         return json_response(receipt, 202 if published.created else 200)
@@ -66,14 +68,20 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
 
     async def heartbeat(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(await read_json(request, optional=True) or {}, {"cursor", "limit", "consumer"}, "heartbeat")
+        body = _strict_object(
+            await read_json(request, optional=True) or {},
+            {"cursor", "limit", "consumer"},
+            "heartbeat",
+        )
         drained = await hub.heartbeat(
             agent,
             cursor=_optional_int(body, "cursor", 0, 2**62),
             limit=_optional_int(body, "limit", 1, 100) or 20,
             consumer=_optional_consumer(body),
         )
-        return json_response({"events": [e.to_json() for e in drained.events], "cursor": drained.cursor})
+        return json_response(
+            {"events": [e.to_json() for e in drained.events], "cursor": drained.cursor}
+        )
 
     async def ack(request: Request) -> Response:
         agent = await require_agent(hub, request)
@@ -83,7 +91,9 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise InvalidInput("ack.ids must be a list of event ids")
         if len(ids) > MAX_ACK_IDS:
-            raise InvalidInput(f"ack.ids holds at most {MAX_ACK_IDS} ids; ack up to a cursor instead")
+            raise InvalidInput(
+                f"ack.ids holds at most {MAX_ACK_IDS} ids; ack up to a cursor instead"
+            )
         if cursor is None and not ids:
             raise InvalidInput("ack needs a cursor (everything up to it) or ids")
         acked = await hub.ack(agent, ids=ids, cursor=cursor, consumer=_optional_consumer(body))
@@ -128,7 +138,10 @@ def _strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:
         raise InvalidInput(f"the {name} body must be a JSON object")
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise InvalidInput(f"{name} has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise InvalidInput(
+            f"{name} has unknown field(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
     return body
 
 
@@ -148,4 +161,3 @@ def _optional_consumer(body: dict[str, Any]) -> str | None:
     if not isinstance(value, str) or not 1 <= len(value) <= 128:
         raise InvalidInput("consumer must be a string of 1-128 characters naming the drainer")
     return value
-

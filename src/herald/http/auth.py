@@ -21,7 +21,9 @@ async def require_admin(hub: Hub, request: Request) -> None:
     if hub.is_admin_key(key):
         return
     if await hub.agent_for_key(key) is not None:
-        raise Forbidden("this route needs the admin key; an agent key only drains and acks its own events")
+        raise Forbidden(
+            "this route needs the admin key; an agent key only drains and acks its own events"
+        )
     raise Unauthorized("the key is not known to this herald")
 
 

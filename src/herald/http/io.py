@@ -54,7 +54,9 @@ def json_response(payload: Any, status: int = 200) -> Response:
     )
 
 
-def error_response(code: str, message: str, status: int, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    code: str, message: str, status: int, headers: dict[str, str] | None = None
+) -> Response:
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 
@@ -71,7 +73,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
         404: f"no route {request.url.path}; see the README for the API",
         405: f"{request.method} is not allowed on {request.url.path}",
     }.get(exc.status_code, str(exc.detail))
-    return error_response(codes.get(exc.status_code, "http_error"), message, exc.status_code, exc.headers)
+    return error_response(
+        codes.get(exc.status_code, "http_error"), message, exc.status_code, exc.headers
+    )
 
 
 async def unexpected_error(request: Request, exc: Exception) -> Response:

@@ -40,7 +40,7 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
 
 
 async def open_store(url: str, *, clock: Clock = time.time) -> Store:
-    """Open the store a URL names, applying its migrations. Close it with ``await store.close()``."""
+    """Open the store a URL names and apply its migrations; ``await store.close()`` after."""
     store = store_from_url(url, clock=clock)
     await store.open()
     return store

@@ -202,7 +202,9 @@ class SQLiteStore(Store):
                 "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
                 (name, value),
             )
-            return str(conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()[0])
+            return str(
+                conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()[0]
+            )
 
         return await self._run(upsert)
 
@@ -245,7 +247,9 @@ class SQLiteStore(Store):
                 "UPDATE events SET lease_owner = ?, lease_until = ? WHERE id = ?",
                 [(consumer, now + lease_ms, event.id) for event in events],
             )
-            _insert_attempts(conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events])
+            _insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
+            )
             return events
 
         return await self._run(lease)
@@ -260,7 +264,9 @@ class SQLiteStore(Store):
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
-            _insert_attempts(conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events])
+            _insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
+            )
             return [_delivered(event, now) for event in events]
 
         return await self._run(deliver)
@@ -316,7 +322,8 @@ class SQLiteStore(Store):
         def mark(conn: sqlite3.Connection) -> int:
             return conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
-                f" lease_until = NULL WHERE {_OPEN} AND expires_at IS NOT NULL AND expires_at <= :now",
+                f" lease_until = NULL WHERE {_OPEN} AND expires_at IS NOT NULL"
+                " AND expires_at <= :now",
                 {"now": now},
             ).rowcount
 
@@ -373,7 +380,9 @@ def _append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> l
         if agent_id is None:
             row = conn.execute("SELECT id FROM agents WHERE handle = ?", (new.to,)).fetchone()
             if row is None:
-                raise NotFound(f"no agent has the handle {new.to!r}; create it with POST /v1/agents")
+                raise NotFound(
+                    f"no agent has the handle {new.to!r}; create it with POST /v1/agents"
+                )
             agent_id = agents[new.to] = row[0]
         if new.dedupe_key is not None:
             row = conn.execute(
@@ -388,14 +397,32 @@ def _append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> l
         ).fetchone()
         expires_at = now + int(new.ttl_s * 1000) if new.ttl_s is not None else None
         event = Event(
-            new_id("evt_"), agent_id, seq, new.type, new.text, new.data_json, now,
-            EventStatus.PENDING, new.dedupe_key, expires_at, now,
+            new_id("evt_"),
+            agent_id,
+            seq,
+            new.type,
+            new.text,
+            new.data_json,
+            now,
+            EventStatus.PENDING,
+            new.dedupe_key,
+            expires_at,
+            now,
         )
         conn.execute(
             f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                event.id, agent_id, seq, event.type, event.text, event.data_json, now,
-                event.status.value, event.dedupe_key, expires_at, now,
+                event.id,
+                agent_id,
+                seq,
+                event.type,
+                event.text,
+                event.data_json,
+                now,
+                event.status.value,
+                event.dedupe_key,
+                expires_at,
+                now,
             ),
         )
         results.append(Published(event, created=True))
@@ -432,17 +459,47 @@ def _insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> N
 
 
 def _event(row: Sequence[Any]) -> Event:
-    (id_, agent_id, seq, type_, text, data, created_at, status, dedupe_key, expires_at, status_at) = row
+    (
+        id_,
+        agent_id,
+        seq,
+        type_,
+        text,
+        data,
+        created_at,
+        status,
+        dedupe_key,
+        expires_at,
+        status_at,
+    ) = row
     return Event(
-        id_, agent_id, seq, type_, text, data, created_at, EventStatus(status), dedupe_key,
-        expires_at, status_at,
+        id_,
+        agent_id,
+        seq,
+        type_,
+        text,
+        data,
+        created_at,
+        EventStatus(status),
+        dedupe_key,
+        expires_at,
+        status_at,
     )
 
 
 def _delivered(event: Event, now: int) -> Event:
     return Event(
-        event.id, event.agent_id, event.seq, event.type, event.text, event.data_json,
-        event.created_at, EventStatus.DELIVERED, event.dedupe_key, event.expires_at, now,
+        event.id,
+        event.agent_id,
+        event.seq,
+        event.type,
+        event.text,
+        event.data_json,
+        event.created_at,
+        EventStatus.DELIVERED,
+        event.dedupe_key,
+        event.expires_at,
+        now,
     )
 
 

@@ -1,0 +1,103 @@
+"""A real ``herald serve`` process for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+
+ADMIN_KEY = "test-admin-key"
+STARTUP_TIMEOUT_S = 30
+
+
+class HeraldProcess:
+    """Starts ``herald serve --port 0`` on a store URL and waits (bounded) for it to listen."""
+
+    def __init__(
+        self,
+        store_url: str,
+        *,
+        admin_key: str | None = ADMIN_KEY,
+        cwd: Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "HERALD_ADMIN_KEY"}
+        if admin_key is not None:
+            env["HERALD_ADMIN_KEY"] = admin_key
+        self.admin_key = admin_key
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "herald.cli",
+                "serve",
+                "--port",
+                "0",
+                "--store",
+                store_url,
+                "--log-level",
+                "warning",
+                *extra_args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+        self.lines: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.url = self._wait_for_listening()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def _wait_for_listening(self) -> str:
+        while True:
+            try:
+                line = self._lines.get(timeout=STARTUP_TIMEOUT_S)
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError(f"herald serve did not start; it said: {self.lines}") from None
+            if line is None:
+                raise RuntimeError(f"herald serve exited; it said: {self.lines}")
+            self.lines.append(line)
+            if "listening on " in line:
+                return line.split("listening on ", 1)[1].split(" ", 1)[0]
+
+    def output(self) -> list[str]:
+        """Every line the process has printed so far."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is not None:
+                self.lines.append(line)
+
+    def client(self, key: str | None = None) -> httpx.Client:
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.herald_process import ADMIN_KEY, HeraldProcess
+
+
+@pytest.fixture(scope="module")
+def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    """One real ``herald serve`` on a fresh SQLite store for the module's tests."""
+    path: Path = tmp_path_factory.mktemp("herald") / "herald.db"
+    process = HeraldProcess(f"sqlite:///{path}")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def admin(herald: HeraldProcess) -> Iterator[httpx.Client]:
+    with herald.client(ADMIN_KEY) as client:
+        yield client

@@ -1,0 +1,262 @@
+"""The HTTP API end to end, against a real ``herald serve`` process on SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.herald_process import HeraldProcess
+
+
+def new_agent(admin: httpx.Client, prefix: str = "agent") -> dict[str, Any]:
+    response = admin.post("/v1/agents", json={"handle": f"{prefix}-{uuid.uuid4().hex[:8]}"})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def publish(admin: httpx.Client, to: str, text: str = "hello", **fields: Any) -> httpx.Response:
+    return admin.post("/v1/events", json={"to": to, "type": "dm.received", "text": text, **fields})
+
+
+def error_code(response: httpx.Response) -> str:
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["message"], body
+    return str(body["error"]["code"])
+
+
+def test_healthz_answers(herald: HeraldProcess) -> None:
+    with herald.client() as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_an_agent_is_created_with_a_key_shown_once(admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    assert agent["api_key"].startswith("herald_agent_")
+    listed = admin.get("/v1/agents").json()["agents"]
+    assert agent["id"] in [a["id"] for a in listed]
+    assert all("api_key" not in a and "key_hash" not in a for a in listed)
+    fetched = admin.get(f"/v1/agents/{agent['id']}").json()
+    assert fetched["handle"] == agent["handle"] and "api_key" not in fetched
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"handle": "Not Valid"}, 422, "invalid_input"),
+        ({"handle": "x" * 65}, 422, "invalid_input"),
+        ({}, 422, "invalid_input"),
+        ({"handle": "ok", "colour": "red"}, 422, "invalid_input"),
+        ({"handle": "ok", "webhook_url": "ftp://example.com"}, 422, "invalid_input"),
+        (["not", "an", "object"], 422, "invalid_input"),
+    ],
+)
+def test_a_bad_agent_is_refused_with_a_clear_error(
+    admin: httpx.Client, body: Any, status: int, code: str
+) -> None:
+    response = admin.post("/v1/agents", json=body)
+    assert response.status_code == status
+    assert error_code(response) == code
+
+
+def test_a_taken_handle_is_a_conflict(admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    response = admin.post("/v1/agents", json={"handle": agent["handle"]})
+    assert response.status_code == 409 and error_code(response) == "conflict"
+
+
+def test_admin_routes_refuse_other_keys(herald: HeraldProcess, admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    with herald.client() as anonymous:
+        assert anonymous.get("/v1/agents").status_code == 401
+    with herald.client("herald_agent_unknown") as stranger:
+        assert stranger.get("/v1/agents").status_code == 401
+    with herald.client(agent["api_key"]) as as_agent:
+        response = publish(as_agent, agent["handle"])
+        assert response.status_code == 403 and error_code(response) == "forbidden"
+
+
+def test_publish_answers_after_commit_and_is_idempotent(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    first = publish(admin, agent["handle"], "one", dedupe_key="k", data={"from": "@bob"})
+    assert first.status_code == 202
+    again = publish(admin, agent["handle"], "two", dedupe_key="k")
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "duplicate": True}
+    event = admin.get(f"/v1/events/{first.json()['id']}").json()
+    assert (
+        event["text"] == "one"
+        and event["data"] == {"from": "@bob"}
+        and event["status"] == "pending"
+    )
+    with herald.client(agent["api_key"]) as client:
+        assert len(client.post("/channel/heartbeat", json={"cursor": 0}).json()["events"]) == 1
+
+
+def test_a_batch_is_published_in_order_in_one_transaction(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    batch = [{"to": agent["handle"], "type": "t", "text": f"n{n}"} for n in range(5)]
+    response = admin.post("/v1/events", json=batch)
+    assert response.status_code == 202
+    assert [r["seq"] for r in response.json()["events"]] == [1, 2, 3, 4, 5]
+    bad = admin.post("/v1/events", json=[*batch, {"to": "nobody-here", "type": "t", "text": "x"}])
+    assert bad.status_code == 404 and "nobody-here" in bad.json()["error"]["message"]
+    with herald.client(agent["api_key"]) as client:
+        drained = client.post("/channel/heartbeat", json={"cursor": 0, "limit": 100}).json()
+    assert [e["text"] for e in drained["events"]] == [f"n{n}" for n in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        ({"type": "t", "text": "x"}, 422, "to"),
+        ({"to": "someone", "text": "x"}, 422, "type"),
+        ({"to": "someone", "type": "t"}, 422, "text"),
+        ({"to": "someone", "type": "t", "text": "x", "extra": 1}, 422, "extra"),
+        ({"to": "someone", "type": "t", "text": "x", "data": "string"}, 422, "data"),
+        ({"to": "someone", "type": "t", "text": "x", "ttl_s": -1}, 422, "ttl_s"),
+        ({"to": "someone", "type": "t", "text": "x" * (256 * 1024 + 1)}, 413, "256 KiB"),
+        ([], 422, "at least one"),
+        ([{"to": "someone", "type": "t", "text": "x"}] * 1001, 413, "1000"),
+        ("just a string", 422, "object"),
+    ],
+)
+def test_a_bad_publish_is_refused_and_stores_nothing(
+    herald: HeraldProcess, admin: httpx.Client, body: Any, status: int, fragment: str
+) -> None:
+    agent = new_agent(admin)
+    if isinstance(body, dict) and "to" in body:
+        body = {**body, "to": agent["handle"]}
+    if isinstance(body, list):
+        body = [{**item, "to": agent["handle"]} for item in body]
+    response = admin.post("/v1/events", json=body)
+    assert response.status_code == status, response.text
+    assert fragment in response.json()["error"]["message"]
+    with herald.client(agent["api_key"]) as client:
+        assert client.post("/channel/heartbeat", json={"cursor": 0}).json()["events"] == []
+
+
+def test_a_body_that_is_not_json_is_refused(admin: httpx.Client) -> None:
+    response = admin.post(
+        "/v1/events", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and "JSON" in response.json()["error"]["message"]
+
+
+def test_publishing_to_an_unknown_agent_is_not_found(admin: httpx.Client) -> None:
+    response = publish(admin, "no-such-agent")
+    assert response.status_code == 404 and error_code(response) == "not_found"
+
+
+def test_heartbeat_with_a_cursor_is_at_least_once(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    for n in range(5):
+        publish(admin, agent["handle"], f"e{n}")
+    with herald.client(agent["api_key"]) as client:
+        first = client.post("/channel/heartbeat", json={"cursor": 0, "limit": 2}).json()
+        assert [e["text"] for e in first["events"]] == ["e0", "e1"] and first["cursor"] == 2
+        lost_response_retry = client.post(
+            "/channel/heartbeat", json={"cursor": 0, "limit": 2}
+        ).json()
+        assert lost_response_retry == first
+        other = client.post("/channel/heartbeat", json={"cursor": 0, "consumer": "other"}).json()
+        assert [e["text"] for e in other["events"]] == ["e2", "e3", "e4"]
+        second = client.post("/channel/heartbeat", json={"cursor": 2}).json()
+        assert second["events"] == [] and second["cursor"] == 2
+        status = admin.get(f"/v1/events/{first['events'][0]['id']}").json()
+        assert status["status"] == "delivered"
+        assert [a["mechanism"] for a in status["attempts"]] == ["heartbeat", "heartbeat", "ack"]
+
+
+def test_heartbeat_without_a_cursor_is_at_most_once(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    for n in range(3):
+        publish(admin, agent["handle"], f"e{n}")
+    with herald.client(agent["api_key"]) as client:
+        drained = client.post("/channel/heartbeat").json()
+        assert [e["text"] for e in drained["events"]] == ["e0", "e1", "e2"]
+        assert all(e["status"] == "delivered" for e in drained["events"])
+        assert client.post("/channel/heartbeat", json={}).json()["events"] == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"limit": 0},
+        {"limit": 101},
+        {"cursor": -1},
+        {"cursor": "3"},
+        {"consumer": ""},
+        {"since": 1},
+        [1],
+    ],
+)
+def test_a_bad_heartbeat_is_refused(herald: HeraldProcess, admin: httpx.Client, body: Any) -> None:
+    agent = new_agent(admin)
+    with herald.client(agent["api_key"]) as client:
+        response = client.post("/channel/heartbeat", json=body)
+    assert response.status_code == 422 and error_code(response) == "invalid_input"
+
+
+def test_ack_by_ids_and_by_cursor(herald: HeraldProcess, admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    ids = [publish(admin, agent["handle"], f"e{n}").json()["id"] for n in range(4)]
+    with herald.client(agent["api_key"]) as client:
+        assert client.post("/channel/ack", json={"ids": [ids[3]]}).json() == {"acked": 1}
+        assert client.post("/channel/ack", json={"cursor": 2}).json() == {"acked": 2}
+        remaining = client.post("/channel/heartbeat", json={"cursor": 0}).json()["events"]
+        assert [e["id"] for e in remaining] == [ids[2]]
+        assert client.post("/channel/ack", json={}).status_code == 422
+        assert client.post("/channel/ack", json={"ids": "x"}).status_code == 422
+
+
+def test_an_agent_reads_and_acks_only_its_own_events(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    alice, bob = new_agent(admin, "alice"), new_agent(admin, "bob")
+    alice_event = publish(admin, alice["handle"], "for alice").json()["id"]
+    bob_event = publish(admin, bob["handle"], "for bob").json()["id"]
+    with herald.client(alice["api_key"]) as as_alice, herald.client(bob["api_key"]) as as_bob:
+        assert as_alice.get(f"/v1/events/{alice_event}").status_code == 200
+        assert as_alice.get(f"/v1/events/{bob_event}").status_code == 404
+        assert as_bob.get(f"/v1/events/{alice_event}").status_code == 404
+        assert as_alice.post("/channel/ack", json={"ids": [bob_event]}).json() == {"acked": 0}
+        assert as_bob.post("/channel/ack", json={"ids": [alice_event]}).json() == {"acked": 0}
+        assert [e["text"] for e in as_alice.post("/channel/heartbeat").json()["events"]] == [
+            "for alice"
+        ]
+        assert [e["text"] for e in as_bob.post("/channel/heartbeat").json()["events"]] == [
+            "for bob"
+        ]
+    with herald.client() as anonymous:
+        assert anonymous.get(f"/v1/events/{alice_event}").status_code == 401
+
+
+def test_a_deleted_agent_loses_its_key_and_events(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    event_id = publish(admin, agent["handle"]).json()["id"]
+    assert admin.delete(f"/v1/agents/{agent['id']}").status_code == 204
+    assert admin.delete(f"/v1/agents/{agent['id']}").status_code == 404
+    assert admin.get(f"/v1/events/{event_id}").status_code == 404
+    with herald.client(agent["api_key"]) as client:
+        assert client.post("/channel/heartbeat").status_code == 401
+
+
+def test_unknown_routes_and_methods_answer_json(herald: HeraldProcess) -> None:
+    with herald.client() as client:
+        missing = client.get("/v2/nothing")
+        assert missing.status_code == 404 and error_code(missing) == "not_found"
+        wrong = client.delete("/healthz")
+        assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
