@@ -32,7 +32,10 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
     async def create_agent(request: Request) -> Response:
         await require_admin(hub, request)
         body = _strict_object(await read_json(request), {"handle", "webhook_url"}, "agent")
-        agent, key = await hub.create_agent(body.get("handle"), body.get("webhook_url"))
+        handle = body.get("handle")
+        if not isinstance(handle, str):
+            raise InvalidInput("agent.handle is required: 1-64 characters of a-z, 0-9, _ and -")
+        agent, key = await hub.create_agent(handle, body.get("webhook_url"))
         return json_response({**agent.to_json(), "api_key": key}, 201)
 
     async def list_agents(request: Request) -> Response:

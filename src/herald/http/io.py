@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -55,7 +56,7 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 
 def error_response(
-    code: str, message: str, status: int, headers: dict[str, str] | None = None
+    code: str, message: str, status: int, headers: Mapping[str, str] | None = None
 ) -> Response:
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
