@@ -11,6 +11,7 @@ from herald.errors import (
     Unauthorized,
 )
 from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published
+from herald.hub import Drained, Hub
 from herald.store import Store, open_store
 
 __version__ = "0.1.0"
@@ -19,10 +20,12 @@ __all__ = [
     "Agent",
     "Attempt",
     "Conflict",
+    "Drained",
     "Event",
     "EventStatus",
     "Forbidden",
     "HeraldError",
+    "Hub",
     "InvalidInput",
     "NewEvent",
     "NotFound",

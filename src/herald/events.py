@@ -70,6 +70,16 @@ class NewEvent:
     ttl_s: float | None = None
     data_json: str = field(default="null", repr=False)
 
+    @staticmethod
+    def parse(raw: Any, where: str = "event") -> NewEvent:
+        """Check a publish body (a mapping of to, type, text, data, dedupe_key, ttl_s).
+
+        Raises:
+            InvalidInput: a field is missing, unknown or malformed; the message names it.
+            TooLarge: the event is over 256 KiB.
+        """
+        return parse_new_event(raw, where)
+
 
 @dataclass(frozen=True)
 class Event:

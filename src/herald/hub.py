@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 from herald.errors import InvalidInput, NotFound
@@ -145,17 +146,34 @@ class Hub:
 
     # Events
 
-    async def publish(self, event: NewEvent) -> Published:
-        """Store one event durably; returns once it is committed.
+    async def publish(
+        self,
+        to: str,
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+    ) -> Published:
+        """Store one event for the agent with handle ``to``; returns once it is committed.
+        A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
 
         Raises:
-            NotFound: no agent has the handle ``event.to``.
+            InvalidInput: a field is malformed (TooLarge: over 256 KiB).
+            NotFound: no agent has the handle ``to``.
         """
+        fields = {"to": to, "type": type, "text": text, "data": data}
+        event = NewEvent.parse({**fields, "dedupe_key": dedupe_key, "ttl_s": ttl_s})
         (published,) = await self.store.append([event])
         return published
 
     async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
-        """Store a batch in one transaction: all of it, or (on error) none of it."""
+        """Store checked events (``NewEvent.parse``) in one transaction: all or, on error, none.
+
+        Raises:
+            NotFound: an addressee does not exist.
+        """
         return await self.store.append(events)
 
     async def get_event(

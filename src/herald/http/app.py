@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 import herald
 from herald.errors import HeraldError, InvalidInput
-from herald.events import parse_batch, parse_new_event
+from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.io import herald_error, http_error, json_response, read_json, unexpected_error
 from herald.hub import Hub
@@ -60,7 +60,7 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
             return json_response(
                 {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
             )
-        published = await hub.publish(parse_new_event(body))
+        (published,) = await hub.publish_many([NewEvent.parse(body)])
         receipt = _receipt(published.event.id, published.event.seq, published.created)
         return json_response(receipt, 202 if published.created else 200)
 

@@ -1,0 +1,533 @@
+"""The shared store: PostgreSQL through an asyncpg connection pool.
+
+Many herald processes may share one database. Each operation runs on a pooled connection, those
+that write several rows inside one transaction. Publishers to one agent serialise on the agent's
+row (``SELECT ... FOR UPDATE``), which makes its ``seq`` gapless and the dedupe check race-free;
+consumers claim events with ``FOR UPDATE SKIP LOCKED`` so that two never get the same event.
+
+Times are integer milliseconds read from the store's clock, never from the database's ``now()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
+from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published, new_id
+from herald.store import migrations
+from herald.store.base import Clock, Store
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+T = TypeVar("T")
+Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
+Operation: TypeAlias = Callable[[Connection], Awaitable[T]]
+
+MIN_CONNECTIONS = 1
+MAX_CONNECTIONS = 10
+TRANSACTION_TRIES = 3
+"""A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""
+
+_MIGRATION_LOCK = int.from_bytes(b"herald", "big")
+"""The ``pg_advisory_xact_lock`` key that lets one process at a time migrate a database."""
+
+_DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+
+_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url"
+_EVENT_COLUMNS = (
+    "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
+    " status_at"
+)
+_OPEN = "status IN ('pending', 'sent')"
+
+_CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS herald_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)
+"""
+
+# Append: lock the addressees (in id order, so that batches to several agents cannot deadlock),
+# find the dedupe keys already used, take the next seqs, insert the new events in one statement.
+_LOCK_AGENTS = """
+SELECT id, handle FROM agents
+WHERE handle = ANY($1::text[])
+ORDER BY id
+FOR UPDATE
+"""
+_FIND_DUPLICATES = f"""
+SELECT {_EVENT_COLUMNS} FROM events
+WHERE dedupe_key IS NOT NULL
+  AND (agent_id, dedupe_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+"""
+_TAKE_SEQS = """
+UPDATE agents SET last_seq = last_seq + batch.added
+FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
+WHERE agents.id = batch.id
+RETURNING agents.id, agents.last_seq
+"""
+_INSERT_EVENTS = """
+INSERT INTO events (
+    id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at
+)
+SELECT id, agent_id, seq, type, text, data::jsonb, $9, 'pending', dedupe_key, expires_at, $9
+FROM unnest(
+    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::bigint[]
+) AS batch (id, agent_id, seq, type, text, data, dedupe_key, expires_at)
+RETURNING id, data::text
+"""
+
+# Claim and take: $1 agent, $2 consumer (NULL for take), $3 now, $4 limit.
+_CLAIMABLE = f"""
+SELECT id FROM events
+WHERE agent_id = $1 AND {_OPEN} AND (expires_at IS NULL OR expires_at > $3)
+  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3)
+ORDER BY seq
+LIMIT $4
+FOR UPDATE SKIP LOCKED
+"""
+_LEASE = f"""
+WITH claimed AS MATERIALIZED ({_CLAIMABLE})
+UPDATE events SET lease_owner = $2, lease_until = $5
+WHERE id IN (SELECT id FROM claimed)
+RETURNING {_EVENT_COLUMNS}
+"""
+_DELIVER = f"""
+WITH taken AS MATERIALIZED ({_CLAIMABLE})
+UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
+WHERE id IN (SELECT id FROM taken)
+RETURNING {_EVENT_COLUMNS}
+"""
+
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now.
+_ACK = f"""
+UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
+WHERE agent_id = $1 AND {_OPEN}
+  AND (
+    id = ANY($2::text[])
+    OR (
+      seq <= $3::bigint
+      AND ($4::text IS NULL OR lease_owner IS NULL OR lease_owner = $4 OR lease_until <= $5)
+    )
+  )
+RETURNING id
+"""
+
+_INSERT_ATTEMPTS = """
+INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+"""
+
+
+class PostgresStore(Store):
+    """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
+
+    def __init__(self, url: str, clock: Clock = time.time) -> None:
+        super().__init__(clock)
+        self.url = url
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        where = _without_password(self.url)
+        try:
+            pool = await asyncpg.create_pool(
+                self.url,
+                min_size=MIN_CONNECTIONS,
+                max_size=MAX_CONNECTIONS,
+                server_settings={"application_name": "herald"},
+            )
+        except ValueError as exc:  # a malformed URL: asyncpg parses it only now
+            raise InvalidInput(f"cannot open PostgreSQL store {where}: {exc}") from exc
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {exc}") from exc
+        try:
+            async with pool.acquire() as conn:
+                await _migrate(conn)
+        except _DRIVER_ERRORS as exc:
+            pool.terminate()
+            raise StoreUnavailable(f"cannot migrate PostgreSQL store {where}: {exc}") from exc
+        except BaseException:
+            pool.terminate()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            await pool.close()
+        except _DRIVER_ERRORS:  # a broken connection needs no goodbye
+            pool.terminate()
+
+    async def _run(self, operation: Operation[T], *, transaction: bool = False) -> T:
+        """Run ``operation`` on a pooled connection (in a transaction if asked), mapping driver
+        errors to StoreUnavailable."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable("the store is not open: call open() first")
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                async with pool.acquire() as conn:
+                    if not transaction:
+                        return await operation(conn)
+                    async with conn.transaction():
+                        return await operation(conn)
+            except HeraldError:
+                raise
+            except _RETRYABLE as exc:
+                if not transaction or tries >= TRANSACTION_TRIES:
+                    raise StoreUnavailable(f"PostgreSQL store failed: {exc}") from exc
+            except _DRIVER_ERRORS as exc:
+                raise StoreUnavailable(f"PostgreSQL store failed: {exc}") from exc
+
+    # Agents and settings
+
+    async def create_agent(self, agent: Agent) -> None:
+        async def insert(conn: Connection) -> None:
+            try:
+                await conn.execute(
+                    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at)"
+                    " VALUES ($1, $2, $3, $4, $5)",
+                    agent.id,
+                    agent.handle,
+                    agent.key_hash,
+                    agent.webhook_url,
+                    agent.created_at,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
+
+        await self._run(insert)
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        return await self._one_agent("id", agent_id)
+
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        return await self._one_agent("key_hash", key_hash)
+
+    async def _one_agent(self, column: str, value: str) -> Agent | None:
+        async def select(conn: Connection) -> Agent | None:
+            row = await conn.fetchrow(
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE {column} = $1", value
+            )
+            return Agent(*row) if row is not None else None
+
+        return await self._run(select)
+
+    async def list_agents(self) -> list[Agent]:
+        async def select(conn: Connection) -> list[Agent]:
+            # Byte order, as SQLite sorts, whatever the database's collation.
+            rows = await conn.fetch(
+                f'SELECT {_AGENT_COLUMNS} FROM agents ORDER BY handle COLLATE "C"'
+            )
+            return [Agent(*row) for row in rows]
+
+        return await self._run(select)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        async def delete(conn: Connection) -> bool:
+            return _count(await conn.execute("DELETE FROM agents WHERE id = $1", agent_id)) > 0
+
+        return await self._run(delete)
+
+    async def get_setting(self, name: str) -> str | None:
+        async def select(conn: Connection) -> str | None:
+            value = await conn.fetchval("SELECT value FROM settings WHERE name = $1", name)
+            return str(value) if value is not None else None
+
+        return await self._run(select)
+
+    async def set_setting_if_absent(self, name: str, value: str) -> str:
+        async def upsert(conn: Connection) -> str:
+            await conn.execute(
+                "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                name,
+                value,
+            )
+            # A statement of its own: it sees a row another writer committed meanwhile.
+            return str(await conn.fetchval("SELECT value FROM settings WHERE name = $1", name))
+
+        return await self._run(upsert)
+
+    # Events
+
+    async def append(self, events: Sequence[NewEvent]) -> list[Published]:
+        now = self.now()
+        return await self._run(lambda conn: _append(conn, events, now), transaction=True)
+
+    async def get_event(self, event_id: str) -> Event | None:
+        async def select(conn: Connection) -> Event | None:
+            row = await conn.fetchrow(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE id = $1", event_id
+            )
+            return _event(row) if row is not None else None
+
+        return await self._run(select)
+
+    async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
+        now = self.now()
+
+        async def select(conn: Connection) -> list[Event]:
+            rows = await conn.fetch(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE agent_id = $1 AND {_OPEN}"
+                " AND seq > $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY seq LIMIT $4",
+                agent_id,
+                after_seq,
+                now,
+                limit,
+            )
+            return [_event(row) for row in rows]
+
+        return await self._run(select)
+
+    async def claim(
+        self, agent_id: str, consumer: str, limit: int, lease_ms: int, mechanism: str
+    ) -> list[Event]:
+        now = self.now()
+
+        async def lease(conn: Connection) -> list[Event]:
+            rows = await conn.fetch(_LEASE, agent_id, consumer, now, limit, now + lease_ms)
+            events = sorted((_event(row) for row in rows), key=lambda e: e.seq)
+            await _insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
+            )
+            return events
+
+        return await self._run(lease, transaction=True)
+
+    async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
+        now = self.now()
+
+        async def deliver(conn: Connection) -> list[Event]:
+            rows = await conn.fetch(_DELIVER, agent_id, None, now, limit)
+            events = sorted((_event(row) for row in rows), key=lambda e: e.seq)
+            await _insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
+            )
+            return events
+
+        return await self._run(deliver, transaction=True)
+
+    async def ack(
+        self,
+        agent_id: str,
+        *,
+        ids: Sequence[str] = (),
+        up_to_seq: int | None = None,
+        consumer: str | None = None,
+    ) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        async def acknowledge(conn: Connection) -> int:
+            rows = await conn.fetch(_ACK, agent_id, ids, up_to_seq, consumer, now)
+            done = [row[0] for row in rows]
+            await _insert_attempts(
+                conn, [Attempt(event_id, now, "ack", "delivered", consumer) for event_id in done]
+            )
+            return len(done)
+
+        return await self._run(acknowledge, transaction=True)
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        await self._run(lambda conn: _insert_attempts(conn, attempts))
+
+    async def attempts(self, event_id: str) -> list[Attempt]:
+        async def select(conn: Connection) -> list[Attempt]:
+            rows = await conn.fetch(
+                "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
+                " WHERE event_id = $1 ORDER BY id",
+                event_id,
+            )
+            return [Attempt(*row) for row in rows]
+
+        return await self._run(select)
+
+    async def expire(self) -> int:
+        now = self.now()
+
+        async def mark(conn: Connection) -> int:
+            status = await conn.execute(
+                "UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL,"
+                f" lease_until = NULL WHERE {_OPEN} AND expires_at IS NOT NULL"
+                " AND expires_at <= $1",
+                now,
+            )
+            return _count(status)
+
+        return await self._run(mark)
+
+    async def prune(self, finished_before_ms: int) -> int:
+        async def delete(conn: Connection) -> int:
+            status = await conn.execute(
+                "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1",
+                finished_before_ms,
+            )
+            return _count(status)
+
+        return await self._run(delete)
+
+
+async def _migrate(conn: Connection) -> None:
+    """Apply the pending migrations, one process at a time."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        await conn.execute(_CREATE_MIGRATIONS_TABLE)
+        applied = {row[0] for row in await conn.fetch("SELECT version FROM herald_migrations")}
+        for migration in migrations.load("postgres"):
+            if migration.version in applied:
+                continue
+            await conn.execute(migration.sql)  # no arguments: several statements may run at once
+            await conn.execute(
+                "INSERT INTO herald_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                migration.version,
+                migration.name,
+                int(time.time() * 1000),
+            )
+
+
+async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
+    handles = list(dict.fromkeys(new.to for new in events))
+    agents = {row["handle"]: row["id"] for row in await conn.fetch(_LOCK_AGENTS, handles)}
+    for handle in handles:
+        if handle not in agents:
+            raise NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+
+    keys = [(agents[new.to], new.dedupe_key) for new in events if new.dedupe_key is not None]
+    earlier: dict[tuple[str, str], Event] = {}
+    if keys:
+        rows = await conn.fetch(_FIND_DUPLICATES, [k[0] for k in keys], [k[1] for k in keys])
+        earlier = {(row["agent_id"], row["dedupe_key"]): _event(row) for row in rows}
+
+    # The events to store: all but repeats of a dedupe key, stored or earlier in this batch.
+    fresh: list[NewEvent] = []
+    seen = set(earlier)
+    for new in events:
+        if new.dedupe_key is not None:
+            key = (agents[new.to], new.dedupe_key)
+            if key in seen:
+                continue
+            seen.add(key)
+        fresh.append(new)
+
+    added = Counter(agents[new.to] for new in fresh)
+    next_seq: dict[str, int] = {}
+    if added:
+        rows = await conn.fetch(_TAKE_SEQS, list(added), list(added.values()))
+        next_seq = {row["id"]: row["last_seq"] - added[row["id"]] + 1 for row in rows}
+    stored: list[Event] = []
+    for new in fresh:
+        agent_id = agents[new.to]
+        seq, next_seq[agent_id] = next_seq[agent_id], next_seq[agent_id] + 1
+        stored.append(
+            Event(
+                id=new_id("evt_"),
+                agent_id=agent_id,
+                seq=seq,
+                type=new.type,
+                text=new.text,
+                data_json=new.data_json,
+                created_at=now,
+                status=EventStatus.PENDING,
+                dedupe_key=new.dedupe_key,
+                expires_at=now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
+                status_at=now,
+            )
+        )
+    if stored:
+        try:
+            rows = await conn.fetch(
+                _INSERT_EVENTS,
+                [e.id for e in stored],
+                [e.agent_id for e in stored],
+                [e.seq for e in stored],
+                [e.type for e in stored],
+                [e.text for e in stored],
+                [e.data_json for e in stored],
+                [e.dedupe_key for e in stored],
+                [e.expires_at for e in stored],
+                now,
+            )
+        except asyncpg.DataError as exc:  # text PostgreSQL cannot hold, such as a NUL character
+            raise InvalidInput(f"an event cannot be stored in PostgreSQL: {exc}") from exc
+        data = {row["id"]: row["data"] for row in rows}  # as JSONB normalised it, as read later
+        stored = [replace(e, data_json=data[e.id]) for e in stored]
+
+    results: list[Published] = []
+    created = iter(stored)
+    for new in events:
+        key = (agents[new.to], new.dedupe_key) if new.dedupe_key is not None else None
+        if key is not None and key in earlier:
+            results.append(Published(earlier[key], created=False))
+            continue
+        event = next(created)
+        if key is not None:
+            earlier[key] = event
+        results.append(Published(event, created=True))
+    return results
+
+
+async def _insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
+    if not attempts:
+        return
+    await conn.execute(
+        _INSERT_ATTEMPTS,
+        [a.event_id for a in attempts],
+        [a.at for a in attempts],
+        [a.mechanism for a in attempts],
+        [a.outcome for a in attempts],
+        [a.session for a in attempts],
+        [a.error for a in attempts],
+    )
+
+
+def _event(row: asyncpg.Record) -> Event:
+    return Event(
+        id=row["id"],
+        agent_id=row["agent_id"],
+        seq=row["seq"],
+        type=row["type"],
+        text=row["text"],
+        data_json=row["data"],
+        created_at=row["created_at"],
+        status=EventStatus(row["status"]),
+        dedupe_key=row["dedupe_key"],
+        expires_at=row["expires_at"],
+        status_at=row["status_at"],
+    )
+
+
+def _count(status: str) -> int:
+    """The row count of a command status such as ``UPDATE 3``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def _without_password(url: str) -> str:
+    """The URL to name in messages: no password, no query (which may hold one)."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if ":" in userinfo:
+        userinfo = userinfo.split(":", 1)[0] + ":***"
+    return repr(urlunsplit((parts.scheme, f"{userinfo}{at}{host}", parts.path, "", "")))

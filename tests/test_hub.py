@@ -1,0 +1,83 @@
+"""The hub through its Python API: publish, drain, keys and upkeep."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from herald import EventStatus, Hub, InvalidInput, NotFound, TooLarge
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
+    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock, lease_s=10) as opened:
+        yield opened
+
+
+async def test_publish_checks_its_input_and_stores_nothing_bad(hub: Hub) -> None:
+    agent, _ = await hub.create_agent("alice")
+    with pytest.raises(InvalidInput, match="type"):
+        await hub.publish("alice", "has spaces", "x")
+    with pytest.raises(TooLarge):
+        await hub.publish("alice", "t", "x" * (256 * 1024 + 1))
+    with pytest.raises(NotFound, match="bob"):
+        await hub.publish("bob", "t", "x")
+    assert (await hub.heartbeat(agent, cursor=0)).events == []
+
+
+async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    published = await hub.publish("alice", "t", "one")
+    first = await hub.heartbeat(agent, cursor=0, consumer="a")
+    assert [e.id for e in first.events] == [published.event.id]
+    assert (await hub.heartbeat(agent, cursor=0, consumer="b")).events == []
+    clock.advance(10.5)
+    assert [e.id for e in (await hub.heartbeat(agent, cursor=0, consumer="b")).events] == [
+        published.event.id
+    ]
+
+
+async def test_maintenance_expires_and_prunes(hub: Hub, clock: ManualClock) -> None:
+    agent, _ = await hub.create_agent("alice")
+    short = await hub.publish("alice", "t", "short", ttl_s=5)
+    done = await hub.publish("alice", "t", "done")
+    await hub.ack(agent, ids=[done.event.id])
+    clock.advance(6)
+    assert await hub.maintain_once() == (1, 0)
+    event, _ = await hub.get_event(short.event.id)
+    assert event.status is EventStatus.EXPIRED
+    clock.advance(hub.retention_ms / 1000 + 1)
+    assert await hub.maintain_once() == (0, 2)
+    with pytest.raises(NotFound):
+        await hub.get_event(done.event.id)
+
+
+async def test_the_admin_key_is_generated_once_then_read_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    async with Hub.from_url(url) as first:
+        key = await first.setup_admin_key()
+        assert key is not None and first.is_admin_key(key)
+    async with Hub.from_url(url) as second:
+        assert await second.setup_admin_key() is None
+        assert second.is_admin_key(key) and not second.is_admin_key(key + "x")
+    async with Hub.from_url(url) as chosen:
+        assert await chosen.setup_admin_key("my-own-key") is None
+        assert chosen.is_admin_key("my-own-key") and not chosen.is_admin_key(key)
+
+
+async def test_an_agent_key_finds_its_agent_only(hub: Hub) -> None:
+    alice, alice_key = await hub.create_agent("alice")
+    bob, bob_key = await hub.create_agent("bob")
+    assert await hub.agent_for_key(alice_key) == alice
+    assert await hub.agent_for_key(bob_key) == bob
+    assert await hub.agent_for_key(alice_key + "x") is None
+    event = (await hub.publish("alice", "t", "x")).event
+    with pytest.raises(NotFound):
+        await hub.get_event(event.id, viewer=bob)
