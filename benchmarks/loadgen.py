@@ -212,3 +212,17 @@ def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
     return ordered[rank - 1]
+
+
+async def send_all(connections: list[Connection], requests: list[bytes]) -> Counter[int]:
+    """Send each request once, spread over the connections; returns the statuses answered."""
+    statuses: Counter[int] = Counter()
+    pending = iter(requests)
+
+    async def worker(connection: Connection) -> None:
+        for request in pending:
+            status, _ = await connection.call(request)
+            statuses[status] += 1
+
+    await asyncio.gather(*(worker(connection) for connection in connections))
+    return statuses

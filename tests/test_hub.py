@@ -81,3 +81,11 @@ async def test_an_agent_key_finds_its_agent_only(hub: Hub) -> None:
     event = (await hub.publish("alice", "t", "x")).event
     with pytest.raises(NotFound):
         await hub.get_event(event.id, viewer=bob)
+
+
+async def test_numbers_json_cannot_carry_are_refused(hub: Hub) -> None:
+    await hub.create_agent("alice")
+    with pytest.raises(InvalidInput, match="JSON"):
+        await hub.publish("alice", "t", "x", data={"ratio": float("nan")})
+    with pytest.raises(InvalidInput, match="JSON"):
+        await hub.publish("alice", "t", "bad \ud800 surrogate")

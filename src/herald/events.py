@@ -189,8 +189,20 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
         isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_TTL_S
     ):
         raise InvalidInput(f"{where}.ttl_s must be a number of seconds in (0, {MAX_TTL_S}]")
-    data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    size = len(text.encode()) + len(data_json.encode())
+    try:
+        data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        size = len(text.encode()) + len(data_json.encode())
+        (dedupe_key or "").encode()
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise InvalidInput(f"{where} holds what JSON text cannot carry: {exc}") from exc
+    # Every backend must store what one accepts; PostgreSQL refuses NUL in text and JSONB.
+    if (
+        "\x00" in text
+        or "\\u0000" in data_json
+        or "\x00" in data_json
+        or "\x00" in (dedupe_key or "")
+    ):
+        raise InvalidInput(f"{where} holds a NUL character (U+0000), which herald does not store")
     if size > MAX_EVENT_BYTES:
         raise TooLarge(
             f"{where} is {size} bytes of text and data; the limit is {MAX_EVENT_BYTES} (256 KiB)"

@@ -260,3 +260,17 @@ def test_unknown_routes_and_methods_answer_json(herald: HeraldProcess) -> None:
         assert missing.status_code == 404 and error_code(missing) == "not_found"
         wrong = client.delete("/healthz")
         assert wrong.status_code == 405 and error_code(wrong) == "method_not_allowed"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"text": "nul \u0000 inside"},
+        {"data": {"k": "nul \u0000"}},
+        {"dedupe_key": "a\u0000b"},
+    ],
+)
+def test_text_no_backend_can_store_is_refused(admin: httpx.Client, fields: dict[str, Any]) -> None:
+    agent = new_agent(admin)
+    response = publish(admin, agent["handle"], **fields)
+    assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]

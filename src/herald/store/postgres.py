@@ -76,7 +76,7 @@ SELECT {_EVENT_COLUMNS} FROM events
 WHERE dedupe_key IS NOT NULL
   AND (agent_id, dedupe_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 """
-_TAKE_SEQS = """
+_ADVANCE_SEQS = """
 UPDATE agents SET last_seq = last_seq + batch.added
 FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
 WHERE agents.id = batch.id
@@ -156,15 +156,19 @@ class PostgresStore(Store):
                 server_settings={"application_name": "herald"},
             )
         except ValueError as exc:  # a malformed URL: asyncpg parses it only now
-            raise InvalidInput(f"cannot open PostgreSQL store {where}: {exc}") from exc
+            raise InvalidInput(f"cannot open PostgreSQL store {where}: {_describe(exc)}") from exc
         except _DRIVER_ERRORS as exc:
-            raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {exc}") from exc
+            raise StoreUnavailable(
+                f"cannot open PostgreSQL store {where}: {_describe(exc)}"
+            ) from exc
         try:
             async with pool.acquire() as conn:
                 await _migrate(conn)
         except _DRIVER_ERRORS as exc:
             pool.terminate()
-            raise StoreUnavailable(f"cannot migrate PostgreSQL store {where}: {exc}") from exc
+            raise StoreUnavailable(
+                f"cannot migrate PostgreSQL store {where}: {_describe(exc)}"
+            ) from exc
         except BaseException:
             pool.terminate()
             raise
@@ -198,9 +202,9 @@ class PostgresStore(Store):
                 raise
             except _RETRYABLE as exc:
                 if not transaction or tries >= TRANSACTION_TRIES:
-                    raise StoreUnavailable(f"PostgreSQL store failed: {exc}") from exc
+                    raise StoreUnavailable(f"PostgreSQL store failed: {_describe(exc)}") from exc
             except _DRIVER_ERRORS as exc:
-                raise StoreUnavailable(f"PostgreSQL store failed: {exc}") from exc
+                raise StoreUnavailable(f"PostgreSQL store failed: {_describe(exc)}") from exc
 
     # Agents and settings
 
@@ -275,7 +279,17 @@ class PostgresStore(Store):
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
         now = self.now()
-        return await self._run(lambda conn: _append(conn, events, now), transaction=True)
+
+        async def store(conn: Connection) -> list[Published]:
+            try:
+                return await _append(conn, events, now)
+            except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
+                raise InvalidInput(
+                    "an event holds what PostgreSQL cannot store: a NUL character in its text or"
+                    " dedupe_key, \\u0000 or NaN in its data, or an unpaired surrogate"
+                ) from exc
+
+        return await self._run(store, transaction=True)
 
     async def get_event(self, event_id: str) -> Event | None:
         async def select(conn: Connection) -> Event | None:
@@ -423,11 +437,13 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
 
     # The events to store: all but repeats of a dedupe key, stored or earlier in this batch.
     fresh: list[NewEvent] = []
+    repeats: dict[int, tuple[str, str]] = {}  # index in the batch: the key it repeats
     seen = set(earlier)
-    for new in events:
+    for index, new in enumerate(events):
         if new.dedupe_key is not None:
             key = (agents[new.to], new.dedupe_key)
             if key in seen:
+                repeats[index] = key
                 continue
             seen.add(key)
         fresh.append(new)
@@ -435,7 +451,7 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
     added = Counter(agents[new.to] for new in fresh)
     next_seq: dict[str, int] = {}
     if added:
-        rows = await conn.fetch(_TAKE_SEQS, list(added), list(added.values()))
+        rows = await conn.fetch(_ADVANCE_SEQS, list(added), list(added.values()))
         next_seq = {row["id"]: row["last_seq"] - added[row["id"]] + 1 for row in rows}
     stored: list[Event] = []
     for new in fresh:
@@ -457,36 +473,29 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
             )
         )
     if stored:
-        try:
-            rows = await conn.fetch(
-                _INSERT_EVENTS,
-                [e.id for e in stored],
-                [e.agent_id for e in stored],
-                [e.seq for e in stored],
-                [e.type for e in stored],
-                [e.text for e in stored],
-                [e.data_json for e in stored],
-                [e.dedupe_key for e in stored],
-                [e.expires_at for e in stored],
-                now,
-            )
-        except asyncpg.DataError as exc:  # text PostgreSQL cannot hold, such as a NUL character
-            raise InvalidInput(f"an event cannot be stored in PostgreSQL: {exc}") from exc
+        rows = await conn.fetch(
+            _INSERT_EVENTS,
+            [e.id for e in stored],
+            [e.agent_id for e in stored],
+            [e.seq for e in stored],
+            [e.type for e in stored],
+            [e.text for e in stored],
+            [e.data_json for e in stored],
+            [e.dedupe_key for e in stored],
+            [e.expires_at for e in stored],
+            now,
+        )
         data = {row["id"]: row["data"] for row in rows}  # as JSONB normalised it, as read later
         stored = [replace(e, data_json=data[e.id]) for e in stored]
 
-    results: list[Published] = []
+    earlier.update(((e.agent_id, e.dedupe_key), e) for e in stored if e.dedupe_key is not None)
     created = iter(stored)
-    for new in events:
-        key = (agents[new.to], new.dedupe_key) if new.dedupe_key is not None else None
-        if key is not None and key in earlier:
-            results.append(Published(earlier[key], created=False))
-            continue
-        event = next(created)
-        if key is not None:
-            earlier[key] = event
-        results.append(Published(event, created=True))
-    return results
+    return [
+        Published(earlier[repeats[index]], created=False)
+        if index in repeats
+        else Published(next(created), created=True)
+        for index in range(len(events))
+    ]
 
 
 async def _insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
@@ -522,6 +531,12 @@ def _event(row: asyncpg.Record) -> Event:
 def _count(status: str) -> int:
     """The row count of a command status such as ``UPDATE 3``."""
     return int(status.rsplit(" ", 1)[-1])
+
+
+def _describe(exc: BaseException, limit: int = 300) -> str:
+    """A driver error in one line of bounded length: some quote every argument of the query."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _without_password(url: str) -> str:

@@ -1,0 +1,70 @@
+"""How big each benchmark is: the full run (about 2-3 minutes) and ``--quick`` (a smoke run)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Each measured phase stops at its count or its time limit, whichever comes first."""
+
+    store_events: int
+    store_seconds: float
+    publishers: int
+    http_requests: int
+    http_seconds: float
+    http_connections: int
+    warmup_seconds: float
+    batch_size: int
+    batch_connections: int
+    backlog: int
+    drain_limit: int
+    drain_seconds: float
+    drainers: int
+    latency_rate: float
+    latency_seconds: float
+    latency_connections: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FULL = Sizes(
+    store_events=20_000,
+    store_seconds=4.0,
+    publishers=64,
+    http_requests=100_000,
+    http_seconds=6.0,
+    http_connections=64,
+    warmup_seconds=1.0,
+    batch_size=1000,
+    batch_connections=4,
+    backlog=60_000,
+    drain_limit=100,
+    drain_seconds=10.0,
+    drainers=4,
+    latency_rate=1000.0,
+    latency_seconds=10.0,
+    latency_connections=32,
+)
+
+QUICK = Sizes(
+    store_events=2_000,
+    store_seconds=1.0,
+    publishers=64,
+    http_requests=5_000,
+    http_seconds=1.5,
+    http_connections=64,
+    warmup_seconds=0.3,
+    batch_size=1000,
+    batch_connections=4,
+    backlog=5_000,
+    drain_limit=100,
+    drain_seconds=3.0,
+    drainers=4,
+    latency_rate=1000.0,
+    latency_seconds=2.0,
+    latency_connections=32,
+)

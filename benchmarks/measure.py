@@ -1,0 +1,71 @@
+"""Timed loops for in-process benchmarks: bounded by a count and by a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+Publish = Callable[[], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Run:
+    """``events`` done in ``wall_s`` seconds, using ``cpu_s`` of this process's CPU time."""
+
+    events: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.wall_s if self.wall_s else 0.0
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "events": self.events,
+            "seconds": round(self.wall_s, 3),
+            "process CPU share": round(self.cpu_s / self.wall_s, 2) if self.wall_s else None,
+        }
+
+
+class Stopwatch:
+    """Wall and process CPU time since it was made."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+
+    def run(self, events: int) -> Run:
+        return Run(events, time.perf_counter() - self.wall, time.process_time() - self.cpu)
+
+
+async def sequential(publish: Publish, count: int, seconds: float) -> Run:
+    """Await ``publish()`` one call after another."""
+    watch = Stopwatch()
+    deadline = watch.wall + seconds
+    done = 0
+    while done < count and time.perf_counter() < deadline:
+        await publish()
+        done += 1
+    return watch.run(done)
+
+
+async def concurrent(publish: Publish, workers: int, count: int, seconds: float) -> Run:
+    """``workers`` tasks each awaiting ``publish()`` in turn, ``count`` calls in all."""
+    watch = Stopwatch()
+    deadline = watch.wall + seconds
+    budget = [count]
+
+    async def worker() -> int:
+        done = 0
+        while budget[0] > 0 and time.perf_counter() < deadline:
+            budget[0] -= 1
+            await publish()
+            done += 1
+        return done
+
+    counts = await asyncio.gather(*(worker() for _ in range(workers)))
+    return watch.run(sum(counts))

@@ -1,0 +1,106 @@
+"""PostgreSQL: a scratch database, and the plain-asyncpg baseline (one INSERT per event).
+
+Each INSERT runs outside an explicit transaction, so it is its own commit, at the server's
+durability settings (``synchronous_commit`` as configured, normally on): the same promise herald
+makes. Only loopback servers are accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from benchmarks.measure import Run, Stopwatch
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+SCHEMA = """
+CREATE TABLE bench_events (
+    id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    type TEXT NOT NULL,
+    text TEXT NOT NULL,
+    data JSONB NOT NULL,
+    dedupe_key TEXT,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT,
+    status TEXT NOT NULL,
+    status_at BIGINT,
+    lease_owner TEXT,
+    lease_until BIGINT,
+    UNIQUE (agent_id, seq)
+);
+CREATE INDEX bench_events_open ON bench_events (agent_id, seq)
+    WHERE status IN ('pending', 'sent');
+"""
+INSERT = (
+    "INSERT INTO bench_events (id, agent_id, seq, type, text, data, created_at, status, status_at)"
+    " VALUES ($1, 'agt_bench', $2, 'bench.tick', $3, $4::jsonb, $5, 'pending', $5)"
+)
+TEXT = "hello from the benchmark"
+DATA = '{"n":1}'
+
+
+def check_loopback(url: str) -> None:
+    host = urlsplit(url).hostname or ""
+    if host not in LOOPBACK:
+        raise ValueError(f"the PostgreSQL URL must point at this machine (127.0.0.1), not {host!r}")
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(admin_url: str) -> AsyncIterator[str]:
+    """Create a database for this run; yields its URL and drops it afterwards."""
+    check_loopback(admin_url)
+    name = f"herald_bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_url, timeout=10)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield _with_database(admin_url, name)
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def _insert(conn: asyncpg.Connection, seq: int) -> None:
+    await conn.execute(INSERT, f"evt_{seq:026d}", seq, TEXT, DATA, int(time.time() * 1000))
+
+
+async def inserts(url: str, workers: int, count: int, seconds: float) -> Run:
+    """``workers`` connections inserting one event per statement, ``count`` events in all."""
+    connections = [await asyncpg.connect(url) for _ in range(workers)]
+    try:
+        await connections[0].execute("DROP TABLE IF EXISTS bench_events")
+        await connections[0].execute(SCHEMA)
+        for warmup in range(1, 51):
+            await _insert(connections[0], -warmup)
+        watch = Stopwatch()
+        deadline = watch.wall + seconds
+        seqs = iter(range(1, count + 1))
+
+        async def worker(conn: asyncpg.Connection) -> int:
+            done = 0
+            for seq in seqs:
+                await _insert(conn, seq)
+                done += 1
+                if time.perf_counter() >= deadline:
+                    break
+            return done
+
+        counts = await asyncio.gather(*(worker(conn) for conn in connections))
+        return watch.run(sum(counts))
+    finally:
+        for conn in connections:
+            await conn.close()

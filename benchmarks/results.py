@@ -1,0 +1,211 @@
+"""What a benchmark produces: figures with their baselines and targets, and the two reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from benchmarks.cpu import Usage
+
+TargetKind = Literal["ratio_at_least", "at_least", "at_most"]
+GENERATOR_LIMIT = 0.8
+SATURATED = 0.9
+
+
+@dataclass
+class Measurement:
+    """One measured number: a rate in events/s (higher is better) or a latency in ms."""
+
+    label: str
+    value: float
+    unit: str
+    text: str | None = None
+    usage: Usage | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def shown(self) -> str:
+        return self.text if self.text is not None else format_value(self.value, self.unit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "value": _finite(self.value),
+            "unit": self.unit,
+            "text": self.shown(),
+            "cpu": self.usage.to_json() if self.usage else None,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    kind: TargetKind
+    threshold: float
+
+    def met(self, value: float, baseline: float) -> bool:
+        if math.isnan(value):
+            return False
+        if self.kind == "ratio_at_least":
+            return baseline > 0 and value / baseline >= self.threshold
+        if self.kind == "at_least":
+            return value >= self.threshold
+        return value <= self.threshold
+
+
+@dataclass
+class Figure:
+    number: str
+    title: str
+    baseline: Measurement
+    target: Target
+    herald: Measurement | None = None
+    diagnostics: list[Measurement] = field(default_factory=list)
+    method: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.herald is None or not self.baseline.value:
+            return None
+        return self.herald.value / self.baseline.value
+
+    @property
+    def verdict(self) -> str:
+        if self.herald is None:
+            return "skipped"
+        return "met" if self.target.met(self.herald.value, self.baseline.value) else "MISSED"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "title": self.title,
+            "verdict": self.verdict,
+            "target": {"text": self.target.text, "kind": self.target.kind,
+                       "threshold": self.target.threshold},
+            "herald": self.herald.to_json() if self.herald else None,
+            "baseline": self.baseline.to_json(),
+            "herald_over_baseline": None if self.ratio is None else round(self.ratio, 3),
+            "diagnostics": [m.to_json() for m in self.diagnostics],
+            "method": self.method,
+            "notes": self.notes,
+            "skipped": self.skipped,
+        }  # fmt: skip
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def format_value(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    if unit == "ms":
+        return f"{value:.2f} ms"
+    return f"{value:,.0f} {unit}"
+
+
+def cpu_text(usage: Usage | None) -> str:
+    if usage is None:
+        return ""
+    parts = [f"generator CPU {usage.generator_share:.0%}"]
+    if usage.server_share is not None:
+        parts.append(f"server CPU {usage.server_share:.0%}")
+    if usage.server_main_share is not None:
+        parts.append(f"server event-loop thread {usage.server_main_share:.0%}")
+    return ", ".join(parts) + f" of one core over {usage.wall_s:.1f} s"
+
+
+def _table(figures: list[Figure]) -> list[str]:
+    rows = [
+        "| # | figure | herald | baseline | herald / baseline | target | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for fig in figures:
+        herald = fig.herald.shown() if fig.herald else f"skipped: {fig.skipped}"
+        ratio = "" if fig.ratio is None else f"{fig.ratio:.2f}x"
+        baseline = f"{fig.baseline.shown()} ({fig.baseline.label})"
+        rows.append(
+            f"| {fig.number} | {fig.title} | {herald} | {baseline} | {ratio} "
+            f"| {fig.target.text} | **{fig.verdict}** |"
+        )
+    return rows
+
+
+def _measurement_line(kind: str, measurement: Measurement) -> str:
+    extra = cpu_text(measurement.usage)
+    details = ", ".join(f"{key} {value}" for key, value in measurement.details.items())
+    tail = "; ".join(part for part in (details, extra) if part)
+    return f"- {kind} **{measurement.label}**: {measurement.shown()}" + (f" ({tail})" if tail else "")
+
+
+def _section(fig: Figure) -> list[str]:
+    lines = [f"### {fig.number}. {fig.title}: {fig.verdict}", ""]
+    lines += [f"- {line}" for line in fig.method]
+    if fig.herald is not None:
+        lines.append(_measurement_line("herald", fig.herald))
+    lines.append(_measurement_line("baseline", fig.baseline))
+    lines += [_measurement_line("diagnostic", m) for m in fig.diagnostics]
+    lines += [f"- {note}" for note in fig.notes]
+    return [*lines, ""]
+
+
+def render_markdown(figures: list[Figure], meta: dict[str, Any]) -> str:
+    lines = [
+        "# herald benchmarks",
+        "",
+        f"Generated by `{meta['command']}` on {meta['date']} (commit {meta['commit']}, "
+        f"{'quick smoke sizes' if meta['quick'] else 'full sizes'}, {meta['elapsed_s']:.0f} s).",
+        "",
+        f"Machine: {meta['machine']}. Each figure is measured beside its baseline in the same run;"
+        " rates are events/s, latencies milliseconds. CPU shares are of one core"
+        " (1.0 = one core fully busy); the machine has "
+        f"{meta['cpus']} cores.",
+        "",
+        *_table(figures),
+        "",
+        "## Details",
+        "",
+    ]
+    for fig in figures:
+        lines += _section(fig)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_reports(figures: list[Figure], meta: dict[str, Any], directory: Path) -> None:
+    (directory / "REPORT.md").write_text(render_markdown(figures, meta))
+    payload = {"meta": meta, "figures": [fig.to_json() for fig in figures]}
+    (directory / "report.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def generator_note(usages: list[Usage]) -> str:
+    """Whether the load generator could have been the bottleneck, from its CPU share."""
+    worst = max(usage.generator_share for usage in usages)
+    if worst < GENERATOR_LIMIT:
+        return (
+            f"The load generator used at most {worst:.0%} of a core here (process CPU time over wall"
+            " time), so it had headroom and is not what limits these rates."
+        )
+    return (
+        f"WARNING: the load generator used {worst:.0%} of a core here: it may be part of what is"
+        " measured."
+    )
+
+
+def saturation_note(usage: Usage | None) -> str | None:
+    """Say so when the server's event loop was the busy part."""
+    if usage is None or usage.server_main_share is None:
+        return None
+    if usage.server_main_share >= SATURATED:
+        return (
+            f"The server's event-loop thread was busy {usage.server_main_share:.0%} of the time: "
+            "herald is CPU-bound in Python on that thread (one core), not waiting on the disk."
+        )
+    return (
+        f"The server's event-loop thread was busy {usage.server_main_share:.0%} of the time: not "
+        "saturated, so the limit is waiting (fsync, the writer thread, or the client)."
+    )
