@@ -280,3 +280,12 @@ async def test_reopening_keeps_the_data_and_reapplies_nothing(store_url: str, st
         assert second.event.seq == 2
     finally:
         await reopened.close()
+
+
+async def test_take_includes_what_the_same_consumer_holds_but_not_others(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    await store.claim(alice.id, "mine", 1, 30_000, "heartbeat")
+    await store.claim(alice.id, "theirs", 1, 30_000, "heartbeat")
+    taken = await store.take(alice.id, 10, "heartbeat", "mine")
+    assert [e.id for e in taken] == [ids[0], ids[2]]

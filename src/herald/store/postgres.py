@@ -94,7 +94,7 @@ FROM unnest(
 RETURNING id, data::text
 """
 
-# Claim and take: $1 agent, $2 consumer (NULL for take), $3 now, $4 limit.
+# Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
 _CLAIMABLE = f"""
 SELECT id FROM events
 WHERE agent_id = $1 AND {_OPEN} AND (expires_at IS NULL OR expires_at > $3)
@@ -335,7 +335,7 @@ class PostgresStore(Store):
         now = self.now()
 
         async def deliver(conn: Connection) -> list[Event]:
-            rows = await conn.fetch(_DELIVER, agent_id, None, now, limit)
+            rows = await conn.fetch(_DELIVER, agent_id, session, now, limit)
             events = sorted((_event(row) for row in rows), key=lambda e: e.seq)
             await _insert_attempts(
                 conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
