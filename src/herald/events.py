@@ -48,12 +48,20 @@ class Agent:
     key_hash: str
     created_at: int
     webhook_url: str | None = None
+    delivery_json: str = "{}"
+
+    @property
+    def delivery(self) -> dict[str, Any]:
+        """Per-agent delivery overrides (see ``herald.capabilities``)."""
+        value = json.loads(self.delivery_json)
+        return value if isinstance(value, dict) else {}
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "handle": self.handle,
             "webhook_url": self.webhook_url,
+            "delivery": self.delivery,
             "created_at": iso_ms(self.created_at),
         }
 
@@ -69,6 +77,9 @@ class NewEvent:
     dedupe_key: str | None = None
     ttl_s: float | None = None
     data_json: str = field(default="null", repr=False)
+    reply_schema_json: str | None = None
+    sender: str | None = None
+    reply_to: str | None = None
 
     @staticmethod
     def parse(raw: Any, where: str = "event") -> NewEvent:
@@ -94,10 +105,22 @@ class Event:
     dedupe_key: str | None = None
     expires_at: int | None = None
     status_at: int | None = None
+    sender: str | None = None
+    reply_to: str | None = None
+    reply_schema_json: str | None = None
 
     @property
     def data(self) -> Any:
         return json.loads(self.data_json)
+
+    @property
+    def reply_schema(self) -> dict[str, Any] | None:
+        """The form an interactive event asks its agent to fill in, or None."""
+        return json.loads(self.reply_schema_json) if self.reply_schema_json else None
+
+    @property
+    def interactive(self) -> bool:
+        return self.reply_schema_json is not None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +134,34 @@ class Event:
             "created_at": iso_ms(self.created_at),
             "expires_at": iso_ms(self.expires_at) if self.expires_at is not None else None,
             "status": self.status.value,
+            "from": self.sender,
+            "reply_to": self.reply_to,
+            "reply": self.reply_schema,
+        }
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An agent's answer to an event. Routed to the event's sender: an agent gets it as an event
+    (``routed_event_id``); an application through ``Hub.on_reply`` and the event's API view."""
+
+    id: str
+    event_id: str
+    agent_id: str
+    text: str
+    data_json: str
+    created_at: int
+    routed_event_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "event_id": self.event_id,
+            "agent": self.agent_id,
+            "text": self.text,
+            "data": json.loads(self.data_json),
+            "created_at": iso_ms(self.created_at),
+            "routed_event_id": self.routed_event_id,
         }
 
 
@@ -148,7 +199,22 @@ def iso_ms(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
-_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s"}
+_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s", "reply"}
+_FORM_TYPES = {"string", "number", "integer", "boolean"}
+_FORM_FORMATS = {"email", "uri", "date", "date-time"}
+_FORM_KEYWORDS = {
+    "type",
+    "title",
+    "description",
+    "enum",
+    "enumNames",
+    "format",
+    "default",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+}
 
 
 def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
@@ -207,7 +273,53 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
         raise TooLarge(
             f"{where} is {size} bytes of text and data; the limit is {MAX_EVENT_BYTES} (256 KiB)"
         )
-    return NewEvent(to, type_, text, data, dedupe_key, ttl_s, data_json)
+    reply = raw.get("reply")
+    reply_schema_json = None
+    if reply is not None:
+        check_form_schema(reply, f"{where}.reply")
+        reply_schema_json = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
+    return NewEvent(to, type_, text, data, dedupe_key, ttl_s, data_json, reply_schema_json)
+
+
+def check_form_schema(schema: Any, where: str) -> None:
+    """Check that ``schema`` is what an MCP elicitation form may ask for: an object of flat
+    primitive properties (string, number, integer, boolean, or a string enum).
+
+    Raises:
+        InvalidInput: naming the property that breaks the rule.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise InvalidInput(
+            f'{where} must be a form schema: {{"type": "object", "properties": ...}}'
+        )
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        raise InvalidInput(f"{where}.properties must name at least one field")
+    for name, prop in properties.items():
+        if not isinstance(prop, dict) or prop.get("type") not in _FORM_TYPES:
+            raise InvalidInput(
+                f"{where}.properties.{name} must have a type of string, number, integer or boolean"
+                " (forms hold flat fields only)"
+            )
+        unknown = sorted(set(prop) - _FORM_KEYWORDS)
+        if unknown:
+            raise InvalidInput(f"{where}.properties.{name} has unsupported keyword(s) {unknown}")
+        if "format" in prop and prop["format"] not in _FORM_FORMATS:
+            raise InvalidInput(
+                f"{where}.properties.{name}.format must be one of {sorted(_FORM_FORMATS)}"
+            )
+        if "enum" in prop and not (
+            isinstance(prop["enum"], list)
+            and prop["enum"]
+            and all(isinstance(v, str) for v in prop["enum"])
+        ):
+            raise InvalidInput(f"{where}.properties.{name}.enum must be a list of strings")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not set(required) <= set(properties):
+        raise InvalidInput(f"{where}.required must list properties of the form")
+    extra = sorted(set(schema) - {"type", "properties", "required", "title", "description"})
+    if extra:
+        raise InvalidInput(f"{where} has unsupported keyword(s) {extra}")
 
 
 def parse_batch(raw: list[Any]) -> list[NewEvent]:

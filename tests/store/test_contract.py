@@ -10,7 +10,7 @@ import pytest
 
 from herald import open_store
 from herald.errors import Conflict, NotFound
-from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
+from herald.events import Agent, Attempt, EventStatus, NewEvent, Reply, new_id
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -289,3 +289,72 @@ async def test_take_includes_what_the_same_consumer_holds_but_not_others(store: 
     await store.claim(alice.id, "theirs", 1, 30_000, "heartbeat")
     taken = await store.take(alice.id, 10, "heartbeat", "mine")
     assert [e.id for e in taken] == [ids[0], ids[2]]
+
+
+async def test_sender_reply_to_and_form_round_trip(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    form = '{"type":"object","properties":{"ok":{"type":"boolean"}}}'
+    new = NewEvent(
+        to="alice", type="dm", text="x", reply_schema_json=form, sender="bob", reply_to="evt_1"
+    )
+    (published,) = await store.append([new])
+    (read,) = await store.read_open(alice.id, 0, 10)
+    assert read == published.event == await store.get_event(published.event.id)
+    assert read.sender == "bob" and read.reply_to == "evt_1" and read.interactive
+    assert read.reply_schema == {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+async def test_sent_events_stay_open_until_acknowledged(store: Store, clock: ManualClock) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    await store.ack(alice.id, ids=[ids[2]])
+    clock.advance(1)
+    assert await store.mark_sent(alice.id, ids) == 2
+    assert await store.mark_sent(alice.id, ids) == 0
+    sent = await store.get_event(ids[0])
+    assert sent is not None and sent.status is EventStatus.SENT and sent.status_at == store.now()
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == ids[:2]
+    assert await store.ack(alice.id, up_to_seq=1) == 1
+
+
+async def test_overdue_events_are_counted_from_their_last_push(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    clock.advance(10)
+    await store.mark_sent(alice.id, [ids[0]])
+    await store.ack(alice.id, ids=[ids[1]])
+    assert await store.count_overdue(alice.id, store.now() - 5_000) == 1
+    clock.advance(10)
+    assert await store.count_overdue(alice.id, store.now() - 5_000) == 2
+
+
+async def test_a_reply_is_stored_with_the_event_that_routes_it(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    bob = await add_agent(store, "bob")
+    (question,) = await store.append([NewEvent(to="alice", type="q", text="?", sender="bob")])
+    reply = Reply("rpl_1", question.event.id, alice.id, "yes", '{"ok":true}', store.now())
+    answer = NewEvent(
+        to="bob", type="reply", text="yes", sender="alice", reply_to=question.event.id
+    )
+    stored, routed = await store.add_reply(reply, answer)
+    assert routed is not None and routed.event.agent_id == bob.id
+    assert stored.routed_event_id == routed.event.id
+    app_reply, none = await store.add_reply(
+        Reply("rpl_2", question.event.id, alice.id, "b", "{}", store.now()), None
+    )
+    assert none is None and app_reply.routed_event_id is None
+    assert await store.replies(question.event.id) == [stored, app_reply]
+    lost = Reply("rpl_3", question.event.id, alice.id, "x", "{}", store.now())
+    with pytest.raises(NotFound):
+        await store.add_reply(lost, NewEvent(to="gone", type="reply", text="x"))
+    assert len(await store.replies(question.event.id)) == 2
+
+
+async def test_delivery_overrides_are_kept_per_agent(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    assert (await store.get_agent(alice.id)).delivery == {}  # type: ignore[union-attr]
+    assert await store.set_agent_delivery(alice.id, '{"channel":false}')
+    assert (await store.get_agent(alice.id)).delivery == {"channel": False}  # type: ignore[union-attr]
+    assert not await store.set_agent_delivery("agt_none", "{}")

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from herald.events import Agent, Attempt, Event, NewEvent, Published
+from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
 
 Clock = Callable[[], float]
 
@@ -77,6 +77,10 @@ class Store(ABC):
         """Delete an agent with its events and attempts; False if there was none."""
 
     @abstractmethod
+    async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
+        """Replace an agent's delivery overrides; False if there is no such agent."""
+
+    @abstractmethod
     async def get_setting(self, name: str) -> str | None: ...
 
     @abstractmethod
@@ -128,6 +132,31 @@ class Store(ABC):
         """Mark open events of the agent delivered: those in ``ids``, and those with
         ``seq <= up_to_seq`` except, when ``consumer`` is given, events another consumer still
         holds a live lease on. Returns how many changed."""
+
+    @abstractmethod
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        """Mark pending events of the agent ``sent`` (pushed through a way that cannot confirm);
+        delivered ones stay delivered. Returns how many changed."""
+
+    @abstractmethod
+    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+        """How many open, unexpired events of the agent were created or last sent before the
+        given time: the unread events an agent is reminded of."""
+
+    @abstractmethod
+    async def add_reply(
+        self, reply: Reply, routed: NewEvent | None
+    ) -> tuple[Reply, Published | None]:
+        """Store a reply and, in the same transaction, the event that carries it to an agent
+        sender (its id goes in ``routed_event_id``).
+
+        Raises:
+            NotFound: the routed event's addressee does not exist; nothing is stored.
+        """
+
+    @abstractmethod
+    async def replies(self, event_id: str) -> list[Reply]:
+        """The replies to an event, oldest first."""
 
     @abstractmethod
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None: ...

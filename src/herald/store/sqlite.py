@@ -14,11 +14,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
-from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published, new_id
+from herald.events import (
+    Agent,
+    Attempt,
+    Event,
+    EventStatus,
+    NewEvent,
+    Published,
+    Reply,
+    new_id,
+)
 from herald.store import migrations
 from herald.store.base import Clock, Store
 
@@ -27,8 +36,10 @@ Operation = Callable[[sqlite3.Connection], T]
 
 MAX_GROUP = 512
 _EVENT_COLUMNS = (
-    "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at"
+    "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,"
+    " sender, reply_to, reply_schema"
 )
+_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery"
 _OPEN = "status IN ('pending', 'sent')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
 
@@ -149,9 +160,15 @@ class SQLiteStore(Store):
         def insert(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (agent.id, agent.handle, agent.key_hash, agent.webhook_url, agent.created_at),
+                    f"INSERT INTO agents ({_AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        agent.id,
+                        agent.handle,
+                        agent.key_hash,
+                        agent.created_at,
+                        agent.webhook_url,
+                        agent.delivery_json,
+                    ),
                 )
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
@@ -167,7 +184,7 @@ class SQLiteStore(Store):
     async def _one_agent(self, where: str, value: str) -> Agent | None:
         def select(conn: sqlite3.Connection) -> Agent | None:
             row = conn.execute(
-                f"SELECT id, handle, key_hash, created_at, webhook_url FROM agents WHERE {where}",
+                f"SELECT {_AGENT_COLUMNS} FROM agents WHERE {where}",
                 (value,),
             ).fetchone()
             return Agent(*row) if row else None
@@ -176,9 +193,7 @@ class SQLiteStore(Store):
 
     async def list_agents(self) -> list[Agent]:
         def select(conn: sqlite3.Connection) -> list[Agent]:
-            rows = conn.execute(
-                "SELECT id, handle, key_hash, created_at, webhook_url FROM agents ORDER BY handle"
-            )
+            rows = conn.execute(f"SELECT {_AGENT_COLUMNS} FROM agents ORDER BY handle")
             return [Agent(*row) for row in rows]
 
         return await self._run(select)
@@ -188,6 +203,17 @@ class SQLiteStore(Store):
             return conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,)).rowcount > 0
 
         return await self._run(delete)
+
+    async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE agents SET delivery = ? WHERE id = ?", (delivery_json, agent_id)
+                ).rowcount
+                > 0
+            )
+
+        return await self._run(update)
 
     async def get_setting(self, name: str) -> str | None:
         def select(conn: sqlite3.Connection) -> str | None:
@@ -302,6 +328,73 @@ class SQLiteStore(Store):
 
         return await self._run(acknowledge)
 
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        def mark(conn: sqlite3.Connection) -> int:
+            changed = 0
+            for chunk in _chunks(ids, 500):
+                marks = ", ".join("?" * len(chunk))
+                changed += conn.execute(
+                    "UPDATE events SET status = 'sent', status_at = ?"
+                    f" WHERE agent_id = ? AND status = 'pending' AND id IN ({marks})",
+                    [now, agent_id, *chunk],
+                ).rowcount
+            return changed
+
+        return await self._run(mark)
+
+    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+        params = {"agent": agent_id, "before": before_ms, "now": self.now()}
+
+        def count(conn: sqlite3.Connection) -> int:
+            return int(
+                conn.execute(
+                    f"SELECT count(*) FROM events WHERE agent_id = :agent AND {_OPEN}"
+                    f" AND status_at <= :before AND {_UNEXPIRED}",
+                    params,
+                ).fetchone()[0]
+            )
+
+        return await self._run(count)
+
+    async def add_reply(
+        self, reply: Reply, routed: NewEvent | None
+    ) -> tuple[Reply, Published | None]:
+        now = self.now()
+
+        def insert(conn: sqlite3.Connection) -> tuple[Reply, Published | None]:
+            published = _append(conn, [routed], now)[0] if routed is not None else None
+            stored = replace(reply, routed_event_id=published.event.id if published else None)
+            conn.execute(
+                "INSERT INTO replies (id, event_id, agent_id, text, data, created_at,"
+                " routed_event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    stored.id,
+                    stored.event_id,
+                    stored.agent_id,
+                    stored.text,
+                    stored.data_json,
+                    stored.created_at,
+                    stored.routed_event_id,
+                ),
+            )
+            return stored, published
+
+        return await self._run(insert)
+
+    async def replies(self, event_id: str) -> list[Reply]:
+        def select(conn: sqlite3.Connection) -> list[Reply]:
+            rows = conn.execute(
+                "SELECT id, event_id, agent_id, text, data, created_at, routed_event_id"
+                " FROM replies WHERE event_id = ? ORDER BY created_at, id",
+                (event_id,),
+            )
+            return [Reply(*row) for row in rows]
+
+        return await self._run(select)
+
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._run(lambda conn: _insert_attempts(conn, attempts))
 
@@ -359,7 +452,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for migration in migrations.load("sqlite"):
             if migration.version in applied:
                 continue
-            for statement in migration.sql.split(";"):
+            code = "\n".join(
+                line for line in migration.sql.splitlines() if not line.lstrip().startswith("--")
+            )
+            for statement in code.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(
@@ -397,33 +493,24 @@ def _append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> l
         ).fetchone()
         expires_at = now + int(new.ttl_s * 1000) if new.ttl_s is not None else None
         event = Event(
-            new_id("evt_"),
-            agent_id,
-            seq,
-            new.type,
-            new.text,
-            new.data_json,
-            now,
-            EventStatus.PENDING,
-            new.dedupe_key,
-            expires_at,
-            now,
+            id=new_id("evt_"),
+            agent_id=agent_id,
+            seq=seq,
+            type=new.type,
+            text=new.text,
+            data_json=new.data_json,
+            created_at=now,
+            status=EventStatus.PENDING,
+            dedupe_key=new.dedupe_key,
+            expires_at=expires_at,
+            status_at=now,
+            sender=new.sender,
+            reply_to=new.reply_to,
+            reply_schema_json=new.reply_schema_json,
         )
         conn.execute(
-            f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.id,
-                agent_id,
-                seq,
-                event.type,
-                event.text,
-                event.data_json,
-                now,
-                event.status.value,
-                event.dedupe_key,
-                expires_at,
-                now,
-            ),
+            f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+            _event_row(event),
         )
         results.append(Published(event, created=True))
     return results
@@ -459,36 +546,14 @@ def _insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> N
 
 
 def _event(row: Sequence[Any]) -> Event:
-    (
-        id_,
-        agent_id,
-        seq,
-        type_,
-        text,
-        data,
-        created_at,
-        status,
-        dedupe_key,
-        expires_at,
-        status_at,
-    ) = row
-    return Event(
-        id_,
-        agent_id,
-        seq,
-        type_,
-        text,
-        data,
-        created_at,
-        EventStatus(status),
-        dedupe_key,
-        expires_at,
-        status_at,
-    )
+    values = list(row)
+    values[7] = EventStatus(values[7])
+    return Event(*values)
 
 
-def _delivered(event: Event, now: int) -> Event:
-    return Event(
+def _event_row(event: Event) -> tuple[Any, ...]:
+    """An event as the values of ``_EVENT_COLUMNS``, in order."""
+    return (
         event.id,
         event.agent_id,
         event.seq,
@@ -496,11 +561,18 @@ def _delivered(event: Event, now: int) -> Event:
         event.text,
         event.data_json,
         event.created_at,
-        EventStatus.DELIVERED,
+        event.status.value,
         event.dedupe_key,
         event.expires_at,
-        now,
+        event.status_at,
+        event.sender,
+        event.reply_to,
+        event.reply_schema_json,
     )
+
+
+def _delivered(event: Event, now: int) -> Event:
+    return replace(event, status=EventStatus.DELIVERED, status_at=now)
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

@@ -1,0 +1,18 @@
+-- Who sent an event (an agent's handle; NULL for an application), what it answers, and the
+-- form an interactive event asks for; replies to events; per-agent delivery overrides.
+ALTER TABLE events ADD COLUMN sender TEXT;
+ALTER TABLE events ADD COLUMN reply_to TEXT;
+ALTER TABLE events ADD COLUMN reply_schema JSONB;
+ALTER TABLE agents ADD COLUMN delivery JSONB NOT NULL DEFAULT '{}';
+
+CREATE TABLE replies (
+    id              TEXT PRIMARY KEY,
+    event_id        TEXT NOT NULL REFERENCES events (id) ON DELETE CASCADE,
+    agent_id        TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    data            JSONB NOT NULL,
+    created_at      BIGINT NOT NULL,
+    routed_event_id TEXT
+);
+
+CREATE INDEX replies_event ON replies (event_id);
