@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from herald.capabilities import parse_overrides
 from herald.errors import InvalidInput, NotFound
-from herald.events import HANDLE_PATTERN, Agent, Attempt, Event, NewEvent, Published, new_id
+from herald.events import (
+    HANDLE_PATTERN,
+    Agent,
+    Attempt,
+    Event,
+    NewEvent,
+    Published,
+    Reply,
+    new_id,
+)
 from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
 from herald.store import Store, store_from_url
 from herald.store.base import Clock
@@ -61,6 +72,8 @@ class Hub:
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
         self._admin_key_hash: str | None = None
+        self._listeners: list[Callable[[set[str]], None]] = []
+        self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock = time.time, **options: float) -> Hub:
@@ -113,7 +126,9 @@ class Hub:
 
     # Agents
 
-    async def create_agent(self, handle: str, webhook_url: str | None = None) -> tuple[Agent, str]:
+    async def create_agent(
+        self, handle: str, webhook_url: str | None = None, delivery: dict[str, Any] | None = None
+    ) -> tuple[Agent, str]:
         """Create an agent; returns it with its API key, which is kept only hashed: show it once.
 
         Raises:
@@ -124,8 +139,11 @@ class Hub:
             raise InvalidInput("handle must be 1-64 characters of a-z, 0-9, _ and -")
         if webhook_url is not None:
             _check_webhook_url(webhook_url)
+        delivery_json = parse_overrides(delivery) if delivery is not None else "{}"
         key = new_key(AGENT_PREFIX)
-        agent = Agent(new_id("agt_"), handle, hash_key(key), self.store.now(), webhook_url)
+        agent = Agent(
+            new_id("agt_"), handle, hash_key(key), self.store.now(), webhook_url, delivery_json
+        )
         await self.store.create_agent(agent)
         return agent, key
 
@@ -138,6 +156,17 @@ class Hub:
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")
         return agent
+
+    async def set_delivery(self, agent_id: str, delivery: dict[str, Any]) -> Agent:
+        """Replace an agent's delivery overrides; they apply to sessions that connect after.
+
+        Raises:
+            InvalidInput: an unknown key or a wrong type.
+            NotFound: no such agent.
+        """
+        if not await self.store.set_agent_delivery(agent_id, parse_overrides(delivery)):
+            raise NotFound(f"no agent has the id {agent_id!r}")
+        return await self.get_agent(agent_id)
 
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent and every event it has. Raises: NotFound."""
@@ -165,7 +194,7 @@ class Hub:
         """
         fields = {"to": to, "type": type, "text": text, "data": data}
         event = NewEvent.parse({**fields, "dedupe_key": dedupe_key, "ttl_s": ttl_s})
-        (published,) = await self.store.append([event])
+        (published,) = await self.publish_many([event])
         return published
 
     async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
@@ -174,7 +203,88 @@ class Hub:
         Raises:
             NotFound: an addressee does not exist.
         """
-        return await self.store.append(events)
+        published = await self.store.append(events)
+        self._announce({p.event.agent_id for p in published if p.created})
+        return published
+
+    async def send_message(
+        self, sender: Agent, to: str, text: str, data: dict[str, Any] | None = None
+    ) -> Published:
+        """One agent writes to another by handle; the event carries the sender's handle.
+
+        Raises:
+            InvalidInput: a malformed field. NotFound: no agent has the handle ``to``.
+        """
+        event = NewEvent.parse({"to": to, "type": "message.received", "text": text, "data": data})
+        (published,) = await self.publish_many([replace(event, sender=sender.handle)])
+        return published
+
+    async def reply(
+        self, agent: Agent, event_id: str, text: str, data: dict[str, Any] | None = None
+    ) -> Reply:
+        """Answer one of the agent's events. Routed to its sender: an agent gets a
+        ``reply.received`` event; an application gets ``on_reply`` callbacks and sees the reply in
+        the event's API view. Answering an event also acknowledges it.
+
+        Raises:
+            NotFound: the event is not one of the agent's own.
+            InvalidInput: a malformed text or data.
+        """
+        event, _ = await self.get_event(event_id, viewer=agent)
+        routed = None
+        payload = {"event_id": event.id, "text": text, "reply": data}
+        if event.sender is not None:
+            routed = NewEvent.parse(
+                {
+                    "to": event.sender,
+                    "type": "reply.received",
+                    "text": f"@{agent.handle} replied: {text}",
+                    "data": payload,
+                }
+            )
+            routed = replace(routed, sender=agent.handle, reply_to=event.id)
+        else:
+            NewEvent.parse({"to": agent.handle, "type": "reply", "text": text, "data": payload})
+        data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self.store.now())
+        stored, published = await self.store.add_reply(draft, routed)
+        await self.store.ack(agent.id, ids=[event.id])
+        if published is not None:
+            self._announce({published.event.agent_id})
+        else:
+            for handler in self._reply_handlers:
+                try:
+                    await handler(event, stored)
+                except Exception:  # a broken callback must not fail the agent's reply
+                    log.exception("a reply handler failed for event %s", event.id)
+        return stored
+
+    def on_reply(self, handler: Callable[[Event, Reply], Awaitable[None]]) -> None:
+        """Call ``handler(event, reply)`` after an agent answers an application's event."""
+        self._reply_handlers.append(handler)
+
+    def add_listener(self, listener: Callable[[set[str]], None]) -> None:
+        """Call ``listener(agent_ids)`` (it must not block) after events for them are committed."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[set[str]], None]) -> None:
+        self._listeners.remove(listener)
+
+    def _announce(self, agent_ids: set[str]) -> None:
+        if agent_ids:
+            for listener in self._listeners:
+                listener(agent_ids)
+
+    async def inbox(self, agent: Agent, limit: int = 20, session: str = "inbox") -> list[Event]:
+        """The agent's open events, oldest first; reading them is their delivery."""
+        return await self.store.take(agent.id, limit, "inbox", session)
+
+    async def unread(self, agent: Agent, older_than_s: float) -> int:
+        """Open events last offered more than ``older_than_s`` ago."""
+        return await self.store.count_overdue(agent.id, self.store.now() - int(older_than_s * 1000))
+
+    async def replies(self, event_id: str) -> list[Reply]:
+        return await self.store.replies(event_id)
 
     async def get_event(
         self, event_id: str, *, viewer: Agent | None = None
@@ -208,6 +318,7 @@ class Hub:
             events = await self.store.take(agent.id, limit, "heartbeat", consumer)
             return Drained(events, events[-1].seq if events else 0)
         await self.store.ack(agent.id, up_to_seq=cursor, consumer=consumer)
+        self._announce({agent.id})
         events = await self.store.claim(agent.id, consumer, limit, self.lease_ms, "heartbeat")
         return Drained(events, events[-1].seq if events else cursor)
 
@@ -221,7 +332,8 @@ class Hub:
     ) -> int:
         """Mark the agent's events delivered (by id, or everything up to ``cursor``); returns how
         many changed. Ids of other agents' events are ignored."""
-        return await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
+        acked = await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
+        return acked
 
     # Upkeep
 

@@ -20,7 +20,16 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
-from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published, new_id
+from herald.events import (
+    Agent,
+    Attempt,
+    Event,
+    EventStatus,
+    NewEvent,
+    Published,
+    Reply,
+    new_id,
+)
 from herald.store import migrations
 from herald.store.base import Clock, Store
 
@@ -48,11 +57,12 @@ _DRIVER_ERRORS = (
 )
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 
-_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url"
+_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery::text"
 _EVENT_COLUMNS = (
     "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
-    " status_at"
+    " status_at, sender, reply_to, reply_schema::text"
 )
+_REPLY_COLUMNS = "id, event_id, agent_id, text, data::text, created_at, routed_event_id"
 _OPEN = "status IN ('pending', 'sent')"
 
 _CREATE_MIGRATIONS_TABLE = """
@@ -84,14 +94,19 @@ RETURNING agents.id, agents.last_seq
 """
 _INSERT_EVENTS = """
 INSERT INTO events (
-    id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at
+    id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,
+    sender, reply_to, reply_schema
 )
-SELECT id, agent_id, seq, type, text, data::jsonb, $9, 'pending', dedupe_key, expires_at, $9
+SELECT
+    id, agent_id, seq, type, text, data::jsonb, $12, 'pending', dedupe_key, expires_at, $12,
+    sender, reply_to, reply_schema::jsonb
 FROM unnest(
     $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-    $8::bigint[]
-) AS batch (id, agent_id, seq, type, text, data, dedupe_key, expires_at)
-RETURNING id, data::text
+    $8::bigint[], $9::text[], $10::text[], $11::text[]
+) AS batch (
+    id, agent_id, seq, type, text, data, dedupe_key, expires_at, sender, reply_to, reply_schema
+)
+RETURNING id, data::text, reply_schema::text
 """
 
 # Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
@@ -128,6 +143,12 @@ WHERE agent_id = $1 AND {_OPEN}
     )
   )
 RETURNING id
+"""
+
+_INSERT_REPLY = """
+INSERT INTO replies (id, event_id, agent_id, text, data, created_at, routed_event_id)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
+RETURNING data::text
 """
 
 _INSERT_ATTEMPTS = """
@@ -212,13 +233,14 @@ class PostgresStore(Store):
         async def insert(conn: Connection) -> None:
             try:
                 await conn.execute(
-                    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at)"
-                    " VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at, delivery)"
+                    " VALUES ($1, $2, $3, $4, $5, $6::jsonb)",
                     agent.id,
                     agent.handle,
                     agent.key_hash,
                     agent.webhook_url,
                     agent.created_at,
+                    agent.delivery_json,
                 )
             except asyncpg.UniqueViolationError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
@@ -255,6 +277,15 @@ class PostgresStore(Store):
             return _count(await conn.execute("DELETE FROM agents WHERE id = $1", agent_id)) > 0
 
         return await self._run(delete)
+
+    async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
+        async def update(conn: Connection) -> bool:
+            status = await conn.execute(
+                "UPDATE agents SET delivery = $2::jsonb WHERE id = $1", agent_id, delivery_json
+            )
+            return _count(status) > 0
+
+        return await self._run(update)
 
     async def get_setting(self, name: str) -> str | None:
         async def select(conn: Connection) -> str | None:
@@ -365,6 +396,75 @@ class PostgresStore(Store):
 
         return await self._run(acknowledge, transaction=True)
 
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        async def mark(conn: Connection) -> int:
+            status = await conn.execute(
+                "UPDATE events SET status = 'sent', status_at = $3"
+                " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])",
+                agent_id,
+                ids,
+                now,
+            )
+            return _count(status)
+
+        return await self._run(mark)
+
+    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+        now = self.now()
+
+        async def count(conn: Connection) -> int:
+            value = await conn.fetchval(
+                f"SELECT count(*) FROM events WHERE agent_id = $1 AND {_OPEN}"
+                " AND status_at <= $2 AND (expires_at IS NULL OR expires_at > $3)",
+                agent_id,
+                before_ms,
+                now,
+            )
+            return int(value)
+
+        return await self._run(count)
+
+    async def add_reply(
+        self, reply: Reply, routed: NewEvent | None
+    ) -> tuple[Reply, Published | None]:
+        now = self.now()
+
+        async def insert(conn: Connection) -> tuple[Reply, Published | None]:
+            try:
+                published = (await _append(conn, [routed], now))[0] if routed else None
+                stored = replace(reply, routed_event_id=published.event.id if published else None)
+                data = await conn.fetchval(
+                    _INSERT_REPLY,
+                    stored.id,
+                    stored.event_id,
+                    stored.agent_id,
+                    stored.text,
+                    stored.data_json,
+                    stored.created_at,
+                    stored.routed_event_id,
+                )
+            except asyncpg.DataError as exc:  # its message may quote the reply: not shown
+                raise InvalidInput(
+                    "a reply holds what PostgreSQL cannot store: a NUL character in its text,"
+                    " \\u0000 or NaN in its data, or an unpaired surrogate"
+                ) from exc
+            return replace(stored, data_json=data), published  # data as JSONB normalised it
+
+        return await self._run(insert, transaction=True)
+
+    async def replies(self, event_id: str) -> list[Reply]:
+        async def select(conn: Connection) -> list[Reply]:
+            rows = await conn.fetch(
+                f"SELECT {_REPLY_COLUMNS} FROM replies WHERE event_id = $1 ORDER BY created_at, id",
+                event_id,
+            )
+            return [Reply(*row) for row in rows]
+
+        return await self._run(select)
+
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._run(lambda conn: _insert_attempts(conn, attempts))
 
@@ -470,6 +570,9 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
                 dedupe_key=new.dedupe_key,
                 expires_at=now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
                 status_at=now,
+                sender=new.sender,
+                reply_to=new.reply_to,
+                reply_schema_json=new.reply_schema_json,
             )
         )
     if stored:
@@ -483,10 +586,17 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
             [e.data_json for e in stored],
             [e.dedupe_key for e in stored],
             [e.expires_at for e in stored],
+            [e.sender for e in stored],
+            [e.reply_to for e in stored],
+            [e.reply_schema_json for e in stored],
             now,
         )
-        data = {row["id"]: row["data"] for row in rows}  # as JSONB normalised it, as read later
-        stored = [replace(e, data_json=data[e.id]) for e in stored]
+        # The JSON as JSONB normalised it, as it is read later.
+        normalised = {row["id"]: (row["data"], row["reply_schema"]) for row in rows}
+        stored = [
+            replace(e, data_json=normalised[e.id][0], reply_schema_json=normalised[e.id][1])
+            for e in stored
+        ]
 
     earlier.update(((e.agent_id, e.dedupe_key), e) for e in stored if e.dedupe_key is not None)
     created = iter(stored)
@@ -525,6 +635,9 @@ def _event(row: asyncpg.Record) -> Event:
         dedupe_key=row["dedupe_key"],
         expires_at=row["expires_at"],
         status_at=row["status_at"],
+        sender=row["sender"],
+        reply_to=row["reply_to"],
+        reply_schema_json=row["reply_schema"],
     )
 
 

@@ -1,0 +1,186 @@
+"""What one session can take, worked out once when it connects.
+
+Declared capabilities decide (elicitation form and url, the era's push path); a table of known
+client profiles fills only what no handshake says (Claude Code does not announce channels); the
+agent's own delivery overrides have the last word. A client that changes with an update changes
+one row of ``CLIENT_PROFILES``, not code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from herald.errors import InvalidInput
+
+LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+"""Protocol versions negotiated with ``initialize``: the server may push at any time."""
+
+STREAM_CAPABILITY = "herald/events"
+"""An ``experimental`` client capability: the client shows ``notifications/herald/event``."""
+
+DEFAULT_ACK_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class ClientProfile:
+    """What a known client does that its handshake does not say. ``None`` leaves it to the
+    handshake."""
+
+    channel: bool | None = None
+    elicitation: bool | None = None
+    note: str = ""
+
+
+CLIENT_PROFILES: dict[str, ClientProfile] = {
+    "claude-code": ClientProfile(
+        channel=True, note="shows <channel> tags when started with --channels"
+    ),
+    "local-agent-mode-*": ClientProfile(
+        channel=False, note="Claude desktop Code tab: no elicitation"
+    ),
+    "Visual Studio Code": ClientProfile(note="shows elicitation forms"),
+    "cursor-vscode": ClientProfile(note="declares elicitation {} (form only)"),
+    "codex-mcp-client*": ClientProfile(
+        elicitation=False, note="has auto-declined elicitations: do not count on a human"
+    ),
+}
+
+OVERRIDE_KEYS = {"channel", "elicitation", "stream", "log", "ack_timeout_s"}
+
+
+@dataclass(frozen=True)
+class DeliveryCapabilities:
+    """The ways herald can reach one session, richest first in the cascade."""
+
+    transport: str
+    protocol_version: str
+    client_name: str | None = None
+    client_version: str | None = None
+    channel: bool = False
+    elicitation_form: bool = False
+    elicitation_url: bool = False
+    stream: bool = False
+    log: bool = False
+    ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
+
+    @property
+    def era(self) -> str:
+        return "legacy" if self.protocol_version in LEGACY_VERSIONS else "modern"
+
+    @property
+    def can_push(self) -> bool:
+        return self.era == "legacy"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "transport": self.transport,
+            "protocol_version": self.protocol_version,
+            "era": self.era,
+            "client": {"name": self.client_name, "version": self.client_version},
+            "channel": self.channel,
+            "elicitation": {"form": self.elicitation_form, "url": self.elicitation_url},
+            "stream": self.stream,
+            "log": self.log,
+            "ack_timeout_s": self.ack_timeout_s,
+        }
+
+
+def profile_for(client_name: str | None) -> ClientProfile:
+    if client_name:
+        for pattern, profile in CLIENT_PROFILES.items():
+            if fnmatch.fnmatchcase(client_name, pattern):
+                return profile
+    return ClientProfile()
+
+
+def detect(
+    *,
+    transport: str,
+    protocol_version: str,
+    client_info: dict[str, Any] | None,
+    client_capabilities: dict[str, Any] | None,
+    overrides: dict[str, Any] | None = None,
+) -> DeliveryCapabilities:
+    """Work out what a session can take from its handshake (wire-shaped dicts, camelCase).
+
+    On a 2026-07-28 connection nothing can be pushed: the session is served by its tool calls
+    and its events wait in the store.
+    """
+    info = client_info or {}
+    declared = client_capabilities or {}
+    profile = profile_for(info.get("name"))
+    caps = DeliveryCapabilities(
+        transport=transport,
+        protocol_version=protocol_version,
+        client_name=info.get("name"),
+        client_version=info.get("version"),
+    )
+    if not caps.can_push:
+        return caps
+    elicitation = declared.get("elicitation")
+    if isinstance(elicitation, dict):
+        # {} means form only (the 2025-06-18 reading); otherwise each mode is declared.
+        form = "form" in elicitation or "url" not in elicitation
+        url = "url" in elicitation
+    else:
+        form = url = False
+    if profile.elicitation is False:
+        form = url = False
+    experimental = declared.get("experimental") or {}
+    caps = replace(
+        caps,
+        channel=bool(profile.channel),
+        elicitation_form=form,
+        elicitation_url=url,
+        stream=isinstance(experimental, dict) and STREAM_CAPABILITY in experimental,
+        log=True,
+    )
+    return apply_overrides(caps, overrides or {})
+
+
+def apply_overrides(caps: DeliveryCapabilities, overrides: dict[str, Any]) -> DeliveryCapabilities:
+    """Switch ways on or off for one agent. A switched-on way still needs a push path."""
+    changes: dict[str, Any] = {}
+    if "ack_timeout_s" in overrides:
+        changes["ack_timeout_s"] = float(overrides["ack_timeout_s"])
+    if caps.can_push:
+        for key in ("channel", "stream", "log"):
+            if key in overrides:
+                changes[key] = bool(overrides[key])
+        if overrides.get("elicitation") is False:
+            changes["elicitation_form"] = changes["elicitation_url"] = False
+        elif overrides.get("elicitation") is True:
+            changes["elicitation_form"] = True
+    return replace(caps, **changes)
+
+
+def parse_overrides(raw: Any) -> str:
+    """Check an agent's delivery overrides and return them as JSON for the store.
+
+    Raises:
+        InvalidInput: an unknown key or a wrong type, named.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidInput(
+            'delivery must be an object such as {"channel": true, "ack_timeout_s": 120}'
+        )
+    unknown = sorted(set(raw) - OVERRIDE_KEYS)
+    if unknown:
+        allowed = ", ".join(sorted(OVERRIDE_KEYS))
+        raise InvalidInput(f"delivery has unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    for key, value in raw.items():
+        if key == "ack_timeout_s":
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 1 <= value <= 86400
+            ):
+                raise InvalidInput(
+                    "delivery.ack_timeout_s must be a number of seconds from 1 to 86400"
+                )
+        elif not isinstance(value, bool):
+            raise InvalidInput(f"delivery.{key} must be true or false")
+    return json.dumps(raw, separators=(",", ":"))
