@@ -157,7 +157,7 @@ class Hub:
             raise NotFound(f"no agent has the id {agent_id!r}")
         return agent
 
-    async def set_delivery(self, agent_id: str, delivery: dict[str, Any]) -> Agent:
+    async def set_delivery(self, agent_id: str, delivery: Any) -> Agent:
         """Replace an agent's delivery overrides; they apply to sessions that connect after.
 
         Raises:

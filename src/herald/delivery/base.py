@@ -23,6 +23,9 @@ class FormAnswer:
 class Peer(Protocol):
     """The push side of one live session, whatever its transport."""
 
+    def ready(self) -> bool:
+        """Whether a push can reach the client now (an HTTP client may not hold its stream open)."""
+
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification. Returning is no proof that anyone saw it."""
 

@@ -13,29 +13,37 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 import herald
+from herald.delivery.engine import Notifier
 from herald.errors import HeraldError, InvalidInput
 from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.io import herald_error, http_error, json_response, read_json, unexpected_error
+from herald.http.mcp import McpEndpoint
 from herald.hub import Hub
 
 MAX_ACK_IDS = 1000
 
 
-def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
-    """The HTTP API over an opened hub. With ``maintenance``, expiry and pruning run in the
-    background for as long as the app does."""
+def create_app(
+    hub: Hub, *, notifier: Notifier | None = None, maintenance: bool = True
+) -> Starlette:
+    """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
+    and pruning run in the background for as long as the app does."""
+    notifier = notifier or Notifier(hub)
+    mcp = McpEndpoint(notifier)
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok", "version": herald.__version__})
 
     async def create_agent(request: Request) -> Response:
         await require_admin(hub, request)
-        body = _strict_object(await read_json(request), {"handle", "webhook_url"}, "agent")
+        body = _strict_object(
+            await read_json(request), {"handle", "webhook_url", "delivery"}, "agent"
+        )
         handle = body.get("handle")
         if not isinstance(handle, str):
             raise InvalidInput("agent.handle is required: 1-64 characters of a-z, 0-9, _ and -")
-        agent, key = await hub.create_agent(handle, body.get("webhook_url"))
+        agent, key = await hub.create_agent(handle, body.get("webhook_url"), body.get("delivery"))
         return json_response({**agent.to_json(), "api_key": key}, 201)
 
     async def list_agents(request: Request) -> Response:
@@ -102,13 +110,28 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
         acked = await hub.ack(agent, ids=ids, cursor=cursor, consumer=_optional_consumer(body))
         return json_response({"acked": acked})
 
+    async def agent_sessions(request: Request) -> Response:
+        await require_admin(hub, request)
+        agent = await hub.get_agent(request.path_params["agent_id"])
+        sessions = [s.to_json() for s in notifier.sessions_of(agent.id)]
+        return json_response({"sessions": sessions})
+
+    async def set_delivery(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = _strict_object(await read_json(request), {"delivery"}, "agent")
+        agent = await hub.set_delivery(request.path_params["agent_id"], body.get("delivery"))
+        return json_response(agent.to_json())
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if not maintenance:
-            yield
-            return
-        async with hub.maintenance():
-            yield
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(mcp.running())
+            if maintenance:
+                await stack.enter_async_context(hub.maintenance())
+            try:
+                yield
+            finally:
+                await notifier.close()
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -116,10 +139,13 @@ def create_app(hub: Hub, *, maintenance: bool = True) -> Starlette:
         Route("/v1/agents", list_agents, methods=["GET"]),
         Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+        Route("/v1/agents/{agent_id}", set_delivery, methods=["PATCH"]),
+        Route("/v1/agents/{agent_id}/sessions", agent_sessions, methods=["GET"]),
         Route("/v1/events", publish, methods=["POST"]),
         Route("/v1/events/{event_id}", get_event, methods=["GET"]),
         Route("/channel/heartbeat", heartbeat, methods=["POST"]),
         Route("/channel/ack", ack, methods=["POST"]),
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
     ]
     return Starlette(
         routes=routes,

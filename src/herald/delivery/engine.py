@@ -1,0 +1,285 @@
+"""The notification service: one per process, every live session registers with it.
+
+For each event, for each live session of its agent, the cascade tries the richest way first and
+degrades instead of failing. The store is the truth: a session's worker reads open events after
+what it has offered, so a lost wake-up costs latency (until the next poll), never an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities
+from herald.delivery import render
+from herald.delivery.base import Mechanism, Outcome, Peer, Result
+from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
+from herald.events import Agent, Attempt, Event, EventStatus
+from herald.hub import Hub
+
+log = logging.getLogger("herald.delivery")
+
+PAGE = 100
+
+
+@dataclass
+class _Pushed:
+    """An event sent to a session and not yet confirmed."""
+
+    event: Event
+    mechanism_index: int
+    at: float
+
+
+@dataclass(eq=False)
+class LiveSession:
+    """A live connection of an agent's client: presence, and where to push."""
+
+    id: str
+    agent: Agent
+    caps: DeliveryCapabilities
+    peer: Peer
+    connected_at: float = field(default_factory=time.time)
+    offered_through: int = 0
+    unconfirmed: dict[str, _Pushed] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    forms: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "agent": self.agent.id, "capabilities": self.caps.to_json()}
+
+
+class Notifier:
+    """Delivers events to live sessions through the cascade.
+
+    Args:
+        hub: the hub whose publishes wake sessions.
+        mechanisms: the ways, richest first (default: channel, elicitation, stream, log).
+        backlog_limit: on (re)connect, a backlog longer than this arrives as one summary.
+        poll_interval_s: how often a session looks at the store without a wake-up.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        mechanisms: list[Mechanism] | None = None,
+        backlog_limit: int = 10,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self.hub = hub
+        self.mechanisms = mechanisms if mechanisms is not None else default_mechanisms()
+        self.backlog_limit = backlog_limit
+        self.poll_interval_s = poll_interval_s
+        self._sessions: dict[str, LiveSession] = {}
+        self._by_agent: dict[str, set[str]] = {}
+        hub.add_listener(self.wake_agents)
+
+    # Presence
+
+    def connect(
+        self, session_id: str, agent: Agent, caps: DeliveryCapabilities, peer: Peer
+    ) -> LiveSession:
+        """Register a live session and start offering it the agent's events."""
+        self.disconnect(session_id)
+        session = LiveSession(session_id, agent, caps, peer)
+        self._sessions[session_id] = session
+        self._by_agent.setdefault(agent.id, set()).add(session_id)
+        if caps.can_push:
+            session.task = asyncio.create_task(
+                self._serve(session), name=f"herald-session-{session_id}"
+            )
+        log.info("session %s of %s connected: %s", session_id, agent.handle, caps.to_json())
+        return session
+
+    def disconnect(self, session_id: str) -> None:
+        """Forget a session; what it was not confirmed stays open in the store."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        ids = self._by_agent.get(session.agent.id, set())
+        ids.discard(session_id)
+        if not ids:
+            self._by_agent.pop(session.agent.id, None)
+        for task in [session.task, *session.forms]:
+            if task is not None:
+                task.cancel()
+        log.info("session %s of %s disconnected", session_id, session.agent.handle)
+
+    def session(self, session_id: str) -> LiveSession | None:
+        return self._sessions.get(session_id)
+
+    def sessions_of(self, agent_id: str) -> list[LiveSession]:
+        return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]
+
+    def wake_session(self, session_id: str) -> None:
+        """Have a session look again now (its stream opened, say)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.wake.set()
+
+    def wake_agents(self, agent_ids: set[str]) -> None:
+        for agent_id in agent_ids:
+            for session in self.sessions_of(agent_id):
+                session.wake.set()
+
+    async def close(self) -> None:
+        for session_id in list(self._sessions):
+            self.disconnect(session_id)
+        with contextlib.suppress(ValueError):
+            self.hub.remove_listener(self.wake_agents)
+
+    async def reminder(self, agent: Agent, caps: DeliveryCapabilities | None = None) -> str | None:
+        """The line flagged on an agent's tool results while events wait unread."""
+        timeout = (caps.ack_timeout_s if caps else None) or self._ack_timeout(agent)
+        count = await self.hub.unread(agent, timeout)
+        return render.reminder(count) if count else None
+
+    def _ack_timeout(self, agent: Agent) -> float:
+        sessions = self.sessions_of(agent.id)
+        if sessions:
+            return min(s.caps.ack_timeout_s for s in sessions)
+        return float(agent.delivery.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+
+    # A session's worker
+
+    async def _serve(self, session: LiveSession) -> None:
+        try:
+            backlog_offered = False
+            while True:
+                if session.peer.ready():
+                    if not backlog_offered:
+                        await self._offer_backlog(session)
+                        backlog_offered = True
+                    await self._offer_new(session)
+                    await self._escalate(session)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._next_wait(session)):
+                        await session.wake.wait()
+                session.wake.clear()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the worker's top level: log, and leave the events in the store
+            log.exception("delivery to session %s stopped", session.id)
+
+    def _next_wait(self, session: LiveSession) -> float:
+        wait = self.poll_interval_s
+        now = time.monotonic()
+        for pushed in session.unconfirmed.values():
+            wait = min(wait, pushed.at + session.caps.ack_timeout_s - now)
+        return max(wait, 0.0)
+
+    async def _offer_backlog(self, session: LiveSession) -> None:
+        agent_id = session.agent.id
+        first = await self.hub.store.read_open(agent_id, 0, self.backlog_limit + 1)
+        if len(first) <= self.backlog_limit:
+            return  # offered one by one by _offer_new
+        count, last = len(first), first[-1]
+        while page := await self.hub.store.read_open(agent_id, last.seq, PAGE):
+            count, last = count + len(page), page[-1]
+        await self._send_summary(session, count, first[0])
+        session.offered_through = last.seq
+
+    async def _send_summary(self, session: LiveSession, count: int, oldest: Event) -> None:
+        text = render.summary(count, oldest)
+        caps, peer = session.caps, session.peer
+        if caps.channel:
+            meta = {"type": "herald.backlog", "unread": str(count)}
+            await peer.notify("notifications/claude/channel", {"content": text, "meta": meta})
+        elif caps.stream:
+            await peer.notify(STREAM_METHOD, {"summary": {"unread": count}, "text": text})
+        elif caps.log:
+            await peer.notify(LOG_METHOD, {"level": "notice", "logger": "herald", "data": text})
+        await self.hub.store.record_attempts(
+            [
+                Attempt(
+                    oldest.id,
+                    self.hub.store.now(),
+                    "summary",
+                    "sent",
+                    session.id,
+                    f"{count} unread",
+                )
+            ]
+        )
+
+    async def _offer_new(self, session: LiveSession) -> None:
+        while events := await self.hub.store.read_open(
+            session.agent.id, session.offered_through, PAGE
+        ):
+            for event in events:
+                await self._cascade(session, event, 0)
+                session.offered_through = event.seq
+
+    async def _escalate(self, session: LiveSession) -> None:
+        """Events sent but not acknowledged in time go the next way."""
+        now = time.monotonic()
+        due = [p for p in session.unconfirmed.values() if now - p.at >= session.caps.ack_timeout_s]
+        for pushed in due:
+            del session.unconfirmed[pushed.event.id]
+            current = await self.hub.store.get_event(pushed.event.id)
+            if current is None or not current.status.is_open:
+                continue
+            await self._cascade(session, current, pushed.mechanism_index + 1)
+
+    async def _cascade(self, session: LiveSession, event: Event, start: int) -> None:
+        for index in range(start, len(self.mechanisms)):
+            mechanism = self.mechanisms[index]
+            if not mechanism.can_serve(session.caps, event):
+                continue
+            if mechanism.name == "elicitation":
+                # A form waits for a person: it must not hold up the events behind it.
+                task = asyncio.create_task(self._ask(session, event, index))
+                session.forms.add(task)
+                task.add_done_callback(session.forms.discard)
+                return
+            if await self._try(session, event, index) is not Outcome.FAILED:
+                return
+        await self._record(
+            session, event, "store", Result(Outcome.FAILED, "no way to push: waits for inbox")
+        )
+
+    async def _ask(self, session: LiveSession, event: Event, index: int) -> None:
+        try:
+            if await self._try(session, event, index) is Outcome.FAILED:
+                await self._cascade(session, event, index + 1)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("form delivery of %s to session %s failed", event.id, session.id)
+
+    async def _try(self, session: LiveSession, event: Event, index: int) -> Outcome:
+        mechanism = self.mechanisms[index]
+        try:
+            result = await mechanism.send(session.peer, event)
+        except Exception as exc:  # a mechanism's failure is recorded and the next way tried
+            result = Result(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
+        await self._record(session, event, mechanism.name, result)
+        if result.outcome is Outcome.DELIVERED:
+            answer = result.answer
+            if answer is not None and answer.action == "accept":
+                await self.hub.reply(session.agent, event.id, "answered the form", answer.content)
+            else:
+                await self.hub.store.ack(session.agent.id, ids=[event.id], consumer=session.id)
+        elif result.outcome is Outcome.SENT:
+            if event.status is EventStatus.PENDING:
+                await self.hub.store.mark_sent(session.agent.id, [event.id])
+            session.unconfirmed[event.id] = _Pushed(event, index, time.monotonic())
+        return result.outcome
+
+    async def _record(
+        self, session: LiveSession, event: Event, mechanism: str, result: Result
+    ) -> None:
+        attempt = Attempt(
+            event.id,
+            self.hub.store.now(),
+            mechanism,
+            result.outcome.value,
+            session.id,
+            result.error,
+        )
+        await self.hub.store.record_attempts([attempt])

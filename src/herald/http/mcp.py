@@ -1,0 +1,101 @@
+"""herald's MCP endpoint over streamable HTTP: agent keys, sessions, and knowing when a
+session's stream is open (a push sent while it is closed would be dropped by the transport)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herald.delivery.engine import Notifier
+from herald.errors import HeraldError
+from herald.http.auth import require_agent
+from herald.http.io import error_response
+from herald.mcp.server import AGENT_SCOPE_KEY, create_server
+
+SESSION_HEADER = b"mcp-session-id"
+IDLE_TIMEOUT_S = 900.0
+
+
+class StreamTracker:
+    """Counts the open GET streams of each MCP session."""
+
+    def __init__(self, on_change: Callable[[str], None]) -> None:
+        self._open: Counter[str] = Counter()
+        self._on_change = on_change
+
+    def is_open(self, session_id: str) -> bool:
+        return self._open[session_id] > 0
+
+    def ready_check(self, session_id: str) -> Callable[[], bool]:
+        return lambda: self.is_open(session_id)
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        async def tracked(scope: Scope, receive: Receive, send: Send) -> None:
+            session_id = dict(scope["headers"]).get(SESSION_HEADER, b"").decode("latin-1")
+            if scope.get("method") != "GET" or not session_id:
+                await app(scope, receive, send)
+                return
+            opened = False
+
+            async def watch(message: Message) -> None:
+                nonlocal opened
+                if message["type"] == "http.response.start" and message["status"] == 200:
+                    opened = True
+                    self._open[session_id] += 1
+                await send(message)
+                if opened and message["type"] == "http.response.start":
+                    self._on_change(session_id)
+
+            try:
+                await app(scope, receive, watch)
+            finally:
+                if opened:
+                    self._open[session_id] -= 1
+                    if self._open[session_id] <= 0:
+                        del self._open[session_id]
+                    self._on_change(session_id)
+
+        return tracked
+
+
+class McpEndpoint:
+    """The ``/mcp`` ASGI endpoint: every request needs an agent's key; the MCP session it opens
+    belongs to that agent (the SDK refuses its session id to any other key)."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self.notifier = notifier
+        self.streams = StreamTracker(notifier.wake_session)
+        self.server = create_server(notifier, ready=self.streams.ready_check)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            # Every request carries an agent key, which a rebinding page cannot add.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            session_idle_timeout=IDLE_TIMEOUT_S,
+        )
+        self._app = self.streams.wrap(StreamableHTTPASGIApp(self.manager))
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            agent = await require_agent(self.notifier.hub, Request(scope))
+        except HeraldError as exc:
+            headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+            response = error_response(exc.code, exc.message, exc.http_status, headers)
+            await response(scope, receive, send)
+            return
+        scope[AGENT_SCOPE_KEY] = agent
+        token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
+        scope["user"] = AuthenticatedUser(token)
+        await self._app(scope, receive, send)

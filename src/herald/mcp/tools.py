@@ -1,0 +1,176 @@
+"""herald's MCP tools: inbox, ack, reply, send_message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from herald.delivery import render
+from herald.errors import HeraldError, InvalidInput
+from herald.events import Agent
+from herald.hub import Hub
+
+_EVENT_ID = {"type": "string", "description": "an event id, as in event_id=... of a notification"}
+
+TOOLS = [
+    types.Tool(
+        name="inbox",
+        description=(
+            "Read your pending herald events, oldest first. Reading is delivery: the events "
+            "returned are marked delivered. Call it when told events are waiting."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+            },
+            "additionalProperties": False,
+        },
+    ),
+    types.Tool(
+        name="ack",
+        description=(
+            "Acknowledge herald events you have handled, by ids or everything up to a seq "
+            "(cursor). Unacknowledged events are sent again another way."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "ids": {"type": "array", "items": _EVENT_ID, "maxItems": 1000},
+                "cursor": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "ack every event up to this seq",
+                },
+            },
+            "additionalProperties": False,
+        },
+    ),
+    types.Tool(
+        name="reply",
+        description="Answer a herald event; the answer goes back to whoever sent it.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "event_id": _EVENT_ID,
+                "text": {"type": "string", "minLength": 1},
+                "data": {
+                    "type": "object",
+                    "description": "structured answer, if the event asked for one",
+                },
+            },
+            "required": ["event_id", "text"],
+            "additionalProperties": False,
+        },
+    ),
+    types.Tool(
+        name="send_message",
+        description="Send a message to another agent by its handle.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "to": {"type": "string", "description": "the other agent's handle"},
+                "text": {"type": "string", "minLength": 1},
+                "data": {"type": "object"},
+            },
+            "required": ["to", "text"],
+            "additionalProperties": False,
+        },
+    ),
+]
+TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
+
+
+async def call(
+    hub: Hub, agent: Agent, name: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """Run one of herald's tools for ``agent``. Bad arguments come back as a tool error that
+    says what to fix; nothing is changed."""
+    try:
+        return await _dispatch(hub, agent, name, arguments)
+    except HeraldError as exc:
+        return error(exc.message)
+
+
+def error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def text_result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+async def _dispatch(
+    hub: Hub, agent: Agent, name: str, args: dict[str, Any]
+) -> types.CallToolResult:
+    if name == "inbox":
+        _only(args, {"limit"}, name)
+        limit = _int(args, "limit", 1, 100, 20)
+        events = await hub.inbox(agent, limit=limit or 20)
+        if not events:
+            return text_result("No pending events.", {"events": [], "cursor": None})
+        text = "\n\n".join(render.as_text(event) for event in events)
+        return text_result(
+            text, {"events": [e.to_json() for e in events], "cursor": events[-1].seq}
+        )
+    if name == "ack":
+        _only(args, {"ids", "cursor"}, name)
+        ids = args.get("ids") or []
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
+            raise InvalidInput("ids must be a list of at most 1000 event ids")
+        cursor = _int(args, "cursor", 0, 2**62, None)
+        if cursor is None and not ids:
+            raise InvalidInput("give ids or a cursor (every event up to that seq)")
+        acked = await hub.ack(agent, ids=ids, cursor=cursor)
+        return text_result(f"Acknowledged {acked} event(s).", {"acked": acked})
+    if name == "reply":
+        _only(args, {"event_id", "text", "data"}, name)
+        event_id, text = _str(args, "event_id"), _str(args, "text")
+        reply = await hub.reply(agent, event_id, text, _object(args, "data"))
+        where = "to the agent that sent it" if reply.routed_event_id else "to the application"
+        return text_result(f"Reply sent {where}.", reply.to_json())
+    if name == "send_message":
+        _only(args, {"to", "text", "data"}, name)
+        published = await hub.send_message(
+            agent, _str(args, "to"), _str(args, "text"), _object(args, "data")
+        )
+        return text_result(
+            f"Message sent to @{args['to']}.",
+            {"id": published.event.id, "seq": published.event.seq},
+        )
+    raise InvalidInput(f"unknown tool {name!r}; herald has {', '.join(sorted(TOOL_NAMES))}")
+
+
+def _only(args: dict[str, Any], allowed: set[str], tool: str) -> None:
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed))
+        raise InvalidInput(f"{tool} takes no argument(s) {', '.join(unknown)}; it takes {takes}")
+
+
+def _str(args: dict[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{name} is required and must be a non-empty string")
+    return value
+
+
+def _int(args: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
+    value = args.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an integer from {low} to {high}")
+    return value
+
+
+def _object(args: dict[str, Any], name: str) -> dict[str, Any] | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise InvalidInput(f"{name} must be an object when given")
+    return value
