@@ -1,8 +1,12 @@
-"""Helpers for testing code that uses herald: a clock you move by hand."""
+"""Helpers for testing code that uses herald: a clock you move by hand, a peer that records."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from typing import Any
+
+from herald.delivery.base import FormAnswer
 
 
 class ManualClock:
@@ -22,3 +26,39 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += seconds
+
+
+class RecordingPeer:
+    """A Peer for ``Notifier.connect`` that records what herald pushes and answers forms as told:
+    test the cascade of your own application without an MCP client.
+
+    Args:
+        answer: what a form gets back (default: decline); an exception instance is raised instead.
+        ready: whether pushes can reach it (flip ``peer.is_ready`` to change it later).
+    """
+
+    def __init__(
+        self, answer: FormAnswer | BaseException | None = None, ready: bool = True
+    ) -> None:
+        self.answer = answer if answer is not None else FormAnswer("decline")
+        self.is_ready = ready
+        self.received: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.received.put((method, params))
+
+    async def elicit(self, message: str, schema: dict[str, Any], timeout_s: float) -> FormAnswer:
+        await self.received.put(
+            ("elicitation/create", {"message": message, "requestedSchema": schema})
+        )
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    async def next(self, timeout_s: float = 10.0) -> tuple[str, dict[str, Any]]:
+        """The next thing pushed, waiting at most ``timeout_s``."""
+        async with asyncio.timeout(timeout_s):
+            return await self.received.get()

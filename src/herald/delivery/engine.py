@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities
 from herald.delivery import render
-from herald.delivery.base import Mechanism, Outcome, Peer, Result
+from herald.delivery.base import FormAnswer, Mechanism, Outcome, Peer, Result
 from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
 from herald.events import Agent, Attempt, Event, EventStatus
 from herald.hub import Hub
@@ -23,6 +24,16 @@ from herald.hub import Hub
 log = logging.getLogger("herald.delivery")
 
 PAGE = 100
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """One recorded attempt: which session, which event, which way, what came of it."""
+
+    session_id: str
+    event: Event
+    mechanism: str
+    result: Result
 
 
 @dataclass
@@ -77,6 +88,8 @@ class Notifier:
         self.poll_interval_s = poll_interval_s
         self._sessions: dict[str, LiveSession] = {}
         self._by_agent: dict[str, set[str]] = {}
+        self._presence = asyncio.Condition()
+        self._observers: list[Callable[[DeliveryReport], None]] = []
         hub.add_listener(self.wake_agents)
 
     # Presence
@@ -94,6 +107,7 @@ class Notifier:
                 self._serve(session), name=f"herald-session-{session_id}"
             )
         log.info("session %s of %s connected: %s", session_id, agent.handle, caps.to_json())
+        self._announce_presence()
         return session
 
     def disconnect(self, session_id: str) -> None:
@@ -109,12 +123,37 @@ class Notifier:
             if task is not None:
                 task.cancel()
         log.info("session %s of %s disconnected", session_id, session.agent.handle)
+        self._announce_presence()
+
+    def _announce_presence(self) -> None:
+        async def announce() -> None:
+            async with self._presence:
+                self._presence.notify_all()
+
+        with contextlib.suppress(RuntimeError):  # no running loop: nobody can be waiting
+            asyncio.get_running_loop().create_task(announce())
+
+    async def wait_for_sessions(
+        self, agent_id: str, count: int = 1, timeout_s: float = 10.0
+    ) -> None:
+        """Wait until the agent has ``count`` live sessions (exactly).
+
+        Raises:
+            TimeoutError: it did not happen in time.
+        """
+        async with asyncio.timeout(timeout_s), self._presence:
+            await self._presence.wait_for(lambda: len(self.sessions_of(agent_id)) == count)
 
     def session(self, session_id: str) -> LiveSession | None:
         return self._sessions.get(session_id)
 
     def sessions_of(self, agent_id: str) -> list[LiveSession]:
         return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]
+
+    def observe(self, observer: Callable[[DeliveryReport], None]) -> None:
+        """Call ``observer`` (it must not block) after each attempt is recorded and its outcome
+        applied in the store: for metrics, logs, and tests that wait for a delivery."""
+        self._observers.append(observer)
 
     def wake_session(self, session_id: str) -> None:
         """Have a session look again now (its stream opened, say)."""
@@ -258,21 +297,28 @@ class Notifier:
             result = await mechanism.send(session.peer, event)
         except Exception as exc:  # a mechanism's failure is recorded and the next way tried
             result = Result(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
-        await self._record(session, event, mechanism.name, result)
+        await self._record(session, event, mechanism.name, result, report=False)
         if result.outcome is Outcome.DELIVERED:
             answer = result.answer
             if answer is not None and answer.action == "accept":
-                await self.hub.reply(session.agent, event.id, "answered the form", answer.content)
+                await self.hub.reply(session.agent, event.id, _answer_text(answer), answer.content)
             else:
                 await self.hub.store.ack(session.agent.id, ids=[event.id], consumer=session.id)
         elif result.outcome is Outcome.SENT:
             if event.status is EventStatus.PENDING:
                 await self.hub.store.mark_sent(session.agent.id, [event.id])
             session.unconfirmed[event.id] = _Pushed(event, index, time.monotonic())
+        self._report(DeliveryReport(session.id, event, mechanism.name, result))
         return result.outcome
 
     async def _record(
-        self, session: LiveSession, event: Event, mechanism: str, result: Result
+        self,
+        session: LiveSession,
+        event: Event,
+        mechanism: str,
+        result: Result,
+        *,
+        report: bool = True,
     ) -> None:
         attempt = Attempt(
             event.id,
@@ -283,3 +329,14 @@ class Notifier:
             result.error,
         )
         await self.hub.store.record_attempts([attempt])
+        if report:
+            self._report(DeliveryReport(session.id, event, mechanism, result))
+
+    def _report(self, report: DeliveryReport) -> None:
+        for observer in self._observers:
+            observer(report)
+
+
+def _answer_text(answer: FormAnswer) -> str:
+    fields = ", ".join(f"{key}={value}" for key, value in (answer.content or {}).items())
+    return f"answered the form: {fields}" if fields else "answered the form"

@@ -1,0 +1,124 @@
+"""Capability detection against recorded and documented client handshakes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, detect, parse_overrides
+from herald.errors import InvalidInput
+
+RECORDED = Path(__file__).resolve().parent / "data" / "clients"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((RECORDED / name).read_text())
+
+
+def from_initialize(message: dict[str, Any], **overrides: Any) -> Any:
+    params = message["params"]
+    return detect(
+        transport="stdio",
+        protocol_version=params["protocolVersion"],
+        client_info=params["clientInfo"],
+        client_capabilities=params["capabilities"],
+        overrides=overrides,
+    )
+
+
+def test_claude_code_gets_channel_and_forms_on_the_legacy_era() -> None:
+    caps = from_initialize(recorded("claude-code-2.1.328.initialize.json"))
+    assert caps.era == "legacy" and caps.can_push
+    assert caps.channel and caps.elicitation_form and caps.elicitation_url and caps.log
+    assert not caps.stream
+    assert caps.ack_timeout_s == DEFAULT_ACK_TIMEOUT_S
+
+
+def test_the_claude_code_probe_on_2026_07_28_has_no_push_path() -> None:
+    meta = recorded("claude-code-2.1.328.server-discover.json")["params"]["_meta"]
+    caps = detect(
+        transport="stdio",
+        protocol_version=meta["io.modelcontextprotocol/protocolVersion"],
+        client_info=meta["io.modelcontextprotocol/clientInfo"],
+        client_capabilities=meta["io.modelcontextprotocol/clientCapabilities"],
+    )
+    assert caps.era == "modern" and not caps.can_push
+    assert not (caps.channel or caps.elicitation_form or caps.stream or caps.log)
+
+
+@pytest.mark.parametrize(
+    ("name", "elicitation", "channel", "form", "url"),
+    [
+        ("claude-code", {}, True, True, False),
+        ("local-agent-mode-1234", None, False, False, False),
+        ("Visual Studio Code", {"form": {}, "url": {}}, False, True, True),
+        ("cursor-vscode", {}, False, True, False),
+        ("codex-mcp-client", {"form": {}}, False, False, False),
+        ("some-new-client", {"url": {}}, False, False, True),
+    ],
+)
+def test_the_client_table_fills_only_what_the_handshake_does_not_say(
+    name: str, elicitation: dict[str, Any] | None, channel: bool, form: bool, url: bool
+) -> None:
+    declared = {"elicitation": elicitation} if elicitation is not None else {}
+    caps = detect(
+        transport="streamable-http",
+        protocol_version="2025-11-25",
+        client_info={"name": name, "version": "1"},
+        client_capabilities=declared,
+    )
+    assert (caps.channel, caps.elicitation_form, caps.elicitation_url) == (channel, form, url)
+    assert caps.log
+
+
+def test_a_client_declares_the_event_stream_itself() -> None:
+    caps = detect(
+        transport="streamable-http",
+        protocol_version="2025-06-18",
+        client_info={"name": "dashboard"},
+        client_capabilities={"experimental": {"herald/events": {}}},
+    )
+    assert caps.stream and caps.era == "legacy"
+
+
+def test_agent_overrides_switch_ways_but_never_make_a_push_path() -> None:
+    claude = recorded("claude-code-2.1.328.initialize.json")
+    caps = from_initialize(claude, channel=False, elicitation=False, ack_timeout_s=30)
+    assert not caps.channel and not caps.elicitation_form and caps.ack_timeout_s == 30
+    plain = detect(
+        transport="stdio", protocol_version="2025-11-25", client_info=None, client_capabilities=None
+    )
+    assert not plain.channel
+    forced = detect(
+        transport="stdio",
+        protocol_version="2025-11-25",
+        client_info=None,
+        client_capabilities=None,
+        overrides={"channel": True, "log": False},
+    )
+    assert forced.channel and not forced.log
+    modern = detect(
+        transport="stdio",
+        protocol_version="2026-07-28",
+        client_info=None,
+        client_capabilities=None,
+        overrides={"channel": True},
+    )
+    assert not modern.channel
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ({"chanel": True}, "unknown key"),
+        ({"channel": "yes"}, "true or false"),
+        ({"ack_timeout_s": 0}, "ack_timeout_s"),
+        ([], "object"),
+    ],
+)
+def test_bad_overrides_are_refused(raw: Any, fragment: str) -> None:
+    with pytest.raises(InvalidInput, match=fragment):
+        parse_overrides(raw)
