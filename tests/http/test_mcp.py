@@ -1,0 +1,137 @@
+"""herald's /mcp endpoint over streamable HTTP, against a real ``herald serve``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp import Client
+from tests.herald_process import HeraldProcess
+from tests.mcp.conftest import HeraldNotifications, Received
+
+pytestmark = pytest.mark.anyio
+
+CLIENTS = Path(__file__).resolve().parents[1] / "data" / "clients"
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def new_agent(herald: HeraldProcess, prefix: str = "agent") -> dict[str, Any]:
+    with herald.client(herald.admin_key) as admin:
+        response = admin.post("/v1/agents", json={"handle": f"{prefix}-{uuid.uuid4().hex[:8]}"})
+        assert response.status_code == 201
+        return dict(response.json())
+
+
+def publish(herald: HeraldProcess, to: str, text: str) -> str:
+    with herald.client(herald.admin_key) as admin:
+        response = admin.post("/v1/events", json={"to": to, "type": "t", "text": text})
+        assert response.status_code == 202
+        return str(response.json()["id"])
+
+
+@contextlib.asynccontextmanager
+async def session(
+    herald: HeraldProcess, key: str, name: str = "claude-code"
+) -> AsyncIterator[tuple[Client, Received]]:
+    received = Received()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        received.put("notifications/message", params)
+
+    headers = {"authorization": f"Bearer {key}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        Client(
+            streamable_http_client(f"{herald.url}/mcp", http_client=http),
+            mode="auto",
+            client_info=types.Implementation(name=name, version="1.0"),
+            extensions=[HeraldNotifications(received)],
+            logging_callback=on_log,
+        ) as client,
+    ):
+        yield client, received
+
+
+async def test_a_probing_client_falls_back_to_the_era_that_can_push(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    async with session(herald, agent["api_key"]) as (client, received):
+        assert client.protocol_version == "2025-11-25"
+        publish(herald, agent["handle"], "pushed over HTTP")
+        method, params = await received.next()
+        assert method == "notifications/claude/channel"
+        assert "pushed over HTTP" in params["content"]
+
+
+async def test_the_recorded_claude_code_probe_is_refused_and_its_initialize_accepted(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {agent['api_key']}"}
+    probe = json.loads((CLIENTS / "claude-code-2.1.328.server-discover.json").read_text())
+    initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+    async with httpx.AsyncClient(base_url=herald.url, headers=headers, timeout=30) as http:
+        refused = await http.post(
+            "/mcp",
+            json=probe,
+            headers={"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"},
+        )
+        assert refused.json()["error"]["code"] == -32601
+        accepted = await http.post("/mcp", json=initialize)
+        assert accepted.status_code == 200
+        body = accepted.text
+        result = json.loads(body[body.index("{") :].splitlines()[0])["result"]
+        assert result["protocolVersion"] == "2025-11-25"
+        assert result["capabilities"]["experimental"] == {"claude/channel": {}}
+
+
+@pytest.mark.parametrize("key", [None, "herald_agent_unknown", "admin"])
+async def test_a_session_without_an_agent_key_is_refused(
+    herald: HeraldProcess, key: str | None
+) -> None:
+    headers = dict(MCP_HEADERS)
+    if key is not None:
+        headers["authorization"] = f"Bearer {herald.admin_key if key == 'admin' else key}"
+    initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+    async with httpx.AsyncClient(base_url=herald.url, headers=headers, timeout=30) as http:
+        response = await http.post("/mcp", json=initialize)
+    assert response.status_code == (403 if key == "admin" else 401)
+    assert "error" in response.json()
+
+
+async def test_a_session_never_sees_another_agents_events(herald: HeraldProcess) -> None:
+    alice, bob = new_agent(herald, "alice"), new_agent(herald, "bob")
+    async with (
+        session(herald, alice["api_key"]) as (_, alice_received),
+        session(herald, bob["api_key"]) as (bob_client, bob_received),
+    ):
+        publish(herald, bob["handle"], "for bob only")
+        publish(herald, alice["handle"], "for alice only")
+        assert "for alice only" in (await alice_received.next())[1]["content"]
+        assert "for bob only" in (await bob_received.next())[1]["content"]
+        inbox = await bob_client.call_tool("inbox", {})
+        texts = [e["text"] for e in inbox.structured_content["events"]]  # type: ignore[index]
+        assert texts == ["for bob only"]
+        assert alice_received.queue.empty()
+
+
+async def test_a_client_that_disconnects_mid_delivery_loses_nothing(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    async with session(herald, agent["api_key"]) as (_, received):
+        first = publish(herald, agent["handle"], "first")
+        assert (await received.next())[1]["meta"]["event_id"] == first
+        second = publish(herald, agent["handle"], "second")
+    third = publish(herald, agent["handle"], "third, while away")
+    async with session(herald, agent["api_key"]) as (client, received):
+        offered = [(await received.next())[1]["meta"]["event_id"] for _ in range(3)]
+        assert offered == [first, second, third]
+        acked = await client.call_tool("ack", {"ids": offered})
+        assert acked.structured_content == {"acked": 3}
