@@ -8,7 +8,6 @@ check did. ``./scripts/test`` installs the Node side (``npm ci``); without node 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -22,7 +21,6 @@ from typing import Any
 import httpx
 import pytest
 
-from herald import open_store
 from tests.herald_process import HeraldProcess
 
 TS_DIR = Path(__file__).parent / "ts"
@@ -148,19 +146,11 @@ def test_a_form_capable_client_answers_an_interactive_event(node: str, herald: H
     agent = herald.agent()
     run = run_peer(node, herald, "elicitation", agent)
     assert_all_passed(run, herald)
-    event_id = run.info["event_id"]
-
-    async def replies() -> list[Any]:
-        store = await open_store(herald.store_url)
-        try:
-            return list(await store.replies(event_id))
-        finally:
-            await store.close()
-
-    (reply,) = asyncio.run(replies())
-    assert reply.agent_id == agent.id
-    assert json.loads(reply.data_json) == {"ok": True}
-    assert reply.routed_event_id is None
+    with herald.process.client(herald.process.admin_key) as admin:
+        event = admin.get(f"/v1/events/{run.info['event_id']}").json()
+    (reply,) = event["replies"]
+    assert reply["agent"] == agent.id and reply["data"] == {"ok": True}
+    assert reply["routed_event_id"] is None
 
 
 def test_claude_code_gets_a_channel_tag_it_cannot_be_tricked_by(node: str, herald: Herald) -> None:

@@ -75,7 +75,14 @@ def create_app(
     async def get_event(request: Request) -> Response:
         viewer = await admin_or_agent(hub, request)
         event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
-        return json_response({**event.to_json(), "attempts": [a.to_json() for a in attempts]})
+        replies = await hub.replies(event.id)
+        return json_response(
+            {
+                **event.to_json(),
+                "attempts": [a.to_json() for a in attempts],
+                "replies": [r.to_json() for r in replies],
+            }
+        )
 
     async def heartbeat(request: Request) -> Response:
         agent = await require_agent(hub, request)
