@@ -358,3 +358,13 @@ async def test_delivery_overrides_are_kept_per_agent(store: Store) -> None:
     assert await store.set_agent_delivery(alice.id, '{"channel":false}')
     assert (await store.get_agent(alice.id)).delivery == {"channel": False}  # type: ignore[union-attr]
     assert not await store.set_agent_delivery("agt_none", "{}")
+
+
+async def test_a_failing_publish_among_concurrent_ones_fails_alone(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    batches = [[event("alice", f"ok{n}")] if n % 3 else [event("nobody")] for n in range(30)]
+    results = await asyncio.gather(*(store.append(b) for b in batches), return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert len(failures) == 10 and all(isinstance(f, NotFound) for f in failures)
+    stored = await store.read_open(alice.id, 0, 100)
+    assert [e.seq for e in stored] == list(range(1, 21))

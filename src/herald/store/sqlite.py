@@ -124,16 +124,24 @@ class SQLiteStore(Store):
         outcomes: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for job in group:
-                conn.execute("SAVEPOINT job")
+            if len(group) == 1:  # alone in its transaction: no savepoint needed
                 try:
-                    outcomes.append((True, job.operation(conn)))
-                    conn.execute("RELEASE job")
-                except Exception as exc:  # handed to the caller of this one job
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
+                    outcomes.append((True, group[0].operation(conn)))
+                except Exception as exc:  # handed to the caller
+                    conn.execute("ROLLBACK")
                     outcomes.append((False, exc))
-            conn.execute("COMMIT")
+            else:
+                for job in group:
+                    conn.execute("SAVEPOINT job")
+                    try:
+                        outcomes.append((True, job.operation(conn)))
+                        conn.execute("RELEASE job")
+                    except Exception as exc:  # handed to the caller of this one job
+                        conn.execute("ROLLBACK TO job")
+                        conn.execute("RELEASE job")
+                        outcomes.append((False, exc))
+            if conn.in_transaction:
+                conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
