@@ -43,13 +43,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="how long a drained event stays reserved for its consumer (default 30)",
     )
+    serve.add_argument(
+        "--ack-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long a push may go unacknowledged before the next way is tried (default 300)",
+    )
+    serve.add_argument(
+        "--backlog-limit",
+        type=int,
+        default=10,
+        metavar="N",
+        help="on connect, a backlog longer than this arrives as one summary (default 10)",
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        _run(_serve(args.store, args.host, args.port, args.lease, args.log_level))
+        _run(_serve(args))
     except HeraldError as exc:
         print(f"herald: {exc.message}", file=sys.stderr)
         return 2
@@ -68,13 +82,15 @@ def _run(coroutine: object) -> None:
         runner.run(coroutine)  # type: ignore[arg-type]
 
 
-async def _serve(store_url: str, host: str, port: int, lease_s: float, log_level: str) -> None:
+async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from herald.delivery.engine import Notifier
     from herald.http import create_app
     from herald.hub import Hub
 
-    hub = Hub.from_url(store_url, lease_s=lease_s)
+    store_url, host, port = args.store, args.host, args.port
+    hub = Hub.from_url(store_url, lease_s=args.lease)
     await hub.open()
     try:
         generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
@@ -84,10 +100,14 @@ async def _serve(store_url: str, host: str, port: int, lease_s: float, log_level
                 "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents.",
                 flush=True,
             )
+        notifier = Notifier(hub, ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit)
         sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(hub), log_level=log_level, access_log=False, timeout_graceful_shutdown=5
+            create_app(hub, notifier=notifier),
+            log_level=args.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=5,
         )
         server = uvicorn.Server(config)
         print(

@@ -274,3 +274,20 @@ def test_text_no_backend_can_store_is_refused(admin: httpx.Client, fields: dict[
     agent = new_agent(admin)
     response = publish(admin, agent["handle"], **fields)
     assert response.status_code == 422 and "NUL" in response.json()["error"]["message"]
+
+
+def test_delivery_overrides_are_set_and_checked(admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    url = f"/v1/agents/{agent['id']}"
+    changed = admin.patch(url, json={"delivery": {"channel": True, "ack_timeout_s": 60}})
+    assert changed.status_code == 200
+    assert changed.json()["delivery"] == {"channel": True, "ack_timeout_s": 60}
+    assert admin.get(url).json()["delivery"] == {"channel": True, "ack_timeout_s": 60}
+    bad = admin.patch(url, json={"delivery": {"chanel": True}})
+    assert bad.status_code == 422 and "chanel" in bad.json()["error"]["message"]
+    assert admin.patch("/v1/agents/agt_none", json={"delivery": {}}).status_code == 404
+    created = admin.post(
+        "/v1/agents", json={"handle": f"d-{uuid.uuid4().hex[:6]}", "delivery": {"log": False}}
+    )
+    assert created.status_code == 201 and created.json()["delivery"] == {"log": False}
+    assert admin.get(f"{url}/sessions").json() == {"sessions": []}

@@ -72,6 +72,8 @@ class Notifier:
         mechanisms: the ways, richest first (default: channel, elicitation, stream, log).
         backlog_limit: on (re)connect, a backlog longer than this arrives as one summary.
         poll_interval_s: how often a session looks at the store without a wake-up.
+        ack_timeout_s: how long a push may go unacknowledged before the next way is tried
+            (an agent's ``delivery.ack_timeout_s`` overrides it).
     """
 
     def __init__(
@@ -81,11 +83,13 @@ class Notifier:
         mechanisms: list[Mechanism] | None = None,
         backlog_limit: int = 10,
         poll_interval_s: float = 5.0,
+        ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S,
     ) -> None:
         self.hub = hub
         self.mechanisms = mechanisms if mechanisms is not None else default_mechanisms()
         self.backlog_limit = backlog_limit
         self.poll_interval_s = poll_interval_s
+        self.ack_timeout_s = ack_timeout_s
         self._sessions: dict[str, LiveSession] = {}
         self._by_agent: dict[str, set[str]] = {}
         self._presence = asyncio.Condition()
@@ -182,7 +186,7 @@ class Notifier:
         sessions = self.sessions_of(agent.id)
         if sessions:
             return min(s.caps.ack_timeout_s for s in sessions)
-        return float(agent.delivery.get("ack_timeout_s", DEFAULT_ACK_TIMEOUT_S))
+        return float(agent.delivery.get("ack_timeout_s", self.ack_timeout_s))
 
     # A session's worker
 

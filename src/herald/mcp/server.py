@@ -143,7 +143,7 @@ def attach(
                 if session.client_capabilities
                 else None
             ),
-            overrides=agent.delivery,
+            overrides={"ack_timeout_s": notifier.ack_timeout_s, **agent.delivery},
         )
         peer = SessionPeer(session, ready(session_id) if ready else lambda: True)
         notifier.connect(session_id, agent, caps, peer)
