@@ -94,6 +94,7 @@ class Notifier:
         self._by_agent: dict[str, set[str]] = {}
         self._presence = asyncio.Condition()
         self._observers: list[Callable[[DeliveryReport], None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         hub.add_listener(self.wake_agents)
 
     # Presence
@@ -135,7 +136,9 @@ class Notifier:
                 self._presence.notify_all()
 
         with contextlib.suppress(RuntimeError):  # no running loop: nobody can be waiting
-            asyncio.get_running_loop().create_task(announce())
+            task = asyncio.get_running_loop().create_task(announce())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     async def wait_for_sessions(
         self, agent_id: str, count: int = 1, timeout_s: float = 10.0
