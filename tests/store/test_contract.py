@@ -10,7 +10,7 @@ import pytest
 
 from herald import open_store
 from herald.errors import Conflict, NotFound
-from herald.events import Agent, Attempt, EventStatus, NewEvent, Reply, new_id
+from herald.events import Agent, Attempt, EventStatus, NewEvent, Published, Reply, new_id
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -64,6 +64,42 @@ async def test_concurrent_publishers_get_gapless_seq(store_url: str, store: Stor
         thread.join(timeout=60)
     events = await store.read_open(agent.id, 0, 1000)
     assert [e.seq for e in events] == list(range(1, 101))
+
+
+async def test_concurrent_publishes_of_one_dedupe_key_store_it_once(
+    store_url: str, store: Store
+) -> None:
+    alice = await add_agent(store, "alice")
+    answers: list[list[Published]] = [[] for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def publisher(worker: int) -> None:
+        async def run() -> None:
+            own = await open_store(store_url)
+            try:
+                barrier.wait(timeout=30)
+                for n in range(25):
+                    new = event("alice", f"{worker}-{n}", dedupe_key=f"k{n}")
+                    answers[worker] += await own.append([new])
+            finally:
+                await own.close()
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=publisher, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    together = [event("alice", "again", dedupe_key="k0") for _ in range(5)]
+    repeats = await asyncio.gather(*(store.append([new]) for new in together))
+    stored = await store.read_open(alice.id, 0, 100)
+    assert [e.seq for e in stored] == list(range(1, 26))
+    first = {e.dedupe_key: e.id for e in stored}
+    for published in answers:
+        assert [p.event.id for p in published] == [first[f"k{n}"] for n in range(25)]
+    assert sum(p.created for published in answers for p in published) == 25
+    assert all(not p.created and p.event.id == first["k0"] for (p,) in repeats)
 
 
 async def test_a_batch_with_an_unknown_addressee_stores_nothing(store: Store) -> None:

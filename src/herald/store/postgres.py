@@ -2,18 +2,25 @@
 
 Many herald processes may share one database. Each operation runs on a pooled connection, those
 that write several rows inside one transaction. Publishers to one agent serialise on the agent's
-row (``SELECT ... FOR UPDATE``), which makes its ``seq`` gapless and the dedupe check race-free;
-consumers claim events with ``FOR UPDATE SKIP LOCKED`` so that two never get the same event.
+row lock, which makes its ``seq`` gapless; a unique index keeps the dedupe keys unique. Consumers
+claim events with ``FOR UPDATE SKIP LOCKED`` so that two never get the same event.
+
+Appends go through a writer task with group commit, as in the SQLite store: those that arrive
+while one is in flight are stored next as one batch in one transaction (one lock per agent, one
+commit), and each caller gets its answer only after that commit. An append alone with one event
+is one statement: one round trip.
 
 Times are integer milliseconds read from the store's clock, never from the database's ``now()``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,6 +51,8 @@ MIN_CONNECTIONS = 1
 MAX_CONNECTIONS = 10
 TRANSACTION_TRIES = 3
 """A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""
+MAX_GROUP = 1000
+"""The most events that appends waiting together are committed with (unless one has more)."""
 
 _MIGRATION_LOCK = int.from_bytes(b"herald", "big")
 """The ``pg_advisory_xact_lock`` key that lets one process at a time migrate a database."""
@@ -73,8 +82,35 @@ CREATE TABLE IF NOT EXISTS herald_migrations (
 )
 """
 
-# Append: lock the addressees (in id order, so that batches to several agents cannot deadlock),
-# find the dedupe keys already used, take the next seqs, insert the new events in one statement.
+# Append one event in one statement: $1 handle, $2 dedupe_key, then the event's fields. The UPDATE
+# locks the agent's row and takes its next seq, unless an event already has the dedupe key. The
+# answer is that event or the new one; no row if there is no such agent. The statement's snapshot
+# may miss an event with the same key committed while it waited for the lock: the unique index
+# then fails the statement, and run again it finds that event.
+_APPEND_ONE = f"""
+WITH earlier AS (
+    SELECT events.* FROM events JOIN agents ON agents.id = events.agent_id
+    WHERE agents.handle = $1 AND events.dedupe_key = $2
+), advanced AS (
+    UPDATE agents SET last_seq = last_seq + 1
+    WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
+    RETURNING id, last_seq
+), inserted AS (
+    INSERT INTO events (
+        id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at,
+        status_at, sender, reply_to, reply_schema
+    )
+    SELECT $3, id, last_seq, $4, $5, $6::jsonb, $7, 'pending', $2, $8, $7, $9, $10, $11::jsonb
+    FROM advanced
+    RETURNING *
+)
+SELECT true AS created, {_EVENT_COLUMNS} FROM inserted
+UNION ALL
+SELECT false AS created, {_EVENT_COLUMNS} FROM earlier
+"""
+
+# Append a batch: lock the addressees (in id order, so that batches to several agents cannot
+# deadlock), find the dedupe keys already used, take the next seqs, insert the new events at once.
 _LOCK_AGENTS = """
 SELECT id, handle FROM agents
 WHERE handle = ANY($1::text[])
@@ -98,13 +134,14 @@ INSERT INTO events (
     sender, reply_to, reply_schema
 )
 SELECT
-    id, agent_id, seq, type, text, data::jsonb, $12, 'pending', dedupe_key, expires_at, $12,
-    sender, reply_to, reply_schema::jsonb
+    id, agent_id, seq, type, text, data::jsonb, created_at, 'pending', dedupe_key, expires_at,
+    created_at, sender, reply_to, reply_schema::jsonb
 FROM unnest(
-    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-    $8::bigint[], $9::text[], $10::text[], $11::text[]
+    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+    $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[]
 ) AS batch (
-    id, agent_id, seq, type, text, data, dedupe_key, expires_at, sender, reply_to, reply_schema
+    id, agent_id, seq, type, text, data, created_at, dedupe_key, expires_at, sender, reply_to,
+    reply_schema
 )
 RETURNING id, data::text, reply_schema::text
 """
@@ -157,6 +194,15 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[
 """
 
 
+@dataclass
+class _Append:
+    """An append waiting for the writer: its events, when they were published, the answer."""
+
+    events: Sequence[NewEvent]
+    now: int
+    answer: asyncio.Future[list[Published]]
+
+
 class PostgresStore(Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
@@ -164,6 +210,8 @@ class PostgresStore(Store):
         super().__init__(clock)
         self.url = url
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        self._waiting: deque[_Append] = deque()
+        self._writer: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         if self._pool is not None:
@@ -175,6 +223,7 @@ class PostgresStore(Store):
                 min_size=MIN_CONNECTIONS,
                 max_size=MAX_CONNECTIONS,
                 server_settings={"application_name": "herald"},
+                reset=_keep_session,
             )
         except ValueError as exc:  # a malformed URL: asyncpg parses it only now
             raise InvalidInput(f"cannot open PostgreSQL store {where}: {_describe(exc)}") from exc
@@ -196,6 +245,8 @@ class PostgresStore(Store):
         self._pool = pool
 
     async def close(self) -> None:
+        if self._writer is not None:  # the appends already accepted are committed first
+            await asyncio.wait([self._writer])
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -221,11 +272,9 @@ class PostgresStore(Store):
                         return await operation(conn)
             except HeraldError:
                 raise
-            except _RETRYABLE as exc:
-                if not transaction or tries >= TRANSACTION_TRIES:
-                    raise StoreUnavailable(f"PostgreSQL store failed: {_describe(exc)}") from exc
             except _DRIVER_ERRORS as exc:
-                raise StoreUnavailable(f"PostgreSQL store failed: {_describe(exc)}") from exc
+                if tries >= TRANSACTION_TRIES or not _retryable(exc, transaction):
+                    raise StoreUnavailable(f"PostgreSQL store failed: {_describe(exc)}") from exc
 
     # Agents and settings
 
@@ -309,18 +358,68 @@ class PostgresStore(Store):
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
-        now = self.now()
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open: call open() first")
+        if not events:
+            return []
+        job = _Append(list(events), self.now(), asyncio.get_running_loop().create_future())
+        self._waiting.append(job)
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write())
+        return await job.answer
 
+    async def _write(self) -> None:
+        """Commit the waiting appends, a group at a time, until none is left."""
+        try:
+            while self._waiting:
+                group = [self._waiting.popleft()]
+                size = len(group[0].events)
+                while self._waiting and size + len(self._waiting[0].events) <= MAX_GROUP:
+                    size += len(self._waiting[0].events)
+                    group.append(self._waiting.popleft())
+                await self._commit([job for job in group if not job.answer.done()])
+        finally:
+            self._writer = None
+            while self._waiting:  # left only if the writer was cancelled: fail them, not hang
+                self._waiting.popleft().answer.cancel()
+
+    async def _commit(self, group: list[_Append]) -> None:
+        """Commit a group of appends as one, or each alone if the database refuses one of them,
+        and answer their callers."""
+        outcomes: list[list[Published] | Exception] | None = None
+        try:
+            if len(group) > 1:
+                with contextlib.suppress(InvalidInput):  # then each alone, to fail alone
+                    outcomes = await self._run(
+                        lambda conn: _append_group(conn, group), transaction=True
+                    )
+            if outcomes is None:
+                outcomes = [await self._append_alone(job) for job in group]
+        except asyncio.CancelledError:
+            for job in group:
+                job.answer.cancel()
+            raise
+        except Exception as exc:  # the group failed as a whole: nothing of it is stored
+            outcomes = [exc] * len(group)
+        for job, outcome in zip(group, outcomes, strict=True):
+            if job.answer.done():  # its caller gave up
+                continue
+            if isinstance(outcome, Exception):
+                job.answer.set_exception(outcome)
+            else:
+                job.answer.set_result(outcome)
+
+    async def _append_alone(self, job: _Append) -> list[Published] | Exception:
         async def store(conn: Connection) -> list[Published]:
             try:
-                return await _append(conn, events, now)
+                return await _append(conn, job.events, job.now)
             except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
-                raise InvalidInput(
-                    "an event holds what PostgreSQL cannot store: a NUL character in its text or"
-                    " dedupe_key, \\u0000 or NaN in its data, or an unpaired surrogate"
-                ) from exc
+                raise _refused() from exc
 
-        return await self._run(store, transaction=True)
+        try:  # one event is one statement: no transaction needed
+            return await self._run(store, transaction=len(job.events) > 1)
+        except Exception as exc:  # for its caller
+            return exc
 
     async def get_event(self, event_id: str) -> Event | None:
         async def select(conn: Connection) -> Event | None:
@@ -504,6 +603,13 @@ class PostgresStore(Store):
         return await self._run(delete)
 
 
+async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Nothing to reset on a connection going back to the pool (asyncpg's default resets the
+    session, a round trip more per operation): the store changes no setting, takes only
+    transaction locks, listens to nothing and keeps no cursor. An open transaction is rolled back
+    all the same."""
+
+
 async def _migrate(conn: Connection) -> None:
     """Apply the pending migrations, one process at a time."""
     async with conn.transaction():
@@ -522,39 +628,94 @@ async def _migrate(conn: Connection) -> None:
             )
 
 
-async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
-    handles = list(dict.fromkeys(new.to for new in events))
-    agents = {row["handle"]: row["id"] for row in await conn.fetch(_LOCK_AGENTS, handles)}
-    for handle in handles:
-        if handle not in agents:
-            raise NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+async def _append_group(
+    conn: Connection, group: list[_Append]
+) -> list[list[Published] | Exception]:
+    """Store the events of several appends as one batch, in order. An append to an unknown agent
+    fails alone (nothing of it is stored); if the database refuses an event, all fail."""
+    agents = await _lock_agents(conn, [new for job in group for new in job.events])
+    unknown = [_unknown_agent(job.events, agents) for job in group]
+    admitted = [
+        (new, job.now)
+        for job, error in zip(group, unknown, strict=True)
+        if error is None
+        for new in job.events
+    ]
+    try:
+        published = iter(await _insert(conn, agents, admitted))
+    except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
+        raise _refused() from exc
+    return [
+        error if error is not None else [next(published) for _ in job.events]
+        for job, error in zip(group, unknown, strict=True)
+    ]
 
-    keys = [(agents[new.to], new.dedupe_key) for new in events if new.dedupe_key is not None]
+
+async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
+    """Store a batch of events, in the caller's transaction if it has more than one."""
+    if len(events) == 1:
+        return [await _append_one(conn, events[0], now)]
+    agents = await _lock_agents(conn, events)
+    if (error := _unknown_agent(events, agents)) is not None:
+        raise error
+    return await _insert(conn, agents, [(new, now) for new in events])
+
+
+async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
+    """Lock the addressees' rows; returns their ids by handle."""
+    handles = list(dict.fromkeys(new.to for new in events))
+    return {row["handle"]: row["id"] for row in await conn.fetch(_LOCK_AGENTS, handles)}
+
+
+def _unknown_agent(events: Sequence[NewEvent], agents: dict[str, str]) -> NotFound | None:
+    for new in events:
+        if new.to not in agents:
+            return _no_agent(new.to)
+    return None
+
+
+def _no_agent(handle: str) -> NotFound:
+    return NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+
+
+def _refused() -> InvalidInput:
+    return InvalidInput(
+        "an event holds what PostgreSQL cannot store: a NUL character in its text or"
+        " dedupe_key, \\u0000 or NaN in its data, or an unpaired surrogate"
+    )
+
+
+async def _insert(
+    conn: Connection, agents: dict[str, str], timed: Sequence[tuple[NewEvent, int]]
+) -> list[Published]:
+    """Store events (each with the time it was published) to agents locked by id, in order:
+    all but the repeats of a dedupe key, answered with the event that has it."""
+    keys = [(agents[new.to], new.dedupe_key) for new, _ in timed if new.dedupe_key is not None]
     earlier: dict[tuple[str, str], Event] = {}
     if keys:
         rows = await conn.fetch(_FIND_DUPLICATES, [k[0] for k in keys], [k[1] for k in keys])
         earlier = {(row["agent_id"], row["dedupe_key"]): _event(row) for row in rows}
 
     # The events to store: all but repeats of a dedupe key, stored or earlier in this batch.
-    fresh: list[NewEvent] = []
+    fresh: list[tuple[NewEvent, int]] = []
     repeats: dict[int, tuple[str, str]] = {}  # index in the batch: the key it repeats
     seen = set(earlier)
-    for index, new in enumerate(events):
+    for index, (new, now) in enumerate(timed):
         if new.dedupe_key is not None:
             key = (agents[new.to], new.dedupe_key)
             if key in seen:
                 repeats[index] = key
                 continue
             seen.add(key)
-        fresh.append(new)
+        fresh.append((new, now))
 
-    added = Counter(agents[new.to] for new in fresh)
+    added = Counter(agents[new.to] for new, _ in fresh)
     next_seq: dict[str, int] = {}
     if added:
         rows = await conn.fetch(_ADVANCE_SEQS, list(added), list(added.values()))
         next_seq = {row["id"]: row["last_seq"] - added[row["id"]] + 1 for row in rows}
     stored: list[Event] = []
-    for new in fresh:
+    for new, now in fresh:
         agent_id = agents[new.to]
         seq, next_seq[agent_id] = next_seq[agent_id], next_seq[agent_id] + 1
         stored.append(
@@ -584,12 +745,12 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
             [e.type for e in stored],
             [e.text for e in stored],
             [e.data_json for e in stored],
+            [e.created_at for e in stored],
             [e.dedupe_key for e in stored],
             [e.expires_at for e in stored],
             [e.sender for e in stored],
             [e.reply_to for e in stored],
             [e.reply_schema_json for e in stored],
-            now,
         )
         # The JSON as JSONB normalised it, as it is read later.
         normalised = {row["id"]: (row["data"], row["reply_schema"]) for row in rows}
@@ -604,8 +765,28 @@ async def _append(conn: Connection, events: Sequence[NewEvent], now: int) -> lis
         Published(earlier[repeats[index]], created=False)
         if index in repeats
         else Published(next(created), created=True)
-        for index in range(len(events))
+        for index in range(len(timed))
     ]
+
+
+async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
+    row = await conn.fetchrow(
+        _APPEND_ONE,
+        new.to,
+        new.dedupe_key,
+        new_id("evt_"),
+        new.type,
+        new.text,
+        new.data_json,
+        now,
+        now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
+        new.sender,
+        new.reply_to,
+        new.reply_schema_json,
+    )
+    if row is None:
+        raise _no_agent(new.to)
+    return Published(_event(row), created=row["created"])
 
 
 async def _insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
@@ -639,6 +820,14 @@ def _event(row: asyncpg.Record) -> Event:
         reply_to=row["reply_to"],
         reply_schema_json=row["reply_schema"],
     )
+
+
+def _retryable(exc: BaseException, transaction: bool) -> bool:
+    """Whether an operation that failed was rolled back whole and may simply be run again."""
+    if isinstance(exc, asyncpg.UniqueViolationError):
+        # An append that lost a race for its dedupe key: run again, it finds the winner's event.
+        return exc.constraint_name == "events_dedupe"
+    return transaction and isinstance(exc, _RETRYABLE)
 
 
 def _count(status: str) -> int:
