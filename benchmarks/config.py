@@ -10,6 +10,7 @@ from typing import Any
 class Sizes:
     """Each measured phase stops at its count or its time limit, whichever comes first."""
 
+    store_rounds: int
     store_events: int
     store_seconds: float
     publishers: int
@@ -32,8 +33,9 @@ class Sizes:
 
 
 FULL = Sizes(
+    store_rounds=3,
     store_events=20_000,
-    store_seconds=4.0,
+    store_seconds=1.5,
     publishers=64,
     http_requests=100_000,
     http_seconds=6.0,
@@ -51,8 +53,9 @@ FULL = Sizes(
 )
 
 QUICK = Sizes(
+    store_rounds=2,
     store_events=2_000,
-    store_seconds=1.0,
+    store_seconds=0.4,
     publishers=64,
     http_requests=5_000,
     http_seconds=1.5,

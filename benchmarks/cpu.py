@@ -1,8 +1,10 @@
 """CPU accounting: how busy the load generator and the server were over a measured window.
 
 The generator's share comes from ``time.process_time`` (this whole process, all threads); the
-server's from ``/proc/PID/stat`` (all its threads, dead ones included) and ``/proc/PID/task/PID/stat``
-(its main thread, which runs the event loop). A share of 1.0 is one core fully busy.
+server's from ``/proc/PID/stat`` (all its threads, dead ones included) and
+``/proc/PID/task/PID/stat`` (its main thread, which runs the event loop).
+A share of 1.0 is one core fully busy. The machine's busy time (``/proc/stat``) less those two
+is what other processes took meanwhile: a noisy neighbour shows up there.
 """
 
 from __future__ import annotations
@@ -25,6 +27,17 @@ def _proc_cpu_s(stat_path: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy since boot (all cores, steal included)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / _TICKS
+
+
 @dataclass(frozen=True)
 class Usage:
     """CPU used over ``wall_s`` seconds; shares are CPU seconds per wall second."""
@@ -33,6 +46,7 @@ class Usage:
     generator_s: float
     server_s: float | None = None
     server_main_s: float | None = None
+    machine_s: float | None = None
 
     @property
     def generator_share(self) -> float:
@@ -48,12 +62,21 @@ class Usage:
             return None
         return self.server_main_s / self.wall_s
 
+    @property
+    def others_share(self) -> float | None:
+        """CPU used by every other process over the window (0 when the machine was quiet)."""
+        if self.machine_s is None or not self.wall_s:
+            return None
+        others = self.machine_s - self.generator_s - (self.server_s or 0.0)
+        return max(0.0, others / self.wall_s)
+
     def to_json(self) -> dict[str, float | None]:
         return {
             "wall_s": round(self.wall_s, 4),
             "generator_cpu_share": round(self.generator_share, 3),
             "server_cpu_share": _round(self.server_share),
             "server_main_thread_cpu_share": _round(self.server_main_share),
+            "other_processes_cpu_share": _round(self.others_share),
         }
 
 
@@ -69,6 +92,7 @@ class Probe:
         self._wall = time.perf_counter()
         self._generator = time.process_time()
         self._server = self._server_now()
+        self._machine = machine_busy_s()
 
     def _server_now(self) -> tuple[float, float] | None:
         if self._pid is None:
@@ -79,7 +103,8 @@ class Probe:
     def stop(self) -> Usage:
         wall = time.perf_counter() - self._wall
         generator = time.process_time() - self._generator
+        machine = machine_busy_s() - self._machine
         before, after = self._server, self._server_now()
         if before is None or after is None:
-            return Usage(wall, generator)
-        return Usage(wall, generator, after[0] - before[0], after[1] - before[1])
+            return Usage(wall, generator, machine_s=machine)
+        return Usage(wall, generator, after[0] - before[0], after[1] - before[1], machine)

@@ -6,7 +6,7 @@ import asyncio
 import json
 import math
 import time
-from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,15 @@ from benchmarks.loadgen import (
     send_all,
 )
 from benchmarks.measure import Run, Stopwatch, concurrent
-from benchmarks.results import Figure, Measurement, Target, generator_note, saturation_note
+from benchmarks.profiling import Profiler
+from benchmarks.results import (
+    Figure,
+    Measurement,
+    Target,
+    generator_note,
+    noise_note,
+    saturation_note,
+)
 from benchmarks.server import Server, ServerFailure, create_agent, herald_server
 from herald import Hub, NewEvent
 
@@ -63,6 +71,8 @@ def _closed_details(result: ClosedLoopResult, connections: int) -> dict[str, Any
     failed = {status: n for status, n in result.statuses.items() if status not in OK}
     if failed:
         details["failed statuses"] = failed
+        samples = result.failures.items()
+        details["first failure"] = {code: body.decode(errors="replace") for code, body in samples}
     return details
 
 
@@ -82,19 +92,44 @@ async def _measure_closed(
 
 
 def _closed_rate(
-    label: str, result: ClosedLoopResult, usage: Usage, connections: int, per_request: int = 1
+    label: str,
+    result: ClosedLoopResult,
+    usage: Usage,
+    connections: int,
+    per_request: int = 1,
+    unit: str = "events/s",
 ) -> Measurement:
+    """The rate of successful answers times the events each one carries."""
     ok = sum(n for status, n in result.statuses.items() if status in OK)
-    unit = "events/s" if per_request else "requests/s"
-    value = ok * max(per_request, 1) / result.wall_s if result.wall_s else 0.0
+    value = ok * per_request / result.wall_s if result.wall_s else 0.0
     details = _closed_details(result, connections)
     return Measurement(label, value, unit, usage=usage, details=details)
+
+
+async def _profile(
+    profiler: Profiler | None,
+    server: Server,
+    name: str,
+    title: str,
+    load: Callable[[], Awaitable[object]],
+) -> None:
+    """With ``--profile``: one more run of the load, sampled, outside the measured ones."""
+    if profiler is not None:
+        await profiler.run(server.pid, name, title, load())
+
+
+def _again(connections: list[Connection], request: bytes, sizes: Sizes) -> Awaitable[object]:
+    return closed_loop(
+        connections, request, max_requests=sizes.http_requests, max_seconds=sizes.http_seconds
+    )
 
 
 # Figure 2: single-event publish
 
 
-async def single_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
+async def single_publish_figure(
+    sizes: Sizes, workdir: Path, profiler: Profiler | None = None
+) -> Figure:
     async with herald_server(workdir, "http-single") as server:
         await create_agent(server, "bench")
         body = json.dumps({"to": "bench", **SINGLE_EVENT}).encode()
@@ -106,13 +141,18 @@ async def single_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
         try:
             base, base_usage = await _measure_closed(server, connections, health, sizes)
             pub, pub_usage = await _measure_closed(server, connections, publish, sizes)
+            await _profile(
+                profiler, server, "fig2-single-publish",
+                f"POST /v1/events, one event per request, {sizes.http_connections} connections",
+                lambda: _again(connections, publish, sizes),
+            )  # fmt: skip
         finally:
             await close_connections(connections)
     n = sizes.http_connections
     figure = Figure(
         "2",
         "HTTP publish, one event per request",
-        _closed_rate("GET /healthz, same generator", base, base_usage, n, per_request=0),
+        _closed_rate("GET /healthz, same generator", base, base_usage, n, unit="requests/s"),
         Target("≥ 3,000 events/s", "at_least", 3000),
         _closed_rate("POST /v1/events", pub, pub_usage, n),
         method=[
@@ -125,11 +165,22 @@ async def single_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
         ],
     )
     figure.notes += _http_notes([base_usage, pub_usage], pub_usage)
+    if figure.herald is not None and figure.baseline.value > figure.herald.value:
+        figure.notes.insert(
+            0,
+            f"The same generator and connections drove GET /healthz at"
+            f" {figure.baseline.value:,.0f} requests/s,"
+            f" {figure.baseline.value / max(figure.herald.value, 1.0):.1f}x the publish rate: it"
+            " can offer far more load than herald answered.",
+        )
     return figure
 
 
 def _http_notes(usages: list[Usage], herald_usage: Usage) -> list[str]:
     notes = [generator_note(usages)]
+    noise = noise_note(usages)
+    if noise:
+        notes.append(noise)
     saturation = saturation_note(herald_usage)
     if saturation:
         notes.append(saturation)
@@ -157,17 +208,27 @@ async def _api_batches(sizes: Sizes, workdir: Path) -> Run:
         await hub.close()
 
 
-async def batch_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
+async def batch_publish_figure(
+    sizes: Sizes, workdir: Path, profiler: Profiler | None = None
+) -> Figure:
     n, size = sizes.batch_connections, sizes.batch_size
     async with herald_server(workdir, "http-batch") as server:
         await create_agent(server, "bench")
         request = encode_request(
-            "POST", "/v1/events", server.address, token=server.admin_key,
+            "POST",
+            "/v1/events",
+            server.address,
+            token=server.admin_key,
             body=_batch_body("bench", size),
-        )  # fmt: skip
+        )
         connections = await open_connections(server.address, n)
         try:
             result, usage = await _measure_closed(server, connections, request, sizes)
+            await _profile(
+                profiler, server, "fig3-batch-publish",
+                f"POST /v1/events, batches of {size}, {n} connections",
+                lambda: _again(connections, request, sizes),
+            )  # fmt: skip
         finally:
             await close_connections(connections)
     raw = raw_sqlite.batches(workdir / "raw-batches.db", size, 10**8, sizes.http_seconds)
@@ -175,12 +236,19 @@ async def batch_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
     figure = Figure(
         "3",
         f"HTTP publish, batches of {size}",
-        Measurement(f"sqlite3, executemany {size} + COMMIT", raw.rate, "events/s",
-                    details=raw.details()),
+        Measurement(
+            f"sqlite3, executemany {size} + COMMIT", raw.rate, "events/s", details=raw.details()
+        ),
         Target("≥ 30,000 events/s", "at_least", 30000),
         _closed_rate(f"POST /v1/events, JSON array of {size}", result, usage, n, size),
-        diagnostics=[Measurement(f"Hub.publish_many({size}) in process, {n} tasks", api.rate,
-                                 "events/s", details=api.details())],
+        diagnostics=[
+            Measurement(
+                f"Hub.publish_many({size}) in process, {n} tasks",
+                api.rate,
+                "events/s",
+                details=api.details(),
+            )
+        ],
         method=[
             SERVER_METHOD,
             f"Closed loop: {n} connections, each request a JSON array of {size} events (one"
@@ -190,7 +258,7 @@ async def batch_publish_figure(sizes: Sizes, workdir: Path) -> Figure:
             "Diagnostic: the same batches through the Python API (NewEvent.parse +"
             " Hub.publish_many) without HTTP, to split the cost between store and HTTP/JSON.",
         ],
-    )  # fmt: skip
+    )
     figure.notes += _http_notes([usage], usage)
     return figure
 
@@ -293,37 +361,54 @@ def _drain_measurement(label: str, drain: Drain, expected: int) -> Measurement:
     return Measurement(label, drain.rate, "events/s", usage=drain.usage, details=details)
 
 
-async def _drain_server(sizes: Sizes, workdir: Path) -> tuple[Drain, Drain]:
+async def _drain_server(
+    sizes: Sizes, workdir: Path, profiler: Profiler | None
+) -> tuple[Drain, Drain]:
     share = max(1, sizes.backlog // sizes.drainers)
+    shared = [f"shared-{index}" for index in range(sizes.drainers)]
+    backlog = {"solo": sizes.backlog} | dict.fromkeys(shared, share)
+    if profiler is not None:
+        backlog["profiled"] = sizes.backlog
+    limit, seconds = sizes.drain_limit, sizes.drain_seconds
     async with herald_server(workdir, "http-drain") as server:
-        handles = ["solo"] + [f"shared-{index}" for index in range(sizes.drainers)]
-        keys = {handle: await create_agent(server, handle) for handle in handles}
-        backlog = {"solo": sizes.backlog} | {handle: share for handle in handles[1:]}
+        keys = {handle: await create_agent(server, handle) for handle in backlog}
         await _prefill(server, backlog, sizes.batch_size)
-        solo = await _drain(server, [keys["solo"]], sizes.drain_limit, sizes.drain_seconds)
-        shared_keys = [keys[handle] for handle in handles[1:]]
-        parallel = await _drain(server, shared_keys, sizes.drain_limit, sizes.drain_seconds)
+        solo = await _drain(server, [keys["solo"]], limit, seconds)
+        parallel = await _drain(server, [keys[handle] for handle in shared], limit, seconds)
+        await _profile(
+            profiler, server, "fig4-drain", f"POST /channel/heartbeat, limit={limit}, one drainer",
+            lambda: _drain(server, [keys["profiled"]], limit, seconds),
+        )  # fmt: skip
     return solo, parallel
 
 
-async def drain_figure(sizes: Sizes, workdir: Path) -> Figure:
+async def drain_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = None) -> Figure:
     limit = sizes.drain_limit
-    solo, parallel = await _drain_server(sizes, workdir)
+    solo, parallel = await _drain_server(sizes, workdir, profiler)
     raw = raw_sqlite.drain(workdir / "raw-drain.db", sizes.backlog, limit, sizes.drain_seconds)
     api = await _api_drain(sizes, workdir)
     share = max(1, sizes.backlog // sizes.drainers)
     figure = Figure(
         "4",
         f"Heartbeat drain with cursor, limit={limit}",
-        Measurement(f"sqlite3, ack-to-cursor + lease {limit} per COMMIT", raw.rate, "events/s",
-                    details=raw.details()),
+        Measurement(
+            f"sqlite3, ack-to-cursor + lease {limit} per COMMIT",
+            raw.rate,
+            "events/s",
+            details=raw.details(),
+        ),
         Target("≥ 20,000 events/s", "at_least", 20000),
         _drain_measurement("POST /channel/heartbeat, one agent, one drainer", solo, sizes.backlog),
         diagnostics=[
-            _drain_measurement(f"{sizes.drainers} agents drained in parallel", parallel,
-                               share * sizes.drainers),
-            Measurement(f"Hub.heartbeat(cursor, limit={limit}) in process", api.rate, "events/s",
-                        details=api.details()),
+            _drain_measurement(
+                f"{sizes.drainers} agents drained in parallel", parallel, share * sizes.drainers
+            ),
+            Measurement(
+                f"Hub.heartbeat(cursor, limit={limit}) in process",
+                api.rate,
+                "events/s",
+                details=api.details(),
+            ),
         ],
         method=[
             SERVER_METHOD,
@@ -338,12 +423,12 @@ async def drain_figure(sizes: Sizes, workdir: Path) -> Figure:
             f"Diagnostics: {sizes.drainers} agents drained at once (one connection each, the same"
             " backlog split among them), and Hub.heartbeat in process (no HTTP).",
         ],
-    )  # fmt: skip
+    )
     figure.notes += _http_notes([solo.usage, parallel.usage], solo.usage)
     if solo.events < sizes.backlog:
         figure.notes.append(
-            f"The drain stopped at its time limit after {solo.events:,} of {sizes.backlog:,} events;"
-            " the rate is over what was drained."
+            f"The drain stopped at its time limit after {solo.events:,} of"
+            f" {sizes.backlog:,} events; the rate is over what was drained."
         )
     return figure
 
@@ -380,7 +465,7 @@ async def _measure_open(
     return result, probe.stop()
 
 
-async def latency_figure(sizes: Sizes, workdir: Path) -> Figure:
+async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = None) -> Figure:
     async with herald_server(workdir, "http-latency") as server:
         await create_agent(server, "bench")
         body = json.dumps({"to": "bench", **SINGLE_EVENT}).encode()
@@ -392,6 +477,13 @@ async def latency_figure(sizes: Sizes, workdir: Path) -> Figure:
         try:
             base, base_usage = await _measure_open(server, connections, health, sizes)
             pub, pub_usage = await _measure_open(server, connections, publish, sizes)
+            await _profile(
+                profiler, server, "fig5-latency",
+                f"POST /v1/events at a steady {sizes.latency_rate:g}/s",
+                lambda: open_loop(
+                    connections, publish, rate=sizes.latency_rate, seconds=sizes.latency_seconds
+                ),
+            )  # fmt: skip
         finally:
             await close_connections(connections)
     rate = f"{sizes.latency_rate:,.0f}/s"
@@ -414,5 +506,4 @@ async def latency_figure(sizes: Sizes, workdir: Path) -> Figure:
         ],
     )
     figure.notes += _http_notes([base_usage, pub_usage], pub_usage)
-    _ = Counter  # statuses are Counters; kept for the type checker's sake
     return figure

@@ -101,6 +101,7 @@ class ClosedLoopResult:
     wall_s: float = 0.0
     statuses: Counter[int] = field(default_factory=Counter)
     latencies_s: list[float] = field(default_factory=list)
+    failures: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -124,9 +125,11 @@ async def closed_loop(
         while budget[0] > 0 and time.perf_counter() < deadline:
             budget[0] -= 1
             sent = time.perf_counter()
-            status, _ = await connection.call(request)
+            status, body = await connection.call(request)
             result.latencies_s.append(time.perf_counter() - sent)
             result.statuses[status] += 1
+            if status >= 400:
+                result.failures.setdefault(status, body[:300])
 
     await asyncio.gather(*(worker(connection) for connection in connections))
     result.wall_s = time.perf_counter() - start

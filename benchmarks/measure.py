@@ -8,16 +8,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.cpu import machine_busy_s
+
 Publish = Callable[[], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
 class Run:
-    """``events`` done in ``wall_s`` seconds, using ``cpu_s`` of this process's CPU time."""
+    """``events`` done in ``wall_s`` seconds, using ``cpu_s`` of this process's CPU time while
+    other processes used ``others_s``."""
 
     events: int
     wall_s: float
     cpu_s: float
+    others_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -28,18 +32,24 @@ class Run:
             "events": self.events,
             "seconds": round(self.wall_s, 3),
             "process CPU share": round(self.cpu_s / self.wall_s, 2) if self.wall_s else None,
+            "other processes CPU share": round(self.others_s / self.wall_s, 2)
+            if self.wall_s
+            else None,
         }
 
 
 class Stopwatch:
-    """Wall and process CPU time since it was made."""
+    """Wall time, this process's CPU time and the other processes' CPU time since it was made."""
 
     def __init__(self) -> None:
         self.wall = time.perf_counter()
         self.cpu = time.process_time()
+        self.machine = machine_busy_s()
 
     def run(self, events: int) -> Run:
-        return Run(events, time.perf_counter() - self.wall, time.process_time() - self.cpu)
+        cpu = time.process_time() - self.cpu
+        others = max(0.0, machine_busy_s() - self.machine - cpu)
+        return Run(events, time.perf_counter() - self.wall, cpu, others)
 
 
 async def sequential(publish: Publish, count: int, seconds: float) -> Run:

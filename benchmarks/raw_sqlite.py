@@ -32,6 +32,8 @@ CREATE TABLE events (
     UNIQUE (agent_id, seq)
 );
 CREATE INDEX events_open ON events (agent_id, seq) WHERE status IN ('pending', 'sent');
+CREATE TABLE agents (id TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, last_seq INTEGER NOT NULL);
+INSERT INTO agents VALUES ('agt_bench', 'bench', 0);
 """
 INSERT = (
     "INSERT INTO events (id, agent_id, seq, type, text, data, created_at, status, status_at)"
@@ -70,6 +72,29 @@ def inserts(path: Path, count: int, seconds: float) -> Run:
             conn.execute(INSERT, _row(seq))
             conn.execute("COMMIT")
         return watch.run(seq)
+    finally:
+        conn.close()
+
+
+def shaped_inserts(path: Path, count: int, seconds: float) -> Run:
+    """Diagnostic, not a baseline: herald's statements for one publish without herald around
+    them (look up the agent, take the next seq from its row, insert), one COMMIT per event."""
+    conn = connect(path)
+    try:
+        watch = Stopwatch()
+        deadline = watch.wall + seconds
+        done = 0
+        while done < count and time.perf_counter() < deadline:
+            conn.execute("BEGIN IMMEDIATE")
+            (agent,) = conn.execute("SELECT id FROM agents WHERE handle = 'bench'").fetchone()
+            (seq,) = conn.execute(
+                "UPDATE agents SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq",
+                (agent,),
+            ).fetchone()
+            conn.execute(INSERT, _row(seq))
+            conn.execute("COMMIT")
+            done += 1
+        return watch.run(done)
     finally:
         conn.close()
 
@@ -121,7 +146,7 @@ def _drain_step(conn: sqlite3.Connection, cursor: int, limit: int) -> list[Any]:
 
 
 def drain(path: Path, backlog: int, limit: int, seconds: float) -> Run:
-    """Drain a backlog with a cursor, ``limit`` events a step: ack up to the cursor, lease the next."""
+    """Drain a backlog with a cursor, ``limit`` events a step: ack to the cursor, lease the next."""
     conn = connect(path)
     try:
         _fill(conn, backlog)

@@ -13,6 +13,7 @@ from benchmarks.cpu import Usage
 TargetKind = Literal["ratio_at_least", "at_least", "at_most"]
 GENERATOR_LIMIT = 0.8
 SATURATED = 0.9
+NOISY = 0.25
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Figure:
     method: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
+    error: str | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -76,6 +78,8 @@ class Figure:
 
     @property
     def verdict(self) -> str:
+        if self.error is not None:
+            return "ERROR"
         if self.herald is None:
             return "skipped"
         return "met" if self.target.met(self.herald.value, self.baseline.value) else "MISSED"
@@ -94,7 +98,16 @@ class Figure:
             "method": self.method,
             "notes": self.notes,
             "skipped": self.skipped,
+            "error": self.error,
         }  # fmt: skip
+
+
+def failed_figure(name: str, exc: BaseException) -> Figure:
+    """What stands in the report for a benchmark that raised instead of measuring."""
+    nothing = Measurement("not measured", float("nan"), "events/s", text="n/a")
+    target = Target("n/a", "at_least", math.inf)
+    error = f"{type(exc).__name__}: {exc}"[:1000]
+    return Figure(name, f"{name} (failed)", nothing, target, error=error)
 
 
 def _finite(value: float) -> float | None:
@@ -117,6 +130,8 @@ def cpu_text(usage: Usage | None) -> str:
         parts.append(f"server CPU {usage.server_share:.0%}")
     if usage.server_main_share is not None:
         parts.append(f"server event-loop thread {usage.server_main_share:.0%}")
+    if usage.others_share is not None:
+        parts.append(f"other processes {usage.others_share:.0%}")
     return ", ".join(parts) + f" of one core over {usage.wall_s:.1f} s"
 
 
@@ -127,6 +142,8 @@ def _table(figures: list[Figure]) -> list[str]:
     ]
     for fig in figures:
         herald = fig.herald.shown() if fig.herald else f"skipped: {fig.skipped}"
+        if fig.error is not None:
+            herald = f"failed: {fig.error}"
         ratio = "" if fig.ratio is None else f"{fig.ratio:.2f}x"
         baseline = f"{fig.baseline.shown()} ({fig.baseline.label})"
         rows.append(
@@ -140,7 +157,9 @@ def _measurement_line(kind: str, measurement: Measurement) -> str:
     extra = cpu_text(measurement.usage)
     details = ", ".join(f"{key} {value}" for key, value in measurement.details.items())
     tail = "; ".join(part for part in (details, extra) if part)
-    return f"- {kind} **{measurement.label}**: {measurement.shown()}" + (f" ({tail})" if tail else "")
+    return f"- {kind} **{measurement.label}**: {measurement.shown()}" + (
+        f" ({tail})" if tail else ""
+    )
 
 
 def _section(fig: Figure) -> list[str]:
@@ -151,7 +170,26 @@ def _section(fig: Figure) -> list[str]:
     lines.append(_measurement_line("baseline", fig.baseline))
     lines += [_measurement_line("diagnostic", m) for m in fig.diagnostics]
     lines += [f"- {note}" for note in fig.notes]
+    if fig.error is not None:
+        lines.append(f"- ERROR: the benchmark failed: {fig.error}")
     return [*lines, ""]
+
+
+def _closing(meta: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Reading this report",
+        "",
+        "- Rates count only answers with the expected status; every phase is bounded in count and"
+        " time and talks only to 127.0.0.1.",
+    ]
+    profiles = meta.get("profiles") or []
+    if profiles:
+        lines.append(
+            "- Profiles of this run (an extra, sampled run of each load, not the measured one): "
+            + ", ".join(f"`{path}`" for path in profiles)
+            + "."
+        )
+    return lines
 
 
 def render_markdown(figures: list[Figure], meta: dict[str, Any]) -> str:
@@ -173,6 +211,7 @@ def render_markdown(figures: list[Figure], meta: dict[str, Any]) -> str:
     ]
     for fig in figures:
         lines += _section(fig)
+    lines += _closing(meta)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -187,8 +226,8 @@ def generator_note(usages: list[Usage]) -> str:
     worst = max(usage.generator_share for usage in usages)
     if worst < GENERATOR_LIMIT:
         return (
-            f"The load generator used at most {worst:.0%} of a core here (process CPU time over wall"
-            " time), so it had headroom and is not what limits these rates."
+            f"The load generator used at most {worst:.0%} of a core here (process CPU time over"
+            " wall time), so it had headroom and is not what limits these rates."
         )
     return (
         f"WARNING: the load generator used {worst:.0%} of a core here: it may be part of what is"
@@ -196,16 +235,38 @@ def generator_note(usages: list[Usage]) -> str:
     )
 
 
-def saturation_note(usage: Usage | None) -> str | None:
-    """Say so when the server's event loop was the busy part."""
-    if usage is None or usage.server_main_share is None:
+def noise_note(usages: list[Usage]) -> str | None:
+    """A warning when other processes took a noticeable share of the machine meanwhile."""
+    shares = [usage.others_share for usage in usages if usage.others_share is not None]
+    if not shares or max(shares) < NOISY:
         return None
-    if usage.server_main_share >= SATURATED:
+    return (
+        f"WARNING: other processes on the machine used up to {max(shares):.0%} of a core during"
+        " these measurements; the figures may be lower than on a quiet machine."
+    )
+
+
+def saturation_note(usage: Usage | None) -> str | None:
+    """Whether the server process was the busy part, and so what bounds the figure."""
+    if usage is None or usage.server_share is None or usage.server_main_share is None:
+        return None
+    total, main = usage.server_share, usage.server_main_share
+    split = (
+        f"the server process used {total:.0%} of a core (event-loop thread {main:.0%}, the store's"
+        f" writer thread and others {max(0.0, total - main):.0%})"
+    )
+    others = usage.others_share or 0.0
+    if others >= NOISY and total < SATURATED:
         return (
-            f"The server's event-loop thread was busy {usage.server_main_share:.0%} of the time: "
-            "herald is CPU-bound in Python on that thread (one core), not waiting on the disk."
+            f"Inconclusive: {split}, while other processes took {others:.0%} of a core; it may"
+            " have been short of CPU rather than waiting."
+        )
+    if total >= SATURATED or main >= SATURATED:
+        return (
+            f"Bound by the server's CPU: {split}. Its Python threads share one GIL, so about one"
+            " core is all a herald process can use; it was not waiting on the disk or the client."
         )
     return (
-        f"The server's event-loop thread was busy {usage.server_main_share:.0%} of the time: not "
-        "saturated, so the limit is waiting (fsync, the writer thread, or the client)."
+        f"Not CPU-bound: {split}. The rest of the time it waited: on fsync, on hand-offs between"
+        " the event loop and the writer thread, and on the client's round trips."
     )

@@ -100,7 +100,9 @@ async def herald_server(workdir: Path, name: str) -> AsyncIterator[Server]:
 async def create_agent(server: Server, handle: str) -> str:
     """Create an agent through the API; returns its key."""
     body = json.dumps({"handle": handle}).encode()
-    request = encode_request("POST", "/v1/agents", server.address, token=server.admin_key, body=body)
+    request = encode_request(
+        "POST", "/v1/agents", server.address, token=server.admin_key, body=body
+    )
     connection = await Connection.open(server.address)
     try:
         status, answer = await connection.call(request)

@@ -1,0 +1,1 @@
+"""herald's benchmark harness: ``python -m benchmarks`` (see README.md)."""

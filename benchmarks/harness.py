@@ -1,0 +1,217 @@
+"""Run every benchmark and write ``benchmarks/REPORT.md`` and ``benchmarks/report.json``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from benchmarks import fig_http, fig_store
+from benchmarks.config import FULL, QUICK, Sizes
+from benchmarks.cpu import Probe
+from benchmarks.profiling import Profiler, find_py_spy
+from benchmarks.results import NOISY, Figure, failed_figure, write_reports
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+GROUPS = ("store", "single", "batch", "drain", "latency")
+Step = Callable[[], Awaitable[list[Figure]]]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="herald benchmarks, each beside its baseline."
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--only", nargs="+", choices=GROUPS, default=list(GROUPS), help="run only these figures"
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("HERALD_BENCH_POSTGRES_URL", DEFAULT_POSTGRES),
+        help=f"a loopback PostgreSQL to create a scratch database in (default {DEFAULT_POSTGRES})",
+    )
+    parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="before each figure, wait up to this long for other processes to go idle (default 60)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="where to write REPORT.md and report.json"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also sample the server with py-spy in an extra run of figures 2-5"
+        " (summaries in benchmarks/profiles/)",
+    )
+    parser.add_argument("--py-spy", default=None, help="the py-spy executable (default: on PATH)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="scratch directory (default: a new temp dir)"
+    )
+    return parser
+
+
+def _profiler(args: argparse.Namespace) -> Profiler | None:
+    if not args.profile:
+        return None
+    py_spy = find_py_spy(args.py_spy)
+    if py_spy is None:
+        raise SystemExit("--profile needs py-spy: pip install py-spy, or pass --py-spy PATH")
+    return Profiler(py_spy, args.out / "profiles")
+
+
+def _steps(
+    args: argparse.Namespace, sizes: Sizes, workdir: Path, profiler: Profiler | None
+) -> list[tuple[str, Step]]:
+    async def store() -> list[Figure]:
+        figures = await fig_store.sqlite_figures(sizes, workdir)
+        if not args.no_postgres:
+            figures += await fig_store.postgres_figures(sizes, args.postgres_url)
+        return figures
+
+    async def single() -> list[Figure]:
+        return [await fig_http.single_publish_figure(sizes, workdir, profiler)]
+
+    async def batch() -> list[Figure]:
+        return [await fig_http.batch_publish_figure(sizes, workdir, profiler)]
+
+    async def drain() -> list[Figure]:
+        return [await fig_http.drain_figure(sizes, workdir, profiler)]
+
+    async def latency() -> list[Figure]:
+        return [await fig_http.latency_figure(sizes, workdir, profiler)]
+
+    steps = {"store": store, "single": single, "batch": batch, "drain": drain, "latency": latency}
+    return [(name, steps[name]) for name in GROUPS if name in args.only]
+
+
+async def _wait_for_quiet(limit_s: float) -> None:
+    """Wait, up to ``limit_s``, until other processes leave the machine (nearly) idle."""
+    deadline = time.perf_counter() + limit_s
+    while True:
+        probe = Probe()
+        await asyncio.sleep(0.5)
+        share = probe.stop().others_share or 0.0
+        if share < NOISY:
+            return
+        if time.perf_counter() >= deadline:
+            print(f"benchmarks: the machine is still busy ({share:.0%} of a core); going on")
+            return
+        print(f"benchmarks: other processes use {share:.0%} of a core; waiting", flush=True)
+        await asyncio.sleep(2.0)
+
+
+async def _run_steps(steps: list[tuple[str, Step]], quiet_s: float) -> list[Figure]:
+    figures: list[Figure] = []
+    for name, step in steps:
+        await _wait_for_quiet(quiet_s)
+        started = time.perf_counter()
+        print(f"benchmarks: {name} ...", flush=True)
+        try:
+            produced = await step()
+        except Exception as exc:  # one broken benchmark must not lose the others' figures
+            traceback.print_exc()
+            produced = [failed_figure(name, exc)]
+        for figure in produced:
+            shown = figure.herald.shown() if figure.herald else "skipped"
+            print(
+                f"  {figure.number} {figure.title}: {shown} vs {figure.baseline.shown()}"
+                f" -> {figure.verdict}",
+                flush=True,
+            )
+        print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+        figures += produced
+    return figures
+
+
+def _git_commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=HERE.parent, capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--", "src") else "")
+
+
+def _machine() -> str:
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return (
+        f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()},"
+        f" Python {platform.python_version()}, SQLite {sqlite3.sqlite_version},"
+        f" uvloop {importlib.metadata.version('uvloop')}"
+    )
+
+
+def _meta(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    sizes: Sizes,
+    elapsed_s: float,
+    profiler: Profiler | None,
+) -> dict[str, Any]:
+    profiles = [] if profiler is None else profiler.written
+    return {
+        "command": " ".join(
+            ["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": _git_commit(),
+        "quick": args.quick,
+        "only": args.only,
+        "elapsed_s": round(elapsed_s, 1),
+        "machine": _machine(),
+        "cpus": os.cpu_count(),
+        "sizes": sizes.to_json(),
+        "profiles": [str(path.relative_to(args.out)) for path in profiles],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    profiler = _profiler(args)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="herald-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        figures = uvloop.run(_run_steps(_steps(args, sizes, workdir, profiler), args.quiet_wait))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = _meta(args, argv, sizes, time.perf_counter() - started, profiler)
+    write_reports(figures, meta, args.out)
+    print(f"benchmarks: wrote {args.out / 'REPORT.md'} and {args.out / 'report.json'}", flush=True)
+    missed = [figure.number for figure in figures if figure.verdict == "MISSED"]
+    if missed:
+        print(f"benchmarks: targets missed: {', '.join(missed)} (see the report)", file=sys.stderr)
+    failed = [figure.number for figure in figures if figure.verdict == "ERROR"]
+    if failed:
+        print(f"benchmarks: FAILED: {', '.join(failed)} (see above)", file=sys.stderr)
+        return 1
+    return 0
