@@ -1,0 +1,52 @@
+"""Event ids and the checks on what publishers send."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from herald.errors import InvalidInput
+from herald.events import NewEvent, new_id
+
+
+def test_ids_are_unique_and_sort_by_creation_time() -> None:
+    earlier = [new_id("evt_") for _ in range(1000)]
+    deadline = time.monotonic() + 1
+    while (later := new_id("evt_"))[4:13] == earlier[-1][4:13] and time.monotonic() < deadline:
+        pass  # wait for the next millisecond, without sleeping
+    assert len(set(earlier)) == 1000
+    assert all(len(i) == 30 and i.startswith("evt_") for i in earlier)
+    assert max(earlier) < later
+
+
+FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+@pytest.mark.parametrize(
+    ("reply", "fragment"),
+    [
+        ({"type": "array"}, "form schema"),
+        ({"type": "object", "properties": {}}, "at least one"),
+        ({"type": "object", "properties": {"x": {"type": "object"}}}, "flat"),
+        ({"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}}, "pattern"),
+        ({"type": "object", "properties": {"x": {"type": "string", "format": "ip"}}}, "format"),
+        ({"type": "object", "properties": {"x": {"type": "string", "enum": [1]}}}, "enum"),
+        ({**FORM, "required": ["missing"]}, "required"),
+        ({**FORM, "$defs": {}}, "unsupported"),
+    ],
+)
+def test_a_reply_form_must_be_what_elicitation_can_show(reply: Any, fragment: str) -> None:
+    with pytest.raises(InvalidInput, match=fragment):
+        NewEvent.parse({"to": "alice", "type": "q", "text": "?", "reply": reply})
+
+
+def test_a_valid_reply_form_makes_the_event_interactive() -> None:
+    new = NewEvent.parse(
+        {"to": "alice", "type": "q", "text": "?", "reply": {**FORM, "required": ["ok"]}}
+    )
+    assert (
+        new.reply_schema_json
+        == '{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}'
+    )
