@@ -317,9 +317,9 @@ class Hub:
         if cursor is None:
             events = await self.store.take(agent.id, limit, "heartbeat", consumer)
             return Drained(events, events[-1].seq if events else 0)
-        await self.store.ack(agent.id, up_to_seq=cursor, consumer=consumer)
-        self._announce({agent.id})
-        events = await self.store.claim(agent.id, consumer, limit, self.lease_ms, "heartbeat")
+        events = await self.store.claim(
+            agent.id, consumer, limit, self.lease_ms, "heartbeat", ack_up_to=cursor
+        )
         return Drained(events, events[-1].seq if events else cursor)
 
     async def ack(

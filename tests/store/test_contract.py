@@ -404,3 +404,15 @@ async def test_a_failing_publish_among_concurrent_ones_fails_alone(store: Store)
     assert len(failures) == 10 and all(isinstance(f, NotFound) for f in failures)
     stored = await store.read_open(alice.id, 0, 100)
     assert [e.seq for e in stored] == list(range(1, 21))
+
+
+async def test_a_claim_can_acknowledge_up_to_a_cursor_first(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 4)
+    await store.claim(alice.id, "c1", 2, 30_000, "heartbeat")
+    other = await store.claim(alice.id, "c2", 1, 30_000, "heartbeat")
+    nxt = await store.claim(alice.id, "c1", 2, 30_000, "heartbeat", ack_up_to=3)
+    assert [e.id for e in nxt] == [ids[3]]
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [other[0].id, ids[3]]
+    attempts = await store.attempts(ids[0])
+    assert [(a.mechanism, a.outcome) for a in attempts][-1] == ("ack", "delivered")

@@ -107,12 +107,21 @@ class Store(ABC):
 
     @abstractmethod
     async def claim(
-        self, agent_id: str, consumer: str, limit: int, lease_ms: int, mechanism: str
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        mechanism: str,
+        *,
+        ack_up_to: int | None = None,
     ) -> list[Event]:
         """Lease the oldest open events not leased to another consumer, oldest first.
 
         Events already leased to ``consumer`` are handed out again (a lost response costs
-        nothing) and their lease renewed. Each event handed out gets an attempt recorded.
+        nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
+        ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
+        transaction.
         """
 
     @abstractmethod

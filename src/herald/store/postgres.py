@@ -447,11 +447,20 @@ class PostgresStore(Store):
         return await self._run(select)
 
     async def claim(
-        self, agent_id: str, consumer: str, limit: int, lease_ms: int, mechanism: str
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        mechanism: str,
+        *,
+        ack_up_to: int | None = None,
     ) -> list[Event]:
         now = self.now()
 
         async def lease(conn: Connection) -> list[Event]:
+            if ack_up_to is not None:
+                await _acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
             rows = await conn.fetch(_LEASE, agent_id, consumer, now, limit, now + lease_ms)
             events = sorted((_event(row) for row in rows), key=lambda e: e.seq)
             await _insert_attempts(
@@ -486,12 +495,7 @@ class PostgresStore(Store):
         ids = list(ids)
 
         async def acknowledge(conn: Connection) -> int:
-            rows = await conn.fetch(_ACK, agent_id, ids, up_to_seq, consumer, now)
-            done = [row[0] for row in rows]
-            await _insert_attempts(
-                conn, [Attempt(event_id, now, "ack", "delivered", consumer) for event_id in done]
-            )
-            return len(done)
+            return await _acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
 
         return await self._run(acknowledge, transaction=True)
 
@@ -787,6 +791,22 @@ async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
     if row is None:
         raise _no_agent(new.to)
     return Published(_event(row), created=row["created"])
+
+
+async def _acknowledge(
+    conn: Connection,
+    agent_id: str,
+    ids: list[str],
+    up_to_seq: int | None,
+    consumer: str | None,
+    now: int,
+) -> int:
+    rows = await conn.fetch(_ACK, agent_id, ids, up_to_seq, consumer, now)
+    done = [row[0] for row in rows]
+    await _insert_attempts(
+        conn, [Attempt(event_id, now, "ack", "delivered", consumer) for event_id in done]
+    )
+    return len(done)
 
 
 async def _insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:

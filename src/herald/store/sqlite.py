@@ -272,11 +272,20 @@ class SQLiteStore(Store):
         return await self._run(select)
 
     async def claim(
-        self, agent_id: str, consumer: str, limit: int, lease_ms: int, mechanism: str
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        mechanism: str,
+        *,
+        ack_up_to: int | None = None,
     ) -> list[Event]:
         now = self.now()
 
         def lease(conn: sqlite3.Connection) -> list[Event]:
+            if ack_up_to is not None:
+                _acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
             events = _claimable(conn, agent_id, consumer, limit, now)
             conn.executemany(
                 "UPDATE events SET lease_owner = ?, lease_until = ? WHERE id = ?",
@@ -317,25 +326,9 @@ class SQLiteStore(Store):
         now = self.now()
         ids = list(ids)
 
-        def acknowledge(conn: sqlite3.Connection) -> int:
-            done: list[str] = []
-            if up_to_seq is not None:
-                done += _mark_delivered(
-                    conn,
-                    "seq <= :up_to AND (:consumer IS NULL OR lease_owner IS NULL"
-                    " OR lease_owner = :consumer OR lease_until <= :now)",
-                    {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
-                )
-            for chunk in _chunks(ids, 500):
-                named = {f"id{index}": value for index, value in enumerate(chunk)}
-                marks = ", ".join(f":{name}" for name in named)
-                done += _mark_delivered(
-                    conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named}
-                )
-            _insert_attempts(conn, [Attempt(i, now, "ack", "delivered", consumer) for i in done])
-            return len(done)
-
-        return await self._run(acknowledge)
+        return await self._run(
+            lambda conn: _acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
+        )
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
         now = self.now()
@@ -556,6 +549,30 @@ def _new_event(new: NewEvent, agent_id: str, seq: int, now: int) -> Event:
         reply_to=new.reply_to,
         reply_schema_json=new.reply_schema_json,
     )
+
+
+def _acknowledge(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    ids: list[str],
+    up_to_seq: int | None,
+    consumer: str | None,
+    now: int,
+) -> int:
+    done: list[str] = []
+    if up_to_seq is not None:
+        done += _mark_delivered(
+            conn,
+            "seq <= :up_to AND (:consumer IS NULL OR lease_owner IS NULL"
+            " OR lease_owner = :consumer OR lease_until <= :now)",
+            {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
+        )
+    for chunk in _chunks(ids, 500):
+        named = {f"id{index}": value for index, value in enumerate(chunk)}
+        marks = ", ".join(f":{name}" for name in named)
+        done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
+    _insert_attempts(conn, [Attempt(i, now, "ack", "delivered", consumer) for i in done])
+    return len(done)
 
 
 def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
