@@ -1,5 +1,7 @@
 """herald: get every event to every AI agent, over whatever its client can take, and lose none."""
 
+from herald.capabilities import DeliveryCapabilities, detect
+from herald.delivery.engine import Notifier
 from herald.errors import (
     Conflict,
     Forbidden,
@@ -10,7 +12,7 @@ from herald.errors import (
     TooLarge,
     Unauthorized,
 )
-from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published
+from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published, Reply
 from herald.hub import Drained, Hub
 from herald.store import Store, open_store
 
@@ -20,6 +22,7 @@ __all__ = [
     "Agent",
     "Attempt",
     "Conflict",
+    "DeliveryCapabilities",
     "Drained",
     "Event",
     "EventStatus",
@@ -29,11 +32,14 @@ __all__ = [
     "InvalidInput",
     "NewEvent",
     "NotFound",
+    "Notifier",
     "Published",
+    "Reply",
     "Store",
     "StoreUnavailable",
     "TooLarge",
     "Unauthorized",
     "__version__",
+    "detect",
     "open_store",
 ]
