@@ -1,0 +1,185 @@
+"""The PostgreSQL store's SQL, every statement it runs (the schema is in ``store/sql/postgres``)."""
+
+from __future__ import annotations
+
+AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery::text"
+EVENT_COLUMNS = (
+    "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
+    " status_at, sender, reply_to, reply_schema::text"
+)
+REPLY_COLUMNS = "id, event_id, agent_id, text, data::text, created_at, routed_event_id"
+OPEN = "status IN ('pending', 'sent')"
+
+# Migrations
+
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS herald_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)
+"""
+LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock($1)"
+APPLIED_MIGRATIONS = "SELECT version FROM herald_migrations"
+RECORD_MIGRATION = "INSERT INTO herald_migrations (version, name, applied_at) VALUES ($1, $2, $3)"
+
+# Agents and settings
+
+INSERT_AGENT = (
+    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at, delivery)"
+    " VALUES ($1, $2, $3, $4, $5, $6::jsonb)"
+)
+AGENT_BY_ID = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"
+AGENT_BY_KEY_HASH = f"SELECT {AGENT_COLUMNS} FROM agents WHERE key_hash = $1"
+# Byte order, as SQLite sorts, whatever the database's collation.
+LIST_AGENTS = f'SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle COLLATE "C"'
+DELETE_AGENT = "DELETE FROM agents WHERE id = $1"
+SET_AGENT_DELIVERY = "UPDATE agents SET delivery = $2::jsonb WHERE id = $1"
+GET_SETTING = "SELECT value FROM settings WHERE name = $1"
+INSERT_SETTING_IF_ABSENT = (
+    "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING"
+)
+
+# Append one event in one statement: $1 handle, $2 dedupe_key, then the event's fields. The UPDATE
+# locks the agent's row and takes its next seq, unless an event already has the dedupe key. The
+# answer is that event or the new one; no row if there is no such agent. The statement's snapshot
+# may miss an event with the same key committed while it waited for the lock: the unique index
+# then fails the statement, and run again it finds that event.
+APPEND_ONE = f"""
+WITH earlier AS (
+    SELECT events.* FROM events JOIN agents ON agents.id = events.agent_id
+    WHERE agents.handle = $1 AND events.dedupe_key = $2
+), advanced AS (
+    UPDATE agents SET last_seq = last_seq + 1
+    WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
+    RETURNING id, last_seq
+), inserted AS (
+    INSERT INTO events (
+        id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at,
+        status_at, sender, reply_to, reply_schema
+    )
+    SELECT $3, id, last_seq, $4, $5, $6::jsonb, $7, 'pending', $2, $8, $7, $9, $10, $11::jsonb
+    FROM advanced
+    RETURNING *
+)
+SELECT true AS created, {EVENT_COLUMNS} FROM inserted
+UNION ALL
+SELECT false AS created, {EVENT_COLUMNS} FROM earlier
+"""
+
+# Append a batch: lock the addressees (in id order, so that batches to several agents cannot
+# deadlock), find the dedupe keys already used, take the next seqs, insert the new events at once.
+LOCK_AGENTS = """
+SELECT id, handle FROM agents
+WHERE handle = ANY($1::text[])
+ORDER BY id
+FOR UPDATE
+"""
+FIND_DUPLICATES = f"""
+SELECT {EVENT_COLUMNS} FROM events
+WHERE dedupe_key IS NOT NULL
+  AND (agent_id, dedupe_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+"""
+ADVANCE_SEQS = """
+UPDATE agents SET last_seq = last_seq + batch.added
+FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
+WHERE agents.id = batch.id
+RETURNING agents.id, agents.last_seq
+"""
+INSERT_EVENTS = """
+INSERT INTO events (
+    id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,
+    sender, reply_to, reply_schema
+)
+SELECT
+    id, agent_id, seq, type, text, data::jsonb, created_at, 'pending', dedupe_key, expires_at,
+    created_at, sender, reply_to, reply_schema::jsonb
+FROM unnest(
+    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+    $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[]
+) AS batch (
+    id, agent_id, seq, type, text, data, created_at, dedupe_key, expires_at, sender, reply_to,
+    reply_schema
+)
+RETURNING id, data::text, reply_schema::text
+"""
+
+GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
+# Read open events: $1 agent, $2 after seq, $3 now, $4 limit.
+READ_OPEN = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = $1 AND {OPEN}"
+    " AND seq > $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY seq LIMIT $4"
+)
+
+# Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
+CLAIMABLE = f"""
+SELECT id FROM events
+WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
+  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3)
+ORDER BY seq
+LIMIT $4
+FOR UPDATE SKIP LOCKED
+"""
+LEASE = f"""
+WITH claimed AS MATERIALIZED ({CLAIMABLE})
+UPDATE events SET lease_owner = $2, lease_until = $5
+WHERE id IN (SELECT id FROM claimed)
+RETURNING {EVENT_COLUMNS}
+"""
+DELIVER = f"""
+WITH taken AS MATERIALIZED ({CLAIMABLE})
+UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
+WHERE id IN (SELECT id FROM taken)
+RETURNING {EVENT_COLUMNS}
+"""
+
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now.
+ACK = f"""
+UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
+WHERE agent_id = $1 AND {OPEN}
+  AND (
+    id = ANY($2::text[])
+    OR (
+      seq <= $3::bigint
+      AND ($4::text IS NULL OR lease_owner IS NULL OR lease_owner = $4 OR lease_until <= $5)
+    )
+  )
+RETURNING id
+"""
+
+# Mark sent: $1 agent, $2 ids, $3 now.
+MARK_SENT = (
+    "UPDATE events SET status = 'sent', status_at = $3"
+    " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
+)
+# Count overdue: $1 agent, $2 before, $3 now.
+COUNT_OVERDUE = (
+    f"SELECT count(*) FROM events WHERE agent_id = $1 AND {OPEN}"
+    " AND status_at <= $2 AND (expires_at IS NULL OR expires_at > $3)"
+)
+
+# Replies and attempts
+
+INSERT_REPLY = """
+INSERT INTO replies (id, event_id, agent_id, text, data, created_at, routed_event_id)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
+RETURNING data::text
+"""
+LIST_REPLIES = f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = $1 ORDER BY created_at, id"
+
+INSERT_ATTEMPTS = """
+INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+"""
+LIST_ATTEMPTS = (
+    "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
+    " WHERE event_id = $1 ORDER BY id"
+)
+
+# Expire: $1 now. Prune: $1 the time before which finished events go.
+EXPIRE = (
+    "UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL,"
+    f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
+    " AND expires_at <= $1"
+)
+PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"

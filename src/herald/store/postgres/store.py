@@ -1,0 +1,290 @@
+"""The PostgreSQL store: each operation on a pooled connection, in a transaction if it writes
+several rows. Times are integer milliseconds read from the store's clock, never ``now()``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import asyncpg
+
+from herald.errors import Conflict, HeraldError, InvalidInput, StoreUnavailable
+from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.store.base import Clock, Store
+from herald.store.postgres import queries
+from herald.store.postgres.append import append
+from herald.store.postgres.attempts import acknowledge, insert_attempts
+from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
+from herald.store.postgres.pool import open_pool
+from herald.store.postgres.rows import Connection, Operation, T, count, event
+from herald.store.postgres.writer import Writer
+
+TRANSACTION_TRIES = 3
+"""A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""
+
+
+class PostgresStore(Store):
+    """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
+
+    def __init__(self, url: str, clock: Clock = time.time) -> None:
+        super().__init__(clock)
+        self.url = url
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        self._writer = Writer(self._run)
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        self._pool = await open_pool(self.url)
+
+    async def close(self) -> None:
+        await self._writer.drain()  # the appends already accepted are committed first
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            await pool.close()
+        except DRIVER_ERRORS:  # a broken connection needs no goodbye
+            pool.terminate()
+
+    async def _run(self, operation: Operation[T], *, transaction: bool = False) -> T:
+        """Run ``operation`` on a pooled connection (in a transaction if asked), mapping driver
+        errors to StoreUnavailable."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable("the store is not open: call open() first")
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                async with pool.acquire() as conn:
+                    if not transaction:
+                        return await operation(conn)
+                    async with conn.transaction():
+                        return await operation(conn)
+            except HeraldError:
+                raise
+            except DRIVER_ERRORS as exc:
+                if tries >= TRANSACTION_TRIES or not retryable(exc, transaction):
+                    raise StoreUnavailable(f"PostgreSQL store failed: {describe(exc)}") from exc
+
+    # Agents and settings
+
+    async def create_agent(self, agent: Agent) -> None:
+        async def insert(conn: Connection) -> None:
+            try:
+                await conn.execute(
+                    queries.INSERT_AGENT,
+                    agent.id,
+                    agent.handle,
+                    agent.key_hash,
+                    agent.webhook_url,
+                    agent.created_at,
+                    agent.delivery_json,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
+
+        await self._run(insert)
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        return await self._one_agent(queries.AGENT_BY_ID, agent_id)
+
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        return await self._one_agent(queries.AGENT_BY_KEY_HASH, key_hash)
+
+    async def _one_agent(self, query: str, value: str) -> Agent | None:
+        async def select(conn: Connection) -> Agent | None:
+            row = await conn.fetchrow(query, value)
+            return Agent(*row) if row is not None else None
+
+        return await self._run(select)
+
+    async def list_agents(self) -> list[Agent]:
+        async def select(conn: Connection) -> list[Agent]:
+            return [Agent(*row) for row in await conn.fetch(queries.LIST_AGENTS)]
+
+        return await self._run(select)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        async def delete(conn: Connection) -> bool:
+            return count(await conn.execute(queries.DELETE_AGENT, agent_id)) > 0
+
+        return await self._run(delete)
+
+    async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
+        async def update(conn: Connection) -> bool:
+            status = await conn.execute(queries.SET_AGENT_DELIVERY, agent_id, delivery_json)
+            return count(status) > 0
+
+        return await self._run(update)
+
+    async def get_setting(self, name: str) -> str | None:
+        async def select(conn: Connection) -> str | None:
+            value = await conn.fetchval(queries.GET_SETTING, name)
+            return str(value) if value is not None else None
+
+        return await self._run(select)
+
+    async def set_setting_if_absent(self, name: str, value: str) -> str:
+        async def upsert(conn: Connection) -> str:
+            await conn.execute(queries.INSERT_SETTING_IF_ABSENT, name, value)
+            # A statement of its own: it sees a row another writer committed meanwhile.
+            return str(await conn.fetchval(queries.GET_SETTING, name))
+
+        return await self._run(upsert)
+
+    # Events
+
+    async def append(self, events: Sequence[NewEvent]) -> list[Published]:
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open: call open() first")
+        if not events:
+            return []
+        return await self._writer.append(events, self.now())
+
+    async def get_event(self, event_id: str) -> Event | None:
+        async def select(conn: Connection) -> Event | None:
+            row = await conn.fetchrow(queries.GET_EVENT, event_id)
+            return event(row) if row is not None else None
+
+        return await self._run(select)
+
+    async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
+        now = self.now()
+
+        async def select(conn: Connection) -> list[Event]:
+            rows = await conn.fetch(queries.READ_OPEN, agent_id, after_seq, now, limit)
+            return [event(row) for row in rows]
+
+        return await self._run(select)
+
+    async def claim(
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        mechanism: str,
+        *,
+        ack_up_to: int | None = None,
+    ) -> list[Event]:
+        now = self.now()
+
+        async def lease(conn: Connection) -> list[Event]:
+            if ack_up_to is not None:
+                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
+            rows = await conn.fetch(queries.LEASE, agent_id, consumer, now, limit, now + lease_ms)
+            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
+            await insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
+            )
+            return events
+
+        return await self._run(lease, transaction=True)
+
+    async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
+        now = self.now()
+
+        async def deliver(conn: Connection) -> list[Event]:
+            rows = await conn.fetch(queries.DELIVER, agent_id, session, now, limit)
+            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
+            await insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
+            )
+            return events
+
+        return await self._run(deliver, transaction=True)
+
+    async def ack(
+        self,
+        agent_id: str,
+        *,
+        ids: Sequence[str] = (),
+        up_to_seq: int | None = None,
+        consumer: str | None = None,
+    ) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        async def finish(conn: Connection) -> int:
+            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
+
+        return await self._run(finish, transaction=True)
+
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        async def mark(conn: Connection) -> int:
+            return count(await conn.execute(queries.MARK_SENT, agent_id, ids, now))
+
+        return await self._run(mark)
+
+    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+        now = self.now()
+
+        async def select(conn: Connection) -> int:
+            return int(await conn.fetchval(queries.COUNT_OVERDUE, agent_id, before_ms, now))
+
+        return await self._run(select)
+
+    # Replies, attempts and housekeeping
+
+    async def add_reply(
+        self, reply: Reply, routed: NewEvent | None
+    ) -> tuple[Reply, Published | None]:
+        now = self.now()
+
+        async def insert(conn: Connection) -> tuple[Reply, Published | None]:
+            try:
+                published = (await append(conn, [routed], now))[0] if routed else None
+                stored = replace(reply, routed_event_id=published.event.id if published else None)
+                data = await conn.fetchval(
+                    queries.INSERT_REPLY,
+                    stored.id,
+                    stored.event_id,
+                    stored.agent_id,
+                    stored.text,
+                    stored.data_json,
+                    stored.created_at,
+                    stored.routed_event_id,
+                )
+            except asyncpg.DataError as exc:  # its message may quote the reply: not shown
+                raise InvalidInput(
+                    "a reply holds what PostgreSQL cannot store: a NUL character in its text,"
+                    " \\u0000 or NaN in its data, or an unpaired surrogate"
+                ) from exc
+            return replace(stored, data_json=data), published  # data as JSONB normalised it
+
+        return await self._run(insert, transaction=True)
+
+    async def replies(self, event_id: str) -> list[Reply]:
+        async def select(conn: Connection) -> list[Reply]:
+            return [Reply(*row) for row in await conn.fetch(queries.LIST_REPLIES, event_id)]
+
+        return await self._run(select)
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        await self._run(lambda conn: insert_attempts(conn, attempts))
+
+    async def attempts(self, event_id: str) -> list[Attempt]:
+        async def select(conn: Connection) -> list[Attempt]:
+            return [Attempt(*row) for row in await conn.fetch(queries.LIST_ATTEMPTS, event_id)]
+
+        return await self._run(select)
+
+    async def expire(self) -> int:
+        now = self.now()
+
+        async def mark(conn: Connection) -> int:
+            return count(await conn.execute(queries.EXPIRE, now))
+
+        return await self._run(mark)
+
+    async def prune(self, finished_before_ms: int) -> int:
+        async def delete(conn: Connection) -> int:
+            return count(await conn.execute(queries.PRUNE, finished_before_ms))
+
+        return await self._run(delete)
