@@ -57,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="on connect, a backlog longer than this arrives as one summary (default 10)",
     )
+    serve.add_argument(
+        "--stream-queue",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="events a stream client may fall behind by before it is cut off (default 1000)",
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -86,6 +93,7 @@ async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from herald.delivery.engine import Notifier
+    from herald.delivery.fanout import Fanout
     from herald.http import create_app
     from herald.hub import Hub
 
@@ -104,7 +112,7 @@ async def _serve(args: argparse.Namespace) -> None:
         sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(hub, notifier=notifier),
+            create_app(hub, notifier=notifier, fanout=Fanout(hub, queue_size=args.stream_queue)),
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,

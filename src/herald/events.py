@@ -51,6 +51,8 @@ class Agent:
     created_at: int
     webhook_url: str | None = None
     delivery_json: str = "{}"
+    last_seq: int = 0
+    """The seq of the agent's newest event when this record was read."""
 
     @property
     def delivery(self) -> dict[str, Any]:
@@ -64,6 +66,7 @@ class Agent:
             "handle": self.handle,
             "webhook_url": self.webhook_url,
             "delivery": self.delivery,
+            "last_seq": self.last_seq,
             "created_at": iso_ms(self.created_at),
         }
 

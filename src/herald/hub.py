@@ -81,6 +81,7 @@ class Hub:
 
     async def open(self) -> None:
         await self.store.open()
+        await self.store.listen(self._announce)
 
     async def close(self) -> None:
         await self.store.close()
@@ -278,6 +279,10 @@ class Hub:
     async def inbox(self, agent: Agent, limit: int = 20, session: str = "inbox") -> list[Event]:
         """The agent's open events, oldest first; reading them is their delivery."""
         return await self.store.take(agent.id, limit, "inbox", session)
+
+    async def missing_after(self, agent: Agent, cursor: int) -> int:
+        """Events after ``cursor`` the agent will never be offered (expired or pruned)."""
+        return await self.store.missing_after(agent.id, cursor)
 
     async def unread(self, agent: Agent, older_than_s: float) -> int:
         """Open events last offered more than ``older_than_s`` ago."""

@@ -416,3 +416,22 @@ async def test_a_claim_can_acknowledge_up_to_a_cursor_first(store: Store) -> Non
     assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [other[0].id, ids[3]]
     attempts = await store.attempts(ids[0])
     assert [(a.mechanism, a.outcome) for a in attempts][-1] == ("ack", "delivered")
+
+
+async def test_history_lost_after_a_cursor_is_counted(store: Store, clock: ManualClock) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    (short,) = await store.append([event("alice", "short", ttl_s=1)])
+    await store.ack(alice.id, ids=[ids[0]])
+    assert await store.missing_after(alice.id, 0) == 0
+    clock.advance(2)
+    assert await store.missing_after(alice.id, 0) == 1
+    await store.expire()
+    assert await store.missing_after(alice.id, 0) == 1
+    assert await store.missing_after(alice.id, 4) == 0
+    clock.advance(8 * 24 * 3600)
+    assert await store.prune(store.now() - 1000) == 2
+    assert await store.missing_after(alice.id, 0) == 2
+    assert await store.missing_after(alice.id, 1) == 1
+    assert short.event.seq == 4
+    assert (await store.get_agent(alice.id)).last_seq == 4  # type: ignore[union-attr]

@@ -14,23 +14,30 @@ from starlette.routing import Route
 
 import herald
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, InvalidInput
 from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.io import herald_error, http_error, json_response, read_json, unexpected_error
 from herald.http.mcp import McpEndpoint
+from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
 
 MAX_ACK_IDS = 1000
 
 
 def create_app(
-    hub: Hub, *, notifier: Notifier | None = None, maintenance: bool = True
+    hub: Hub,
+    *,
+    notifier: Notifier | None = None,
+    fanout: Fanout | None = None,
+    maintenance: bool = True,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does."""
     notifier = notifier or Notifier(hub)
     mcp = McpEndpoint(notifier)
+    fanout = fanout or Fanout(hub)
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok", "version": herald.__version__})
@@ -138,6 +145,7 @@ def create_app(
             try:
                 yield
             finally:
+                await fanout.close()
                 await notifier.close()
 
     routes = [
@@ -152,6 +160,7 @@ def create_app(
         Route("/v1/events/{event_id}", get_event, methods=["GET"]),
         Route("/channel/heartbeat", heartbeat, methods=["POST"]),
         Route("/channel/ack", ack, methods=["POST"]),
+        Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
     ]
     return Starlette(

@@ -53,6 +53,10 @@ class Store(ABC):
     async def open(self) -> None:
         """Connect and apply pending migrations."""
 
+    async def listen(self, on_agents: Callable[[set[str]], None]) -> None:  # noqa: B027
+        """Call ``on_agents`` (it must not block) with the agents that got events committed by
+        other processes, as a hint. A backend shared by one process only has nothing to do."""
+
     @abstractmethod
     async def close(self) -> None:
         """Release connections and threads; safe to call twice."""
@@ -151,6 +155,11 @@ class Store(ABC):
     async def count_overdue(self, agent_id: str, before_ms: int) -> int:
         """How many open, unexpired events of the agent were created or last sent before the
         given time: the unread events an agent is reminded of."""
+
+    @abstractmethod
+    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+        """How many of the agent's events after ``after_seq`` will never be offered: expired, or
+        pruned (a stream resuming there is told its history was truncated)."""
 
     @abstractmethod
     async def add_reply(

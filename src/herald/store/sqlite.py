@@ -40,7 +40,7 @@ _EVENT_COLUMNS = (
     "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,"
     " sender, reply_to, reply_schema"
 )
-_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery"
+_AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery, last_seq"
 _OPEN = "status IN ('pending', 'sent')"
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
 
@@ -169,7 +169,7 @@ class SQLiteStore(Store):
         def insert(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO agents ({_AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO agents ({_AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         agent.id,
                         agent.handle,
@@ -177,6 +177,7 @@ class SQLiteStore(Store):
                         agent.created_at,
                         agent.webhook_url,
                         agent.delivery_json,
+                        agent.last_seq,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -358,6 +359,19 @@ class SQLiteStore(Store):
                     params,
                 ).fetchone()[0]
             )
+
+        return await self._run(count)
+
+    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+        def count(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT a.last_seq, count(e.id), coalesce(sum(e.status = 'expired'"
+                f" OR (e.{_OPEN} AND e.expires_at <= :now)), 0)"
+                " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
+                " WHERE a.id = :agent GROUP BY a.id",
+                {"agent": agent_id, "after": after_seq, "now": self.now()},
+            ).fetchone()
+            return _missing(row, after_seq)
 
         return await self._run(count)
 
@@ -549,6 +563,14 @@ def _new_event(new: NewEvent, agent_id: str, seq: int, now: int) -> Event:
         reply_to=new.reply_to,
         reply_schema_json=new.reply_schema_json,
     )
+
+
+def _missing(row: Sequence[int] | None, after_seq: int) -> int:
+    """Events after ``after_seq`` that will never be offered: expired, or no longer stored."""
+    if row is None:
+        return 0
+    last_seq, stored, expired = row
+    return max(last_seq - after_seq - stored, 0) + expired
 
 
 def _acknowledge(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery::text"
+AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery::text, last_seq"
 EVENT_COLUMNS = (
     "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
     " status_at, sender, reply_to, reply_schema::text"
@@ -153,6 +153,14 @@ MARK_SENT = (
     " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
 )
 # Count overdue: $1 agent, $2 before, $3 now.
+# $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.
+MISSING_AFTER = f"""
+SELECT a.last_seq, count(e.id),
+    count(e.id) FILTER (WHERE e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3))
+FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
+WHERE a.id = $1
+GROUP BY a.id
+"""
 COUNT_OVERDUE = (
     f"SELECT count(*) FROM events WHERE agent_id = $1 AND {OPEN}"
     " AND status_at <= $2 AND (expires_at IS NULL OR expires_at > $3)"

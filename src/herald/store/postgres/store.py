@@ -3,8 +3,10 @@ several rows. Times are integer milliseconds read from the store's clock, never 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import asyncpg
@@ -16,12 +18,16 @@ from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, insert_attempts
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
+from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.writer import Writer
 
 TRANSACTION_TRIES = 3
 """A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""
+
+
+LISTEN_READY_S = 5.0
 
 
 class PostgresStore(Store):
@@ -32,13 +38,26 @@ class PostgresStore(Store):
         self.url = url
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._writer = Writer(self._run)
+        self._listener: Listener | None = None
 
     async def open(self) -> None:
         if self._pool is not None:
             return
         self._pool = await open_pool(self.url)
 
+    async def listen(self, on_agents: Callable[[set[str]], None]) -> None:
+        """Call ``on_agents`` with the agents that got events committed, by any process."""
+        if self._listener is None:
+            self._listener = Listener(self.url, on_agents)
+            self._listener.start()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LISTEN_READY_S):
+                    await self._listener.listening.wait()
+
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
         await self._writer.drain()  # the appends already accepted are committed first
         pool, self._pool = self._pool, None
         if pool is None:
@@ -227,6 +246,16 @@ class PostgresStore(Store):
 
         async def select(conn: Connection) -> int:
             return int(await conn.fetchval(queries.COUNT_OVERDUE, agent_id, before_ms, now))
+
+        return await self._run(select)
+
+    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+        async def select(conn: Connection) -> int:
+            row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())
+            if row is None:
+                return 0
+            last_seq, stored, expired = row
+            return int(max(last_seq - after_seq - stored, 0) + expired)
 
         return await self._run(select)
 

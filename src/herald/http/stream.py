@@ -1,0 +1,137 @@
+"""``GET /channel/stream``: an agent's events as Server-Sent Events, resumable without gap or
+duplicate. The SSE ``id`` of each event is its ``seq``; a reconnect sends it back as
+``Last-Event-ID`` (or ``?after=`` on a first connect). A resume position is not an
+acknowledgement: events are acknowledged with ``POST /channel/ack``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from herald.delivery.fanout import Fanout, Subscription
+from herald.errors import HeraldError, InvalidInput
+from herald.events import Agent, Event
+from herald.http.auth import require_agent
+from herald.http.io import error_response
+from herald.hub import Hub
+
+PAGE = 200
+RETRY_MS = 2000
+KEEPALIVE_S = 15.0
+SEND_TIMEOUT_S = 30.0
+"""A client that takes no data for this long is not reading: the stream is closed."""
+
+
+class StreamEndpoint:
+    """The ASGI endpoint. Each stream holds one subscription and one task that notices when
+    the client goes away; every buffer on the way is bounded."""
+
+    def __init__(self, hub: Hub, fanout: Fanout) -> None:
+        self.hub = hub
+        self.fanout = fanout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        try:
+            agent = await require_agent(self.hub, request)
+            cursor = _resume_point(request)
+        except HeraldError as exc:
+            headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+            await error_response(exc.code, exc.message, exc.http_status, headers)(
+                scope, receive, send
+            )
+            return
+        subscription = self.fanout.subscribe(agent.id, agent.last_seq)
+        streaming = asyncio.current_task()
+        watcher = asyncio.create_task(_cancel_on_disconnect(receive, streaming))
+        try:
+            await self._stream(agent, cursor, subscription, send)
+        except (TimeoutError, OSError):
+            pass  # the client stopped reading or went away: it resumes from its cursor
+        except asyncio.CancelledError:
+            if watcher.done():  # the client disconnected: a normal end
+                return
+            raise
+        finally:
+            watcher.cancel()
+            self.fanout.unsubscribe(subscription)
+
+    async def _stream(
+        self, agent: Agent, cursor: int, subscription: Subscription, send: Send
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+        write = _writer(send)
+        await write(f"retry: {RETRY_MS}\n\n")
+        gone = await self.hub.missing_after(agent, cursor)
+        if gone:
+            await write(_frame("truncated", None, {"after": cursor, "missing": gone}))
+        last = cursor
+        while page := await self.hub.store.read_open(agent.id, last, PAGE):
+            for event in page:
+                await write(_event_frame(event))
+            last = page[-1].seq
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_S):
+                    live = await subscription.queue.get()
+            except TimeoutError:
+                await write(": keepalive\n\n")
+                continue
+            if live is None or subscription.reason is not None:
+                reason = subscription.reason or "the stream was closed"
+                await write(_frame("error", None, {"code": "stream_closed", "message": reason}))
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            if live.seq > last:
+                await write(_event_frame(live))
+                last = live.seq
+
+
+def _resume_point(request: Request) -> int:
+    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not raw.isdigit() or len(raw) > 18:
+        raise InvalidInput("Last-Event-ID (or ?after=) must be the seq of an event: 0 or more")
+    return int(raw)
+
+
+def _writer(send: Send) -> Any:
+    async def write(text: str) -> None:
+        async with asyncio.timeout(SEND_TIMEOUT_S):
+            await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+
+    return write
+
+
+def _event_frame(event: Event) -> str:
+    return _frame(None, event.seq, event.to_json())
+
+
+def _frame(kind: str | None, event_id: int | None, data: Any) -> str:
+    lines = []
+    if kind:
+        lines.append(f"event: {kind}")
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    return "\n".join(lines) + "\n\n"
+
+
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    if task is not None:
+        task.cancel()

@@ -1,0 +1,69 @@
+"""LISTEN for other processes' events: a hint that wakes local streams and sessions sooner. A
+lost notification costs latency only, since every reader also polls the table."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from herald.store.postgres.errors import DRIVER_ERRORS
+
+log = logging.getLogger("herald.store.postgres")
+
+CHANNEL = "herald_events"
+MAX_BACKOFF_S = 30.0
+
+
+class Listener:
+    """One connection that LISTENs, and reconnects (with backoff) when it is lost."""
+
+    def __init__(self, url: str, on_agents: Callable[[set[str]], None]) -> None:
+        self.url = url
+        self.on_agents = on_agents
+        self._task: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="herald-pg-listener")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self._listen_until_lost()
+                backoff = 0.5
+            except DRIVER_ERRORS as exc:
+                log.warning("LISTEN %s failed (%s); again in %.1fs", CHANNEL, exc, backoff)
+            self.listening.clear()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _listen_until_lost(self) -> None:
+        conn = await asyncpg.connect(
+            self.url, server_settings={"application_name": "herald-listen"}
+        )
+        lost = asyncio.Event()
+        try:
+            conn.add_termination_listener(lambda _conn: lost.set())
+            await conn.add_listener(CHANNEL, self._notified)
+            self.listening.set()
+            await lost.wait()
+        finally:
+            with contextlib.suppress(*DRIVER_ERRORS):
+                await conn.close(timeout=5)
+
+    def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        self.on_agents({str(payload)})
