@@ -8,7 +8,9 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+
+import uvicorn
 
 from herald.errors import HeraldError
 
@@ -58,11 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="on connect, a backlog longer than this arrives as one summary (default 10)",
     )
     serve.add_argument(
-        "--stream-queue",
+        "--stream-buffer",
         type=int,
-        default=1000,
+        default=2000,
         metavar="N",
-        help="events a stream client may fall behind by before it is cut off (default 1000)",
+        help="how many events a stream client may fall behind before it is cut off (default 2000)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
@@ -90,8 +92,6 @@ def _run(coroutine: object) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from herald.delivery.engine import Notifier
     from herald.delivery.fanout import Fanout
     from herald.http import create_app
@@ -111,13 +111,14 @@ async def _serve(args: argparse.Namespace) -> None:
         notifier = Notifier(hub, ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit)
         sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
+        fanout = Fanout(hub, buffer_size=args.stream_buffer)
         config = uvicorn.Config(
-            create_app(hub, notifier=notifier, fanout=Fanout(hub, queue_size=args.stream_queue)),
+            create_app(hub, notifier=notifier, fanout=fanout),
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,
         )
-        server = uvicorn.Server(config)
+        server = _Server(config, on_shutdown=fanout.close)
         print(
             f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})",
             flush=True,
@@ -125,6 +126,19 @@ async def _serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
     finally:
         await hub.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn waits for open requests before it shuts down; streams never end by themselves, so
+    they are told to end (resume later) first."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(config)
+        self._on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._on_shutdown()
+        await super().shutdown(sockets)
 
 
 def _redact(url: str) -> str:

@@ -1,12 +1,15 @@
-"""Live events for streams: per agent, one reader of the store shares each new event with every
-subscriber, through bounded queues. A subscriber that falls behind is cut off (and told why); it
-resumes from its cursor, so it loses nothing and slows no one else."""
+"""Live events for streams. Per agent, one reader of the store keeps the newest events in one
+bounded buffer that every subscriber of that agent reads at its own pace: memory does not grow
+with the number of subscribers, nor with how far one falls behind. A subscriber that falls out of
+the buffer is cut off (and told why); it resumes from its cursor, so it loses nothing and slows
+no one else."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 
 from herald.events import Event
@@ -17,28 +20,63 @@ log = logging.getLogger("herald.fanout")
 PAGE = 500
 
 
-@dataclass(eq=False)
-class Subscription:
-    agent_id: str
-    queue: asyncio.Queue[Event | None]
-    reason: str | None = None
-
-    def close(self, reason: str) -> None:
-        """Cut the subscription off: what waits is dropped (it is in the store) and the reader
-        wakes up to a ``None``."""
-        if self.reason is None:
-            self.reason = reason
-            while not self.queue.empty():
-                self.queue.get_nowait()
-            self.queue.put_nowait(None)
+class TooSlow(Exception):
+    """The subscriber fell further behind than the buffer holds."""
 
 
 @dataclass(eq=False)
 class _Topic:
     high_water: int
-    subscribers: set[Subscription] = field(default_factory=set)
+    recent: deque[Event]
+    dropped_through: int = 0
+    """The seq of the newest event that left ``recent``: a reader behind it has lost its place."""
+    subscribers: int = 0
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+
+
+@dataclass(eq=False)
+class Subscription:
+    agent_id: str
+    _topic: _Topic
+    reason: str | None = None
+
+    def close(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self._topic.arrived.set()
+
+    async def next_after(self, last: int, timeout_s: float) -> list[Event]:
+        """The events newer than ``last``, once there are some; [] after ``timeout_s``.
+
+        Raises:
+            TooSlow: events after ``last`` already left the buffer.
+            ConnectionAbortedError: the subscription was closed (``reason`` says why).
+        """
+        topic = self._topic
+        while True:
+            if self.reason is not None:
+                raise ConnectionAbortedError(self.reason)
+            if last < topic.dropped_through:
+                raise TooSlow(
+                    f"too slow: more than {topic.recent.maxlen} events behind;"
+                    " resume with Last-Event-ID"
+                )
+            newer: list[Event] = []
+            for event in reversed(topic.recent):
+                if event.seq <= last:
+                    break
+                newer.append(event)
+            if newer:
+                newer.reverse()
+                return newer
+            arrived = topic.arrived
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await arrived.wait()
+            except TimeoutError:
+                return []
 
 
 class Fanout:
@@ -47,49 +85,54 @@ class Fanout:
     Args:
         hub: publishes wake the topic of their agent (locally, or from other processes through
             the store's notifications).
-        queue_size: how many events a subscriber may have waiting before it is cut off.
+        buffer_size: how many of an agent's newest events are kept for its subscribers: how far
+            one may fall behind before it is cut off.
         poll_interval_s: how often a topic looks at the store without a wake-up.
     """
 
-    def __init__(self, hub: Hub, *, queue_size: int = 1000, poll_interval_s: float = 5.0) -> None:
+    def __init__(self, hub: Hub, *, buffer_size: int = 2000, poll_interval_s: float = 5.0) -> None:
         self.hub = hub
-        self.queue_size = queue_size
+        self.buffer_size = buffer_size
         self.poll_interval_s = poll_interval_s
         self._topics: dict[str, _Topic] = {}
+        self._subscriptions: set[Subscription] = set()
         hub.add_listener(self._wake)
 
     def subscribe(self, agent_id: str, seen_through: int) -> Subscription:
-        """Start receiving the agent's events committed from now on. ``seen_through`` is a seq
-        the caller reads up to from the store itself (the topic starts after it when new)."""
+        """Start following the agent's events committed from now on. The caller reads what came
+        before from the store itself, up to at least ``seen_through``."""
         topic = self._topics.get(agent_id)
         if topic is None:
-            topic = self._topics[agent_id] = _Topic(high_water=seen_through)
+            topic = _Topic(seen_through, deque(maxlen=self.buffer_size))
+            topic.dropped_through = seen_through
             topic.task = asyncio.create_task(
                 self._pump(agent_id, topic), name=f"herald-fanout-{agent_id}"
             )
-        subscription = Subscription(agent_id, asyncio.Queue(self.queue_size))
-        topic.subscribers.add(subscription)
+            self._topics[agent_id] = topic
+        topic.subscribers += 1
+        subscription = Subscription(agent_id, topic)
+        self._subscriptions.add(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        topic = self._topics.get(subscription.agent_id)
-        if topic is None:
+        if subscription not in self._subscriptions:
             return
-        topic.subscribers.discard(subscription)
-        if not topic.subscribers:
+        self._subscriptions.discard(subscription)
+        topic = subscription._topic
+        topic.subscribers -= 1
+        if topic.subscribers == 0 and self._topics.get(subscription.agent_id) is topic:
             del self._topics[subscription.agent_id]
             if topic.task is not None:
                 topic.task.cancel()
 
     def subscribers(self, agent_id: str) -> int:
         topic = self._topics.get(agent_id)
-        return len(topic.subscribers) if topic else 0
+        return topic.subscribers if topic else 0
 
     async def close(self) -> None:
-        for topic in list(self._topics.values()):
-            for subscription in list(topic.subscribers):
-                subscription.close("herald is shutting down; resume with Last-Event-ID")
-                self.unsubscribe(subscription)
+        for subscription in list(self._subscriptions):
+            subscription.close("herald is shutting down; resume with Last-Event-ID")
+            self.unsubscribe(subscription)
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self._wake)
 
@@ -103,9 +146,7 @@ class Fanout:
         while True:
             try:
                 while events := await self.hub.store.read_open(agent_id, topic.high_water, PAGE):
-                    for event in events:
-                        self._share(topic, event)
-                    topic.high_water = events[-1].seq
+                    self._keep(topic, events)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the store failed: log, and look again at the next tick
@@ -115,12 +156,12 @@ class Fanout:
                     await topic.wake.wait()
             topic.wake.clear()
 
-    def _share(self, topic: _Topic, event: Event) -> None:
-        for subscription in list(topic.subscribers):
-            try:
-                subscription.queue.put_nowait(event)
-            except asyncio.QueueFull:
-                subscription.close(
-                    f"too slow: {self.queue_size} events were waiting; resume with Last-Event-ID"
-                )
-                topic.subscribers.discard(subscription)
+    @staticmethod
+    def _keep(topic: _Topic, events: list[Event]) -> None:
+        for event in events:
+            if len(topic.recent) == topic.recent.maxlen:
+                topic.dropped_through = topic.recent[0].seq
+            topic.recent.append(event)
+        topic.high_water = events[-1].seq
+        arrived, topic.arrived = topic.arrived, asyncio.Event()
+        arrived.set()

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from herald.delivery.fanout import Fanout, Subscription
+from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import HeraldError, InvalidInput
 from herald.events import Agent, Event
 from herald.http.auth import require_agent
@@ -86,19 +86,16 @@ class StreamEndpoint:
             last = page[-1].seq
         while True:
             try:
-                async with asyncio.timeout(KEEPALIVE_S):
-                    live = await subscription.queue.get()
-            except TimeoutError:
-                await write(": keepalive\n\n")
-                continue
-            if live is None or subscription.reason is not None:
-                reason = subscription.reason or "the stream was closed"
-                await write(_frame("error", None, {"code": "stream_closed", "message": reason}))
+                events = await subscription.next_after(last, KEEPALIVE_S)
+            except (TooSlow, ConnectionAbortedError) as exc:
+                await write(_frame("error", None, {"code": "stream_closed", "message": str(exc)}))
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            if live.seq > last:
-                await write(_event_frame(live))
-                last = live.seq
+            if not events:
+                await write(": keepalive\n\n")
+                continue
+            await write("".join(_event_frame(event) for event in events))
+            last = events[-1].seq
 
 
 def _resume_point(request: Request) -> int:

@@ -1,0 +1,76 @@
+"""A small SSE reader for tests: frames as they arrive, with bounded waits."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Frame:
+    event: str
+    id: int | None
+    data: Any
+
+
+class SSEReader:
+    """Reads ``GET /channel/stream`` in a thread; ``next()`` waits (bounded) for each frame."""
+
+    def __init__(
+        self, url: str, key: str, *, last_event_id: int | None = None, after: int | None = None
+    ) -> None:
+        headers = {"authorization": f"Bearer {key}"}
+        if last_event_id is not None:
+            headers["last-event-id"] = str(last_event_id)
+        params = {"after": str(after)} if after is not None else {}
+        self._frames: queue.Queue[Frame | BaseException | None] = queue.Queue()
+        self._client = httpx.Client(
+            base_url=url, headers=headers, timeout=httpx.Timeout(30, read=60)
+        )
+        self._request = self._client.build_request("GET", "/channel/stream", params=params)
+        self.status: int | None = None
+        self.opened = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        assert self.opened.wait(30), "the stream did not open"
+
+    def _read(self) -> None:
+        try:
+            response = self._client.send(self._request, stream=True)
+            self.status = response.status_code
+            self.opened.set()
+            fields: dict[str, str] = {}
+            for line in response.iter_lines():
+                if line == "":
+                    if "data" in fields:
+                        event_id = fields.get("id")
+                        self._frames.put(
+                            Frame(
+                                fields.get("event", "message"),
+                                int(event_id) if event_id else None,
+                                json.loads(fields["data"]),
+                            )
+                        )
+                    fields = {}
+                elif not line.startswith(":"):
+                    name, _, value = line.partition(":")
+                    fields[name] = value.removeprefix(" ")
+            self._frames.put(None)
+        except BaseException as exc:  # handed to the test
+            self.opened.set()
+            self._frames.put(exc)
+
+    def next(self, timeout_s: float = 20.0) -> Frame | None:
+        """The next frame, or None when the server ended the stream."""
+        item = self._frames.get(timeout=timeout_s)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._client.close()
