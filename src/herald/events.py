@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import enum
 import json
 import os
@@ -127,6 +128,27 @@ class Event:
     def interactive(self) -> bool:
         return self.reply_schema_json is not None
 
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Event:
+        """An event as the HTTP API shows it, read back (by herald's own clients)."""
+        reply = raw.get("reply")
+        expires = raw.get("expires_at")
+        return Event(
+            id=raw["id"],
+            agent_id=raw["agent"],
+            seq=raw["seq"],
+            type=raw["type"],
+            text=raw["text"],
+            data_json=json.dumps(raw.get("data"), separators=(",", ":"), ensure_ascii=False),
+            created_at=ms_from_iso(raw["created_at"]),
+            status=EventStatus(raw["status"]),
+            dedupe_key=raw.get("dedupe_key"),
+            expires_at=ms_from_iso(expires) if expires else None,
+            sender=raw.get("from"),
+            reply_to=raw.get("reply_to"),
+            reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -157,6 +179,18 @@ class Reply:
     data_json: str
     created_at: int
     routed_event_id: str | None = None
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Reply:
+        return Reply(
+            id=raw["id"],
+            event_id=raw["event_id"],
+            agent_id=raw["agent"],
+            text=raw["text"],
+            data_json=json.dumps(raw.get("data"), separators=(",", ":"), ensure_ascii=False),
+            created_at=ms_from_iso(raw["created_at"]),
+            routed_event_id=raw.get("routed_event_id"),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -202,6 +236,12 @@ class Published:
 def iso_ms(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+def ms_from_iso(text: str) -> int:
+    """The inverse of ``iso_ms``."""
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return round(moment.timestamp() * 1000)
 
 
 _EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s", "reply"}

@@ -136,6 +136,28 @@ def create_app(
         agent = await hub.set_delivery(request.path_params["agent_id"], body.get("delivery"))
         return json_response(agent.to_json())
 
+    async def reply(request: Request) -> Response:
+        agent = await require_agent(hub, request)
+        body = _strict_object(await read_json(request), {"event_id", "text", "data"}, "reply")
+        event_id, text = body.get("event_id"), body.get("text")
+        if not isinstance(event_id, str) or not isinstance(text, str) or not text:
+            raise InvalidInput("reply needs event_id and a non-empty text")
+        data = body.get("data")
+        if data is not None and not isinstance(data, dict):
+            raise InvalidInput("reply.data must be an object when given")
+        return json_response((await hub.reply(agent, event_id, text, data)).to_json(), 201)
+
+    async def send_message(request: Request) -> Response:
+        agent = await require_agent(hub, request)
+        body = _strict_object(await read_json(request), {"to", "text", "data"}, "message")
+        to, text, data = body.get("to"), body.get("text"), body.get("data")
+        if not isinstance(to, str) or not isinstance(text, str):
+            raise InvalidInput("a message needs to (an agent's handle) and text")
+        if data is not None and not isinstance(data, dict):
+            raise InvalidInput("message.data must be an object when given")
+        published = await hub.send_message(agent, to, text, data)
+        return json_response(published.event.to_json(), 202)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -160,6 +182,8 @@ def create_app(
         Route("/v1/events/{event_id}", get_event, methods=["GET"]),
         Route("/channel/heartbeat", heartbeat, methods=["POST"]),
         Route("/channel/ack", ack, methods=["POST"]),
+        Route("/channel/reply", reply, methods=["POST"]),
+        Route("/channel/send", send_message, methods=["POST"]),
         Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
     ]

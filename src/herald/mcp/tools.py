@@ -1,15 +1,50 @@
-"""herald's MCP tools: inbox, ack, reply, send_message."""
+"""herald's MCP tools: inbox, ack, reply, send_message. They run against an ``AgentApi``: the
+hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import mcp_types as types
 
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
-from herald.events import Agent
+from herald.events import Agent, Event, Published, Reply
 from herald.hub import Hub
+
+
+class AgentApi(Protocol):
+    """What one agent may do with its events."""
+
+    async def inbox(self, limit: int) -> list[Event]: ...
+
+    async def ack(self, ids: Sequence[str], cursor: int | None) -> int: ...
+
+    async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply: ...
+
+    async def send_message(self, to: str, text: str, data: dict[str, Any] | None) -> Published: ...
+
+
+class LocalApi:
+    """An agent's operations on a hub in this process."""
+
+    def __init__(self, hub: Hub, agent: Agent) -> None:
+        self.hub = hub
+        self.agent = agent
+
+    async def inbox(self, limit: int) -> list[Event]:
+        return await self.hub.inbox(self.agent, limit=limit)
+
+    async def ack(self, ids: Sequence[str], cursor: int | None) -> int:
+        return await self.hub.ack(self.agent, ids=ids, cursor=cursor)
+
+    async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply:
+        return await self.hub.reply(self.agent, event_id, text, data)
+
+    async def send_message(self, to: str, text: str, data: dict[str, Any] | None) -> Published:
+        return await self.hub.send_message(self.agent, to, text, data)
+
 
 _EVENT_ID = {"type": "string", "description": "an event id, as in event_id=... of a notification"}
 
@@ -82,13 +117,11 @@ TOOLS = [
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
 
 
-async def call(
-    hub: Hub, agent: Agent, name: str, arguments: dict[str, Any]
-) -> types.CallToolResult:
-    """Run one of herald's tools for ``agent``. Bad arguments come back as a tool error that
+async def call(api: AgentApi, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """Run one of herald's tools. Bad arguments come back as a tool error that
     says what to fix; nothing is changed."""
     try:
-        return await _dispatch(hub, agent, name, arguments)
+        return await _dispatch(api, name, arguments)
     except HeraldError as exc:
         return error(exc.message)
 
@@ -105,13 +138,11 @@ def text_result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-async def _dispatch(
-    hub: Hub, agent: Agent, name: str, args: dict[str, Any]
-) -> types.CallToolResult:
+async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.CallToolResult:
     if name == "inbox":
         _only(args, {"limit"}, name)
         limit = _int(args, "limit", 1, 100, 20)
-        events = await hub.inbox(agent, limit=limit or 20)
+        events = await api.inbox(limit or 20)
         if not events:
             return text_result("No pending events.", {"events": [], "cursor": None})
         text = "\n\n".join(render.as_text(event) for event in events)
@@ -126,18 +157,18 @@ async def _dispatch(
         cursor = _int(args, "cursor", 0, 2**62, None)
         if cursor is None and not ids:
             raise InvalidInput("give ids or a cursor (every event up to that seq)")
-        acked = await hub.ack(agent, ids=ids, cursor=cursor)
+        acked = await api.ack(ids, cursor)
         return text_result(f"Acknowledged {acked} event(s).", {"acked": acked})
     if name == "reply":
         _only(args, {"event_id", "text", "data"}, name)
         event_id, text = _str(args, "event_id"), _str(args, "text")
-        reply = await hub.reply(agent, event_id, text, _object(args, "data"))
+        reply = await api.reply(event_id, text, _object(args, "data"))
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
         return text_result(f"Reply sent {where}.", reply.to_json())
     if name == "send_message":
         _only(args, {"to", "text", "data"}, name)
-        published = await hub.send_message(
-            agent, _str(args, "to"), _str(args, "text"), _object(args, "data")
+        published = await api.send_message(
+            _str(args, "to"), _str(args, "text"), _object(args, "data")
         )
         return text_result(
             f"Message sent to @{args['to']}.",
