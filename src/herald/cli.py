@@ -16,6 +16,7 @@ from herald.errors import HeraldError
 
 DEFAULT_STORE = "sqlite:///herald.db"
 DEFAULT_PORT = 8787
+LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,8 +67,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="how many events a stream client may fall behind before it is cut off (default 2000)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    bridge = commands.add_parser(
+        "bridge", help="a stdio MCP server for Claude Code that follows a hub's events"
+    )
+    bridge.add_argument("--url", required=True, help="the hub, e.g. http://127.0.0.1:8787")
+    bridge.add_argument(
+        "--key", default=os.environ.get("HERALD_API_KEY"), help="the agent's key ($HERALD_API_KEY)"
+    )
+    bridge.add_argument("--name", default="herald", help="the server name Claude Code shows")
+    bridge.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
+    if args.command == "bridge":
+        return _bridge(args)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -78,6 +90,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    # stdout carries the protocol: every log line goes to stderr.
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    if not args.key:
+        print("herald bridge: give the agent's key with --key or HERALD_API_KEY", file=sys.stderr)
+        return 2
+    from herald.bridge import Bridge
+
+    _run(Bridge(args.url, args.key, name=args.name).run_stdio())
     return 0
 
 

@@ -65,3 +65,10 @@ class StoreUnavailable(HeraldError):
 
     code = "store_unavailable"
     http_status = 503
+
+
+class HubUnreachable(HeraldError):
+    """A herald client could not reach its hub; events wait there until it is back."""
+
+    code = "hub_unreachable"
+    http_status = 503

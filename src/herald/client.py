@@ -1,0 +1,158 @@
+"""A client of a herald hub's agent API over HTTP: drain, acknowledge, reply, send, stream.
+
+Used by ``herald bridge``, and by any program that wants an agent's events without writing HTTP
+code. Errors come back as herald's own (``HubUnreachable`` when the hub cannot be reached).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx2
+
+from herald import errors
+from herald.events import Event, Published, Reply
+from herald.hub import Drained
+
+_ERRORS: dict[int, type[errors.HeraldError]] = {
+    400: errors.InvalidInput,
+    401: errors.Unauthorized,
+    403: errors.Forbidden,
+    404: errors.NotFound,
+    409: errors.Conflict,
+    413: errors.TooLarge,
+    422: errors.InvalidInput,
+}
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One thing a stream said: an ``event``, or ``truncated`` (with how many are missing)."""
+
+    kind: str
+    event: Event | None = None
+    data: dict[str, Any] | None = None
+
+
+class HeraldClient:
+    """An agent's view of a hub. Use as ``async with HeraldClient(url, key) as client``."""
+
+    def __init__(self, url: str, key: str, *, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx2.AsyncClient(
+            base_url=self.url,
+            headers={"authorization": f"Bearer {key}"},
+            timeout=httpx2.Timeout(timeout_s),
+        )
+
+    async def __aenter__(self) -> HeraldClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def heartbeat(
+        self, *, cursor: int | None = None, limit: int = 20, consumer: str | None = None
+    ) -> Drained:
+        """Drain: with ``cursor``, acknowledge up to it and lease the next events (at least
+        once); without, take the next events as delivered (at most once)."""
+        body: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            body["cursor"] = cursor
+        if consumer is not None:
+            body["consumer"] = consumer
+        answer = await self._post("/channel/heartbeat", body)
+        return Drained([Event.from_json(e) for e in answer["events"]], answer["cursor"])
+
+    async def inbox(self, limit: int) -> list[Event]:
+        return (await self.heartbeat(limit=limit)).events
+
+    async def ack(self, ids: Sequence[str] = (), cursor: int | None = None) -> int:
+        body: dict[str, Any] = {"ids": list(ids)}
+        if cursor is not None:
+            body["cursor"] = cursor
+        return int((await self._post("/channel/ack", body))["acked"])
+
+    async def reply(self, event_id: str, text: str, data: dict[str, Any] | None = None) -> Reply:
+        body = {"event_id": event_id, "text": text, "data": data}
+        return Reply.from_json(await self._post("/channel/reply", body))
+
+    async def send_message(
+        self, to: str, text: str, data: dict[str, Any] | None = None
+    ) -> Published:
+        answer = await self._post("/channel/send", {"to": to, "text": text, "data": data})
+        return Published(Event.from_json(answer), created=True)
+
+    async def stream(self, after: int) -> AsyncIterator[StreamItem]:
+        """The agent's events after seq ``after``, then live ones, until the connection ends.
+
+        Raises:
+            HubUnreachable: the connection could not be made or broke.
+        """
+        headers = {"last-event-id": str(after), "accept": "text/event-stream"}
+        timeout = httpx2.Timeout(30.0, read=None)
+        try:
+            async with self._http.stream(
+                "GET", "/channel/stream", headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise _error(response)
+                fields: dict[str, str] = {}
+                async for line in response.aiter_lines():
+                    if line:
+                        if not line.startswith(":"):
+                            name, _, value = line.partition(":")
+                            fields[name] = value.removeprefix(" ")
+                        continue
+                    item = _item(fields)
+                    fields = {}
+                    if item is not None:
+                        yield item
+        except httpx2.HTTPError as exc:
+            raise errors.HubUnreachable(f"the stream from {self.url} broke: {exc}") from exc
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            response = await self._http.post(path, json=body)
+        except httpx2.HTTPError as exc:
+            raise errors.HubUnreachable(
+                f"the herald hub at {self.url} cannot be reached ({exc}); events wait there"
+            ) from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.json()
+
+
+def _item(fields: dict[str, str]) -> StreamItem | None:
+    if "data" not in fields:
+        return None
+    data = json.loads(fields["data"])
+    kind = fields.get("event", "message")
+    if kind == "message":
+        return StreamItem("event", event=Event.from_json(data))
+    if kind == "error":
+        raise errors.HubUnreachable(f"the hub ended the stream: {data.get('message')}")
+    return StreamItem(kind, data=data)
+
+
+def _error(response: httpx2.Response) -> errors.HeraldError:
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = f"HTTP {response.status_code}"
+    if response.status_code >= 500:
+        return errors.HubUnreachable(f"the hub failed: {message}")
+    return _ERRORS.get(response.status_code, errors.InvalidInput)(message)
