@@ -26,6 +26,7 @@ class HeraldProcess:
         admin_key: str | None = ADMIN_KEY,
         cwd: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        port: int = 0,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HERALD_ADMIN_KEY"}
         if admin_key is not None:
@@ -38,7 +39,7 @@ class HeraldProcess:
                 "herald.cli",
                 "serve",
                 "--port",
-                "0",
+                str(port),
                 "--store",
                 store_url,
                 "--log-level",
