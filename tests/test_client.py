@@ -1,0 +1,97 @@
+"""The Python client of the agent API, against a real ``herald serve``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herald import NotFound, Unauthorized
+from herald.client import HeraldClient
+from herald.errors import HubUnreachable, InvalidInput
+from tests.herald_process import HeraldProcess
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    process = HeraldProcess(f"sqlite:///{tmp_path_factory.mktemp('client') / 'h.db'}")
+    yield process
+    process.stop()
+
+
+def agent(herald: HeraldProcess, handle: str) -> str:
+    with herald.client(herald.admin_key) as admin:
+        return str(admin.post("/v1/agents", json={"handle": handle}).json()["api_key"])
+
+
+def publish(herald: HeraldProcess, to: str, text: str, **fields: Any) -> None:
+    with herald.client(herald.admin_key) as admin:
+        assert (
+            admin.post(
+                "/v1/events", json={"to": to, "type": "t", "text": text, **fields}
+            ).status_code
+            == 202
+        )
+
+
+async def test_a_drain_loop_with_a_cursor_gets_everything_once(herald: HeraldProcess) -> None:
+    key = agent(herald, "drainer")
+    for n in range(5):
+        publish(herald, "drainer", f"e{n}")
+    seen: list[str] = []
+    async with HeraldClient(herald.url, key) as client:
+        cursor = 0
+        while drained := await client.heartbeat(cursor=cursor, limit=2):
+            if not drained.events:
+                break
+            seen += [e.text for e in drained.events]
+            cursor = drained.cursor
+        assert (await client.heartbeat(cursor=cursor)).events == []
+    assert seen == [f"e{n}" for n in range(5)]
+
+
+async def test_messages_replies_and_the_stream(herald: HeraldProcess) -> None:
+    ann, ben = agent(herald, "ann"), agent(herald, "ben")
+    async with HeraldClient(herald.url, ann) as as_ann, HeraldClient(herald.url, ben) as as_ben:
+        sent = await as_ann.send_message("ben", "lunch?", {"where": "canteen"})
+        assert sent.event.sender == "ann" and sent.event.data == {"where": "canteen"}
+        stream = as_ben.stream(0)
+        item = await anext(stream)
+        assert item.event is not None and item.event.text == "lunch?"
+        await stream.aclose()
+        reply = await as_ben.reply(sent.event.id, "yes")
+        assert reply.routed_event_id is not None
+        (answer,) = await as_ann.inbox(10)
+        assert answer.type == "reply.received" and answer.reply_to == sent.event.id
+
+
+async def test_a_stream_reports_lost_history_first(herald: HeraldProcess) -> None:
+    key = agent(herald, "forgetful")
+    publish(herald, "forgetful", "gone", ttl_s=0.001)
+    publish(herald, "forgetful", "kept")
+    async with HeraldClient(herald.url, key) as client:
+        stream = client.stream(0)
+        first = await anext(stream)
+        assert first.kind == "truncated" and first.data == {"after": 0, "missing": 1}
+        second = await anext(stream)
+        assert second.event is not None and second.event.text == "kept"
+        await stream.aclose()
+
+
+async def test_errors_come_back_as_heralds_own(herald: HeraldProcess, tmp_path: Path) -> None:
+    key = agent(herald, "errant")
+    async with HeraldClient(herald.url, key) as client:
+        with pytest.raises(NotFound):
+            await client.reply("evt_unknown", "x")
+        with pytest.raises(InvalidInput, match="limit"):
+            await client.heartbeat(limit=500)
+    async with HeraldClient(herald.url, "herald_agent_wrong") as stranger:
+        with pytest.raises(Unauthorized):
+            await stranger.ack(cursor=1)
+    async with HeraldClient("http://127.0.0.1:9", key) as nowhere:
+        with pytest.raises(HubUnreachable, match="cannot be reached"):
+            await nowhere.inbox(1)
