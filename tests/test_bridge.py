@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from tests.herald_process import HeraldProcess
 from tests.mcp.conftest import HeraldNotifications, Received
+from tests.sse import SSEReader
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +170,74 @@ async def test_a_hub_killed_mid_run_loses_nothing(hub: Hub) -> None:
         assert (await channel(received))["meta"]["from"] == "claude"
     statuses = [hub.admin("GET", f"/v1/events/{e['id']}")["status"] for e in (one, two, three)]
     assert statuses == ["delivered"] * 3
+
+
+class StdioPeer:
+    """Raw JSON lines to and from a bridge subprocess, with bounded waits."""
+
+    def __init__(self, command: list[str], key: str) -> None:
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HERALD_API_KEY": key},
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.strip():
+                self.lines.put(json.loads(line))
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        self.process.stdin.flush()
+
+    def next(self, method: str | None = None) -> dict[str, Any]:
+        while True:
+            message = self.lines.get(timeout=30)
+            if method is None or message.get("method") == method:
+                return message
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) -> None:
+    boss_key = hub.admin("POST", "/v1/agents", json={"handle": "boss"})["api_key"]
+    boss_stream = SSEReader(hub.url, boss_key)
+    peer = StdioPeer([*bridge_command(hub), "--permission-relay", "boss"], hub.key)
+    try:
+        initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+        peer.send(initialize)
+        capabilities = peer.next()["result"]["capabilities"]["experimental"]
+        assert capabilities == {"claude/channel": {}, "claude/channel/permission": {}}
+        peer.send({"method": "notifications/initialized"})
+        request = {
+            "request_id": "abcde",
+            "tool_name": "Bash",
+            "description": "remove the build folder",
+            "input_preview": "rm -rf build",
+        }
+        peer.send({"method": "notifications/claude/channel/permission_request", "params": request})
+        question = boss_stream.next()
+        assert question is not None and question.data["type"] == "permission.request"
+        assert question.data["from"] == "claude" and question.data["data"]["request_id"] == "abcde"
+        assert question.data["reply"]["properties"]["behavior"]["enum"] == ["allow", "deny"]
+        with hub.process.client(boss_key) as boss:  # type: ignore[union-attr]
+            answer = {"event_id": question.data["id"], "text": "ok", "data": {"behavior": "allow"}}
+            assert boss.post("/channel/reply", json=answer).status_code == 201
+        decision = peer.next("notifications/claude/channel/permission")
+        assert decision["params"] == {"request_id": "abcde", "behavior": "allow"}
+        hub.publish("after the decision")
+        tag = peer.next("notifications/claude/channel")
+        assert "after the decision" in tag["params"]["content"]
+    finally:
+        peer.close()
+        boss_stream.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp.server.context import ServerRequestContext
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
@@ -49,8 +50,11 @@ up to it). An event you do not acknowledge is offered again.
 class Bridge:
     """One stdio MCP session on one side, one agent's event stream from a hub on the other."""
 
-    def __init__(self, url: str, key: str, *, name: str = "herald") -> None:
+    def __init__(
+        self, url: str, key: str, *, name: str = "herald", permission_relay: str | None = None
+    ) -> None:
         self.client = HeraldClient(url, key)
+        self.relay = PermissionRelay(self, permission_relay) if permission_relay else None
         self.server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
         self.server.middleware.insert(0, refuse_discovery)
         self.server.add_request_handler(
@@ -60,6 +64,10 @@ class Bridge:
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
+        if self.relay is not None:
+            self.server.add_notification_handler(
+                PERMISSION_REQUEST_METHOD, PermissionRequest, self.relay.ask
+            )
         self._initialized_event = asyncio.Event()
         self._notify: Any = None
         self.last_seq = 0
@@ -78,7 +86,11 @@ class Bridge:
                         read,
                         write,
                         lifespan_state=state,
-                        init_options=self.server.create_initialization_options(),
+                        init_options=self.server.create_initialization_options(
+                            experimental_capabilities=(
+                                {PERMISSION_CAPABILITY: {}} if self.relay is not None else None
+                            )
+                        ),
                     )
             finally:
                 tasks.cancel_scope.cancel()
@@ -93,7 +105,8 @@ class Bridge:
                 async for item in self.client.stream(self.last_seq):
                     backoff = 0.5
                     if item.event is not None:
-                        await self._push(item.event)
+                        if self.relay is None or not await self.relay.answered(item.event):
+                            await self._push(item.event)
                     elif item.kind == "truncated":
                         await self._push_text(
                             "Some herald events expired before they could be shown; "
@@ -111,6 +124,9 @@ class Bridge:
             {"content": render.channel_content(event), "meta": render.channel_meta(event)},
         )
         self.last_seq = event.seq
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self._notify(method, params)
 
     async def _push_text(self, text: str, meta: dict[str, str]) -> None:
         await self._notify(CHANNEL_METHOD, {"content": text, "meta": meta})
@@ -130,3 +146,66 @@ class Bridge:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         return await tools.call(self.client, params.name, params.arguments or {})
+
+
+PERMISSION_CAPABILITY = "claude/channel/permission"
+PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
+PERMISSION_METHOD = "notifications/claude/channel/permission"
+PERMISSION_FORM = {
+    "type": "object",
+    "properties": {"behavior": {"type": "string", "enum": ["allow", "deny"]}},
+    "required": ["behavior"],
+}
+
+
+class PermissionRequest(pydantic.BaseModel):
+    """Claude Code's params, as sent (snake_case on the wire, unlike MCP's own)."""
+
+    request_id: str
+    tool_name: str = ""
+    description: str = ""
+    input_preview: str = ""
+
+
+class PermissionRelay:
+    """Claude Code's permission prompts, relayed to one agent (a person's or a supervisor's) as
+    questions; its answer, authenticated by herald (only that agent can reply to the question),
+    goes back as allow or deny. Unknown or unanswered requests are left to Claude Code."""
+
+    def __init__(self, bridge: Bridge, approver: str) -> None:
+        self.bridge = bridge
+        self.approver = approver
+        self.pending: dict[str, str] = {}
+
+    async def ask(self, ctx: ServerRequestContext[Any], params: PermissionRequest) -> None:
+        text = f"Claude Code asks to use {params.tool_name}: {params.description}. Allow or deny?"
+        data = params.model_dump()
+        try:
+            sent = await self.bridge.client.send_message(
+                self.approver, text, data, reply=PERMISSION_FORM, type="permission.request"
+            )
+        except HeraldError as exc:
+            log.warning("could not relay permission request %s: %s", params.request_id, exc)
+            return
+        self.pending[sent.event.id] = params.request_id
+
+    async def answered(self, event: herald.Event) -> bool:
+        """If ``event`` answers a relayed request: tell Claude Code, and consume the event."""
+        if event.type != "reply.received" or event.reply_to not in self.pending:
+            return False
+        request_id = self.pending.pop(event.reply_to)
+        await self.bridge.notify(
+            PERMISSION_METHOD, {"request_id": request_id, "behavior": _behavior(event)}
+        )
+        await self.bridge.client.ack(ids=[event.id])
+        self.bridge.last_seq = event.seq
+        return True
+
+
+def _behavior(answer: herald.Event) -> str:
+    data = answer.data if isinstance(answer.data, dict) else {}
+    form = data.get("reply")
+    if not isinstance(form, dict):
+        form = {}
+    said = str(form.get("behavior") or data.get("text") or "").strip().lower()
+    return "allow" if said.startswith(("allow", "yes")) else "deny"

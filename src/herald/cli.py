@@ -76,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--key", default=os.environ.get("HERALD_API_KEY"), help="the agent's key ($HERALD_API_KEY)"
     )
     bridge.add_argument("--name", default="herald", help="the server name Claude Code shows")
+    bridge.add_argument(
+        "--permission-relay",
+        metavar="HANDLE",
+        help="relay Claude Code's permission prompts to this agent, whose reply allows or denies",
+    )
     bridge.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
     if args.command == "bridge":
@@ -106,7 +111,8 @@ def _bridge(args: argparse.Namespace) -> int:
         return 2
     from herald.bridge import Bridge
 
-    _run(Bridge(args.url, args.key, name=args.name).run_stdio())
+    bridge = Bridge(args.url, args.key, name=args.name, permission_relay=args.permission_relay)
+    _run(bridge.run_stdio())
     return 0
 
 

@@ -90,9 +90,17 @@ class HeraldClient:
         return Reply.from_json(await self._post("/channel/reply", body))
 
     async def send_message(
-        self, to: str, text: str, data: dict[str, Any] | None = None
+        self,
+        to: str,
+        text: str,
+        data: dict[str, Any] | None = None,
+        *,
+        reply: dict[str, Any] | None = None,
+        type: str = "message.received",
     ) -> Published:
-        answer = await self._post("/channel/send", {"to": to, "text": text, "data": data})
+        """Write to another agent; with ``reply`` (a form schema), ask it for an answer."""
+        body = {"to": to, "text": text, "data": data, "type": type}
+        answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 
     async def stream(self, after: int) -> AsyncIterator[StreamItem]:

@@ -209,14 +209,23 @@ class Hub:
         return published
 
     async def send_message(
-        self, sender: Agent, to: str, text: str, data: dict[str, Any] | None = None
+        self,
+        sender: Agent,
+        to: str,
+        text: str,
+        data: dict[str, Any] | None = None,
+        *,
+        reply: dict[str, Any] | None = None,
+        type: str = "message.received",
     ) -> Published:
-        """One agent writes to another by handle; the event carries the sender's handle.
+        """One agent writes to another by handle; the event carries the sender's handle. With
+        ``reply`` (a form schema) it asks for an answer, which comes back as a reply.
 
         Raises:
             InvalidInput: a malformed field. NotFound: no agent has the handle ``to``.
         """
-        event = NewEvent.parse({"to": to, "type": "message.received", "text": text, "data": data})
+        fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
+        event = NewEvent.parse(fields)
         (published,) = await self.publish_many([replace(event, sender=sender.handle)])
         return published
 

@@ -149,13 +149,20 @@ def create_app(
 
     async def send_message(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(await read_json(request), {"to", "text", "data"}, "message")
+        body = _strict_object(
+            await read_json(request), {"to", "text", "data", "reply", "type"}, "message"
+        )
         to, text, data = body.get("to"), body.get("text"), body.get("data")
         if not isinstance(to, str) or not isinstance(text, str):
             raise InvalidInput("a message needs to (an agent's handle) and text")
         if data is not None and not isinstance(data, dict):
             raise InvalidInput("message.data must be an object when given")
-        published = await hub.send_message(agent, to, text, data)
+        kind = body.get("type", "message.received")
+        if not isinstance(kind, str):
+            raise InvalidInput("message.type must be a string such as message.received")
+        published = await hub.send_message(
+            agent, to, text, data, reply=body.get("reply"), type=kind
+        )
         return json_response(published.event.to_json(), 202)
 
     @contextlib.asynccontextmanager
