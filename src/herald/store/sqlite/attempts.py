@@ -1,0 +1,63 @@
+"""Events offered to consumers: those claimable, acknowledging, and recording attempts."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from herald.events import Attempt, Event
+from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, chunks, event
+
+
+def acknowledge(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    ids: list[str],
+    up_to_seq: int | None,
+    consumer: str | None,
+    now: int,
+) -> int:
+    done: list[str] = []
+    if up_to_seq is not None:
+        done += _mark_delivered(
+            conn,
+            "seq <= :up_to AND (:consumer IS NULL OR lease_owner IS NULL"
+            " OR lease_owner = :consumer OR lease_until <= :now)",
+            {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
+        )
+    for chunk in chunks(ids, 500):
+        named = {f"id{index}": value for index, value in enumerate(chunk)}
+        marks = ", ".join(f":{name}" for name in named)
+        done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
+    insert_attempts(conn, [Attempt(i, now, "ack", "delivered", consumer) for i in done])
+    return len(done)
+
+
+def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
+    rows = conn.execute(
+        "UPDATE events SET status = 'delivered', status_at = :now, lease_owner = NULL,"
+        f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND {where} RETURNING id",
+        params,
+    )
+    return [row[0] for row in rows]
+
+
+def claimable(
+    conn: sqlite3.Connection, agent_id: str, consumer: str | None, limit: int, now: int
+) -> list[Event]:
+    rows = conn.execute(
+        f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
+        " AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now)"
+        " ORDER BY seq LIMIT :limit",
+        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit},
+    )
+    return [event(row) for row in rows]
+
+
+def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
+    conn.executemany(
+        "INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(a.event_id, a.at, a.mechanism, a.outcome, a.session, a.error) for a in attempts],
+    )

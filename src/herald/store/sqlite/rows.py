@@ -1,0 +1,63 @@
+"""The connection's operations, the columns the store reads, and the rows it answers with."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from herald.events import Event, EventStatus
+
+T = TypeVar("T")
+Operation = Callable[[sqlite3.Connection], T]
+
+EVENT_COLUMNS = (
+    "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,"
+    " sender, reply_to, reply_schema"
+)
+AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery, last_seq"
+OPEN = "status IN ('pending', 'sent')"
+UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
+
+
+def event(row: Sequence[Any]) -> Event:
+    values = list(row)
+    values[7] = EventStatus(values[7])
+    return Event(*values)
+
+
+def event_row(event: Event) -> tuple[Any, ...]:
+    """An event as the values of ``EVENT_COLUMNS``, in order."""
+    return (
+        event.id,
+        event.agent_id,
+        event.seq,
+        event.type,
+        event.text,
+        event.data_json,
+        event.created_at,
+        event.status.value,
+        event.dedupe_key,
+        event.expires_at,
+        event.status_at,
+        event.sender,
+        event.reply_to,
+        event.reply_schema_json,
+    )
+
+
+def delivered(event: Event, now: int) -> Event:
+    return replace(event, status=EventStatus.DELIVERED, status_at=now)
+
+
+def missing(row: Sequence[int] | None, after_seq: int) -> int:
+    """Events after ``after_seq`` that will never be offered: expired, or no longer stored."""
+    if row is None:
+        return 0
+    last_seq, stored, expired = row
+    return max(last_seq - after_seq - stored, 0) + expired
+
+
+def chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]

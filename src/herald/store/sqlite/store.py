@@ -1,0 +1,333 @@
+"""The SQLite store: every operation a function of the one connection, run by the worker."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from herald.errors import Conflict, InvalidInput
+from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.store.base import Clock, Store
+from herald.store.sqlite.append import append
+from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
+from herald.store.sqlite.rows import (
+    AGENT_COLUMNS,
+    EVENT_COLUMNS,
+    OPEN,
+    UNEXPIRED,
+    Operation,
+    T,
+    chunks,
+    delivered,
+    event,
+    missing,
+)
+from herald.store.sqlite.worker import Worker
+
+
+class SQLiteStore(Store):
+    """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
+    commit, NORMAL survives a crashed process but not a power cut."""
+
+    def __init__(self, path: str, clock: Clock = time.time, synchronous: str = "FULL") -> None:
+        super().__init__(clock)
+        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
+            raise InvalidInput(f"synchronous={synchronous!r}: use FULL, NORMAL or EXTRA")
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self._worker = Worker(self.path, self.synchronous)
+
+    async def open(self) -> None:
+        await self._worker.start()
+
+    async def close(self) -> None:
+        await self._worker.stop()
+
+    async def _run(self, operation: Operation[T]) -> T:
+        return await self._worker.run(operation)
+
+    # Agents and settings
+
+    async def create_agent(self, agent: Agent) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    f"INSERT INTO agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        agent.id,
+                        agent.handle,
+                        agent.key_hash,
+                        agent.created_at,
+                        agent.webhook_url,
+                        agent.delivery_json,
+                        agent.last_seq,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
+
+        await self._run(insert)
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        return await self._one_agent("id = ?", agent_id)
+
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        return await self._one_agent("key_hash = ?", key_hash)
+
+    async def _one_agent(self, where: str, value: str) -> Agent | None:
+        def select(conn: sqlite3.Connection) -> Agent | None:
+            row = conn.execute(
+                f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}",
+                (value,),
+            ).fetchone()
+            return Agent(*row) if row else None
+
+        return await self._run(select)
+
+    async def list_agents(self) -> list[Agent]:
+        def select(conn: sqlite3.Connection) -> list[Agent]:
+            rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle")
+            return [Agent(*row) for row in rows]
+
+        return await self._run(select)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM agents WHERE id = ?", (agent_id,)).rowcount > 0
+
+        return await self._run(delete)
+
+    async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE agents SET delivery = ? WHERE id = ?", (delivery_json, agent_id)
+                ).rowcount
+                > 0
+            )
+
+        return await self._run(update)
+
+    async def get_setting(self, name: str) -> str | None:
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+            return row[0] if row else None
+
+        return await self._run(select)
+
+    async def set_setting_if_absent(self, name: str, value: str) -> str:
+        def upsert(conn: sqlite3.Connection) -> str:
+            conn.execute(
+                "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                (name, value),
+            )
+            return str(
+                conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()[0]
+            )
+
+        return await self._run(upsert)
+
+    # Events
+
+    async def append(self, events: Sequence[NewEvent]) -> list[Published]:
+        now = self.now()
+        return await self._run(lambda conn: append(conn, events, now))
+
+    async def get_event(self, event_id: str) -> Event | None:
+        def select(conn: sqlite3.Connection) -> Event | None:
+            row = conn.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,)
+            ).fetchone()
+            return event(row) if row else None
+
+        return await self._run(select)
+
+    async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
+        params = {"agent": agent_id, "after": after_seq, "limit": limit, "now": self.now()}
+
+        def select(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN}"
+                f" AND seq > :after AND {UNEXPIRED} ORDER BY seq LIMIT :limit",
+                params,
+            )
+            return [event(row) for row in rows]
+
+        return await self._run(select)
+
+    async def claim(
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        mechanism: str,
+        *,
+        ack_up_to: int | None = None,
+    ) -> list[Event]:
+        now = self.now()
+
+        def lease(conn: sqlite3.Connection) -> list[Event]:
+            if ack_up_to is not None:
+                acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
+            events = claimable(conn, agent_id, consumer, limit, now)
+            conn.executemany(
+                "UPDATE events SET lease_owner = ?, lease_until = ? WHERE id = ?",
+                [(consumer, now + lease_ms, event.id) for event in events],
+            )
+            insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
+            )
+            return events
+
+        return await self._run(lease)
+
+    async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
+        now = self.now()
+
+        def deliver(conn: sqlite3.Connection) -> list[Event]:
+            events = claimable(conn, agent_id, session, limit, now)
+            conn.executemany(
+                "UPDATE events SET status = 'delivered', status_at = ?, lease_owner = NULL,"
+                " lease_until = NULL WHERE id = ?",
+                [(now, event.id) for event in events],
+            )
+            insert_attempts(
+                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
+            )
+            return [delivered(event, now) for event in events]
+
+        return await self._run(deliver)
+
+    async def ack(
+        self,
+        agent_id: str,
+        *,
+        ids: Sequence[str] = (),
+        up_to_seq: int | None = None,
+        consumer: str | None = None,
+    ) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        return await self._run(
+            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
+        )
+
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        now = self.now()
+        ids = list(ids)
+
+        def mark(conn: sqlite3.Connection) -> int:
+            changed = 0
+            for chunk in chunks(ids, 500):
+                marks = ", ".join("?" * len(chunk))
+                changed += conn.execute(
+                    "UPDATE events SET status = 'sent', status_at = ?"
+                    f" WHERE agent_id = ? AND status = 'pending' AND id IN ({marks})",
+                    [now, agent_id, *chunk],
+                ).rowcount
+            return changed
+
+        return await self._run(mark)
+
+    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+        params = {"agent": agent_id, "before": before_ms, "now": self.now()}
+
+        def count(conn: sqlite3.Connection) -> int:
+            return int(
+                conn.execute(
+                    f"SELECT count(*) FROM events WHERE agent_id = :agent AND {OPEN}"
+                    f" AND status_at <= :before AND {UNEXPIRED}",
+                    params,
+                ).fetchone()[0]
+            )
+
+        return await self._run(count)
+
+    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+        def count(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT a.last_seq, count(e.id), coalesce(sum(e.status = 'expired'"
+                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0)"
+                " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
+                " WHERE a.id = :agent GROUP BY a.id",
+                {"agent": agent_id, "after": after_seq, "now": self.now()},
+            ).fetchone()
+            return missing(row, after_seq)
+
+        return await self._run(count)
+
+    async def add_reply(
+        self, reply: Reply, routed: NewEvent | None
+    ) -> tuple[Reply, Published | None]:
+        now = self.now()
+
+        def insert(conn: sqlite3.Connection) -> tuple[Reply, Published | None]:
+            published = append(conn, [routed], now)[0] if routed is not None else None
+            stored = replace(reply, routed_event_id=published.event.id if published else None)
+            conn.execute(
+                "INSERT INTO replies (id, event_id, agent_id, text, data, created_at,"
+                " routed_event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    stored.id,
+                    stored.event_id,
+                    stored.agent_id,
+                    stored.text,
+                    stored.data_json,
+                    stored.created_at,
+                    stored.routed_event_id,
+                ),
+            )
+            return stored, published
+
+        return await self._run(insert)
+
+    async def replies(self, event_id: str) -> list[Reply]:
+        def select(conn: sqlite3.Connection) -> list[Reply]:
+            rows = conn.execute(
+                "SELECT id, event_id, agent_id, text, data, created_at, routed_event_id"
+                " FROM replies WHERE event_id = ? ORDER BY created_at, id",
+                (event_id,),
+            )
+            return [Reply(*row) for row in rows]
+
+        return await self._run(select)
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        await self._run(lambda conn: insert_attempts(conn, attempts))
+
+    async def attempts(self, event_id: str) -> list[Attempt]:
+        def select(conn: sqlite3.Connection) -> list[Attempt]:
+            rows = conn.execute(
+                "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
+                " WHERE event_id = ? ORDER BY id",
+                (event_id,),
+            )
+            return [Attempt(*row) for row in rows]
+
+        return await self._run(select)
+
+    async def expire(self) -> int:
+        now = self.now()
+
+        def mark(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
+                f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
+                " AND expires_at <= :now",
+                {"now": now},
+            ).rowcount
+
+        return await self._run(mark)
+
+    async def prune(self, finished_before_ms: int) -> int:
+        def delete(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < ?",
+                (finished_before_ms,),
+            ).rowcount
+
+        return await self._run(delete)

@@ -1,0 +1,157 @@
+"""The worker thread: it owns the one connection and runs every operation, with group commit.
+
+The worker takes all the operations waiting at that moment and runs them in one transaction, each
+inside its own savepoint, then commits once: under load many publishes share one fsync, and each
+caller still gets its answer only after the commit that made its write durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from herald.errors import HeraldError, StoreUnavailable
+from herald.store.sqlite.rows import Operation, T
+from herald.store.sqlite.schema import migrate
+
+MAX_GROUP = 512
+
+
+@dataclass
+class _Job:
+    operation: Operation[Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+class Worker:
+    """The thread that runs operations on a SQLite file, a group of them per transaction."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+
+    async def start(self) -> None:
+        """Start the thread, which opens the file and applies the migrations.
+
+        Raises:
+            StoreUnavailable: the file cannot be opened or migrated.
+        """
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._work, name="herald-sqlite", daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(self._ready.wait)
+        if self._open_error is not None:
+            self._thread = None
+            raise StoreUnavailable(f"cannot open SQLite store {self.path!r}: {self._open_error}")
+
+    async def stop(self) -> None:
+        """Run the operations already queued, then close the connection and end the thread."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(thread.join)
+
+    async def run(self, operation: Operation[T]) -> T:
+        """Run an operation on the connection; answers once the transaction is committed.
+
+        Raises:
+            StoreUnavailable: the worker is not started, or SQLite failed.
+        """
+        if self._thread is None:
+            raise StoreUnavailable("the store is not open: call open() first")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put(_Job(operation, future, loop))
+        try:
+            return await future
+        except HeraldError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store failed: {exc}") from exc
+
+    # The worker thread
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        migrate(conn)
+        return conn
+
+    def _work(self) -> None:
+        try:
+            conn = self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            self._open_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while (job := self._jobs.get()) is not None:
+                group = [job]
+                stop = False
+                while len(group) < MAX_GROUP:
+                    try:
+                        more = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stop = True
+                        break
+                    group.append(more)
+                _run_group(conn, group)
+                if stop:
+                    break
+        finally:
+            conn.close()
+
+
+def _run_group(conn: sqlite3.Connection, group: list[_Job]) -> None:
+    outcomes: list[tuple[bool, Any]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        if len(group) == 1:  # alone in its transaction: no savepoint needed
+            try:
+                outcomes.append((True, group[0].operation(conn)))
+            except Exception as exc:  # handed to the caller
+                conn.execute("ROLLBACK")
+                outcomes.append((False, exc))
+        else:
+            for job in group:
+                conn.execute("SAVEPOINT job")
+                try:
+                    outcomes.append((True, job.operation(conn)))
+                    conn.execute("RELEASE job")
+                except Exception as exc:  # handed to the caller of this one job
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    outcomes.append((False, exc))
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        outcomes = [(False, exc)] * len(group)
+    for job, (ok, value) in zip(group, outcomes, strict=True):
+        job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled; the work is committed all the same
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
