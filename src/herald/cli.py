@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import uvicorn
 
+from herald.endpoints import DEFAULT_SCHEDULE_S, parse_schedule
 from herald.errors import HeraldError
 
 DEFAULT_STORE = "sqlite:///herald.db"
@@ -67,6 +68,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="how many events a stream client may fall behind before it is cut off (default 2000)",
     )
+    serve.add_argument(
+        "--public-url",
+        help="the hub's URL as agents reach it, told to OpenClaw agents (default: host and port)",
+    )
+    serve.add_argument(
+        "--webhook-allow",
+        default="",
+        metavar="CLASSES",
+        help="address classes webhooks may go to besides public ones: loopback, private",
+    )
+    serve.add_argument(
+        "--webhook-schedule",
+        default=",".join(str(s) for s in DEFAULT_SCHEDULE_S),
+        metavar="SECONDS,...",
+        help="delays before each webhook try (default 0,5,300,1800,7200,18000,36000,36000)",
+    )
+    serve.add_argument(
+        "--webhook-disable-after",
+        type=float,
+        default=5 * 24 * 3600,
+        metavar="SECONDS",
+        help="disable an endpoint that keeps failing for this long (default 5 days)",
+    )
+    serve.add_argument("--webhook-timeout", type=float, default=15.0, metavar="SECONDS")
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     bridge = commands.add_parser(
         "bridge", help="a stdio MCP server for Claude Code that follows a hub's events"
@@ -131,6 +156,9 @@ async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.fanout import Fanout
     from herald.http import create_app
     from herald.hub import Hub
+    from herald.webhooks.addresses import AddressPolicy
+    from herald.webhooks.sender import Sender
+    from herald.webhooks.worker import WebhookWorker
 
     store_url, host, port = args.store, args.host, args.port
     hub = Hub.from_url(store_url, lease_s=args.lease)
@@ -147,8 +175,18 @@ async def _serve(args: argparse.Namespace) -> None:
         sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
         fanout = Fanout(hub, buffer_size=args.stream_buffer)
+        public_url = args.public_url or f"http://{host}:{bound_port}"
+        sender = Sender(public_url, AddressPolicy.parse(args.webhook_allow), args.webhook_timeout)
+        webhooks = WebhookWorker(
+            hub,
+            sender,
+            schedule_s=parse_schedule(args.webhook_schedule),
+            disable_after_s=args.webhook_disable_after,
+            grace_s=args.ack_timeout,
+            present=notifier.present_agents,
+        )
         config = uvicorn.Config(
-            create_app(hub, notifier=notifier, fanout=fanout),
+            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks),
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,

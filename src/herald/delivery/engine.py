@@ -154,6 +154,10 @@ class Notifier:
     def session(self, session_id: str) -> LiveSession | None:
         return self._sessions.get(session_id)
 
+    def present_agents(self) -> set[str]:
+        """The agents with a live session in this process."""
+        return set(self._by_agent)
+
     def sessions_of(self, agent_id: str) -> list[LiveSession]:
         return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,10 +19,19 @@ from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, InvalidInput
 from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
-from herald.http.io import herald_error, http_error, json_response, read_json, unexpected_error
+from herald.http.endpoints import endpoint_routes
+from herald.http.io import (
+    herald_error,
+    http_error,
+    json_response,
+    read_json,
+    strict_object,
+    unexpected_error,
+)
 from herald.http.mcp import McpEndpoint
 from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
+from herald.webhooks.worker import WebhookWorker
 
 MAX_ACK_IDS = 1000
 
@@ -31,6 +41,7 @@ def create_app(
     *,
     notifier: Notifier | None = None,
     fanout: Fanout | None = None,
+    webhooks: WebhookWorker | None = None,
     maintenance: bool = True,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
@@ -44,7 +55,7 @@ def create_app(
 
     async def create_agent(request: Request) -> Response:
         await require_admin(hub, request)
-        body = _strict_object(
+        body = strict_object(
             await read_json(request), {"handle", "webhook_url", "delivery"}, "agent"
         )
         handle = body.get("handle")
@@ -93,7 +104,7 @@ def create_app(
 
     async def heartbeat(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(
+        body = strict_object(
             await read_json(request, optional=True) or {},
             {"cursor", "limit", "consumer"},
             "heartbeat",
@@ -110,7 +121,7 @@ def create_app(
 
     async def ack(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(await read_json(request), {"cursor", "ids", "consumer"}, "ack")
+        body = strict_object(await read_json(request), {"cursor", "ids", "consumer"}, "ack")
         cursor = _optional_int(body, "cursor", 0, 2**62)
         ids = body.get("ids", [])
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
@@ -132,13 +143,13 @@ def create_app(
 
     async def set_delivery(request: Request) -> Response:
         await require_admin(hub, request)
-        body = _strict_object(await read_json(request), {"delivery"}, "agent")
+        body = strict_object(await read_json(request), {"delivery"}, "agent")
         agent = await hub.set_delivery(request.path_params["agent_id"], body.get("delivery"))
         return json_response(agent.to_json())
 
     async def reply(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(await read_json(request), {"event_id", "text", "data"}, "reply")
+        body = strict_object(await read_json(request), {"event_id", "text", "data"}, "reply")
         event_id, text = body.get("event_id"), body.get("text")
         if not isinstance(event_id, str) or not isinstance(text, str) or not text:
             raise InvalidInput("reply needs event_id and a non-empty text")
@@ -149,7 +160,7 @@ def create_app(
 
     async def send_message(request: Request) -> Response:
         agent = await require_agent(hub, request)
-        body = _strict_object(
+        body = strict_object(
             await read_json(request), {"to", "text", "data", "reply", "type"}, "message"
         )
         to, text, data = body.get("to"), body.get("text"), body.get("data")
@@ -171,6 +182,8 @@ def create_app(
             await stack.enter_async_context(mcp.running())
             if maintenance:
                 await stack.enter_async_context(hub.maintenance())
+            if webhooks is not None:
+                await stack.enter_async_context(_running(webhooks.run()))
             try:
                 yield
             finally:
@@ -193,6 +206,7 @@ def create_app(
         Route("/channel/send", send_message, methods=["POST"]),
         Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        *endpoint_routes(hub),
     ]
     return Starlette(
         routes=routes,
@@ -205,20 +219,19 @@ def create_app(
     )
 
 
+@contextlib.asynccontextmanager
+async def _running(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def _receipt(event_id: str, seq: int, created: bool) -> dict[str, Any]:
     return {"id": event_id, "seq": seq, "duplicate": not created}
-
-
-def _strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidInput(f"the {name} body must be a JSON object")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidInput(
-            f"{name} has unknown field(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
-    return body
 
 
 def _optional_int(body: dict[str, Any], name: str, low: int, high: int) -> int | None:

@@ -82,3 +82,15 @@ async def http_error(request: Request, exc: Exception) -> Response:
 async def unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response("internal", "herald failed on this request; the error is logged", 500)
+
+
+def strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidInput(f"the {name} body must be a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidInput(
+            f"{name} has unknown field(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+    return body

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
+from herald.endpoints import Delivery, Endpoint
 from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
 
 Clock = Callable[[], float]
@@ -189,3 +190,70 @@ class Store(ABC):
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
         """Delete delivered and expired events finished before the given time; returns how many."""
+
+    # Endpoints (webhooks, OpenClaw) and their delivery schedule
+
+    @abstractmethod
+    async def put_endpoint(self, endpoint: Endpoint) -> None:
+        """Create the agent's endpoint of that kind, or replace it (its deliveries go with it)."""
+
+    @abstractmethod
+    async def endpoints(self, agent_id: str) -> list[Endpoint]: ...
+
+    @abstractmethod
+    async def delete_endpoint(self, agent_id: str, kind: str) -> bool: ...
+
+    @abstractmethod
+    async def rotate_secret(
+        self, endpoint_id: str, secret: str, previous_until: int
+    ) -> Endpoint | None:
+        """Make ``secret`` the signing secret; the current one keeps signing until
+        ``previous_until``. None if there is no such endpoint."""
+
+    @abstractmethod
+    async def schedule_deliveries(
+        self,
+        before_ms: int,
+        limit: int,
+        *,
+        agents: Sequence[str] | None = None,
+        not_agents: Sequence[str] = (),
+    ) -> int:
+        """Give each open event last offered before ``before_ms`` a delivery to each active
+        endpoint of its agent, once (optionally only for, or not for, some agents). Returns how
+        many were scheduled."""
+
+    @abstractmethod
+    async def claim_deliveries(
+        self,
+        worker: str,
+        limit: int,
+        lease_ms: int,
+        *,
+        per_endpoint: int = 4,
+        skip_endpoints: Sequence[str] = (),
+    ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
+        """Claim due deliveries (waiting, due, not claimed by a live worker, to an active
+        endpoint), oldest event first, at most ``per_endpoint`` to one endpoint: no two workers
+        get the same one."""
+
+    @abstractmethod
+    async def finish_delivery(
+        self,
+        delivery: Delivery,
+        *,
+        attempt: Attempt,
+        next_at: int | None,
+        event_status: str | None,
+        endpoint_ok: bool,
+        disable_reason: str | None = None,
+        disable_failing_since: int | None = None,
+    ) -> None:
+        """Record one attempt, in one transaction: the delivery waits again (``next_at``) or is
+        finished (``done`` when the attempt succeeded, else ``dead``); the event becomes
+        ``event_status`` (delivered or sent) if it is still open; the endpoint notes the
+        success or failure, and is disabled with ``disable_reason``, or when it has been failing
+        since before ``disable_failing_since``."""
+
+    @abstractmethod
+    async def deliveries(self, event_id: str) -> list[Delivery]: ...

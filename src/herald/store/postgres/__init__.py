@@ -13,8 +13,9 @@ is one statement: one round trip.
 Times are integer milliseconds read from the store's clock, never from the database's ``now()``.
 
 The modules: ``store`` (the class), ``queries`` (all its SQL), ``writer`` (group commit),
-``append`` (storing events), ``attempts``, ``pool``, ``schema`` (migrations), ``errors`` (driver
-errors), ``rows`` (connections and rows).
+``append`` (storing events), ``attempts``, ``endpoints`` (webhooks and OpenClaw gateways, and
+their delivery schedule), ``pool``, ``schema`` (migrations), ``errors`` (driver errors), ``rows``
+(connections and rows).
 """
 
 from __future__ import annotations

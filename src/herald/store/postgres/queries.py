@@ -191,3 +191,127 @@ EXPIRE = (
     " AND expires_at <= $1"
 )
 PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"
+
+# Endpoints (webhooks, OpenClaw) and their delivery schedule
+
+ENDPOINT_COLUMNS = (
+    "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
+    " disabled_reason, failing_since, last_error, last_attempt_at"
+)
+DELIVERY_COLUMNS = "endpoint_id, event_id, attempts, next_at, state, last_error"
+
+
+def prefixed(columns: str, alias: str) -> str:
+    """``columns`` of the table named ``alias`` in a join: ``id, seq`` as ``e.id, e.seq``."""
+    return ", ".join(f"{alias}.{name.strip()}" for name in columns.split(","))
+
+
+# An agent has at most one endpoint of each kind: putting one replaces the other (its deliveries
+# go with it, by cascade).
+DELETE_ENDPOINT = "DELETE FROM endpoints WHERE agent_id = $1 AND kind = $2"
+INSERT_ENDPOINT = f"""
+INSERT INTO endpoints ({ENDPOINT_COLUMNS})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+"""
+LIST_ENDPOINTS = (
+    f'SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 ORDER BY kind COLLATE "C"'
+)
+# Rotate: $1 endpoint, $2 new secret, $3 until when the current one keeps signing.
+ROTATE_SECRET = f"""
+UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2
+WHERE id = $1
+RETURNING {ENDPOINT_COLUMNS}
+"""
+
+# Schedule: $1 now, $2 last offered before, $3 only these agents (NULL: all), $4 not these agents,
+# $5 limit. Another process scheduling the same deliveries meanwhile makes none twice.
+SCHEDULE_DELIVERIES = f"""
+INSERT INTO deliveries (endpoint_id, event_id, next_at)
+SELECT w.id, e.id, $1
+FROM events e
+JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active'
+WHERE e.{OPEN} AND e.status_at <= $2 AND (e.expires_at IS NULL OR e.expires_at > $1)
+  AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
+  AND e.agent_id <> ALL($4::text[])
+  AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
+ORDER BY e.seq
+LIMIT $5
+ON CONFLICT (endpoint_id, event_id) DO NOTHING
+"""
+
+# Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 endpoints to skip, $6 the most per
+# endpoint. The due deliveries
+# are locked, skipping those another worker is claiming; one whose claim committed meanwhile is
+# checked again on its new version and left out. The answer is each delivery with its endpoint,
+# event and agent, in the column orders of ``DELIVERY_COLUMNS``, ``ENDPOINT_COLUMNS``,
+# ``EVENT_COLUMNS`` and ``AGENT_COLUMNS``.
+CLAIM_DELIVERIES = f"""
+WITH locked AS MATERIALIZED (
+    SELECT d.endpoint_id, d.event_id, e.created_at, e.seq
+    FROM deliveries d
+    JOIN endpoints w ON w.id = d.endpoint_id
+    JOIN events e ON e.id = d.event_id
+    WHERE d.state = 'waiting' AND d.next_at <= $2 AND w.state = 'active'
+      AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
+      AND d.endpoint_id <> ALL($5::text[])
+    ORDER BY e.created_at, e.seq
+    LIMIT $3::int * $6::int
+    FOR UPDATE OF d SKIP LOCKED
+), due AS (
+    SELECT endpoint_id, event_id FROM (
+        SELECT *, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at, seq) AS nth
+        FROM locked
+    ) ranked
+    WHERE nth <= $6::int
+    ORDER BY created_at, seq
+    LIMIT $3
+), claimed AS (
+    UPDATE deliveries d SET claimed_by = $1, claimed_until = $4
+    FROM due
+    WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id
+    RETURNING d.*
+)
+SELECT
+    {prefixed(DELIVERY_COLUMNS, "d")},
+    {prefixed(ENDPOINT_COLUMNS, "w")},
+    {prefixed(EVENT_COLUMNS, "e")},
+    {prefixed(AGENT_COLUMNS, "a")}
+FROM claimed d
+JOIN endpoints w ON w.id = d.endpoint_id
+JOIN events e ON e.id = d.event_id
+JOIN agents a ON a.id = e.agent_id
+ORDER BY e.created_at, e.seq
+"""
+
+# Finish one attempt, endpoint first (the order in which replacing an endpoint locks rows):
+# $1 endpoint, $2 now, then for a failure $3 its error.
+NOTE_ENDPOINT_OK = (
+    "UPDATE endpoints SET failing_since = NULL, last_error = NULL, last_attempt_at = $2"
+    " WHERE id = $1"
+)
+NOTE_ENDPOINT_FAILED = (
+    "UPDATE endpoints SET failing_since = coalesce(failing_since, $2), last_error = $3,"
+    " last_attempt_at = $2 WHERE id = $1"
+)
+# Disable: $1 endpoint, $2 the reason; or $2 the time it must have been failing since.
+DISABLE_ENDPOINT = "UPDATE endpoints SET state = 'disabled', disabled_reason = $2 WHERE id = $1"
+DISABLE_FAILING_ENDPOINT = """
+UPDATE endpoints SET state = 'disabled',
+    disabled_reason = 'kept failing for too long; last error: ' || last_error
+WHERE id = $1 AND failing_since IS NOT NULL AND failing_since <= $2
+"""
+# The event: $1 event, $2 its new status (sent never undoes delivered), $3 now.
+FINISH_DELIVERY_EVENT = f"""
+UPDATE events SET status = $2, status_at = $3
+WHERE id = $1 AND {OPEN} AND ($2 = 'delivered' OR status = 'pending')
+"""
+# The delivery: $1 endpoint, $2 event, $3 next time (NULL: finished), $4 state, $5 error.
+FINISH_DELIVERY = """
+UPDATE deliveries SET attempts = attempts + 1, next_at = coalesce($3, next_at), state = $4,
+    claimed_by = NULL, claimed_until = NULL, last_error = $5
+WHERE endpoint_id = $1 AND event_id = $2
+"""
+LIST_DELIVERIES = (
+    f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = $1"
+    ' ORDER BY endpoint_id COLLATE "C"'
+)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import asyncpg
 
-from herald.events import Event, EventStatus
+from herald.endpoints import Delivery, Endpoint, Kind, State
+from herald.events import Agent, Event, EventStatus
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -40,6 +41,22 @@ def event(row: asyncpg.Record) -> Event:
         reply_to=row["reply_to"],
         reply_schema_json=row["reply_schema"],
     )
+
+
+def endpoint(values: Iterable[Any]) -> Endpoint:
+    """An endpoint from the values of ``ENDPOINT_COLUMNS``, in order."""
+    fields = list(values)
+    fields[2] = Kind(fields[2])
+    fields[9] = State(fields[9])
+    return Endpoint(*fields)
+
+
+def claimed_delivery(row: asyncpg.Record) -> tuple[Delivery, Endpoint, Event, Agent]:
+    """A row of ``CLAIM_DELIVERIES``: delivery, endpoint, event and agent columns in turn."""
+    values = tuple(row)
+    fields = list(values[20:34])  # EVENT_COLUMNS, in the order of Event's fields
+    fields[7] = EventStatus(fields[7])
+    return Delivery(*values[:6]), endpoint(values[6:20]), Event(*fields), Agent(*values[34:])
 
 
 def count(status: str) -> int:

@@ -17,6 +17,7 @@ from herald.store.base import Clock, Store
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, insert_attempts
+from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
@@ -30,7 +31,7 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(Store):
+class PostgresStore(EndpointStore, Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:

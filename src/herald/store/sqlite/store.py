@@ -12,6 +12,7 @@ from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
 from herald.store.base import Clock, Store
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
+from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -27,7 +28,7 @@ from herald.store.sqlite.rows import (
 from herald.store.sqlite.worker import Worker
 
 
-class SQLiteStore(Store):
+class SQLiteStore(EndpointStore, Store):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 

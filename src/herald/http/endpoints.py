@@ -1,0 +1,73 @@
+"""Admin routes for an agent's webhook and OpenClaw target."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from herald.endpoints import Kind
+from herald.http.auth import require_admin
+from herald.http.io import json_response, read_json, strict_object
+from herald.hub import Hub
+from herald.webhooks import manage
+
+
+def endpoint_routes(hub: Hub) -> list[Route]:
+    async def put_webhook(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = strict_object(await read_json(request), {"url", "secret"}, "webhook")
+        agent_id = request.path_params["agent_id"]
+        endpoint, secret = await manage.set_webhook(
+            hub, agent_id, body.get("url"), body.get("secret")
+        )
+        return json_response({**endpoint.to_json(), "secret": secret})
+
+    async def rotate(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = strict_object(
+            await read_json(request, optional=True) or {}, {"grace_s", "secret"}, "rotation"
+        )
+        endpoint, secret = await manage.rotate_webhook_secret(
+            hub,
+            request.path_params["agent_id"],
+            body.get("grace_s", manage.DEFAULT_ROTATION_GRACE_S),
+            body.get("secret"),
+        )
+        return json_response({**endpoint.to_json(), "secret": secret})
+
+    async def put_openclaw(request: Request) -> Response:
+        await require_admin(hub, request)
+        body = strict_object(await read_json(request), {"url", "token", "mode"}, "openclaw")
+        endpoint = await manage.set_openclaw(
+            hub,
+            request.path_params["agent_id"],
+            body.get("url"),
+            body.get("token"),
+            body.get("mode", "wake"),
+        )
+        return json_response(endpoint.to_json())
+
+    def remover(kind: Kind) -> Route:
+        async def remove(request: Request) -> Response:
+            await require_admin(hub, request)
+            await manage.remove(hub, request.path_params["agent_id"], kind)
+            return Response(status_code=204)
+
+        return Route(f"/v1/agents/{{agent_id}}/{kind.value}", remove, methods=["DELETE"])
+
+    async def list_endpoints(request: Request) -> Response:
+        await require_admin(hub, request)
+        agent = await hub.get_agent(request.path_params["agent_id"])
+        return json_response(
+            {"endpoints": [e.to_json() for e in await hub.store.endpoints(agent.id)]}
+        )
+
+    return [
+        Route("/v1/agents/{agent_id}/webhook", put_webhook, methods=["PUT"]),
+        Route("/v1/agents/{agent_id}/webhook/rotate", rotate, methods=["POST"]),
+        Route("/v1/agents/{agent_id}/openclaw", put_openclaw, methods=["PUT"]),
+        remover(Kind.WEBHOOK),
+        remover(Kind.OPENCLAW),
+        Route("/v1/agents/{agent_id}/endpoints", list_endpoints, methods=["GET"]),
+    ]

@@ -1,0 +1,1 @@
+"""Pushing to agents that hold no connection: signed webhooks and OpenClaw gateways."""

@@ -1,0 +1,91 @@
+"""Setting an agent's webhook or OpenClaw target, rotating secrets: the admin's operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from herald.endpoints import Endpoint, Kind, check_secret, check_url, new_secret
+from herald.errors import InvalidInput, NotFound
+from herald.events import new_id
+from herald.hub import Hub
+
+DEFAULT_ROTATION_GRACE_S = 24 * 3600
+
+
+async def set_webhook(
+    hub: Hub, agent_id: str, url: Any, secret: Any = None
+) -> tuple[Endpoint, str]:
+    """Point the agent's webhook at ``url``; returns it with its signing secret (generated when
+    not given), which is shown this once.
+
+    Raises:
+        InvalidInput: a malformed URL or secret. NotFound: no such agent.
+    """
+    await hub.get_agent(agent_id)
+    secret = check_secret(secret) if secret is not None else new_secret()
+    endpoint = Endpoint(
+        new_id("end_"), agent_id, Kind.WEBHOOK, check_url(url, "url"), secret, hub.store.now()
+    )
+    await hub.store.put_endpoint(endpoint)
+    return endpoint, secret
+
+
+async def set_openclaw(
+    hub: Hub, agent_id: str, url: Any, token: Any, mode: Any = "wake"
+) -> Endpoint:
+    """Point the agent at an OpenClaw gateway (its base URL, its hooks token, ``wake`` or
+    ``agent`` mode).
+
+    Raises:
+        InvalidInput: a malformed field. NotFound: no such agent.
+    """
+    await hub.get_agent(agent_id)
+    if not isinstance(token, str) or not token:
+        raise InvalidInput("token is required: the gateway's hooks token")
+    if mode not in ("wake", "agent"):
+        raise InvalidInput(
+            'mode must be "wake" (a nudge to drain) or "agent" (the event as a turn)'
+        )
+    endpoint = Endpoint(
+        new_id("end_"), agent_id, Kind.OPENCLAW, check_url(url, "url"), token, hub.store.now(), mode
+    )
+    await hub.store.put_endpoint(endpoint)
+    return endpoint
+
+
+async def rotate_webhook_secret(
+    hub: Hub, agent_id: str, grace_s: Any = DEFAULT_ROTATION_GRACE_S, secret: Any = None
+) -> tuple[Endpoint, str]:
+    """A new signing secret; the old one keeps signing for ``grace_s`` so that receivers can
+    switch. Returns the endpoint and the new secret, shown this once.
+
+    Raises:
+        InvalidInput: a bad grace or secret. NotFound: the agent has no webhook.
+    """
+    if (
+        isinstance(grace_s, bool)
+        or not isinstance(grace_s, (int, float))
+        or not 0 <= grace_s <= 30 * 86400
+    ):
+        raise InvalidInput("grace_s must be a number of seconds from 0 to 30 days")
+    secret = check_secret(secret) if secret is not None else new_secret()
+    webhook = await _endpoint(hub, agent_id, Kind.WEBHOOK)
+    rotated = await hub.store.rotate_secret(
+        webhook.id, secret, hub.store.now() + int(grace_s * 1000)
+    )
+    if rotated is None:
+        raise NotFound(f"agent {agent_id!r} has no webhook")
+    return rotated, secret
+
+
+async def remove(hub: Hub, agent_id: str, kind: Kind) -> None:
+    """Raises: NotFound: the agent has no endpoint of that kind."""
+    if not await hub.store.delete_endpoint(agent_id, kind.value):
+        raise NotFound(f"agent {agent_id!r} has no {kind.value}")
+
+
+async def _endpoint(hub: Hub, agent_id: str, kind: Kind) -> Endpoint:
+    for endpoint in await hub.store.endpoints(agent_id):
+        if endpoint.kind is kind:
+            return endpoint
+    raise NotFound(f"agent {agent_id!r} has no {kind.value}")

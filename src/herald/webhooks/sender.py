@@ -1,0 +1,113 @@
+"""One attempt at one endpoint: a Standard Webhooks POST, or an OpenClaw wake or agent hook."""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import json
+import time
+from dataclasses import dataclass
+
+import httpx2
+from standardwebhooks import Webhook
+
+from herald.endpoints import Endpoint, Kind
+from herald.events import Agent, Event
+from herald.webhooks.addresses import AddressPolicy, AddressRefused, check
+
+TIMEOUT_S = 15.0
+THROTTLED = {429, 502, 503, 504}
+MAX_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    error: str | None = None
+    status: int | None = None
+    retry_after_s: float | None = None
+    disable: bool = False
+    """The endpoint refuses for good (410 Gone, a forbidden address): stop sending to it."""
+
+
+class Sender:
+    """Sends one event to one endpoint and says what came of it; never raises."""
+
+    def __init__(self, hub_url: str, policy: AddressPolicy, timeout_s: float = TIMEOUT_S) -> None:
+        self.hub_url = hub_url.rstrip("/")
+        self.policy = policy
+        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def send(self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int) -> Outcome:
+        if endpoint.kind is Kind.WEBHOOK:
+            url, body, headers = self._webhook(endpoint, event, now_ms)
+        else:
+            url, body, headers = self._openclaw(endpoint, agent, event)
+        try:
+            await check(url, self.policy)
+        except AddressRefused as exc:
+            return Outcome(False, f"refused: {exc}", disable=True)
+        try:
+            response = await self._http.post(url, content=body, headers=headers)
+        except httpx2.TimeoutException:
+            return Outcome(False, "timed out")
+        except httpx2.HTTPError as exc:
+            return Outcome(False, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+        status = response.status_code
+        if 200 <= status < 300:
+            return Outcome(True, status=status)
+        error = f"HTTP {status}: {response.text[:200]}".strip()
+        if status == 410:
+            return Outcome(False, error, status, disable=True)
+        retry_after = _retry_after(response) if status in THROTTLED else None
+        return Outcome(False, error, status, retry_after_s=retry_after)
+
+    def _webhook(
+        self, endpoint: Endpoint, event: Event, now_ms: int
+    ) -> tuple[str, bytes, dict[str, str]]:
+        body = json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False)
+        moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
+        signatures = " ".join(
+            Webhook(secret).sign(event.id, moment, body)
+            for secret in endpoint.signing_secrets(now_ms)
+        )
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": event.id,
+            "webhook-timestamp": str(int(moment.timestamp())),
+            "webhook-signature": signatures,
+        }
+        return endpoint.url, body.encode(), headers
+
+    def _openclaw(
+        self, endpoint: Endpoint, agent: Agent, event: Event
+    ) -> tuple[str, bytes, dict[str, str]]:
+        text = (
+            f"herald: new event for @{agent.handle}: [{event.type}] {event.text[:200]} "
+            f"(seq {event.seq}). Drain your events with POST {self.hub_url}/channel/heartbeat "
+            '{"cursor": <your last cursor>} and your herald key; sending the cursor back'
+            " acknowledges what you got."
+        )
+        headers = {"authorization": f"Bearer {endpoint.secret}", "content-type": "application/json"}
+        base = endpoint.url.rstrip("/")
+        if endpoint.mode == "agent":
+            headers["idempotency-key"] = event.id
+            body = {"message": text, "name": "herald", "wakeMode": "now"}
+            return f"{base}/hooks/agent", json.dumps(body).encode(), headers
+        return f"{base}/hooks/wake", json.dumps({"text": text, "mode": "now"}).encode(), headers
+
+
+def _retry_after(response: httpx2.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(moment.timestamp() - time.time(), 0.0)

@@ -1,0 +1,223 @@
+"""The endpoint half of the store contract, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+
+import pytest
+
+from herald import open_store
+from herald.endpoints import Endpoint, Kind, State
+from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
+from herald.store import Store
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def setup(
+    store: Store, handle: str = "alice", kind: Kind = Kind.WEBHOOK
+) -> tuple[Agent, Endpoint]:
+    agent = Agent(new_id("agt_"), handle, f"hash-{handle}", store.now())
+    await store.create_agent(agent)
+    endpoint = Endpoint(
+        new_id("end_"), agent.id, kind, "https://example.com/hook", "whsec_x", store.now()
+    )
+    await store.put_endpoint(endpoint)
+    return agent, endpoint
+
+
+async def publish(store: Store, to: str, count: int) -> list[str]:
+    published = await store.append([NewEvent(to=to, type="t", text=f"e{n}") for n in range(count)])
+    return [p.event.id for p in published]
+
+
+async def test_open_events_get_one_delivery_per_endpoint(store: Store) -> None:
+    agent, endpoint = await setup(store)
+    ids = await publish(store, "alice", 3)
+    await store.ack(agent.id, ids=[ids[2]])
+    assert await store.schedule_deliveries(store.now(), 100) == 2
+    assert await store.schedule_deliveries(store.now(), 100) == 0
+    claimed = await store.claim_deliveries("w1", 10, 60_000)
+    assert [(d.event_id, w.id, e.id, a.id) for d, w, e, a in claimed] == [
+        (ids[0], endpoint.id, ids[0], agent.id),
+        (ids[1], endpoint.id, ids[1], agent.id),
+    ]
+    assert await store.claim_deliveries("w2", 10, 60_000) == []
+
+
+async def test_scheduling_can_wait_for_agents_with_a_live_session(
+    store: Store, clock: ManualClock
+) -> None:
+    agent, _ = await setup(store)
+    await publish(store, "alice", 1)
+    assert await store.schedule_deliveries(store.now(), 100, not_agents=[agent.id]) == 0
+    assert await store.schedule_deliveries(store.now() - 10_000, 100, agents=[agent.id]) == 0
+    clock.advance(11)
+    assert await store.schedule_deliveries(store.now() - 10_000, 100, agents=[agent.id]) == 1
+
+
+async def test_a_failed_attempt_waits_for_its_next_time_and_a_success_delivers(
+    store: Store, clock: ManualClock
+) -> None:
+    agent, endpoint = await setup(store)
+    (event_id,) = await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w1", 10, 60_000)
+    failed = Attempt(event_id, store.now(), "webhook", "failed", endpoint.id, "HTTP 500")
+    await store.finish_delivery(
+        delivery, attempt=failed, next_at=store.now() + 5_000, event_status=None, endpoint_ok=False
+    )
+    assert await store.claim_deliveries("w1", 10, 60_000) == []
+    (state,) = await store.endpoints(agent.id)
+    assert state.failing_since == store.now() and state.last_error == "HTTP 500"
+    clock.advance(5)
+    ((again, *_),) = await store.claim_deliveries("w2", 10, 60_000)
+    assert again.attempts == 1
+    ok = Attempt(event_id, store.now(), "webhook", "delivered", endpoint.id)
+    await store.finish_delivery(
+        again, attempt=ok, next_at=None, event_status="delivered", endpoint_ok=True
+    )
+    event = await store.get_event(event_id)
+    assert event is not None and event.status is EventStatus.DELIVERED
+    (done,) = await store.deliveries(event_id)
+    assert (done.state, done.attempts) == ("done", 2)
+    (healthy,) = await store.endpoints(agent.id)
+    assert healthy.failing_since is None and healthy.last_error is None
+    assert [a.outcome for a in await store.attempts(event_id)] == ["failed", "delivered"]
+
+
+async def test_a_claim_runs_out_and_another_worker_takes_it(
+    store: Store, clock: ManualClock
+) -> None:
+    await setup(store)
+    await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    assert len(await store.claim_deliveries("w1", 10, 1_000)) == 1
+    assert await store.claim_deliveries("w2", 10, 1_000) == []
+    clock.advance(2)
+    assert len(await store.claim_deliveries("w2", 10, 1_000)) == 1
+
+
+async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
+    store: Store, clock: ManualClock
+) -> None:
+    agent, endpoint = await setup(store)
+    ids = await publish(store, "alice", 2)
+    await store.schedule_deliveries(store.now(), 10)
+    first, second = await store.claim_deliveries("w", 10, 60_000)
+    gone = Attempt(ids[0], store.now(), "webhook", "undeliverable", endpoint.id, "HTTP 410")
+    await store.finish_delivery(
+        first[0],
+        attempt=gone,
+        next_at=None,
+        event_status=None,
+        endpoint_ok=False,
+        disable_reason="HTTP 410",
+    )
+    (disabled,) = await store.endpoints(agent.id)
+    assert disabled.state is State.DISABLED and disabled.disabled_reason == "HTTP 410"
+    assert await store.claim_deliveries("w", 10, 60_000) == []
+    event = await store.get_event(ids[0])
+    assert event is not None and event.status is EventStatus.PENDING  # kept for the drain
+    assert (await store.deliveries(ids[0]))[0].state == "dead"
+    _, fresh = await setup(store, "bob")
+    (bob_event,) = await publish(store, "bob", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    fail = Attempt(bob_event, store.now(), "webhook", "failed", fresh.id, "timed out")
+    await store.finish_delivery(
+        delivery,
+        attempt=fail,
+        next_at=store.now() + 1,
+        event_status=None,
+        endpoint_ok=False,
+        disable_failing_since=store.now() - 1000,
+    )
+    assert (await store.endpoints(fresh.agent_id))[0].state is State.ACTIVE
+    clock.advance(2)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    await store.finish_delivery(
+        delivery,
+        attempt=fail,
+        next_at=store.now() + 1,
+        event_status=None,
+        endpoint_ok=False,
+        disable_failing_since=store.now() - 1000,
+    )
+    (stale,) = await store.endpoints(fresh.agent_id)
+    assert stale.state is State.DISABLED and "timed out" in (stale.disabled_reason or "")
+    assert second  # the other delivery to the disabled endpoint stays waiting
+
+
+async def test_an_openclaw_success_only_marks_the_event_sent(store: Store) -> None:
+    _, endpoint = await setup(store, kind=Kind.OPENCLAW)
+    (event_id,) = await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    ok = Attempt(event_id, store.now(), "openclaw", "sent", endpoint.id)
+    await store.finish_delivery(
+        delivery, attempt=ok, next_at=None, event_status="sent", endpoint_ok=True
+    )
+    event = await store.get_event(event_id)
+    assert event is not None and event.status is EventStatus.SENT
+
+
+async def test_secrets_rotate_and_endpoints_are_replaced(store: Store, clock: ManualClock) -> None:
+    agent, endpoint = await setup(store)
+    rotated = await store.rotate_secret(endpoint.id, "whsec_new", store.now() + 60_000)
+    assert rotated is not None and rotated.secret == "whsec_new"
+    assert rotated.signing_secrets(store.now()) == ["whsec_new", "whsec_x"]
+    clock.advance(61)
+    assert rotated.signing_secrets(store.now()) == ["whsec_new"]
+    assert await store.rotate_secret("end_none", "whsec_y", 0) is None
+    other = Endpoint(
+        new_id("end_"), agent.id, Kind.WEBHOOK, "https://example.org/h", "whsec_z", store.now()
+    )
+    await store.put_endpoint(other)
+    assert [e.id for e in await store.endpoints(agent.id)] == [other.id]
+    assert await store.delete_endpoint(agent.id, "webhook")
+    assert await store.endpoints(agent.id) == []
+
+
+async def test_two_workers_never_claim_the_same_delivery(
+    store_url: str, store: Store, clock: ManualClock
+) -> None:
+    await setup(store)
+    await publish(store, "alice", 200)
+    await store.schedule_deliveries(store.now(), 1000)
+    claimed: list[list[str]] = [[], []]
+
+    def worker(index: int) -> None:
+        async def run() -> None:
+            own = await open_store(store_url, clock=clock)
+            try:
+                while batch := await own.claim_deliveries(f"w{index}", 7, 600_000):
+                    claimed[index] += [d.event_id for d, *_ in batch]
+            finally:
+                await own.close()
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    counts = Counter(claimed[0] + claimed[1])
+    assert len(counts) == 200 and max(counts.values()) == 1
+
+
+async def test_a_claim_takes_at_most_so_many_per_endpoint(store: Store) -> None:
+    await setup(store, "alice")
+    await setup(store, "bob")
+    await publish(store, "alice", 5)
+    await publish(store, "bob", 5)
+    await store.schedule_deliveries(store.now(), 100)
+    claimed = await store.claim_deliveries("w", 100, 60_000, per_endpoint=2)
+    per = Counter(agent.handle for *_, agent in claimed)
+    assert per == {"alice": 2, "bob": 2}
+    skipped = await store.claim_deliveries("w", 100, 60_000, skip_endpoints=[claimed[0][1].id])
+    assert {agent.handle for *_, agent in skipped} == {"alice", "bob"} - {claimed[0][3].handle}

@@ -1,0 +1,69 @@
+"""A real HTTP receiver for webhook tests: it records every request and answers from a script."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HANG = -1
+"""A scripted answer that never comes (until the test releases it): the sender times out."""
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    """Answers each request with the next scripted (status, headers); 200 when the script is out."""
+
+    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    requests: list[Received] = field(default_factory=list)
+    arrived: queue.Queue[Received] = field(default_factory=queue.Queue)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        receiver = self
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with lock:
+                    receiver.requests.append(got)
+                    status, headers = receiver.script.pop(0) if receiver.script else (200, {})
+                receiver.arrived.put(got)
+                if status == HANG:
+                    receiver.release.wait(timeout=30)
+                    status = 200
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,276 @@
+"""Signed webhooks and OpenClaw hooks, sent by the worker to real HTTP receivers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from standardwebhooks import Webhook
+
+from herald import EventStatus, Hub
+from herald.endpoints import DEFAULT_SCHEDULE_S, State
+from herald.testing import ManualClock
+from herald.webhooks import manage
+from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks.sender import Sender
+from herald.webhooks.worker import WebhookWorker
+from tests.webhooks.receiver import HANG, Receiver
+
+pytestmark = pytest.mark.anyio
+
+LOOPBACK = AddressPolicy(allow_loopback=True)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    # Real time as the start: receivers check signature timestamps against their own clock.
+    return ManualClock(start=time.time())
+
+
+@pytest.fixture
+async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
+    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver()
+    yield running
+    running.close()
+
+
+def worker(hub: Hub, policy: AddressPolicy = LOOPBACK, **options: float) -> WebhookWorker:
+    return WebhookWorker(hub, Sender("http://hub.test", policy, timeout_s=0.5), **options)  # type: ignore[arg-type]
+
+
+async def round_trip(work: WebhookWorker) -> int:
+    started = await work.run_once()
+    await work.wait_idle()
+    return started
+
+
+async def test_a_webhook_is_signed_per_standard_webhooks_and_delivers(
+    hub: Hub, receiver: Receiver
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    _, secret = await manage.set_webhook(hub, agent.id, receiver.url + "/hook")
+    published = await hub.publish("alice", "dm.received", "hello", data={"from": "bob"})
+    assert await round_trip(worker(hub)) == 1
+    (request,) = receiver.requests
+    assert request.path == "/hook" and request.headers["webhook-id"] == published.event.id
+    payload = Webhook(secret).verify(request.body, request.headers)
+    assert payload["id"] == published.event.id and payload["data"] == {"from": "bob"}
+    event, attempts = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.DELIVERED
+    assert [(a.mechanism, a.outcome) for a in attempts] == [("webhook", "delivered")]
+
+
+async def test_during_a_rotation_both_secrets_sign(hub: Hub, receiver: Receiver) -> None:
+    agent, _ = await hub.create_agent("alice")
+    _, old = await manage.set_webhook(hub, agent.id, receiver.url)
+    _, new = await manage.rotate_webhook_secret(hub, agent.id, grace_s=3600)
+    await hub.publish("alice", "t", "during the rotation")
+    await round_trip(worker(hub))
+    (request,) = receiver.requests
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):
+        Webhook(secret).verify(request.body, request.headers)
+
+
+async def test_failures_are_retried_on_the_schedule_and_retry_after_is_honoured(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(500, {}), (429, {"Retry-After": "1200"}), (503, {}), (200, {})]
+    published = await hub.publish("alice", "t", "persistent")
+    work = worker(hub)
+    assert await round_trip(work) == 1
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert 4_500 <= delivery.next_at - hub.store.now() <= 5_500  # 5 s, with jitter
+    assert await round_trip(work) == 0
+    clock.advance(5.6)
+    assert await round_trip(work) == 1
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert delivery.next_at - hub.store.now() >= 1_200_000  # Retry-After beats the 5 min step
+    clock.advance(1201)
+    await round_trip(work)
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert 1_620_000 <= delivery.next_at - hub.store.now() <= 1_980_000  # 30 min, with jitter
+    clock.advance(2000)
+    await round_trip(work)
+    event, attempts = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.DELIVERED
+    assert [a.outcome for a in attempts] == ["failed", "failed", "failed", "delivered"]
+    assert "HTTP 500" in (attempts[0].error or "") and "HTTP 429" in (attempts[1].error or "")
+
+
+async def test_a_restart_between_attempts_loses_no_retry(
+    tmp_path: Path, receiver: Receiver, clock: ManualClock
+) -> None:
+    url = f"sqlite:///{tmp_path / 'restart.db'}"
+    receiver.script = [(500, {})]
+    async with Hub.from_url(url, clock=clock) as first:
+        agent, _ = await first.create_agent("alice")
+        await manage.set_webhook(first, agent.id, receiver.url)
+        published = await first.publish("alice", "t", "survives")
+        await round_trip(worker(first))
+    clock.advance(6)
+    async with Hub.from_url(url, clock=clock) as second:
+        assert await round_trip(worker(second)) == 1
+        event, _ = await second.get_event(published.event.id)
+        assert event.status is EventStatus.DELIVERED
+    assert len(receiver.requests) == 2
+
+
+async def test_410_disables_the_endpoint_and_the_event_waits_for_the_drain(
+    hub: Hub, receiver: Receiver
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(410, {})]
+    published = await hub.publish("alice", "t", "gone")
+    await round_trip(worker(hub))
+    (endpoint,) = await hub.store.endpoints(agent.id)
+    assert endpoint.state is State.DISABLED and "410" in (endpoint.disabled_reason or "")
+    await hub.publish("alice", "t", "after")
+    assert await round_trip(worker(hub)) == 0
+    drained = await hub.heartbeat(agent, cursor=0)
+    assert [e.text for e in drained.events] == ["gone", "after"]
+    _, attempts = await hub.get_event(published.event.id)
+    assert ("webhook", "undeliverable") in [(a.mechanism, a.outcome) for a in attempts]
+
+
+async def test_a_timeout_is_a_failure_and_all_tries_spent_leaves_it_undeliverable(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(HANG, {}), (500, {})]
+    published = await hub.publish("alice", "t", "slow")
+    work = worker(hub, schedule_s=(0, 1))
+    await round_trip(work)
+    clock.advance(2)
+    await round_trip(work)
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    _, attempts = await hub.get_event(published.event.id)
+    assert [a.outcome for a in attempts] == ["failed", "undeliverable"]
+    assert attempts[0].error == "timed out" and delivery.state == "dead"
+    (endpoint,) = await hub.store.endpoints(agent.id)
+    assert endpoint.last_error and "500" in endpoint.last_error
+    assert [e.id for e in (await hub.heartbeat(agent, cursor=0)).events] == [published.event.id]
+
+
+async def test_an_endpoint_failing_too_long_is_disabled(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(500, {})] * 3
+    await hub.publish("alice", "t", "x")
+    work = worker(hub, disable_after_s=10)
+    await round_trip(work)
+    clock.advance(6)
+    await round_trip(work)
+    assert (await hub.store.endpoints(agent.id))[0].state is State.ACTIVE
+    clock.advance(400)
+    await round_trip(work)
+    assert (await hub.store.endpoints(agent.id))[0].state is State.DISABLED
+
+
+async def test_loopback_is_refused_unless_allowed(hub: Hub, receiver: Receiver) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    await hub.publish("alice", "t", "x")
+    await round_trip(worker(hub, policy=AddressPolicy()))
+    assert receiver.requests == []
+    (endpoint,) = await hub.store.endpoints(agent.id)
+    assert endpoint.state is State.DISABLED and "loopback" in (endpoint.disabled_reason or "")
+
+
+async def test_redirects_are_not_followed(hub: Hub, receiver: Receiver) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(307, {"Location": "http://169.254.169.254/latest"})]
+    published = await hub.publish("alice", "t", "x")
+    await round_trip(worker(hub))
+    assert len(receiver.requests) == 1
+    _, attempts = await hub.get_event(published.event.id)
+    assert "HTTP 307" in (attempts[0].error or "")
+
+
+async def test_a_slow_endpoint_does_not_hold_up_another_agents(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    slow, fast = Receiver(script=[(HANG, {})] * 10), Receiver()
+    try:
+        async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as hub:
+            for handle, target in (("slowpoke", slow), ("quick", fast)):
+                agent, _ = await hub.create_agent(handle)
+                await manage.set_webhook(hub, agent.id, target.url)
+            for n in range(6):
+                await hub.publish("slowpoke", "t", f"s{n}")
+            for n in range(3):
+                await hub.publish("quick", "t", f"q{n}")
+            work = WebhookWorker(hub, Sender("http://hub", LOOPBACK, timeout_s=20), per_endpoint=3)
+            await work.run_once()
+            for _ in range(3):
+                await asyncio.to_thread(fast.arrived.get, timeout=10)
+            assert len(slow.requests) <= 3
+            await work.run_once()  # the slow endpoint is busy: it gets no more
+            assert len(slow.requests) <= 3
+            slow.release.set()
+            await work.wait_idle()
+    finally:
+        slow.close()
+        fast.close()
+
+
+async def test_openclaw_wake_and_agent_hooks(hub: Hub, receiver: Receiver) -> None:
+    waker, _ = await hub.create_agent("waker")
+    runner, _ = await hub.create_agent("runner")
+    await manage.set_openclaw(hub, waker.id, receiver.url, "hook-token", "wake")
+    await manage.set_openclaw(hub, runner.id, receiver.url + "/", "other-token", "agent")
+    woken = await hub.publish("waker", "dm.received", "wake up")
+    run = await hub.publish("runner", "build.failed", "build 7 failed")
+    await round_trip(worker(hub))
+    by_path = {r.path: r for r in receiver.requests}
+    wake, agent = by_path["/hooks/wake"], by_path["/hooks/agent"]
+    assert wake.headers["authorization"] == "Bearer hook-token"
+    assert wake.json["mode"] == "now" and "/channel/heartbeat" in wake.json["text"]
+    assert "wake up" in wake.json["text"]
+    assert agent.headers["authorization"] == "Bearer other-token"
+    assert agent.headers["idempotency-key"] == run.event.id
+    assert "build 7 failed" in agent.json["message"]
+    for published in (woken, run):
+        event, attempts = await hub.get_event(published.event.id)
+        assert event.status is EventStatus.SENT  # delivered only once drained
+        assert attempts[-1].mechanism == "openclaw"
+    drained = await hub.heartbeat(waker, cursor=0)
+    assert [e.id for e in drained.events] == [woken.event.id]
+    await hub.heartbeat(waker, cursor=drained.cursor)
+    assert (await hub.get_event(woken.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_nothing_is_dropped_after_any_mix_of_failures(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(500, {}), (200, {}), (410, {})]
+    ids = [(await hub.publish("alice", "t", f"e{n}")).event.id for n in range(5)]
+    work = worker(hub, per_endpoint=1)
+    for _ in range(len(DEFAULT_SCHEDULE_S)):
+        await round_trip(work)
+        clock.advance(40_000)
+    drained = {e.id for e in (await hub.heartbeat(agent, cursor=0, limit=100)).events}
+    for event_id in ids:
+        event, attempts = await hub.get_event(event_id)
+        webhook_done = event.status is EventStatus.DELIVERED
+        undeliverable = any(a.outcome == "undeliverable" and a.error for a in attempts)
+        assert webhook_done or event_id in drained, event_id
+        assert webhook_done or undeliverable or event.status.is_open
