@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 from herald.capabilities import parse_overrides
+from herald.endpoints import check_url
 from herald.errors import InvalidInput, NotFound
 from herald.events import (
     HANDLE_PATTERN,
@@ -139,7 +139,7 @@ class Hub:
         if not isinstance(handle, str) or not HANDLE_PATTERN.fullmatch(handle):
             raise InvalidInput("handle must be 1-64 characters of a-z, 0-9, _ and -")
         if webhook_url is not None:
-            _check_webhook_url(webhook_url)
+            check_url(webhook_url, "webhook_url")
         delivery_json = parse_overrides(delivery) if delivery is not None else "{}"
         key = new_key(AGENT_PREFIX)
         agent = Agent(
@@ -378,11 +378,3 @@ class Hub:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-def _check_webhook_url(url: object) -> None:
-    if not isinstance(url, str) or len(url) > 2048:
-        raise InvalidInput("webhook_url must be an http or https URL of at most 2048 characters")
-    parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise InvalidInput(f"webhook_url {url!r} must be an absolute http or https URL")

@@ -31,6 +31,7 @@ from herald.http.io import (
 from herald.http.mcp import McpEndpoint
 from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
+from herald.webhooks import manage
 from herald.webhooks.worker import WebhookWorker
 
 MAX_ACK_IDS = 1000
@@ -61,8 +62,13 @@ def create_app(
         handle = body.get("handle")
         if not isinstance(handle, str):
             raise InvalidInput("agent.handle is required: 1-64 characters of a-z, 0-9, _ and -")
-        agent, key = await hub.create_agent(handle, body.get("webhook_url"), body.get("delivery"))
-        return json_response({**agent.to_json(), "api_key": key}, 201)
+        url = body.get("webhook_url")
+        agent, key = await hub.create_agent(handle, url, body.get("delivery"))
+        if url is None:
+            return json_response({**agent.to_json(), "api_key": key}, 201)
+        webhook, secret = await manage.set_webhook(hub, agent.id, url)
+        webhook_json = {**webhook.to_json(), "secret": secret}
+        return json_response({**agent.to_json(), "api_key": key, "webhook": webhook_json}, 201)
 
     async def list_agents(request: Request) -> Response:
         await require_admin(hub, request)

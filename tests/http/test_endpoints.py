@@ -1,0 +1,98 @@
+"""Webhook and OpenClaw endpoints through the admin API, and real deliveries by ``herald serve``."""
+
+from __future__ import annotations
+
+import queue
+import uuid
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+
+from tests.herald_process import HeraldProcess
+from tests.webhooks.receiver import Receiver
+
+
+def new_agent(admin: httpx.Client, **fields: Any) -> dict[str, Any]:
+    response = admin.post("/v1/agents", json={"handle": f"w-{uuid.uuid4().hex[:8]}", **fields})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def test_an_agents_webhook_is_set_shown_rotated_and_removed(admin: httpx.Client) -> None:
+    agent = new_agent(admin, webhook_url="https://example.com/hook")
+    assert agent["webhook"]["secret"].startswith("whsec_")
+    url = f"/v1/agents/{agent['id']}"
+    (listed,) = admin.get(f"{url}/endpoints").json()["endpoints"]
+    assert listed["url"] == "https://example.com/hook" and listed["state"] == "active"
+    assert "secret" not in listed
+    chosen = "whsec_" + "A" * 44
+    replaced = admin.put(f"{url}/webhook", json={"url": "https://example.org/h", "secret": chosen})
+    assert replaced.status_code == 200 and replaced.json()["secret"] == chosen
+    rotated = admin.post(f"{url}/webhook/rotate", json={"grace_s": 60})
+    assert rotated.json()["secret"] != chosen and rotated.json()["rotating_until"]
+    assert admin.delete(f"{url}/webhook").status_code == 204
+    assert admin.delete(f"{url}/webhook").status_code == 404
+    assert admin.get(f"{url}/endpoints").json() == {"endpoints": []}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "fragment"),
+    [
+        ("webhook", {"url": "ftp://x"}, "http"),
+        ("webhook", {"url": "https://x", "secret": "plain"}, "whsec_"),
+        ("webhook", {"url": "https://x", "secret": "whsec_c2hvcnQ="}, "24"),
+        ("webhook", {"url": "https://x", "colour": 1}, "colour"),
+        ("openclaw", {"url": "https://x", "token": "t", "mode": "shout"}, "mode"),
+        ("openclaw", {"url": "https://x"}, "token"),
+    ],
+)
+def test_a_bad_endpoint_is_refused(
+    admin: httpx.Client, path: str, body: dict[str, Any], fragment: str
+) -> None:
+    agent = new_agent(admin)
+    response = admin.put(f"/v1/agents/{agent['id']}/{path}", json=body)
+    assert response.status_code == 422 and fragment in response.json()["error"]["message"]
+    assert admin.get(f"/v1/agents/{agent['id']}/endpoints").json() == {"endpoints": []}
+
+
+def test_an_openclaw_token_is_never_shown(admin: httpx.Client) -> None:
+    agent = new_agent(admin)
+    body = {"url": "https://gateway.example", "token": "sekrit", "mode": "agent"}
+    shown = admin.put(f"/v1/agents/{agent['id']}/openclaw", json=body).json()
+    assert shown["kind"] == "openclaw" and shown["mode"] == "agent"
+    assert "sekrit" not in str(shown)
+    assert "sekrit" not in admin.get(f"/v1/agents/{agent['id']}/endpoints").text
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_two_processes_on_one_database_send_each_event_once(store_url: str) -> None:
+    receiver = Receiver()
+    allow = ("--webhook-allow", "loopback")
+    first, second = (
+        HeraldProcess(store_url, extra_args=allow),
+        HeraldProcess(store_url, extra_args=allow),
+    )
+    try:
+        with first.client(first.admin_key) as admin:
+            agent = new_agent(admin)
+            webhook = admin.put(
+                f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url}
+            ).json()
+            batch = [{"to": agent["handle"], "type": "t", "text": f"e{n}"} for n in range(40)]
+            ids = [e["id"] for e in admin.post("/v1/events", json=batch).json()["events"]]
+        seen = []
+        for _ in ids:
+            seen.append(receiver.arrived.get(timeout=30))
+        with pytest.raises(queue.Empty):
+            receiver.arrived.get(timeout=2)  # a second send would have arrived by now
+        counts = Counter(request.headers["webhook-id"] for request in seen)
+        assert set(counts) == set(ids) and max(counts.values()) == 1
+        for request in seen:
+            Webhook(webhook["secret"]).verify(request.body, request.headers)
+    finally:
+        first.stop()
+        second.stop()
+        receiver.close()
