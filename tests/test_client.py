@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,3 +99,45 @@ async def test_errors_come_back_as_heralds_own(herald: HeraldProcess, tmp_path: 
     async with HeraldClient("http://127.0.0.1:9", key) as nowhere:
         with pytest.raises(HubUnreachable, match="cannot be reached"):
             await nowhere.inbox(1)
+
+
+async def test_drain_acknowledges_each_batch_once_the_next_is_asked_for(
+    herald: HeraldProcess,
+) -> None:
+    key = agent(herald, "batcher")
+    for n in range(5):
+        publish(herald, "batcher", f"e{n}")
+    async with HeraldClient(herald.url, key) as client:
+        seen = []
+        async for event in client.drain(limit=2):
+            seen.append(event.text)
+            if len(seen) == 3:
+                break  # a crash in the middle of the second batch
+        again = [event.text async for event in client.drain(limit=2)]
+    assert seen == ["e0", "e1", "e2"]
+    assert again == ["e2", "e3", "e4"]  # the unfinished batch comes back; the first does not
+    with herald.client(herald.admin_key) as admin:
+        agents = admin.get("/v1/agents").json()["agents"]
+    (batcher,) = [a for a in agents if a["handle"] == "batcher"]
+    assert batcher["last_seq"] == 5
+
+
+def test_herald_drain_prints_json_lines(herald: HeraldProcess) -> None:
+    key = agent(herald, "printer")
+    publish(herald, "printer", "to print")
+    command = [sys.executable, "-m", "herald.cli", "drain", "--url", herald.url]
+    env = {**os.environ, "HERALD_API_KEY": key}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    assert json.loads(line)["text"] == "to print"
+    again = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert again.stdout == ""  # acknowledged by the first run
+    refused = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HERALD_API_KEY": "x"},
+    )
+    assert refused.returncode == 1 and "not known" in refused.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -107,9 +108,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="relay Claude Code's permission prompts to this agent, whose reply allows or denies",
     )
     bridge.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
+    drain = commands.add_parser(
+        "drain", help="print an agent's pending events as JSON lines, at least once"
+    )
+    drain.add_argument("--url", required=True, help="the hub, e.g. http://127.0.0.1:8787")
+    drain.add_argument(
+        "--key", default=os.environ.get("HERALD_API_KEY"), help="the agent's key ($HERALD_API_KEY)"
+    )
+    drain.add_argument("--consumer", help="a name for this drainer, when several share an agent")
+    drain.add_argument("--limit", type=int, default=100, help="events per heartbeat (1-100)")
+    drain.add_argument("--follow", action="store_true", help="keep polling for new events")
+    drain.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
     args = parser.parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
+    if args.command == "drain":
+        return _drain(args)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -138,6 +152,34 @@ def _bridge(args: argparse.Namespace) -> int:
 
     bridge = Bridge(args.url, args.key, name=args.name, permission_relay=args.permission_relay)
     _run(bridge.run_stdio())
+    return 0
+
+
+def _drain(args: argparse.Namespace) -> int:
+    if not args.key:
+        print("herald drain: give the agent's key with --key or HERALD_API_KEY", file=sys.stderr)
+        return 2
+    from herald.client import HeraldClient
+
+    async def drain() -> None:
+        async with HeraldClient(args.url, args.key) as client:
+            events = client.drain(
+                consumer=args.consumer,
+                limit=args.limit,
+                follow=args.follow,
+                interval_s=args.interval,
+            )
+            async for event in events:
+                # Printed and flushed before the next batch acknowledges it.
+                print(json.dumps(event.to_json(), ensure_ascii=False), flush=True)
+
+    try:
+        _run(drain())
+    except HeraldError as exc:
+        print(f"herald drain: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

@@ -6,6 +6,7 @@ code. Errors come back as herald's own (``HubUnreachable`` when the hub cannot b
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,34 @@ class HeraldClient:
             body["consumer"] = consumer
         answer = await self._post("/channel/heartbeat", body)
         return Drained([Event.from_json(e) for e in answer["events"]], answer["cursor"])
+
+    async def drain(
+        self,
+        *,
+        consumer: str | None = None,
+        limit: int = 100,
+        follow: bool = False,
+        interval_s: float = 5.0,
+    ) -> AsyncIterator[Event]:
+        """The agent's pending events, oldest first, at least once: a batch is acknowledged when
+        the next one is asked for, so events handled before a crash are all that can come
+        twice. With ``follow``, poll every ``interval_s`` for ever; else stop when none are
+        left (everything yielded is then acknowledged)::
+
+            async for event in client.drain():
+                handle(event)
+        """
+        cursor = 0
+        while True:
+            drained = await self.heartbeat(cursor=cursor, limit=limit, consumer=consumer)
+            for event in drained.events:
+                yield event
+            if drained.events:
+                cursor = drained.cursor
+                continue
+            if not follow:
+                return
+            await asyncio.sleep(interval_s)
 
     async def inbox(self, limit: int) -> list[Event]:
         return (await self.heartbeat(limit=limit)).events
