@@ -261,22 +261,28 @@ class Notifier:
         while events := await self.hub.store.read_open(
             session.agent.id, session.offered_through, PAGE
         ):
+            writes = _Writes()
             for event in events:
-                await self._cascade(session, event, 0)
+                await self._cascade(session, event, 0, writes)
                 session.offered_through = event.seq
+            await self._flush(session, writes)
 
     async def _escalate(self, session: LiveSession) -> None:
         """Events sent but not acknowledged in time go the next way."""
         now = time.monotonic()
         due = [p for p in session.unconfirmed.values() if now - p.at >= session.caps.ack_timeout_s]
+        writes = _Writes()
         for pushed in due:
             del session.unconfirmed[pushed.event.id]
             current = await self.hub.store.get_event(pushed.event.id)
             if current is None or not current.status.is_open:
                 continue
-            await self._cascade(session, current, pushed.mechanism_index + 1)
+            await self._cascade(session, current, pushed.mechanism_index + 1, writes)
+        await self._flush(session, writes)
 
-    async def _cascade(self, session: LiveSession, event: Event, start: int) -> None:
+    async def _cascade(
+        self, session: LiveSession, event: Event, start: int, writes: _Writes
+    ) -> None:
         for index in range(start, len(self.mechanisms)):
             mechanism = self.mechanisms[index]
             if not mechanism.can_serve(session.caps, event):
@@ -287,65 +293,87 @@ class Notifier:
                 session.forms.add(task)
                 task.add_done_callback(session.forms.discard)
                 return
-            if await self._try(session, event, index) is not Outcome.FAILED:
+            if await self._try(session, event, index, writes) is not Outcome.FAILED:
                 return
-        await self._record(
-            session, event, "store", Result(Outcome.FAILED, "no way to push: waits for inbox")
-        )
+        failure = Result(Outcome.FAILED, "no way to push: waits for inbox")
+        writes.add(self._attempt(session, event, "store", failure), None, event, failure)
 
     async def _ask(self, session: LiveSession, event: Event, index: int) -> None:
+        writes = _Writes()
         try:
-            if await self._try(session, event, index) is Outcome.FAILED:
-                await self._cascade(session, event, index + 1)
+            if await self._try(session, event, index, writes) is Outcome.FAILED:
+                await self._cascade(session, event, index + 1, writes)
+            await self._flush(session, writes)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("form delivery of %s to session %s failed", event.id, session.id)
 
-    async def _try(self, session: LiveSession, event: Event, index: int) -> Outcome:
+    async def _try(
+        self, session: LiveSession, event: Event, index: int, writes: _Writes
+    ) -> Outcome:
         mechanism = self.mechanisms[index]
         try:
             result = await mechanism.send(session.peer, event)
         except Exception as exc:  # a mechanism's failure is recorded and the next way tried
             result = Result(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
-        await self._record(session, event, mechanism.name, result, report=False)
+        attempt = self._attempt(session, event, mechanism.name, result)
         if result.outcome is Outcome.DELIVERED:
+            # Confirmed: written at once, attempt first, then what it confirms.
+            await self._flush(session, writes)
+            await self.hub.store.record_attempts([attempt])
             answer = result.answer
             if answer is not None and answer.action == "accept":
                 await self.hub.reply(session.agent, event.id, _answer_text(answer), answer.content)
             else:
                 await self.hub.store.ack(session.agent.id, ids=[event.id], consumer=session.id)
-        elif result.outcome is Outcome.SENT:
-            if event.status is EventStatus.PENDING:
-                await self.hub.store.mark_sent(session.agent.id, [event.id])
+            self._report(DeliveryReport(session.id, event, mechanism.name, result))
+            return result.outcome
+        sent = (
+            event.id
+            if result.outcome is Outcome.SENT and event.status is EventStatus.PENDING
+            else None
+        )
+        writes.add(attempt, sent, event, result)
+        if result.outcome is Outcome.SENT:
             session.unconfirmed[event.id] = _Pushed(event, index, time.monotonic())
-        self._report(DeliveryReport(session.id, event, mechanism.name, result))
         return result.outcome
 
-    async def _record(
-        self,
-        session: LiveSession,
-        event: Event,
-        mechanism: str,
-        result: Result,
-        *,
-        report: bool = True,
-    ) -> None:
-        attempt = Attempt(
-            event.id,
-            self.hub.store.now(),
-            mechanism,
-            result.outcome.value,
-            session.id,
-            result.error,
-        )
-        await self.hub.store.record_attempts([attempt])
-        if report:
-            self._report(DeliveryReport(session.id, event, mechanism, result))
+    def _attempt(
+        self, session: LiveSession, event: Event, mechanism: str, result: Result
+    ) -> Attempt:
+        now = self.hub.store.now()
+        return Attempt(event.id, now, mechanism, result.outcome.value, session.id, result.error)
+
+    async def _flush(self, session: LiveSession, writes: _Writes) -> None:
+        """Write a round's attempts and sent marks at once, then tell the observers."""
+        if writes.sent:
+            await self.hub.store.mark_sent(session.agent.id, writes.sent)
+        if writes.attempts:
+            await self.hub.store.record_attempts(writes.attempts)
+        reports, writes.reports = writes.reports, []
+        writes.attempts, writes.sent = [], []
+        for session_id, event, mechanism, result in reports:
+            self._report(DeliveryReport(session_id, event, mechanism, result))
 
     def _report(self, report: DeliveryReport) -> None:
         for observer in self._observers:
             observer(report)
+
+
+@dataclass
+class _Writes:
+    """What a round of pushes leaves for the store: written together, in one or two trips."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    reports: list[tuple[str, Event, str, Result]] = field(default_factory=list)
+
+    def add(self, attempt: Attempt, sent: str | None, event: Event, result: Result) -> None:
+        self.attempts.append(attempt)
+        if sent is not None:
+            self.sent.append(sent)
+        self.reports.append((attempt.session or "", event, attempt.mechanism, result))
 
 
 def _answer_text(answer: FormAnswer) -> str:
