@@ -1,4 +1,4 @@
-"""How big each benchmark is: the full run (about 2-3 minutes) and ``--quick`` (a smoke run)."""
+"""How big each benchmark is: the full run (about 4 minutes) and ``--quick`` (a smoke run)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ class Sizes:
     latency_rate: float
     latency_seconds: float
     latency_connections: int
+    mcp_sessions: int
+    mcp_rate: float
+    mcp_seconds: float
+    mcp_publishers: int
+    mcp_burst_per_session: int
+    mcp_burst_rounds: int
+    mcp_burst_seconds: float
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +57,13 @@ FULL = Sizes(
     latency_rate=1000.0,
     latency_seconds=10.0,
     latency_connections=32,
+    mcp_sessions=200,
+    mcp_rate=500.0,
+    mcp_seconds=8.0,
+    mcp_publishers=16,
+    mcp_burst_per_session=50,
+    mcp_burst_rounds=3,
+    mcp_burst_seconds=30.0,
 )
 
 QUICK = Sizes(
@@ -70,4 +84,11 @@ QUICK = Sizes(
     latency_rate=1000.0,
     latency_seconds=2.0,
     latency_connections=32,
+    mcp_sessions=50,
+    mcp_rate=500.0,
+    mcp_seconds=2.0,
+    mcp_publishers=16,
+    mcp_burst_per_session=20,
+    mcp_burst_rounds=2,
+    mcp_burst_seconds=10.0,
 )

@@ -20,7 +20,7 @@ from typing import Any
 
 import uvloop
 
-from benchmarks import fig_http, fig_store
+from benchmarks import fig_http, fig_mcp, fig_store
 from benchmarks.config import FULL, QUICK, Sizes
 from benchmarks.cpu import Probe
 from benchmarks.profiling import Profiler, find_py_spy
@@ -28,7 +28,7 @@ from benchmarks.results import NOISY, Figure, failed_figure, write_reports
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-GROUPS = ("store", "single", "batch", "drain", "latency")
+GROUPS = ("store", "single", "batch", "drain", "latency", "mcp-latency", "mcp-push")
 Step = Callable[[], Awaitable[list[Figure]]]
 
 
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="also sample the server with py-spy in an extra run of figures 2-5"
+        help="also sample the server with py-spy in an extra run of figures 2-7"
         " (summaries in benchmarks/profiles/)",
     )
     parser.add_argument("--py-spy", default=None, help="the py-spy executable (default: on PATH)")
@@ -99,7 +99,16 @@ def _steps(
     async def latency() -> list[Figure]:
         return [await fig_http.latency_figure(sizes, workdir, profiler)]
 
-    steps = {"store": store, "single": single, "batch": batch, "drain": drain, "latency": latency}
+    async def mcp_latency() -> list[Figure]:
+        return await fig_mcp.latency_figures(sizes, workdir, profiler)
+
+    async def mcp_push() -> list[Figure]:
+        return [await fig_mcp.push_figure(sizes, workdir, profiler)]
+
+    steps = {
+        "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
+        "mcp-latency": mcp_latency, "mcp-push": mcp_push,
+    }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 
 

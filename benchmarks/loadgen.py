@@ -13,6 +13,7 @@ import contextlib
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 HEAD_END = b"\r\n\r\n"
@@ -229,3 +230,82 @@ async def send_all(connections: list[Connection], requests: list[bytes]) -> Coun
 
     await asyncio.gather(*(worker(connection) for connection in connections))
     return statuses
+
+
+@dataclass
+class ScheduledResult:
+    """Distinct requests sent on a fixed schedule: for each, when it was due, when it was
+    written, when its answer ended (NaN if it never did), its status and its body."""
+
+    rate: float
+    due: list[float]
+    sent: list[float]
+    done: list[float]
+    statuses: list[int]
+    bodies: list[bytes]
+    wall_s: float = 0.0
+    unfinished: int = 0
+
+
+async def open_loop_each(
+    connections: list[Connection],
+    requests: Sequence[bytes],
+    *,
+    rate: float,
+    grace_s: float = 5.0,
+) -> ScheduledResult:
+    """Like ``open_loop``, but request i is ``requests[i]``, due at ``start + i / rate``, and
+    each answer is kept (for callers that need what the server said about that request)."""
+    count = len(requests)
+    nan = math.nan
+    result = ScheduledResult(
+        rate, [nan] * count, [nan] * count, [nan] * count, [0] * count, [b""] * count
+    )
+    idle: asyncio.Queue[Connection] = asyncio.Queue()
+    for connection in connections:
+        idle.put_nowait(connection)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def send(index: int) -> None:
+        connection = await idle.get()
+        result.sent[index] = time.perf_counter()
+        try:
+            status, body = await connection.call(requests[index])
+        except (HttpFailure, OSError, RuntimeError) as exc:  # counted as status 0, with why
+            status, body = 0, repr(exc).encode()
+        finally:
+            idle.put_nowait(connection)
+        result.done[index] = time.perf_counter()
+        result.statuses[index] = status
+        result.bodies[index] = body
+
+    start = time.perf_counter() + 0.01
+    for index in range(count):
+        due = start + index / rate
+        result.due[index] = due
+        await _sleep_until(due)
+        task = asyncio.create_task(send(index))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        _, pending = await asyncio.wait(set(tasks), timeout=grace_s)
+        result.unfinished = len(pending)
+        for task in pending:
+            task.cancel()
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+async def send_each(
+    connections: list[Connection], requests: Sequence[bytes]
+) -> list[tuple[int, bytes]]:
+    """Send each request once, spread over the connections; returns (status, body) in order."""
+    answers: list[tuple[int, bytes]] = [(0, b"")] * len(requests)
+    pending = iter(range(len(requests)))
+
+    async def worker(connection: Connection) -> None:
+        for index in pending:
+            answers[index] = await connection.call(requests[index])
+
+    await asyncio.gather(*(worker(connection) for connection in connections))
+    return answers

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from benchmarks.cpu import Usage
 
-TargetKind = Literal["ratio_at_least", "at_least", "at_most"]
+TargetKind = Literal["ratio_at_least", "at_least", "at_most", "none"]
 GENERATOR_LIMIT = 0.8
 SATURATED = 0.9
 NOISY = 0.25
@@ -43,12 +43,15 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Target:
+    """What a figure must reach; kind ``none`` reports the figure beside its baseline, no verdict
+    (``reported``)."""
+
     text: str
     kind: TargetKind
     threshold: float
 
     def met(self, value: float, baseline: float) -> bool:
-        if math.isnan(value):
+        if math.isnan(value) or self.kind == "none":
             return False
         if self.kind == "ratio_at_least":
             return baseline > 0 and value / baseline >= self.threshold
@@ -82,6 +85,8 @@ class Figure:
             return "ERROR"
         if self.herald is None:
             return "skipped"
+        if self.target.kind == "none":
+            return "reported"
         return "met" if self.target.met(self.herald.value, self.baseline.value) else "MISSED"
 
     def to_json(self) -> dict[str, Any]:

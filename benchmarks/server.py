@@ -1,4 +1,5 @@
-"""A real ``herald serve`` subprocess on a scratch SQLite file, bound to 127.0.0.1 only."""
+"""A real ``herald serve`` subprocess on a scratch SQLite file, and the bare-SDK MCP baseline
+server, each bound to 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from benchmarks.loadgen import Address, Connection, encode_request
 
 HOST = "127.0.0.1"
+MCP_BASELINE = Path(__file__).resolve().parent / "mcp_baseline.py"
 LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -70,6 +72,28 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 
 
 @contextlib.asynccontextmanager
+async def _subprocess(
+    command: list[str], env: dict[str, str], log_path: Path
+) -> AsyncIterator[tuple[Address, int]]:
+    """Start a server that prints ``listening on http://HOST:PORT``; stop it (SIGINT) on exit."""
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            *command, stdout=asyncio.subprocess.PIPE, stderr=log, env=env
+        )
+    drainer: asyncio.Task[None] | None = None
+    try:
+        address = await _wait_listening(process, log_path)
+        drainer = asyncio.create_task(_drain(process.stdout))
+        yield address, process.pid
+    finally:
+        await _stop(process)
+        if drainer is not None:
+            drainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drainer
+
+
+@contextlib.asynccontextmanager
 async def herald_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     """Run ``herald serve`` on ``workdir/name.db`` with a fresh admin key; stop it on exit."""
     admin_key = "herald_admin_bench_" + secrets.token_urlsafe(16)
@@ -80,21 +104,18 @@ async def herald_server(workdir: Path, name: str) -> AsyncIterator[Server]:
         "--store", f"sqlite:///{db}", "--host", HOST, "--port", "0", "--log-level", "warning",
     ]  # fmt: skip
     env = {**os.environ, "HERALD_ADMIN_KEY": admin_key}
-    with log_path.open("wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            *command, stdout=asyncio.subprocess.PIPE, stderr=log, env=env
-        )
-    drainer: asyncio.Task[None] | None = None
-    try:
-        address = await _wait_listening(process, log_path)
-        drainer = asyncio.create_task(_drain(process.stdout))
-        yield Server(address, admin_key, process.pid, log_path)
-    finally:
-        await _stop(process)
-        if drainer is not None:
-            drainer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drainer
+    async with _subprocess(command, env, log_path) as (address, pid):
+        yield Server(address, admin_key, pid, log_path)
+
+
+@contextlib.asynccontextmanager
+async def sdk_server(workdir: Path, name: str) -> AsyncIterator[Server]:
+    """Run the bare-SDK MCP server of ``mcp_baseline.py`` (no herald, no store); it has no
+    admin key (``admin_key`` is empty)."""
+    log_path = workdir / f"{name}.log"
+    command = [sys.executable, str(MCP_BASELINE), "--host", HOST, "--port", "0"]
+    async with _subprocess(command, dict(os.environ), log_path) as (address, pid):
+        yield Server(address, "", pid, log_path)
 
 
 async def create_agent(server: Server, handle: str) -> str:
