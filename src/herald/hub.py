@@ -38,6 +38,8 @@ log = logging.getLogger("herald")
 
 ADMIN_KEY_SETTING = "admin_key_hash"
 DEFAULT_CONSUMER = "default"
+KEY_CACHE_S = 1.0
+KEY_CACHE_SIZE = 10_000
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Hub:
         self.maintenance_interval_s = maintenance_interval_s
         self._admin_key_hash: str | None = None
         self._listeners: list[Callable[[set[str]], None]] = []
+        self._known_keys: dict[str, tuple[Agent, float]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
 
     @classmethod
@@ -121,9 +124,23 @@ class Hub:
         return self._admin_key_hash is not None and matches(key, self._admin_key_hash)
 
     async def agent_for_key(self, key: str) -> Agent | None:
+        """The agent a key belongs to. Known keys are remembered for a second: every request
+        carries one, and a round trip to the store each time would cost more than the
+        request. (Deleting an agent here forgets its key at once; in another process, within a
+        second.)"""
         if not key.startswith(AGENT_PREFIX):
             return None
-        return await self.store.agent_by_key_hash(hash_key(key))
+        key_hash = hash_key(key)
+        now = time.monotonic()
+        cached = self._known_keys.get(key_hash)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        agent = await self.store.agent_by_key_hash(key_hash)
+        if agent is not None:
+            if len(self._known_keys) >= KEY_CACHE_SIZE:
+                self._known_keys.clear()
+            self._known_keys[key_hash] = (agent, now + KEY_CACHE_S)
+        return agent
 
     # Agents
 
@@ -167,10 +184,12 @@ class Hub:
         """
         if not await self.store.set_agent_delivery(agent_id, parse_overrides(delivery)):
             raise NotFound(f"no agent has the id {agent_id!r}")
+        self._known_keys.clear()
         return await self.get_agent(agent_id)
 
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent and every event it has. Raises: NotFound."""
+        self._known_keys.clear()
         if not await self.store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
 

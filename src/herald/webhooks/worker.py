@@ -46,6 +46,7 @@ class WebhookWorker:
         present: Callable[[], set[str]] | None = None,
         per_endpoint: int = 4,
         poll_interval_s: float = 1.0,
+        min_interval_s: float = 0.2,
         lease_s: float = 60.0,
     ) -> None:
         self.hub = hub
@@ -56,6 +57,7 @@ class WebhookWorker:
         self.present: Callable[[], set[str]] = present or set
         self.per_endpoint = per_endpoint
         self.poll_interval_s = poll_interval_s
+        self.min_interval_s = min_interval_s
         self.lease_ms = int(lease_s * 1000)
         self.worker_id = new_id("wrk_")
         self._in_flight: Counter[str] = Counter()
@@ -74,6 +76,9 @@ class WebhookWorker:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval_s):
                         await self._wake.wait()
+                # Publishes come in bursts: one round a little later serves them all, and
+                # leaves the store to the publishers meanwhile.
+                await asyncio.sleep(self.min_interval_s)
                 self._wake.clear()
         finally:
             for task in self._tasks:

@@ -117,9 +117,11 @@ class EndpointStore:
                 params += list(not_agents)
             return conn.execute(
                 "INSERT INTO deliveries (endpoint_id, event_id, next_at)"
-                " SELECT w.id, e.id, ? FROM events e"
-                " JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active'"
-                f" WHERE e.{OPEN} AND e.status_at <= ?"
+                # From the endpoints (CROSS JOIN keeps that order): agents without one
+                # cost nothing, however many events wait for them.
+                " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
+                f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
+                " AND e.status_at <= ?"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
                 " AND NOT EXISTS (SELECT 1 FROM deliveries d"

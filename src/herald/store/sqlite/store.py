@@ -174,10 +174,14 @@ class SQLiteStore(EndpointStore, Store):
             if ack_up_to is not None:
                 acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
             events = claimable(conn, agent_id, consumer, limit, now)
-            conn.executemany(
-                "UPDATE events SET lease_owner = ?, lease_until = ? WHERE id = ?",
-                [(consumer, now + lease_ms, event.id) for event in events],
-            )
+            if events:
+                conn.execute(
+                    "UPDATE events SET lease_owner = ?, lease_until = ?"
+                    " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
+                    f" AND id IN ({', '.join('?' * len(events))})",
+                    [consumer, now + lease_ms, agent_id, events[0].seq, events[-1].seq]
+                    + [e.id for e in events],
+                )
             insert_attempts(
                 conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
             )
