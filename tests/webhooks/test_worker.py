@@ -274,3 +274,21 @@ async def test_nothing_is_dropped_after_any_mix_of_failures(
         undeliverable = any(a.outcome == "undeliverable" and a.error for a in attempts)
         assert webhook_done or event_id in drained, event_id
         assert webhook_done or undeliverable or event.status.is_open
+
+
+async def test_an_agent_with_a_live_session_gets_the_webhook_only_after_the_ack_timeout(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    acked = await hub.publish("alice", "t", "acknowledged in the session")
+    unacked = await hub.publish("alice", "t", "never acknowledged")
+    work = WebhookWorker(
+        hub, Sender("http://hub", LOOPBACK), grace_s=300, present=lambda: {agent.id}
+    )
+    assert await round_trip(work) == 0
+    await hub.ack(agent, ids=[acked.event.id])
+    clock.advance(301)
+    assert await round_trip(work) == 1
+    (request,) = receiver.requests
+    assert request.headers["webhook-id"] == unacked.event.id
