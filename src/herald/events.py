@@ -244,7 +244,7 @@ def ms_from_iso(text: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s", "reply"}
+_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s", "reply", "from"}
 _FORM_TYPES = {"string", "number", "integer", "boolean"}
 _FORM_FORMATS = {"email", "uri", "date", "date-time"}
 _FORM_KEYWORDS = {
@@ -323,7 +323,14 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
     if reply is not None:
         check_form_schema(reply, f"{where}.reply")
         reply_schema_json = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
-    return NewEvent(to, type_, text, data, dedupe_key, ttl_s, data_json, reply_schema_json)
+    sender = raw.get("from")
+    if sender is not None and (not isinstance(sender, str) or not HANDLE_PATTERN.fullmatch(sender)):
+        raise InvalidInput(
+            f"{where}.from must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"
+        )
+    return NewEvent(
+        to, type_, text, data, dedupe_key, ttl_s, data_json, reply_schema_json, sender=sender
+    )
 
 
 def check_form_schema(schema: Any, where: str) -> None:

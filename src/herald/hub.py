@@ -204,16 +204,21 @@ class Hub:
         data: dict[str, Any] | list[Any] | None = None,
         dedupe_key: str | None = None,
         ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
     ) -> Published:
         """Store one event for the agent with handle ``to``; returns once it is committed.
         A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
+        ``reply`` (a form schema) asks for an answer; ``sender`` names the agent (an
+        application can be one) that gets the replies as ``reply.received`` events.
 
         Raises:
             InvalidInput: a field is malformed (TooLarge: over 256 KiB).
             NotFound: no agent has the handle ``to``.
         """
-        fields = {"to": to, "type": type, "text": text, "data": data}
-        event = NewEvent.parse({**fields, "dedupe_key": dedupe_key, "ttl_s": ttl_s})
+        fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
+        options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        event = NewEvent.parse({**fields, **options})
         (published,) = await self.publish_many([event])
         return published
 
@@ -276,7 +281,10 @@ class Hub:
             NewEvent.parse({"to": agent.handle, "type": "reply", "text": text, "data": payload})
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self.store.now())
-        stored, published = await self.store.add_reply(draft, routed)
+        try:
+            stored, published = await self.store.add_reply(draft, routed)
+        except NotFound:  # the sender is gone: the reply stays on the event all the same
+            stored, published = await self.store.add_reply(draft, None)
         await self.store.ack(agent.id, ids=[event.id])
         if published is not None:
             self._announce({published.event.agent_id})

@@ -291,3 +291,25 @@ def test_delivery_overrides_are_set_and_checked(admin: httpx.Client) -> None:
     )
     assert created.status_code == 201 and created.json()["delivery"] == {"log": False}
     assert admin.get(f"{url}/sessions").json() == {"sessions": []}
+
+
+def test_an_application_gets_replies_as_the_agent_it_publishes_from(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    forum, alice = new_agent(admin, "forum"), new_agent(admin, "alice")
+    form = {"type": "object", "properties": {"vote": {"type": "string", "enum": ["up", "down"]}}}
+    question = publish(
+        admin, alice["handle"], "Rate this answer", reply=form, **{"from": forum["handle"]}
+    )
+    assert question.status_code == 202
+    with herald.client(alice["api_key"]) as as_alice:
+        (event,) = as_alice.post("/channel/heartbeat").json()["events"]
+        assert event["from"] == forum["handle"] and event["reply"] == form
+        answer = {"event_id": event["id"], "text": "up", "data": {"vote": "up"}}
+        assert as_alice.post("/channel/reply", json=answer).status_code == 201
+    with herald.client(forum["api_key"]) as as_forum:
+        (reply,) = as_forum.post("/channel/heartbeat").json()["events"]
+    assert reply["type"] == "reply.received" and reply["reply_to"] == event["id"]
+    assert reply["from"] == alice["handle"] and reply["data"]["reply"] == {"vote": "up"}
+    bad = publish(admin, alice["handle"], "x", **{"from": "Not A Handle"})
+    assert bad.status_code == 422 and "from" in bad.json()["error"]["message"]
