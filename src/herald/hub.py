@@ -1,4 +1,4 @@
-"""The hub: what herald does, independent of how it is reached (HTTP today, MCP next).
+"""The hub: what herald does, however it is reached (HTTP, MCP, the bridge).
 
 It owns the store and the keys, and gives each operation its rules: publish answers only after
 commit, an agent reads and acknowledges only its own events, a drain with a cursor is at least
