@@ -34,6 +34,17 @@ class Sizes:
     mcp_burst_per_session: int
     mcp_burst_rounds: int
     mcp_burst_seconds: float
+    webhook_events: int
+    webhook_endpoints: int
+    webhook_per_endpoint: int
+    webhook_seconds: float
+    webhook_failing_events: int
+    stream_count: int
+    stream_fanout_rounds: int
+    stream_agents: int
+    stream_rate: float
+    stream_seconds: float
+    stream_publishers: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +75,17 @@ FULL = Sizes(
     mcp_burst_per_session=50,
     mcp_burst_rounds=3,
     mcp_burst_seconds=30.0,
+    webhook_events=4000,
+    webhook_endpoints=8,
+    webhook_per_endpoint=4,
+    webhook_seconds=20.0,
+    webhook_failing_events=1200,
+    stream_count=10_000,
+    stream_fanout_rounds=5,
+    stream_agents=100,
+    stream_rate=1000.0,
+    stream_seconds=5.0,
+    stream_publishers=16,
 )
 
 QUICK = Sizes(
@@ -91,4 +113,15 @@ QUICK = Sizes(
     mcp_burst_per_session=20,
     mcp_burst_rounds=2,
     mcp_burst_seconds=10.0,
+    webhook_events=800,
+    webhook_endpoints=8,
+    webhook_per_endpoint=4,
+    webhook_seconds=10.0,
+    webhook_failing_events=400,
+    stream_count=1_000,
+    stream_fanout_rounds=2,
+    stream_agents=100,
+    stream_rate=1000.0,
+    stream_seconds=2.0,
+    stream_publishers=16,
 )

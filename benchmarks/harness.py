@@ -20,7 +20,7 @@ from typing import Any
 
 import uvloop
 
-from benchmarks import fig_http, fig_mcp, fig_store
+from benchmarks import fig_http, fig_mcp, fig_store, fig_stream, fig_webhooks
 from benchmarks.config import FULL, QUICK, Sizes
 from benchmarks.cpu import Probe
 from benchmarks.profiling import Profiler, find_py_spy
@@ -28,7 +28,17 @@ from benchmarks.results import NOISY, Figure, failed_figure, write_reports
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-GROUPS = ("store", "single", "batch", "drain", "latency", "mcp-latency", "mcp-push")
+GROUPS = (
+    "store",
+    "single",
+    "batch",
+    "drain",
+    "latency",
+    "mcp-latency",
+    "mcp-push",
+    "stream",
+    "webhooks",
+)
 Step = Callable[[], Awaitable[list[Figure]]]
 
 
@@ -105,9 +115,18 @@ def _steps(
     async def mcp_push() -> list[Figure]:
         return [await fig_mcp.push_figure(sizes, workdir, profiler)]
 
+    async def stream() -> list[Figure]:
+        return await fig_stream.stream_figures(sizes, workdir)
+
+    async def webhooks() -> list[Figure]:
+        return [
+            await fig_webhooks.delivery_figure(sizes, workdir),
+            await fig_webhooks.failing_endpoint_figure(sizes, workdir),
+        ]
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
-        "mcp-latency": mcp_latency, "mcp-push": mcp_push,
+        "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

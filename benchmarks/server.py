@@ -19,6 +19,7 @@ from benchmarks.loadgen import Address, Connection, encode_request
 
 HOST = "127.0.0.1"
 MCP_BASELINE = Path(__file__).resolve().parent / "mcp_baseline.py"
+STREAM_BASELINE = Path(__file__).resolve().parent / "stream_baseline.py"
 LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -114,6 +115,15 @@ async def sdk_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     admin key (``admin_key`` is empty)."""
     log_path = workdir / f"{name}.log"
     command = [sys.executable, str(MCP_BASELINE), "--host", HOST, "--port", "0"]
+    async with _subprocess(command, dict(os.environ), log_path) as (address, pid):
+        yield Server(address, "", pid, log_path)
+
+
+@contextlib.asynccontextmanager
+async def stream_server(workdir: Path, name: str) -> AsyncIterator[Server]:
+    """Run the bare SSE broadcast of ``stream_baseline.py`` (no herald, no store)."""
+    log_path = workdir / f"{name}.log"
+    command = [sys.executable, str(STREAM_BASELINE), "--host", HOST, "--port", "0"]
     async with _subprocess(command, dict(os.environ), log_path) as (address, pid):
         yield Server(address, "", pid, log_path)
 
