@@ -6,6 +6,7 @@ acknowledgement: events are acknowledged with ``POST /channel/ack``."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -113,7 +114,9 @@ def _writer(send: Send) -> Any:
     return write
 
 
+@functools.lru_cache(maxsize=4096)
 def _event_frame(event: Event) -> str:
+    # Every stream of an agent sends the same live event: it is encoded once, not once each.
     return _frame(None, event.seq, event.to_json())
 
 

@@ -234,7 +234,7 @@ class Store(ABC):
         skip_endpoints: Sequence[str] = (),
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         """Claim due deliveries (waiting, due, not claimed by a live worker, to an active
-        endpoint), oldest event first, at most ``per_endpoint`` to one endpoint: no two workers
+        endpoint), in due order, at most ``per_endpoint`` to one endpoint: no two workers
         get the same one."""
 
     @abstractmethod

@@ -7,6 +7,7 @@ import email.utils
 import json
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx2
 from standardwebhooks import Webhook
@@ -18,6 +19,7 @@ from herald.webhooks.addresses import AddressPolicy, AddressRefused, check
 TIMEOUT_S = 15.0
 THROTTLED = {429, 502, 503, 504}
 MAX_ERROR_CHARS = 300
+ADDRESS_CHECK_TTL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,37 @@ class Sender:
         self.hub_url = hub_url.rstrip("/")
         self.policy = policy
         self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
+        self._checked: dict[str, tuple[str | None, float]] = {}
 
     async def close(self) -> None:
         await self._http.aclose()
+
+    async def _refusal(self, url: str) -> str | None:
+        """Why the URL may not be called, if it may not; a host's answer is kept for a few
+        seconds (connections are pooled anyway, and resolving costs more than the request)."""
+        host = urlsplit(url).netloc
+        now = time.monotonic()
+        cached = self._checked.get(host)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        try:
+            await check(url, self.policy)
+            refusal = None
+        except AddressRefused as exc:
+            refusal = str(exc)
+        if len(self._checked) > 10_000:
+            self._checked.clear()
+        self._checked[host] = (refusal, now + ADDRESS_CHECK_TTL_S)
+        return refusal
 
     async def send(self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int) -> Outcome:
         if endpoint.kind is Kind.WEBHOOK:
             url, body, headers = self._webhook(endpoint, event, now_ms)
         else:
             url, body, headers = self._openclaw(endpoint, agent, event)
-        try:
-            await check(url, self.policy)
-        except AddressRefused as exc:
-            return Outcome(False, f"refused: {exc}", disable=True)
+        refused = await self._refusal(url)
+        if refused:
+            return Outcome(False, f"refused: {refused}", disable=True)
         try:
             response = await self._http.post(url, content=body, headers=headers)
         except httpx2.TimeoutException:

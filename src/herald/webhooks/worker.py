@@ -69,16 +69,18 @@ class WebhookWorker:
         """Work until cancelled; a failing round is logged and tried again."""
         try:
             while True:
+                started = 0
                 try:
-                    await self.run_once()
+                    started = await self.run_once()
                 except Exception:  # the loop's top level: log, keep going
                     log.exception("webhook round failed")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval_s):
                         await self._wake.wait()
-                # Publishes come in bursts: one round a little later serves them all, and
-                # leaves the store to the publishers meanwhile.
-                await asyncio.sleep(self.min_interval_s)
+                if not started:
+                    # Woken by publishes, which come in bursts: one round a little later serves
+                    # them all, and leaves the store to the publishers meanwhile.
+                    await asyncio.sleep(self.min_interval_s)
                 self._wake.clear()
         finally:
             for task in self._tasks:

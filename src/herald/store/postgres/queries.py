@@ -247,23 +247,23 @@ ON CONFLICT (endpoint_id, event_id) DO NOTHING
 # ``EVENT_COLUMNS`` and ``AGENT_COLUMNS``.
 CLAIM_DELIVERIES = f"""
 WITH locked AS MATERIALIZED (
-    SELECT d.endpoint_id, d.event_id, e.created_at, e.seq
+    SELECT d.endpoint_id, d.event_id, d.next_at
     FROM deliveries d
     JOIN endpoints w ON w.id = d.endpoint_id
     JOIN events e ON e.id = d.event_id
     WHERE d.state = 'waiting' AND d.next_at <= $2 AND w.state = 'active'
       AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
       AND d.endpoint_id <> ALL($5::text[])
-    ORDER BY e.created_at, e.seq
+    ORDER BY d.next_at, d.event_id
     LIMIT $3::int * $6::int
     FOR UPDATE OF d SKIP LOCKED
 ), due AS (
     SELECT endpoint_id, event_id FROM (
-        SELECT *, row_number() OVER (PARTITION BY endpoint_id ORDER BY created_at, seq) AS nth
+        SELECT *, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_at, event_id) AS nth
         FROM locked
     ) ranked
     WHERE nth <= $6::int
-    ORDER BY created_at, seq
+    ORDER BY next_at, event_id
     LIMIT $3
 ), claimed AS (
     UPDATE deliveries d SET claimed_by = $1, claimed_until = $4

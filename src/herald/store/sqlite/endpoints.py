@@ -154,8 +154,9 @@ class EndpointStore:
                 " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
                 " WHERE d.state = 'waiting' AND d.next_at <= ? AND w.state = 'active'"
                 " AND (d.claimed_until IS NULL OR d.claimed_until <= ?)"
-                f"{skip} ORDER BY e.created_at, e.seq",
-                [now, now, *skip_endpoints],
+                # Due order, from the index; event ids sort by creation within a moment.
+                f"{skip} ORDER BY d.next_at, d.event_id LIMIT ?",
+                [now, now, *skip_endpoints, limit * per_endpoint],
             )
             claimed = []
             per: Counter[str] = Counter()
