@@ -50,3 +50,8 @@ def test_a_valid_reply_form_makes_the_event_interactive() -> None:
         new.reply_schema_json
         == '{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}'
     )
+
+
+def test_ids_made_in_one_process_always_increase() -> None:
+    ids = [new_id("evt_") for _ in range(5000)]
+    assert ids == sorted(ids) and len(set(ids)) == 5000

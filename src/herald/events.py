@@ -8,6 +8,7 @@ import enum
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +26,23 @@ MAX_TTL_S = 365 * 24 * 3600
 _CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
 
+_last_id = [0, 0]
+_id_lock = threading.Lock()
+
+
 def new_id(prefix: str) -> str:
     """A globally unique id that sorts by creation time: 48 bits of milliseconds, 80 random bits,
-    in 26 characters of Crockford base32."""
-    millis = (time.time_ns() // 1_000_000).to_bytes(6, "big")
-    return prefix + base64.b32encode(millis + os.urandom(10))[:26].decode().translate(_CROCKFORD)
+    in 26 characters of Crockford base32. Within a millisecond, a process's ids still increase:
+    the random part of the last one is counted up."""
+    millis = time.time_ns() // 1_000_000
+    with _id_lock:
+        if millis <= _last_id[0]:
+            millis, rand = _last_id[0], _last_id[1] + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count up
+        _last_id[0], _last_id[1] = millis, rand
+    raw = millis.to_bytes(6, "big") + rand.to_bytes(10, "big")
+    return prefix + base64.b32encode(raw)[:26].decode().translate(_CROCKFORD)
 
 
 class EventStatus(enum.StrEnum):
