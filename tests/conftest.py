@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from herald import open_store
+from herald import Hub, Notifier, open_store
+from herald.delivery.engine import DeliveryReport
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -83,4 +85,21 @@ async def store(store_url: str, clock: ManualClock) -> AsyncIterator[Store]:
         await opened.close()
 
 
-StoreFactory = Callable[[], Store]
+@pytest.fixture
+async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
+    """A hub on a fresh SQLite file."""
+    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}") as opened:
+        yield opened
+
+
+@pytest.fixture
+def reports(notifier: Notifier) -> asyncio.Queue[DeliveryReport]:
+    """Every attempt the test's ``notifier`` records, once its outcome is in the store."""
+    queue: asyncio.Queue[DeliveryReport] = asyncio.Queue()
+    notifier.observe(queue.put_nowait)
+    return queue
+
+
+async def next_report(reports: asyncio.Queue[DeliveryReport]) -> DeliveryReport:
+    async with asyncio.timeout(10):
+        return await reports.get()

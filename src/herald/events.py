@@ -100,6 +100,25 @@ class NewEvent:
     sender: str | None = None
     reply_to: str | None = None
 
+    def stored(self, agent_id: str, seq: int, now: int) -> Event:
+        """The event as the store keeps it, once its agent and seq are known."""
+        return Event(
+            id=new_id("evt_"),
+            agent_id=agent_id,
+            seq=seq,
+            type=self.type,
+            text=self.text,
+            data_json=self.data_json,
+            created_at=now,
+            status=EventStatus.PENDING,
+            dedupe_key=self.dedupe_key,
+            expires_at=now + int(self.ttl_s * 1000) if self.ttl_s is not None else None,
+            status_at=now,
+            sender=self.sender,
+            reply_to=self.reply_to,
+            reply_schema_json=self.reply_schema_json,
+        )
+
     @staticmethod
     def parse(raw: Any, where: str = "event") -> NewEvent:
         """Check a publish body (a mapping of to, type, text, data, dedupe_key, ttl_s).

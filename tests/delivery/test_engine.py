@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from herald.delivery.base import FormAnswer
 from herald.delivery.engine import DeliveryReport, Notifier
 from herald.events import Agent, Event, Reply
 from herald.testing import RecordingPeer
+from tests.conftest import next_report
 
 pytestmark = pytest.mark.anyio
 
@@ -22,29 +22,10 @@ FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required":
 
 
 @pytest.fixture
-async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
-    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}") as opened:
-        yield opened
-
-
-@pytest.fixture
 async def notifier(hub: Hub) -> AsyncIterator[Notifier]:
     service = Notifier(hub, backlog_limit=3)
     yield service
     await service.close()
-
-
-@pytest.fixture
-def reports(notifier: Notifier) -> asyncio.Queue[DeliveryReport]:
-    """Every attempt the notifier records, once its outcome is in the store."""
-    queue: asyncio.Queue[DeliveryReport] = asyncio.Queue()
-    notifier.observe(queue.put_nowait)
-    return queue
-
-
-async def next_report(reports: asyncio.Queue[DeliveryReport]) -> DeliveryReport:
-    async with asyncio.timeout(10):
-        return await reports.get()
 
 
 def caps(

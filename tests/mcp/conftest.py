@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -15,7 +14,7 @@ from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.server.lowlevel import Server
 
 from herald import Hub
-from herald.delivery.engine import DeliveryReport, Notifier
+from herald.delivery.engine import Notifier
 from herald.events import Agent
 from herald.mcp import create_server
 from mcp import Client
@@ -62,28 +61,10 @@ class HeraldNotifications(ClientExtension):
 
 
 @pytest.fixture
-async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
-    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}") as opened:
-        yield opened
-
-
-@pytest.fixture
 async def notifier(hub: Hub) -> AsyncIterator[Notifier]:
     service = Notifier(hub, backlog_limit=5)
     yield service
     await service.close()
-
-
-@pytest.fixture
-def reports(notifier: Notifier) -> asyncio.Queue[DeliveryReport]:
-    queue: asyncio.Queue[DeliveryReport] = asyncio.Queue()
-    notifier.observe(queue.put_nowait)
-    return queue
-
-
-async def next_report(reports: asyncio.Queue[DeliveryReport]) -> DeliveryReport:
-    async with asyncio.timeout(10):
-        return await reports.get()
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,8 @@ from mcp.server.lowlevel import Server
 from herald import EventStatus, Hub
 from herald.delivery.engine import DeliveryReport, Notifier
 from herald.mcp import HeraldServer, attach
-from tests.mcp.conftest import connect, next_report
+from tests.conftest import next_report
+from tests.mcp.conftest import connect
 
 pytestmark = pytest.mark.anyio
 

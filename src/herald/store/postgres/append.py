@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import asyncpg
 
 from herald.errors import NotFound
-from herald.events import Event, EventStatus, NewEvent, Published, new_id
+from herald.events import Event, NewEvent, Published, new_id
 from herald.store.postgres import queries
 from herald.store.postgres.errors import no_agent, refused
 from herald.store.postgres.rows import Connection, event
@@ -123,24 +123,7 @@ async def _numbered(
     for new, now in fresh:
         agent_id = agents[new.to]
         seq, next_seq[agent_id] = next_seq[agent_id], next_seq[agent_id] + 1
-        stored.append(
-            Event(
-                id=new_id("evt_"),
-                agent_id=agent_id,
-                seq=seq,
-                type=new.type,
-                text=new.text,
-                data_json=new.data_json,
-                created_at=now,
-                status=EventStatus.PENDING,
-                dedupe_key=new.dedupe_key,
-                expires_at=now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
-                status_at=now,
-                sender=new.sender,
-                reply_to=new.reply_to,
-                reply_schema_json=new.reply_schema_json,
-            )
-        )
+        stored.append(new.stored(agent_id, seq, now))
     return stored
 
 

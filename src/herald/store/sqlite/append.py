@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from herald.errors import NotFound
-from herald.events import Event, EventStatus, NewEvent, Published, new_id
+from herald.events import NewEvent, Published
 from herald.store.sqlite.rows import EVENT_COLUMNS, event, event_row
 
 
@@ -40,7 +40,7 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     for index, new, agent_id in fresh:
         seq = next_seq[agent_id]
         next_seq[agent_id] += 1
-        stored = _new_event(new, agent_id, seq, now)
+        stored = new.stored(agent_id, seq, now)
         rows.append(event_row(stored))
         results[index] = Published(stored, created=True)
     conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 14)})", rows)
@@ -72,22 +72,3 @@ def _reserve_seqs(conn: sqlite3.Connection, counts: Counter[str]) -> dict[str, i
         ).fetchone()
         first[agent_id] = last - count + 1
     return first
-
-
-def _new_event(new: NewEvent, agent_id: str, seq: int, now: int) -> Event:
-    return Event(
-        id=new_id("evt_"),
-        agent_id=agent_id,
-        seq=seq,
-        type=new.type,
-        text=new.text,
-        data_json=new.data_json,
-        created_at=now,
-        status=EventStatus.PENDING,
-        dedupe_key=new.dedupe_key,
-        expires_at=now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
-        status_at=now,
-        sender=new.sender,
-        reply_to=new.reply_to,
-        reply_schema_json=new.reply_schema_json,
-    )
