@@ -35,7 +35,7 @@ from benchmarks.loadgen import (
     percentile,
     send_each,
 )
-from benchmarks.mcp_client import Inbox, Receipts, StreamProtocol
+from benchmarks.mcp_client import Inbox, Receipts, StreamProtocol, take_chunks
 from benchmarks.results import Figure, Measurement, Target
 from benchmarks.server import Server, herald_server, stream_server
 
@@ -86,19 +86,8 @@ class SseProtocol(StreamProtocol):
                 else:
                     self.answered.set_exception(HttpFailure(f"GET /channel/stream: {status}"))
         events = self._events
-        while True:
-            line_end = buffer.find(b"\r\n")
-            if line_end < 0:
-                break
-            size = int(bytes(buffer[:line_end]).split(b";")[0], 16)
-            if size == 0:
-                del buffer[:]
-                return
-            end = line_end + 2 + size
-            if len(buffer) < end + 2:
-                break
-            events += buffer[line_end + 2 : end]
-            del buffer[: end + 2]
+        if not take_chunks(buffer, events):
+            return
         cut = events.rfind(b"\n\n")
         if cut < 0:
             return

@@ -20,17 +20,12 @@ on SIGINT. It binds where it is told; the harness only ever tells it 127.0.0.1.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
-import uvicorn
-import uvloop
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -40,6 +35,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from benchmarks.baseline_server import run
 
 CHANNEL_METHOD = "notifications/claude/channel"
 IDLE_TIMEOUT_S = 900.0
@@ -98,25 +95,8 @@ def create_app() -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-async def serve(host: str, port: int) -> None:
-    sock = socket.create_server((host, port), reuse_port=False)
-    config = uvicorn.Config(
-        create_app(), log_level="warning", access_log=False, timeout_graceful_shutdown=5
-    )
-    print(f"mcp-baseline: listening on http://{host}:{sock.getsockname()[1]}", flush=True)
-    await uvicorn.Server(config).serve(sockets=[sock])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description="The bare-SDK MCP push server of the benchmarks.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    with (
-        contextlib.suppress(KeyboardInterrupt),
-        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-    ):
-        runner.run(serve(args.host, args.port))
+    run("mcp-baseline", "The bare-SDK MCP push server of the benchmarks.", create_app)
 
 
 if __name__ == "__main__":

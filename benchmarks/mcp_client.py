@@ -223,19 +223,8 @@ class StreamProtocol(asyncio.Protocol):
                 else:
                     self.answered.set_exception(HttpFailure(f"GET /mcp answered {status}"))
         events = self._events
-        while True:  # whole chunks only: each is one SSE event or a part of one
-            line_end = buffer.find(b"\r\n")
-            if line_end < 0:
-                break
-            size = int(bytes(buffer[:line_end]).split(b";")[0], 16)
-            if size == 0:
-                del buffer[:]
-                return
-            end = line_end + 2 + size
-            if len(buffer) < end + 2:
-                break
-            events += buffer[line_end + 2 : end]
-            del buffer[: end + 2]
+        if not take_chunks(buffer, events):
+            return
         while True:
             end = events.find(b"\r\n\r\n")
             if end < 0:
@@ -254,6 +243,24 @@ class StreamProtocol(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def take_chunks(buffer: bytearray, events: bytearray) -> bool:
+    """Move the whole chunks of a chunked body from ``buffer`` to ``events`` (each is one SSE
+    event or a part of one); False once the last chunk has come."""
+    while True:
+        line_end = buffer.find(b"\r\n")
+        if line_end < 0:
+            return True
+        size = int(bytes(buffer[:line_end]).split(b";")[0], 16)
+        if size == 0:
+            del buffer[:]
+            return False
+        end = line_end + 2 + size
+        if len(buffer) < end + 2:
+            return True
+        events += buffer[line_end + 2 : end]
+        del buffer[: end + 2]
 
 
 @dataclass

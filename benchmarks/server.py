@@ -18,8 +18,8 @@ from pathlib import Path
 from benchmarks.loadgen import Address, Connection, encode_request
 
 HOST = "127.0.0.1"
-MCP_BASELINE = Path(__file__).resolve().parent / "mcp_baseline.py"
-STREAM_BASELINE = Path(__file__).resolve().parent / "stream_baseline.py"
+# The baselines run as modules of this package, found from the project root.
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
 LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -114,8 +114,8 @@ async def sdk_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     """Run the bare-SDK MCP server of ``mcp_baseline.py`` (no herald, no store); it has no
     admin key (``admin_key`` is empty)."""
     log_path = workdir / f"{name}.log"
-    command = [sys.executable, str(MCP_BASELINE), "--host", HOST, "--port", "0"]
-    async with _subprocess(command, dict(os.environ), log_path) as (address, pid):
+    command = [sys.executable, "-m", "benchmarks.mcp_baseline", "--host", HOST, "--port", "0"]
+    async with _subprocess(command, _baseline_env(), log_path) as (address, pid):
         yield Server(address, "", pid, log_path)
 
 
@@ -123,9 +123,14 @@ async def sdk_server(workdir: Path, name: str) -> AsyncIterator[Server]:
 async def stream_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     """Run the bare SSE broadcast of ``stream_baseline.py`` (no herald, no store)."""
     log_path = workdir / f"{name}.log"
-    command = [sys.executable, str(STREAM_BASELINE), "--host", HOST, "--port", "0"]
-    async with _subprocess(command, dict(os.environ), log_path) as (address, pid):
+    command = [sys.executable, "-m", "benchmarks.stream_baseline", "--host", HOST, "--port", "0"]
+    async with _subprocess(command, _baseline_env(), log_path) as (address, pid):
         yield Server(address, "", pid, log_path)
+
+
+def _baseline_env() -> dict[str, str]:
+    path = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 async def create_agent(server: Server, handle: str) -> str:

@@ -7,20 +7,18 @@ on that stream's queues, or on all of them when ``to`` is null. It prints
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
-import socket
 from collections import defaultdict
 from collections.abc import AsyncIterator
 
-import uvicorn
-import uvloop
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from benchmarks.baseline_server import run
 
 QUEUE_SIZE = 1000
 
@@ -62,25 +60,14 @@ def create_app() -> Starlette:
     return Starlette(routes=routes)
 
 
-async def serve(host: str, port: int) -> None:
-    sock = socket.create_server((host, port), reuse_port=False, backlog=4096)
-    config = uvicorn.Config(
-        create_app(), log_level="warning", access_log=False, timeout_graceful_shutdown=1
-    )
-    print(f"stream-baseline: listening on http://{host}:{sock.getsockname()[1]}", flush=True)
-    await uvicorn.Server(config).serve(sockets=[sock])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description="The bare SSE broadcast of the benchmarks.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    with (
-        contextlib.suppress(KeyboardInterrupt),
-        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-    ):
-        runner.run(serve(args.host, args.port))
+    run(
+        "stream-baseline",
+        "The bare SSE broadcast of the benchmarks.",
+        create_app,
+        backlog=4096,
+        grace_s=1,
+    )
 
 
 if __name__ == "__main__":
