@@ -7,12 +7,13 @@ from __future__ import annotations
 import base64
 import enum
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from herald.errors import InvalidInput
-from herald.events import iso_ms
+from herald.events import Attempt, iso_ms
 
 SECRET_PREFIX = "whsec_"
 DEFAULT_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
@@ -78,6 +79,60 @@ class Delivery:
     next_at: int
     state: str
     last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What came of one attempt at a delivery, for ``Store.finish_deliveries``."""
+
+    delivery: Delivery
+    attempt: Attempt
+    next_at: int | None
+    """When to try again; None: no more tries (the delivery is done if it succeeded, else dead)."""
+    event_status: str | None
+    """What the event becomes if it is still open (delivered or sent); None: unchanged."""
+    endpoint_ok: bool
+    disable_reason: str | None = None
+    """Disable the endpoint for good (410 Gone, a forbidden address)."""
+    disable_failing_since: int | None = None
+    """Disable the endpoint if it has been failing since before this time."""
+
+    @property
+    def state(self) -> str:
+        if self.next_at is not None:
+            return "waiting"
+        return "done" if self.endpoint_ok else "dead"
+
+
+@dataclass(frozen=True)
+class EndpointNote:
+    """An endpoint's health after a batch of attempts: the last attempt decides."""
+
+    endpoint_id: str
+    ok: bool
+    error: str | None
+    recovered: bool
+    """An attempt in the batch succeeded, so a failure after it starts a new failing span."""
+    disable_reason: str | None
+    disable_failing_since: int | None
+
+
+def endpoint_notes(finished: Sequence[Finished]) -> list[EndpointNote]:
+    """One note per endpoint of a batch, sorted by endpoint id: every process updates endpoint
+    rows in that order, so two batches cannot deadlock."""
+    notes: dict[str, EndpointNote] = {}
+    for item in finished:
+        endpoint_id = item.delivery.endpoint_id
+        before = notes.get(endpoint_id)
+        notes[endpoint_id] = EndpointNote(
+            endpoint_id,
+            item.endpoint_ok,
+            None if item.endpoint_ok else item.attempt.error,
+            item.endpoint_ok or (before is not None and before.recovered),
+            item.disable_reason or (before.disable_reason if before else None),
+            None if item.endpoint_ok else item.disable_failing_since,
+        )
+    return [notes[key] for key in sorted(notes)]
 
 
 def new_secret() -> str:

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from herald import open_store
-from herald.endpoints import Endpoint, Kind, State
+from herald.endpoints import Delivery, Endpoint, Finished, Kind, State
 from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
 from herald.store import Store
 from herald.testing import ManualClock
@@ -67,8 +67,8 @@ async def test_a_failed_attempt_waits_for_its_next_time_and_a_success_delivers(
     await store.schedule_deliveries(store.now(), 10)
     ((delivery, *_),) = await store.claim_deliveries("w1", 10, 60_000)
     failed = Attempt(event_id, store.now(), "webhook", "failed", endpoint.id, "HTTP 500")
-    await store.finish_delivery(
-        delivery, attempt=failed, next_at=store.now() + 5_000, event_status=None, endpoint_ok=False
+    await store.finish_deliveries(
+        [Finished(delivery, failed, store.now() + 5_000, None, endpoint_ok=False)]
     )
     assert await store.claim_deliveries("w1", 10, 60_000) == []
     (state,) = await store.endpoints(agent.id)
@@ -77,9 +77,7 @@ async def test_a_failed_attempt_waits_for_its_next_time_and_a_success_delivers(
     ((again, *_),) = await store.claim_deliveries("w2", 10, 60_000)
     assert again.attempts == 1
     ok = Attempt(event_id, store.now(), "webhook", "delivered", endpoint.id)
-    await store.finish_delivery(
-        again, attempt=ok, next_at=None, event_status="delivered", endpoint_ok=True
-    )
+    await store.finish_deliveries([Finished(again, ok, None, "delivered", endpoint_ok=True)])
     event = await store.get_event(event_id)
     assert event is not None and event.status is EventStatus.DELIVERED
     (done,) = await store.deliveries(event_id)
@@ -110,13 +108,17 @@ async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     claimed = await store.claim_deliveries("w", 10, 60_000)
     first, second = sorted(claimed, key=lambda c: c[0].event_id != ids[0])
     gone = Attempt(ids[0], store.now(), "webhook", "undeliverable", endpoint.id, "HTTP 410")
-    await store.finish_delivery(
-        first[0],
-        attempt=gone,
-        next_at=None,
-        event_status=None,
-        endpoint_ok=False,
-        disable_reason="HTTP 410",
+    await store.finish_deliveries(
+        [
+            Finished(
+                first[0],
+                gone,
+                None,
+                None,
+                endpoint_ok=False,
+                disable_reason="HTTP 410",
+            )
+        ]
     )
     (disabled,) = await store.endpoints(agent.id)
     assert disabled.state is State.DISABLED and disabled.disabled_reason == "HTTP 410"
@@ -129,24 +131,32 @@ async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     await store.schedule_deliveries(store.now(), 10)
     ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
     fail = Attempt(bob_event, store.now(), "webhook", "failed", fresh.id, "timed out")
-    await store.finish_delivery(
-        delivery,
-        attempt=fail,
-        next_at=store.now() + 1,
-        event_status=None,
-        endpoint_ok=False,
-        disable_failing_since=store.now() - 1000,
+    await store.finish_deliveries(
+        [
+            Finished(
+                delivery,
+                fail,
+                store.now() + 1,
+                None,
+                endpoint_ok=False,
+                disable_failing_since=store.now() - 1000,
+            )
+        ]
     )
     assert (await store.endpoints(fresh.agent_id))[0].state is State.ACTIVE
     clock.advance(2)
     ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
-    await store.finish_delivery(
-        delivery,
-        attempt=fail,
-        next_at=store.now() + 1,
-        event_status=None,
-        endpoint_ok=False,
-        disable_failing_since=store.now() - 1000,
+    await store.finish_deliveries(
+        [
+            Finished(
+                delivery,
+                fail,
+                store.now() + 1,
+                None,
+                endpoint_ok=False,
+                disable_failing_since=store.now() - 1000,
+            )
+        ]
     )
     (stale,) = await store.endpoints(fresh.agent_id)
     assert stale.state is State.DISABLED and "timed out" in (stale.disabled_reason or "")
@@ -159,9 +169,7 @@ async def test_an_openclaw_success_only_marks_the_event_sent(store: Store) -> No
     await store.schedule_deliveries(store.now(), 10)
     ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
     ok = Attempt(event_id, store.now(), "openclaw", "sent", endpoint.id)
-    await store.finish_delivery(
-        delivery, attempt=ok, next_at=None, event_status="sent", endpoint_ok=True
-    )
+    await store.finish_deliveries([Finished(delivery, ok, None, "sent", endpoint_ok=True)])
     event = await store.get_event(event_id)
     assert event is not None and event.status is EventStatus.SENT
 
@@ -220,5 +228,42 @@ async def test_a_claim_takes_at_most_so_many_per_endpoint(store: Store) -> None:
     claimed = await store.claim_deliveries("w", 100, 60_000, per_endpoint=2)
     per = Counter(agent.handle for *_, agent in claimed)
     assert per == {"alice": 2, "bob": 2}
-    skipped = await store.claim_deliveries("w", 100, 60_000, skip_endpoints=[claimed[0][1].id])
-    assert {agent.handle for *_, agent in skipped} == {"alice", "bob"} - {claimed[0][3].handle}
+    endpoint_ids = {agent.handle: endpoint.id for _, endpoint, _, agent in claimed}
+    busy = {endpoint_ids["alice"]: 4, endpoint_ids["bob"]: 3}
+    rest = await store.claim_deliveries("w", 100, 60_000, per_endpoint=4, in_flight=busy)
+    assert Counter(agent.handle for *_, agent in rest) == {"bob": 1}
+
+
+async def test_a_batch_of_results_is_recorded_at_once_and_the_last_one_decides(
+    store: Store, clock: ManualClock
+) -> None:
+    agent, endpoint = await setup(store)
+    ids = await publish(store, "alice", 5)
+    await store.schedule_deliveries(store.now(), 10)
+    claimed = sorted(
+        await store.claim_deliveries("w", 10, 60_000, per_endpoint=5),
+        key=lambda c: ids.index(c[0].event_id),
+    )
+    deliveries = [delivery for delivery, *_ in claimed]
+
+    def ok(delivery: Delivery) -> Finished:
+        attempt = Attempt(delivery.event_id, store.now(), "webhook", "delivered", endpoint.id)
+        return Finished(delivery, attempt, None, "delivered", endpoint_ok=True)
+
+    def failed(delivery: Delivery, error: str) -> Finished:
+        attempt = Attempt(delivery.event_id, store.now(), "webhook", "failed", endpoint.id, error)
+        return Finished(delivery, attempt, store.now() + 5_000, None, endpoint_ok=False)
+
+    await store.finish_deliveries([failed(deliveries[0], "HTTP 500"), ok(deliveries[1])])
+    (healthy,) = await store.endpoints(agent.id)
+    assert healthy.failing_since is None and healthy.last_error is None
+    assert [(await store.deliveries(i))[0].state for i in ids[:2]] == ["waiting", "done"]
+    first_failure = store.now()
+    await store.finish_deliveries([failed(deliveries[2], "HTTP 502")])
+    clock.advance(10)
+    await store.finish_deliveries([ok(deliveries[3]), failed(deliveries[4], "HTTP 503")])
+    (failing,) = await store.endpoints(agent.id)
+    # A success in the batch ended the failing span that began with HTTP 502: a new one began.
+    assert failing.failing_since == store.now() != first_failure
+    assert failing.last_error == "HTTP 503"
+    assert [(await store.deliveries(i))[0].attempts for i in ids] == [1] * 5

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
-from herald.endpoints import Delivery, Endpoint
+from herald.endpoints import Delivery, Endpoint, Finished
 from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
 
 Clock = Callable[[], float]
@@ -231,29 +231,18 @@ class Store(ABC):
         lease_ms: int,
         *,
         per_endpoint: int = 4,
-        skip_endpoints: Sequence[str] = (),
+        in_flight: Mapping[str, int] | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         """Claim due deliveries (waiting, due, not claimed by a live worker, to an active
-        endpoint), in due order, at most ``per_endpoint`` to one endpoint: no two workers
-        get the same one."""
+        endpoint), in due order: no two workers get the same one. An endpoint gets at most
+        ``per_endpoint``, less the requests ``in_flight`` to it already."""
 
     @abstractmethod
-    async def finish_delivery(
-        self,
-        delivery: Delivery,
-        *,
-        attempt: Attempt,
-        next_at: int | None,
-        event_status: str | None,
-        endpoint_ok: bool,
-        disable_reason: str | None = None,
-        disable_failing_since: int | None = None,
-    ) -> None:
-        """Record one attempt, in one transaction: the delivery waits again (``next_at``) or is
-        finished (``done`` when the attempt succeeded, else ``dead``); the event becomes
-        ``event_status`` (delivered or sent) if it is still open; the endpoint notes the
-        success or failure, and is disabled with ``disable_reason``, or when it has been failing
-        since before ``disable_failing_since``."""
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
+        """Record attempts, in one transaction: each delivery waits again (``next_at``) or is
+        finished; each event becomes ``event_status`` (delivered or sent) if it is still open;
+        each endpoint notes its last success or failure, and is disabled with a
+        ``disable_reason``, or when it has been failing since before ``disable_failing_since``."""
 
     @abstractmethod
     async def deliveries(self, event_id: str) -> list[Delivery]: ...

@@ -38,6 +38,7 @@ class Sender:
     def __init__(self, hub_url: str, policy: AddressPolicy, timeout_s: float = TIMEOUT_S) -> None:
         self.hub_url = hub_url.rstrip("/")
         self.policy = policy
+        self.timeout_s = timeout_s
         self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
         self._checked: dict[str, tuple[str | None, float]] = {}
 

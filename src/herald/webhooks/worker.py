@@ -7,11 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
-from collections import Counter
-from collections.abc import Callable, Sequence
+import time
+from collections import Counter, defaultdict, deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from herald.endpoints import DEFAULT_SCHEDULE_S, Delivery, Endpoint, Kind
+from herald.endpoints import DEFAULT_SCHEDULE_S, Delivery, Endpoint, Finished, Kind
+from herald.errors import InvalidInput
 from herald.events import Agent, Attempt, Event, new_id
 from herald.hub import Hub
 from herald.webhooks.sender import Outcome, Sender
@@ -19,6 +24,11 @@ from herald.webhooks.sender import Outcome, Sender
 log = logging.getLogger("herald.webhooks")
 
 CLAIM_LIMIT = 100
+LEASE_MARGIN_S = 30.0
+HOLD = 3
+"""Deliveries held per request slot of an endpoint: the one in flight and those queued behind it."""
+SCHEDULE_EVERY_S = 1.0
+SCHEDULE_INTERVAL_S = 1.0
 JITTER = 0.1
 
 
@@ -33,6 +43,8 @@ class WebhookWorker:
         webhook is used too (agents without one get the webhook at once).
     present: the agent ids with a live session in this process.
     per_endpoint: how many requests may be in flight to one endpoint.
+    lease_s: how long a claim keeps other workers away; by default long enough for a claimed
+        delivery to wait for the requests queued ahead of it and then make its own.
     """
 
     def __init__(
@@ -47,7 +59,7 @@ class WebhookWorker:
         per_endpoint: int = 4,
         poll_interval_s: float = 1.0,
         min_interval_s: float = 0.2,
-        lease_s: float = 60.0,
+        lease_s: float | None = None,
     ) -> None:
         self.hub = hub
         self.sender = sender
@@ -58,91 +70,146 @@ class WebhookWorker:
         self.per_endpoint = per_endpoint
         self.poll_interval_s = poll_interval_s
         self.min_interval_s = min_interval_s
-        self.lease_ms = int(lease_s * 1000)
+        # A claimed delivery may wait in its endpoint's queue for the requests ahead of it.
+        self.lease_s = lease_s if lease_s is not None else HOLD * sender.timeout_s + LEASE_MARGIN_S
+        if self.lease_s <= sender.timeout_s:
+            raise InvalidInput("lease_s must be longer than the sender's timeout_s")
         self.worker_id = new_id("wrk_")
-        self._in_flight: Counter[str] = Counter()
+        # Claimed here and not yet sent, per endpoint: the requests in flight and those queued
+        # behind them, at most ``HOLD * per_endpoint``. The queue lets a lane go on as soon as
+        # its request is answered, without waiting for the store.
+        self._held: Counter[str] = Counter()
+        self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
+        self._lanes: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        hub.add_listener(lambda _agents: self._wake.set())
+        self._published = True
+        self._freed = False
+        self._scheduled_at = -math.inf
+        self._results = _Batches(hub.store.finish_deliveries, self._track)
+        hub.add_listener(self._on_publish)
+
+    def _on_publish(self, _agents: set[str]) -> None:
+        self._published = True
+        self._wake.set()
 
     async def run(self) -> None:
         """Work until cancelled; a failing round is logged and tried again."""
         try:
             while True:
-                started = 0
+                # Publishes ask for scheduling; otherwise it runs now and then, for agents whose
+                # sessions went away or did not acknowledge in time.
+                since = time.monotonic() - self._scheduled_at
+                schedule = self._published or since >= max(self.poll_interval_s, SCHEDULE_EVERY_S)
                 try:
-                    started = await self.run_once()
+                    await self._round(schedule)
                 except Exception:  # the loop's top level: log, keep going
                     log.exception("webhook round failed")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval_s):
                         await self._wake.wait()
-                if not started:
+                if not self._freed:
                     # Woken by publishes, which come in bursts: one round a little later serves
                     # them all, and leaves the store to the publishers meanwhile.
                     await asyncio.sleep(self.min_interval_s)
                 self._wake.clear()
+                self._freed = False
         finally:
             for task in self._tasks:
                 task.cancel()
             await self.sender.close()
 
     async def run_once(self) -> int:
-        """Schedule, claim and start the due deliveries; returns how many were started."""
-        store = self.hub.store
-        now = store.now()
-        present = sorted(self.present())
-        await store.schedule_deliveries(now, CLAIM_LIMIT * 10, not_agents=present)
-        if present:
-            await store.schedule_deliveries(now - self.grace_ms, CLAIM_LIMIT * 10, agents=present)
-        # An endpoint with requests in flight waits for all of them before it gets more: at
-        # most ``per_endpoint`` at once, and a slow one never holds up the others.
-        busy = list(self._in_flight)
-        claimed = await store.claim_deliveries(
-            self.worker_id,
-            CLAIM_LIMIT,
-            self.lease_ms,
-            per_endpoint=self.per_endpoint,
-            skip_endpoints=busy,
-        )
-        for delivery, endpoint, event, agent in claimed:
-            self._in_flight[endpoint.id] += 1
-            task = asyncio.create_task(self._deliver(delivery, endpoint, event, agent))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return len(claimed)
+        """Schedule, claim and start the due deliveries; returns how many were claimed."""
+        return await self._round(schedule=True)
 
     async def wait_idle(self) -> None:
-        """Wait for the attempts started so far (for tests and shutdown)."""
+        """Wait for the attempts started so far, sent and recorded (for tests and shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _deliver(
-        self, delivery: Delivery, endpoint: Endpoint, event: Event, agent: Agent
-    ) -> None:
-        try:
-            outcome = await self.sender.send(endpoint, agent, event, self.hub.store.now())
-            await self._record(delivery, endpoint, outcome)
-        except Exception:  # keep the worker alive; the claim runs out and it is tried again
-            log.exception("delivering %s to %s failed", event.id, endpoint.url)
-        finally:
-            self._in_flight[endpoint.id] -= 1
-            if self._in_flight[endpoint.id] <= 0:
-                del self._in_flight[endpoint.id]
-            self._wake.set()
-
-    async def _record(self, delivery: Delivery, endpoint: Endpoint, outcome: Outcome) -> None:
+    async def _round(self, schedule: bool) -> int:
         store = self.hub.store
-        now = store.now()
-        tries = delivery.attempts + 1
+        if schedule:
+            self._published = False
+            self._scheduled_at = time.monotonic()
+            now = store.now()
+            present = sorted(self.present())
+            limit = CLAIM_LIMIT * 10
+            scheduled = await store.schedule_deliveries(now, limit, not_agents=present)
+            if present:
+                scheduled += await store.schedule_deliveries(
+                    now - self.grace_ms, limit, agents=present
+                )
+            if scheduled >= limit:
+                self._published = True  # more to schedule: next round again
+        claimed = await store.claim_deliveries(
+            self.worker_id,
+            CLAIM_LIMIT,
+            int(self.lease_s * 1000),
+            per_endpoint=HOLD * self.per_endpoint,
+            in_flight=self._held,
+        )
+        claimed_until = time.monotonic() + self.lease_s
+        for delivery, endpoint, event, agent in claimed:
+            self._held[endpoint.id] += 1
+            self._queues[endpoint.id].append(
+                _Claimed(delivery, endpoint, event, agent, claimed_until)
+            )
+        for endpoint_id in {endpoint.id for _, endpoint, _, _ in claimed}:
+            # At most ``per_endpoint`` lanes to one endpoint, each sending one request at a
+            # time: a slow endpoint holds up only its own lanes.
+            while self._lanes[endpoint_id] < min(self.per_endpoint, len(self._queues[endpoint_id])):
+                self._lanes[endpoint_id] += 1
+                self._track(self._lane(endpoint_id))
+        return len(claimed)
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _lane(self, endpoint_id: str) -> None:
+        """Send the endpoint's claimed deliveries one after another, until none is left."""
+        queue = self._queues[endpoint_id]
+        try:
+            while queue:
+                claimed = queue.popleft()
+                try:
+                    # Sent only while the claim outlasts the request: once it runs out, another
+                    # worker may send it, so it is left to whoever claims it next.
+                    if claimed.until - time.monotonic() > self.sender.timeout_s:
+                        await self._deliver(claimed)
+                finally:
+                    self._held[endpoint_id] -= 1
+                    self._freed = True
+                    self._wake.set()
+        finally:
+            self._lanes[endpoint_id] -= 1
+            if self._lanes[endpoint_id] <= 0:
+                self._lanes.pop(endpoint_id, None)
+                if not queue:
+                    self._queues.pop(endpoint_id, None)
+            if self._held[endpoint_id] <= 0:
+                self._held.pop(endpoint_id, None)
+
+    async def _deliver(self, claimed: _Claimed) -> None:
+        delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
+        try:
+            outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.store.now())
+            # Recorded in the background, in batches: the lane goes on to the next request.
+            self._results.add(self._finished(delivery, endpoint, outcome))
+        except Exception:  # keep the lane alive; the claim runs out and it is tried again
+            log.exception("delivering %s to %s failed", event.id, endpoint.url)
+
+    def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: Outcome) -> Finished:
+        now = self.hub.store.now()
         mechanism = endpoint.kind.value
         if outcome.ok:
             status = "delivered" if endpoint.kind is Kind.WEBHOOK else "sent"
             attempt = Attempt(delivery.event_id, now, mechanism, status, endpoint.id)
-            await store.finish_delivery(
-                delivery, attempt=attempt, next_at=None, event_status=status, endpoint_ok=True
-            )
-            return
+            return Finished(delivery, attempt, None, status, endpoint_ok=True)
+        tries = delivery.attempts + 1
         next_at = (
             None
             if outcome.disable or tries >= len(self.schedule_s)
@@ -152,11 +219,11 @@ class WebhookWorker:
         attempt = Attempt(
             delivery.event_id, now, mechanism, outcome_name, endpoint.id, outcome.error
         )
-        await store.finish_delivery(
+        return Finished(
             delivery,
-            attempt=attempt,
-            next_at=next_at,
-            event_status=None,
+            attempt,
+            next_at,
+            None,
             endpoint_ok=False,
             disable_reason=outcome.error if outcome.disable else None,
             disable_failing_since=now - self.disable_after_ms,
@@ -167,3 +234,46 @@ class WebhookWorker:
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
         return now + int(delay * 1000)
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    delivery: Delivery
+    endpoint: Endpoint
+    event: Event
+    agent: Agent
+    until: float
+    """When the claim runs out, on the monotonic clock."""
+
+
+class _Batches:
+    """Writes results in batches: one write at a time, each taking every result that arrived
+    while the one before it ran. A failed write is logged; its deliveries' claims run out and
+    they are tried again."""
+
+    def __init__(
+        self,
+        write: Callable[[list[Finished]], Awaitable[None]],
+        start: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self._write = write
+        self._start = start
+        self._waiting: list[Finished] = []
+        self._writing = False
+
+    def add(self, result: Finished) -> None:
+        self._waiting.append(result)
+        if not self._writing:
+            self._writing = True
+            self._start(self._write_all())
+
+    async def _write_all(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    await self._write(batch)
+                except Exception:  # the writer's top level: log, go on with the next batch
+                    log.exception("recording %d webhook attempts failed", len(batch))
+        finally:
+            self._writing = False

@@ -1,13 +1,13 @@
 """Endpoints and their delivery schedule, on PostgreSQL: many processes may deliver at once, so
-deliveries are claimed with ``FOR UPDATE SKIP LOCKED`` and each attempt is finished in one
-transaction."""
+deliveries are claimed with ``FOR UPDATE SKIP LOCKED``, and a batch of attempts is finished in
+one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from herald.endpoints import Delivery, Endpoint
-from herald.events import Agent, Attempt, Event
+from herald.endpoints import Delivery, Endpoint, Finished, endpoint_notes
+from herald.events import Agent, Event
 from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
@@ -89,52 +89,71 @@ class EndpointStore:
         lease_ms: int,
         *,
         per_endpoint: int = 4,
-        skip_endpoints: Sequence[str] = (),
+        in_flight: Mapping[str, int] | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         now = self.now()
-        skip = list(skip_endpoints)
+        busy = dict(in_flight or {})
 
         async def claim(conn: Connection) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
             rows = await conn.fetch(
-                queries.CLAIM_DELIVERIES, worker, now, limit, now + lease_ms, skip, per_endpoint
+                queries.CLAIM_DELIVERIES,
+                worker,
+                now,
+                limit,
+                now + lease_ms,
+                per_endpoint,
+                list(busy),
+                list(busy.values()),
             )
             return [claimed_delivery(row) for row in rows]
 
         return await self._run(claim)
 
-    async def finish_delivery(
-        self,
-        delivery: Delivery,
-        *,
-        attempt: Attempt,
-        next_at: int | None,
-        event_status: str | None,
-        endpoint_ok: bool,
-        disable_reason: str | None = None,
-        disable_failing_since: int | None = None,
-    ) -> None:
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
-        endpoint_id, event_id = delivery.endpoint_id, delivery.event_id
-        state = "waiting" if next_at is not None else ("done" if endpoint_ok else "dead")
+        notes = endpoint_notes(finished)
+        items = sorted(
+            finished, key=lambda item: (item.delivery.event_id, item.delivery.endpoint_id)
+        )
 
         async def finish(conn: Connection) -> None:
-            # The endpoint's row first: replacing an endpoint locks it before its deliveries.
-            if endpoint_ok:
-                await conn.execute(queries.NOTE_ENDPOINT_OK, endpoint_id, now)
-            else:
-                await conn.execute(queries.NOTE_ENDPOINT_FAILED, endpoint_id, now, attempt.error)
-            if disable_reason is not None:
-                await conn.execute(queries.DISABLE_ENDPOINT, endpoint_id, disable_reason)
-            elif disable_failing_since is not None:
-                await conn.execute(
-                    queries.DISABLE_FAILING_ENDPOINT, endpoint_id, disable_failing_since
-                )
-            if event_status is not None:
-                await conn.execute(queries.FINISH_DELIVERY_EVENT, event_id, event_status, now)
-            await conn.execute(
-                queries.FINISH_DELIVERY, endpoint_id, event_id, next_at, state, attempt.error
+            await conn.executemany(
+                queries.NOTE_ENDPOINT,
+                [(n.endpoint_id, now, n.ok, n.recovered, n.error) for n in notes],
             )
-            await insert_attempts(conn, [attempt])
+            for note in notes:
+                if note.disable_reason is not None:
+                    await conn.execute(
+                        queries.DISABLE_ENDPOINT, note.endpoint_id, note.disable_reason
+                    )
+                elif note.disable_failing_since is not None:
+                    await conn.execute(
+                        queries.DISABLE_FAILING_ENDPOINT,
+                        note.endpoint_id,
+                        note.disable_failing_since,
+                    )
+            await conn.executemany(
+                queries.FINISH_DELIVERY_EVENT,
+                [
+                    (item.delivery.event_id, item.event_status, now)
+                    for item in items
+                    if item.event_status is not None
+                ],
+            )
+            await conn.executemany(
+                queries.FINISH_DELIVERY,
+                [
+                    (
+                        item.delivery.endpoint_id,
+                        item.delivery.event_id,
+                        item.next_at,
+                        item.state,
+                        item.attempt.error,
+                    )
+                    for item in items
+                ],
+            )
+            await insert_attempts(conn, [item.attempt for item in items])
 
         await self._run(finish, transaction=True)
 

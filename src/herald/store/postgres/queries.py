@@ -239,32 +239,33 @@ LIMIT $5
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
 
-# Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 endpoints to skip, $6 the most per
-# endpoint. The due deliveries
-# are locked, skipping those another worker is claiming; one whose claim committed meanwhile is
-# checked again on its new version and left out. The answer is each delivery with its endpoint,
-# event and agent, in the column orders of ``DELIVERY_COLUMNS``, ``ENDPOINT_COLUMNS``,
-# ``EVENT_COLUMNS`` and ``AGENT_COLUMNS``.
+# Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
+# endpoints with requests in flight and how many. Each active endpoint's first due deliveries,
+# as many as it has room for, are read from its index range (the backlog of an endpoint with no
+# room is never read) and locked, skipping those another worker is claiming; one whose claim
+# committed meanwhile is checked again on its new version and left out. The answer is each
+# delivery with its endpoint, event and agent, in the column orders of ``DELIVERY_COLUMNS``,
+# ``ENDPOINT_COLUMNS``, ``EVENT_COLUMNS`` and ``AGENT_COLUMNS``.
 CLAIM_DELIVERIES = f"""
-WITH locked AS MATERIALIZED (
+WITH busy AS (
+    SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
+), locked AS MATERIALIZED (
     SELECT d.endpoint_id, d.event_id, d.next_at
-    FROM deliveries d
-    JOIN endpoints w ON w.id = d.endpoint_id
-    JOIN events e ON e.id = d.event_id
-    WHERE d.state = 'waiting' AND d.next_at <= $2 AND w.state = 'active'
-      AND (d.claimed_until IS NULL OR d.claimed_until <= $2)
-      AND d.endpoint_id <> ALL($5::text[])
-    ORDER BY d.next_at, d.event_id
-    LIMIT $3::int * $6::int
-    FOR UPDATE OF d SKIP LOCKED
+    FROM endpoints w
+    CROSS JOIN LATERAL (
+        SELECT x.endpoint_id, x.event_id, x.next_at
+        FROM deliveries x
+        WHERE x.endpoint_id = w.id AND x.state = 'waiting' AND x.next_at <= $2
+          AND (x.claimed_until IS NULL OR x.claimed_until <= $2)
+        ORDER BY x.next_at, x.event_id
+        LIMIT greatest(
+            $5::int - coalesce((SELECT requests FROM busy WHERE busy.endpoint_id = w.id), 0), 0
+        )
+        FOR UPDATE OF x SKIP LOCKED
+    ) d
+    WHERE w.state = 'active'
 ), due AS (
-    SELECT endpoint_id, event_id FROM (
-        SELECT *, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_at, event_id) AS nth
-        FROM locked
-    ) ranked
-    WHERE nth <= $6::int
-    ORDER BY next_at, event_id
-    LIMIT $3
+    SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
 ), claimed AS (
     UPDATE deliveries d SET claimed_by = $1, claimed_until = $4
     FROM due
@@ -283,16 +284,15 @@ JOIN agents a ON a.id = e.agent_id
 ORDER BY e.created_at, e.seq
 """
 
-# Finish one attempt, endpoint first (the order in which replacing an endpoint locks rows):
-# $1 endpoint, $2 now, then for a failure $3 its error.
-NOTE_ENDPOINT_OK = (
-    "UPDATE endpoints SET failing_since = NULL, last_error = NULL, last_attempt_at = $2"
-    " WHERE id = $1"
-)
-NOTE_ENDPOINT_FAILED = (
-    "UPDATE endpoints SET failing_since = coalesce(failing_since, $2), last_error = $3,"
-    " last_attempt_at = $2 WHERE id = $1"
-)
+# Finish a batch of attempts, endpoints first (the order in which replacing an endpoint locks
+# rows), each table's rows in key order. The endpoint: $1 id, $2 now, $3 its last attempt
+# succeeded, $4 an attempt in the batch succeeded, $5 the last error.
+NOTE_ENDPOINT = """
+UPDATE endpoints SET
+    failing_since = CASE WHEN $3 THEN NULL WHEN $4 THEN $2 ELSE coalesce(failing_since, $2) END,
+    last_error = $5, last_attempt_at = $2
+WHERE id = $1
+"""
 # Disable: $1 endpoint, $2 the reason; or $2 the time it must have been failing since.
 DISABLE_ENDPOINT = "UPDATE endpoints SET state = 'disabled', disabled_reason = $2 WHERE id = $1"
 DISABLE_FAILING_ENDPOINT = """

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from herald.events import Attempt, Event
-from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, chunks, event
+from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, as_json, chunks, event
 
 
 def acknowledge(
@@ -56,8 +56,15 @@ def claimable(
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
-    conn.executemany(
+    if not attempts:
+        return
+    conn.execute(
         "INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        [(a.event_id, a.at, a.mechanism, a.outcome, a.session, a.error) for a in attempts],
+        " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
+        " FROM json_each(?)",
+        (
+            as_json(
+                [(a.event_id, a.at, a.mechanism, a.outcome, a.session, a.error) for a in attempts]
+            ),
+        ),
     )

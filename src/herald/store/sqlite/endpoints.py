@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from herald.endpoints import Delivery, Endpoint, Kind, State
-from herald.events import Agent, Attempt, Event
+from herald.endpoints import Delivery, Endpoint, Finished, Kind, State, endpoint_notes
+from herald.events import Agent, Event
 from herald.store.sqlite.attempts import insert_attempts
-from herald.store.sqlite.rows import AGENT_COLUMNS, EVENT_COLUMNS, OPEN, Operation, event
+from herald.store.sqlite.rows import AGENT_COLUMNS, EVENT_COLUMNS, OPEN, Operation, as_json, event
 
 ENDPOINT_COLUMNS = (
     "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
@@ -139,76 +140,88 @@ class EndpointStore:
         lease_ms: int,
         *,
         per_endpoint: int = 4,
-        skip_endpoints: Sequence[str] = (),
+        in_flight: Mapping[str, int] | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         now = self.now()
+        busy = Counter(in_flight or {})
+        full = [endpoint_id for endpoint_id, count in busy.items() if count >= per_endpoint]
 
         def claim(conn: sqlite3.Connection) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
-            skip = ""
-            if skip_endpoints:
-                skip = f" AND d.endpoint_id NOT IN ({', '.join('?' * len(skip_endpoints))})"
-            rows = conn.execute(
-                f"SELECT {_prefixed(DELIVERY_COLUMNS, 'd')}, {_prefixed(ENDPOINT_COLUMNS, 'w')},"
-                f" {_prefixed(EVENT_COLUMNS, 'e')}, {_prefixed(AGENT_COLUMNS, 'a')}"
-                " FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
-                " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
-                " WHERE d.state = 'waiting' AND d.next_at <= ? AND w.state = 'active'"
-                " AND (d.claimed_until IS NULL OR d.claimed_until <= ?)"
-                # Due order, from the index; event ids sort by creation within a moment.
-                f"{skip} ORDER BY d.next_at, d.event_id LIMIT ?",
-                [now, now, *skip_endpoints, limit * per_endpoint],
+            taken = []
+            for rowid, endpoint_id in _due(conn, now, full, per_endpoint):
+                if busy[endpoint_id] < per_endpoint:
+                    busy[endpoint_id] += 1
+                    taken.append(rowid)
+                    if len(taken) >= limit:
+                        break
+            conn.execute(
+                "UPDATE deliveries SET claimed_by = ?, claimed_until = ?"
+                " WHERE rowid IN (SELECT value FROM json_each(?))",
+                (worker, now + lease_ms, as_json(taken)),
             )
-            claimed = []
-            per: Counter[str] = Counter()
-            for row in rows:
-                delivery = Delivery(*row[:6])
-                if per[delivery.endpoint_id] >= per_endpoint:
-                    continue
-                per[delivery.endpoint_id] += 1
-                conn.execute(
-                    "UPDATE deliveries SET claimed_by = ?, claimed_until = ?"
-                    " WHERE endpoint_id = ? AND event_id = ?",
-                    (worker, now + lease_ms, delivery.endpoint_id, delivery.event_id),
-                )
-                claimed.append((delivery, endpoint(row[6:20]), event(row[20:34]), Agent(*row[34:])))
-                if len(claimed) >= limit:
-                    break
-            return claimed
+            return [
+                (Delivery(*row[:6]), endpoint(row[6:20]), event(row[20:34]), Agent(*row[34:]))
+                for row in _claimed_rows(conn, taken)
+            ]
 
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
 
-    async def finish_delivery(
-        self,
-        delivery: Delivery,
-        *,
-        attempt: Attempt,
-        next_at: int | None,
-        event_status: str | None,
-        endpoint_ok: bool,
-        disable_reason: str | None = None,
-        disable_failing_since: int | None = None,
-    ) -> None:
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
-        key = (delivery.endpoint_id, delivery.event_id)
+        items = list(finished)
+        notes = endpoint_notes(items)
+
+        # One statement per table for the whole batch. An event reached by two endpoints in one
+        # batch becomes delivered if either delivered it.
+        statuses: dict[str, str] = {}
+        for item in items:
+            if (
+                item.event_status is not None
+                and statuses.get(item.delivery.event_id) != "delivered"
+            ):
+                statuses[item.delivery.event_id] = item.event_status
+        deliveries = {
+            (item.delivery.endpoint_id, item.delivery.event_id): (
+                item.next_at,
+                item.state,
+                item.attempt.error,
+            )
+            for item in items
+        }
 
         def finish(conn: sqlite3.Connection) -> None:
-            state = "waiting" if next_at is not None else ("done" if endpoint_ok else "dead")
             conn.execute(
-                "UPDATE deliveries SET attempts = attempts + 1, next_at = coalesce(?, next_at),"
-                " state = ?, claimed_by = NULL, claimed_until = NULL, last_error = ?"
-                " WHERE endpoint_id = ? AND event_id = ?",
-                (next_at, state, attempt.error, *key),
+                "UPDATE endpoints SET failing_since = CASE WHEN n.ok THEN NULL"
+                " WHEN n.recovered THEN :now ELSE coalesce(failing_since, :now) END,"
+                " last_error = n.error, last_attempt_at = :now FROM (SELECT value ->> 0 AS id,"
+                " value ->> 1 AS ok, value ->> 2 AS recovered, value ->> 3 AS error"
+                " FROM json_each(:notes)) AS n WHERE endpoints.id = n.id",
+                {
+                    "now": now,
+                    "notes": as_json([(n.endpoint_id, n.ok, n.recovered, n.error) for n in notes]),
+                },
             )
-            if event_status is not None:
-                conn.execute(
-                    f"UPDATE events SET status = ?, status_at = ? WHERE id = ? AND {OPEN}"
-                    " AND (? = 'delivered' OR status = 'pending')",
-                    (event_status, now, delivery.event_id, event_status),
-                )
-            insert_attempts(conn, [attempt])
-            _note_endpoint(conn, delivery.endpoint_id, now, endpoint_ok, attempt.error)
-            _disable(conn, delivery.endpoint_id, disable_reason, disable_failing_since)
+            for note in notes:
+                _disable(conn, note.endpoint_id, note.disable_reason, note.disable_failing_since)
+            conn.execute(
+                "UPDATE events SET status = s.new_status, status_at = :now"
+                " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
+                " AS s WHERE events.id = s.id AND events.status IN ('pending', 'sent')"
+                " AND (s.new_status = 'delivered' OR events.status = 'pending')",
+                {"now": now, "rows": as_json(list(statuses.items()))},
+            )
+            conn.execute(
+                "UPDATE deliveries SET attempts = attempts + 1,"
+                " next_at = coalesce(r.next_at, deliveries.next_at), state = r.state,"
+                " claimed_by = NULL, claimed_until = NULL, last_error = r.error"
+                " FROM (SELECT value ->> 0 AS endpoint_id, value ->> 1 AS event_id,"
+                " value ->> 2 AS next_at, value ->> 3 AS state, value ->> 4 AS error"
+                " FROM json_each(?)) AS r WHERE deliveries.endpoint_id = r.endpoint_id"
+                " AND deliveries.event_id = r.event_id",
+                (as_json([(*key, *values) for key, values in deliveries.items()]),),
+            )
+            insert_attempts(conn, [item.attempt for item in items])
 
         await self._run(finish)
 
@@ -225,21 +238,51 @@ class EndpointStore:
         return result
 
 
-def _note_endpoint(
-    conn: sqlite3.Connection, endpoint_id: str, now: int, ok: bool, error: str | None
-) -> None:
-    if ok:
-        conn.execute(
-            "UPDATE endpoints SET failing_since = NULL, last_error = NULL, last_attempt_at = ?"
-            " WHERE id = ?",
-            (now, endpoint_id),
-        )
-    else:
-        conn.execute(
-            "UPDATE endpoints SET failing_since = coalesce(failing_since, ?), last_error = ?,"
-            " last_attempt_at = ? WHERE id = ?",
-            (now, error, now, endpoint_id),
-        )
+def _due(
+    conn: sqlite3.Connection, now: int, skip: Sequence[str], per_endpoint: int
+) -> list[tuple[int, str]]:
+    """The first unclaimed due deliveries of each active endpoint but those in ``skip``, at most
+    ``per_endpoint`` each, in due order: the row id and endpoint of each.
+
+    Read endpoint by endpoint from the index, so that the backlog of an endpoint with no room
+    (a dead one, say) is never read; as one JSON array (see ``as_json``)."""
+    (rows,) = conn.execute(
+        "SELECT json_group_array(json_array(d.rowid, d.endpoint_id, d.next_at, d.event_id))"
+        " FROM endpoints w JOIN deliveries d ON d.rowid IN (SELECT x.rowid FROM deliveries x"
+        "   WHERE x.endpoint_id = w.id AND x.state = 'waiting' AND x.next_at <= :now"
+        "   AND (x.claimed_until IS NULL OR x.claimed_until <= :now)"
+        # Event ids sort by creation within a moment.
+        "   ORDER BY x.next_at, x.event_id LIMIT :per_endpoint)"
+        " WHERE w.state = 'active' AND w.id NOT IN (SELECT value FROM json_each(:skip))",
+        {"now": now, "per_endpoint": per_endpoint, "skip": as_json(skip)},
+    ).fetchone()
+    found = sorted(json.loads(rows), key=lambda row: (row[2], row[3]))
+    return [(rowid, endpoint_id) for rowid, endpoint_id, _, _ in found]
+
+
+def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
+    """The deliveries with those row ids, each with its endpoint, event and agent, in due order
+    (read as one JSON array: see ``as_json``)."""
+    if not rowids:
+        return []
+    columns = ", ".join(
+        [
+            _prefixed(DELIVERY_COLUMNS, "d"),
+            _prefixed(ENDPOINT_COLUMNS, "w"),
+            _prefixed(EVENT_COLUMNS, "e"),
+            _prefixed(AGENT_COLUMNS, "a"),
+        ]
+    )
+    (rows,) = conn.execute(
+        f"SELECT json_group_array(json_array({columns}))"
+        " FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
+        " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
+        " WHERE d.rowid IN (SELECT value FROM json_each(?))",
+        (as_json(rowids),),
+    ).fetchone()
+    found: list[Any] = json.loads(rows)
+    found.sort(key=lambda row: (row[3], row[1]))
+    return found
 
 
 def _disable(

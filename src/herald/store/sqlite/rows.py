@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -61,3 +62,10 @@ def missing(row: Sequence[int] | None, after_seq: int) -> int:
 
 def chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def as_json(rows: Sequence[Any]) -> str:
+    """Rows as one JSON array, for a statement that reads them with ``json_each``: one statement
+    for a whole batch, where ``executemany`` would run one per row, each a round trip between
+    SQLite and Python that must win the GIL back from the event loop."""
+    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
