@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.utils
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -20,6 +22,7 @@ TIMEOUT_S = 15.0
 THROTTLED = {429, 502, 503, 504}
 MAX_ERROR_CHARS = 300
 ADDRESS_CHECK_TTL_S = 10.0
+IDLE_CLIENT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,11 @@ class Sender:
         self.hub_url = hub_url.rstrip("/")
         self.policy = policy
         self.timeout_s = timeout_s
-        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(timeout_s), follow_redirects=False)
+        self._clients = _Clients(timeout_s)
         self._checked: dict[str, tuple[str | None, float]] = {}
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._clients.close()
 
     async def _refusal(self, url: str) -> str | None:
         """Why the URL may not be called, if it may not; a host's answer is kept for a few
@@ -72,7 +75,8 @@ class Sender:
         if refused:
             return Outcome(False, f"refused: {refused}", disable=True)
         try:
-            response = await self._http.post(url, content=body, headers=headers)
+            async with self._clients.use(endpoint.id) as http:
+                response = await http.post(url, content=body, headers=headers)
         except httpx2.TimeoutException:
             return Outcome(False, "timed out")
         except httpx2.HTTPError as exc:
@@ -119,6 +123,60 @@ class Sender:
             body = {"message": text, "name": "herald", "wakeMode": "now"}
             return f"{base}/hooks/agent", json.dumps(body).encode(), headers
         return f"{base}/hooks/wake", json.dumps({"text": text, "mode": "now"}).encode(), headers
+
+
+@dataclass
+class _Client:
+    http: httpx2.AsyncClient
+    requests: int = 0
+    used_at: float = 0.0
+
+
+class _Clients:
+    """One HTTP client per endpoint, closed once it has been idle a while.
+
+    An endpoint's connections stay its own: each request checks only the few idle connections
+    of its endpoint's pool (a pool shared by all endpoints checks every one of them, on every
+    request), and a hanging endpoint holds only its own. Connections are reused across
+    requests, up to as many as the worker sends to one endpoint at once."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout = httpx2.Timeout(timeout_s)
+        self._ssl = httpx2.create_ssl_context()  # shared: building one costs tens of ms
+        self._clients: dict[str, _Client] = {}
+        self._swept_at = time.monotonic()
+
+    @contextlib.asynccontextmanager
+    async def use(self, endpoint_id: str) -> AsyncIterator[httpx2.AsyncClient]:
+        client = self._clients.get(endpoint_id)
+        if client is None:
+            http = httpx2.AsyncClient(
+                timeout=self._timeout, verify=self._ssl, follow_redirects=False
+            )
+            client = self._clients[endpoint_id] = _Client(http)
+        client.requests += 1
+        try:
+            yield client.http
+        finally:
+            client.requests -= 1
+            client.used_at = time.monotonic()
+            if client.used_at - self._swept_at > IDLE_CLIENT_S:
+                await self._sweep(client.used_at - IDLE_CLIENT_S)
+
+    async def _sweep(self, idle_since: float) -> None:
+        self._swept_at = time.monotonic()
+        idle = [
+            key
+            for key, client in self._clients.items()
+            if not client.requests and client.used_at < idle_since
+        ]
+        for key in idle:
+            await self._clients.pop(key).http.aclose()
+
+    async def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.http.aclose()
 
 
 def _retry_after(response: httpx2.Response) -> float | None:
