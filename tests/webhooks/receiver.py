@@ -18,6 +18,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    connection: int = 0
+    """The sender's port: requests on one kept-alive connection share it."""
 
     @property
     def json(self) -> Any:
@@ -38,9 +40,12 @@ class Receiver:
         lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real receivers do
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                got = Received(self.path, headers, body, self.client_address[1])
                 with lock:
                     receiver.requests.append(got)
                     status, headers = receiver.script.pop(0) if receiver.script else (200, {})
