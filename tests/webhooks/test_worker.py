@@ -135,13 +135,17 @@ async def test_410_disables_the_endpoint_and_the_event_waits_for_the_drain(
     await manage.set_webhook(hub, agent.id, receiver.url)
     receiver.script = [(410, {})]
     published = await hub.publish("alice", "t", "gone")
-    await round_trip(worker(hub))
+    for n in range(5):  # claimed with it, queued behind it: never sent once the endpoint is gone
+        await hub.publish("alice", "t", f"queued {n}")
+    await round_trip(worker(hub, per_endpoint=1))
+    assert len(receiver.requests) == 1
     (endpoint,) = await hub.store.endpoints(agent.id)
     assert endpoint.state is State.DISABLED and "410" in (endpoint.disabled_reason or "")
     await hub.publish("alice", "t", "after")
     assert await round_trip(worker(hub)) == 0
     drained = await hub.heartbeat(agent, cursor=0)
-    assert [e.text for e in drained.events] == ["gone", "after"]
+    queued = [f"queued {n}" for n in range(5)]
+    assert [e.text for e in drained.events] == ["gone", *queued, "after"]
     _, attempts = await hub.get_event(published.event.id)
     assert ("webhook", "undeliverable") in [(a.mechanism, a.outcome) for a in attempts]
 

@@ -115,8 +115,12 @@ class WebhookWorker:
                 self._wake.clear()
                 self._freed = False
         finally:
+            # Requests in flight are dropped (their claims run out and they are tried again);
+            # results already in hand are written first.
             for task in self._tasks:
-                task.cancel()
+                if task is not self._results.writer:
+                    task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.sender.close()
 
     async def run_once(self) -> int:
@@ -164,10 +168,11 @@ class WebhookWorker:
                 self._track(self._lane(endpoint_id))
         return len(claimed)
 
-    def _track(self, work: Coroutine[Any, Any, None]) -> None:
+    def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _lane(self, endpoint_id: str) -> None:
         """Send the endpoint's claimed deliveries one after another, until none is left."""
@@ -179,7 +184,12 @@ class WebhookWorker:
                     # Sent only while the claim outlasts the request: once it runs out, another
                     # worker may send it, so it is left to whoever claims it next.
                     if claimed.until - time.monotonic() > self.sender.timeout_s:
-                        await self._deliver(claimed)
+                        outcome = await self._deliver(claimed)
+                        if outcome is not None and outcome.disable:
+                            # The endpoint refuses for good: what is queued for it stays in
+                            # the store, for the drain.
+                            self._held[endpoint_id] -= len(queue)
+                            queue.clear()
                 finally:
                     self._held[endpoint_id] -= 1
                     self._freed = True
@@ -193,14 +203,16 @@ class WebhookWorker:
             if self._held[endpoint_id] <= 0:
                 self._held.pop(endpoint_id, None)
 
-    async def _deliver(self, claimed: _Claimed) -> None:
+    async def _deliver(self, claimed: _Claimed) -> Outcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
         try:
             outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.store.now())
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(self._finished(delivery, endpoint, outcome))
+            return outcome
         except Exception:  # keep the lane alive; the claim runs out and it is tried again
             log.exception("delivering %s to %s failed", event.id, endpoint.url)
+            return None
 
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: Outcome) -> Finished:
         now = self.hub.store.now()
@@ -254,18 +266,17 @@ class _Batches:
     def __init__(
         self,
         write: Callable[[list[Finished]], Awaitable[None]],
-        start: Callable[[Coroutine[Any, Any, None]], None],
+        start: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
     ) -> None:
         self._write = write
         self._start = start
         self._waiting: list[Finished] = []
-        self._writing = False
+        self.writer: asyncio.Task[None] | None = None
 
     def add(self, result: Finished) -> None:
         self._waiting.append(result)
-        if not self._writing:
-            self._writing = True
-            self._start(self._write_all())
+        if self.writer is None:
+            self.writer = self._start(self._write_all())
 
     async def _write_all(self) -> None:
         try:
@@ -276,4 +287,4 @@ class _Batches:
                 except Exception:  # the writer's top level: log, go on with the next batch
                     log.exception("recording %d webhook attempts failed", len(batch))
         finally:
-            self._writing = False
+            self.writer = None
