@@ -131,33 +131,18 @@ async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     await store.schedule_deliveries(store.now(), 10)
     ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
     fail = Attempt(bob_event, store.now(), "webhook", "failed", fresh.id, "timed out")
-    await store.finish_deliveries(
-        [
-            Finished(
-                delivery,
-                fail,
-                store.now() + 1,
-                None,
-                endpoint_ok=False,
-                disable_failing_since=store.now() - 1000,
-            )
-        ]
-    )
+
+    async def time_out(delivery: Delivery) -> None:
+        """Fail it, disabling the endpoint if it has been failing for over a second."""
+        since = store.now() - 1000
+        failed = Finished(delivery, fail, store.now() + 1, None, False, None, since)
+        await store.finish_deliveries([failed])
+
+    await time_out(delivery)
     assert (await store.endpoints(fresh.agent_id))[0].state is State.ACTIVE
     clock.advance(2)
     ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
-    await store.finish_deliveries(
-        [
-            Finished(
-                delivery,
-                fail,
-                store.now() + 1,
-                None,
-                endpoint_ok=False,
-                disable_failing_since=store.now() - 1000,
-            )
-        ]
-    )
+    await time_out(delivery)
     (stale,) = await store.endpoints(fresh.agent_id)
     assert stale.state is State.DISABLED and "timed out" in (stale.disabled_reason or "")
     assert second  # the other delivery to the disabled endpoint stays waiting
