@@ -207,7 +207,7 @@ class EndpointStore:
             conn.execute(
                 "UPDATE events SET status = s.new_status, status_at = :now"
                 " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
-                " AS s WHERE events.id = s.id AND events.status IN ('pending', 'sent')"
+                f" AS s WHERE events.id = s.id AND events.{OPEN}"
                 " AND (s.new_status = 'delivered' OR events.status = 'pending')",
                 {"now": now, "rows": as_json(list(statuses.items()))},
             )
