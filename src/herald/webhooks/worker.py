@@ -1,6 +1,11 @@
 """The webhook worker: schedules each open event's deliveries to its agent's endpoints, claims
 the due ones (so that one process sends each attempt) and retries on a schedule kept in the
-store. Bounded concurrency per endpoint: a slow or dead endpoint never holds up the others."""
+store.
+
+Each endpoint has a few lanes, each sending one request at a time from the endpoint's queue of
+claimed deliveries, so a slow or dead endpoint never holds up the others. The queue is refilled
+by claims a little ahead of need, and results are recorded in batches in the background: the
+store is off the path from one request to the next."""
 
 from __future__ import annotations
 
