@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
-from herald.endpoints import DEFAULT_SCHEDULE_S, State
+from herald.endpoints import DEFAULT_SCHEDULE_S, Finished, State
 from herald.errors import InvalidInput
 from herald.testing import ManualClock
 from herald.webhooks import manage
@@ -310,3 +310,27 @@ async def test_a_claim_must_outlast_a_request(hub: Hub) -> None:
         WebhookWorker(hub, sender, lease_s=30)
     assert WebhookWorker(hub, sender).lease_s > 3 * 30  # room for the queue ahead of it
     await sender.close()
+
+
+async def test_results_in_hand_are_recorded_before_the_worker_stops(
+    hub: Hub, receiver: Receiver
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    published = await hub.publish("alice", "t", "answered just before the stop")
+    writing, go_on = asyncio.Event(), asyncio.Event()
+    write = hub.store.finish_deliveries
+
+    async def held_write(finished: Sequence[Finished]) -> None:
+        writing.set()
+        await go_on.wait()
+        await write(finished)
+
+    hub.store.finish_deliveries = held_write  # type: ignore[method-assign]
+    running = asyncio.create_task(worker(hub).run())
+    await asyncio.wait_for(writing.wait(), 10)  # answered; its result is being written
+    running.cancel()
+    go_on.set()
+    await asyncio.gather(running, return_exceptions=True)
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert delivery.state == "done"
