@@ -1,13 +1,17 @@
-"""``herald serve`` as a user starts it: its admin key, its defaults, its store URL errors."""
+"""``herald serve`` as a user starts it: its admin key, its defaults, its flags and their errors."""
 
 from __future__ import annotations
 
+import queue
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.herald_process import HeraldProcess
+from tests.webhooks.receiver import HANG, Receiver
 
 
 def test_the_first_start_generates_an_admin_key_shows_it_once_and_stores_it_hashed(
@@ -62,3 +66,38 @@ def test_an_unknown_store_url_is_a_clear_error() -> None:
     )
     assert result.returncode == 2
     assert "unknown store URL" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_webhook_concurrency_bounds_the_requests_in_flight_to_one_endpoint(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(HANG, {})] * 3)
+    extra = ("--webhook-allow", "loopback", "--webhook-concurrency", "1")
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'herald.db'}", extra_args=extra)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = admin.post("/v1/agents", json={"handle": "alice"}).json()
+            admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+            batch = [{"to": "alice", "type": "t", "text": f"e{n}"} for n in range(3)]
+            admin.post("/v1/events", json=batch)
+        receiver.arrived.get(timeout=30)
+        with pytest.raises(queue.Empty):
+            receiver.arrived.get(timeout=2)  # a second request in flight would be here by now
+        receiver.release.set()
+        for _ in range(2):
+            receiver.arrived.get(timeout=30)  # then the others, one after another
+    finally:
+        herald.stop()
+        receiver.close()
+
+
+def test_a_webhook_concurrency_below_one_is_a_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "serve", "--webhook-concurrency", "0",
+         "--store", f"sqlite:///{tmp_path / 'herald.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "concurrency" in result.stderr and "Traceback" not in result.stderr

@@ -93,6 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="disable an endpoint that keeps failing for this long (default 5 days)",
     )
     serve.add_argument("--webhook-timeout", type=float, default=15.0, metavar="SECONDS")
+    serve.add_argument(
+        "--webhook-concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
+    )
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     bridge = commands.add_parser(
         "bridge", help="a stdio MCP server for Claude Code that follows a hub's events"
@@ -224,6 +231,7 @@ async def _serve(args: argparse.Namespace) -> None:
             sender,
             schedule_s=parse_schedule(args.webhook_schedule),
             disable_after_s=args.webhook_disable_after,
+            per_endpoint=args.webhook_concurrency,
             grace_s=args.ack_timeout,
             present=notifier.present_agents,
         )

@@ -72,6 +72,10 @@ class WebhookWorker:
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
         self.present: Callable[[], set[str]] = present or set
+        if per_endpoint < 1:
+            raise InvalidInput(
+                "the webhook concurrency (requests in flight to one endpoint) must be 1 or more"
+            )
         self.per_endpoint = per_endpoint
         self.poll_interval_s = poll_interval_s
         self.min_interval_s = min_interval_s
