@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, detect, parse_overrides
+from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities, detect, parse_overrides
 from herald.errors import InvalidInput
 
 RECORDED = Path(__file__).resolve().parent / "data" / "clients"
@@ -122,3 +123,12 @@ def test_agent_overrides_switch_ways_but_never_make_a_push_path() -> None:
 def test_bad_overrides_are_refused(raw: Any, fragment: str) -> None:
     with pytest.raises(InvalidInput, match=fragment):
         parse_overrides(raw)
+
+
+def test_log_deliveries_respect_the_level_the_client_asked_for() -> None:
+    caps = DeliveryCapabilities("stdio", "2025-11-25", log=True)
+    assert caps.logs()  # no level asked for: any
+    assert replace(caps, log_level="debug").logs() and replace(caps, log_level="notice").logs()
+    assert not replace(caps, log_level="warning").logs()
+    assert not replace(caps, log=False).logs()
+    assert replace(caps, log_level="warning").to_json()["log_level"] == "warning"

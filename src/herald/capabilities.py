@@ -51,6 +51,12 @@ CLIENT_PROFILES: dict[str, ClientProfile] = {
 OVERRIDE_KEYS = {"channel", "elicitation", "stream", "log", "ack_timeout_s"}
 
 
+MCP_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP's log levels (RFC 5424), least severe first."""
+LOG_NOTICE = "notice"
+"""The level herald's log deliveries are sent at."""
+
+
 @dataclass(frozen=True)
 class DeliveryCapabilities:
     """The ways herald can reach one session, richest first in the cascade."""
@@ -64,6 +70,8 @@ class DeliveryCapabilities:
     elicitation_url: bool = False
     stream: bool = False
     log: bool = False
+    log_level: str | None = None
+    """The least severe log level the client asked for (``logging/setLevel``); None: any."""
     ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
 
     @property
@@ -73,6 +81,15 @@ class DeliveryCapabilities:
     @property
     def can_push(self) -> bool:
         return self.era == "legacy"
+
+    def logs(self, level: str = LOG_NOTICE) -> bool:
+        """Whether a log message at ``level`` may be sent: the client reads logs and did not ask
+        for more severe ones only."""
+        if not self.log:
+            return False
+        return self.log_level is None or MCP_LOG_LEVELS.index(level) >= MCP_LOG_LEVELS.index(
+            self.log_level
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +101,7 @@ class DeliveryCapabilities:
             "elicitation": {"form": self.elicitation_form, "url": self.elicitation_url},
             "stream": self.stream,
             "log": self.log,
+            "log_level": self.log_level,
             "ack_timeout_s": self.ack_timeout_s,
         }
 

@@ -98,6 +98,22 @@ async def test_without_channel_or_forms_a_log_message_arrives(hub: Hub, notifier
         assert "call reply" in params["data"]["text"]
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_client_that_asks_for_warnings_only_gets_no_log_deliveries(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    async with connect(notifier, alice) as (client, received):
+        await client.set_logging_level("warning")
+        await hub.publish("alice", "t", "kept for the inbox")
+        report = await next_report(reports)  # no way to push it: it waits for the inbox
+        assert (report.mechanism, report.result.outcome.value) == ("store", "failed")
+        await client.set_logging_level("notice")
+        await hub.publish("alice", "t", "logged again")
+        method, params = await received.next()  # the first message the client gets
+        assert method == "notifications/message" and "logged again" in params["data"]["text"]
+
+
 async def test_the_tools_read_acknowledge_reply_and_send(hub: Hub, notifier: Notifier) -> None:
     alice, _ = await hub.create_agent("alice")
     bob, _ = await hub.create_agent("bob")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities
+from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, LOG_NOTICE, DeliveryCapabilities
 from herald.delivery import render
 from herald.delivery.base import FormAnswer, Mechanism, Outcome, Peer, Result
 from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
@@ -242,8 +242,8 @@ class Notifier:
             await peer.notify("notifications/claude/channel", {"content": text, "meta": meta})
         elif caps.stream:
             await peer.notify(STREAM_METHOD, {"summary": {"unread": count}, "text": text})
-        elif caps.log:
-            await peer.notify(LOG_METHOD, {"level": "notice", "logger": "herald", "data": text})
+        elif caps.logs(LOG_NOTICE):
+            await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": text})
         await self.hub.store.record_attempts(
             [
                 Attempt(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from herald.capabilities import DeliveryCapabilities
+from herald.capabilities import LOG_NOTICE, DeliveryCapabilities
 from herald.delivery import render
 from herald.delivery.base import Mechanism, Outcome, Peer, Result
 from herald.events import Event
@@ -76,11 +76,11 @@ class Log(Mechanism):
     name: ClassVar[str] = "log"
 
     def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
-        return caps.can_push and caps.log
+        return caps.can_push and caps.logs(LOG_NOTICE)
 
     async def send(self, peer: Peer, event: Event) -> Result:
         data = {"text": render.as_text(event), "event_id": event.id, "seq": event.seq}
-        await peer.notify(LOG_METHOD, {"level": "notice", "logger": "herald", "data": data})
+        await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": data})
         return Result(Outcome.SENT)
 
 

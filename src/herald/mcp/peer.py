@@ -18,6 +18,13 @@ def connection_of(session: ServerSession) -> Connection:
     return session._connection
 
 
+def session_id_of(session: ServerSession) -> str:
+    """The id the notifier knows the session by: its MCP session id, or one for its connection
+    (stdio has none)."""
+    connection = connection_of(session)
+    return connection.session_id or f"conn-{id(connection):x}"
+
+
 class SessionPeer:
     """Pushes through one MCP connection. ``ready`` says whether a push can reach the client
     now (over streamable HTTP: whether its GET stream is open)."""

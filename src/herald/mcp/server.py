@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
@@ -23,7 +24,7 @@ from herald.capabilities import LEGACY_VERSIONS, detect
 from herald.delivery.engine import Notifier
 from herald.events import Agent
 from herald.mcp import tools
-from herald.mcp.peer import SessionPeer, connection_of
+from herald.mcp.peer import SessionPeer, connection_of, session_id_of
 
 log = logging.getLogger("herald.mcp")
 
@@ -133,7 +134,7 @@ def attach(
             return
         session = ctx.session
         connection = connection_of(session)
-        session_id = connection.session_id or f"conn-{id(connection):x}"
+        session_id = session_id_of(session)
         client = session.client_params
         caps = detect(
             transport=transport,
@@ -157,6 +158,11 @@ def attach(
     async def set_level(
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
+        # Log deliveries go at "notice": a client that asked for more severe logs only gets its
+        # events another way, or from the store.
+        live = notifier.session(session_id_of(ctx.session))
+        if live is not None:
+            live.caps = replace(live.caps, log_level=params.level)
         return types.EmptyResult()
 
     server.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
