@@ -108,6 +108,8 @@ async def test_a_client_that_asks_for_warnings_only_gets_no_log_deliveries(
         await hub.publish("alice", "t", "kept for the inbox")
         report = await next_report(reports)  # no way to push it: it waits for the inbox
         assert (report.mechanism, report.result.outcome.value) == ("store", "failed")
+        acked = await client.call_tool("ack", {"ids": ["evt_none"]})
+        assert "1 unread event" in text_of(acked)  # and its tool results say so at once
         await client.set_logging_level("notice")
         await hub.publish("alice", "t", "logged again")
         method, params = await received.next()  # the first message the client gets
@@ -186,6 +188,9 @@ async def test_a_2026_07_28_client_is_served_by_its_tools_and_its_events_wait(
         assert client.protocol_version == "2026-07-28"
         assert notifier.sessions_of(alice.id) == []
         await hub.publish("alice", "t", "also kept")
+        # Nothing can be pushed to it: its tool results tell it at once.
+        acked = await client.call_tool("ack", {"ids": ["evt_none"]})
+        assert "2 unread events" in text_of(acked)
         inbox = await client.call_tool("inbox", {})
         texts = [e["text"] for e in inbox.structured_content["events"]]  # type: ignore[index]
         assert texts == ["kept for the inbox", "also kept"]

@@ -183,9 +183,15 @@ class Notifier:
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self.wake_agents)
 
-    async def reminder(self, agent: Agent, caps: DeliveryCapabilities | None = None) -> str | None:
-        """The line flagged on an agent's tool results while events wait unread."""
-        timeout = (caps.ack_timeout_s if caps else None) or self._ack_timeout(agent)
+    async def reminder(self, agent: Agent, session_id: str | None = None) -> str | None:
+        """The line flagged on an agent's tool results while events wait unread: those pushed
+        and not acknowledged in time and, when the session calling the tool (``session_id``)
+        cannot be pushed to now, every open event, since its tool results are all it gets."""
+        live = self._sessions.get(session_id) if session_id is not None else None
+        if session_id is not None and (live is None or not _pushes_now(live)):
+            timeout = 0.0
+        else:
+            timeout = live.caps.ack_timeout_s if live else self._ack_timeout(agent)
         count = await self.hub.unread(agent, timeout)
         return render.reminder(count) if count else None
 
@@ -379,3 +385,10 @@ class _Writes:
 def _answer_text(answer: FormAnswer) -> str:
     fields = ", ".join(f"{key}={value}" for key, value in (answer.content or {}).items())
     return f"answered the form: {fields}" if fields else "answered the form"
+
+
+def _pushes_now(session: LiveSession) -> bool:
+    """Whether an event can be pushed to the session now, one way or another."""
+    caps = session.caps
+    pushes = caps.channel or caps.stream or caps.logs(LOG_NOTICE)
+    return caps.can_push and pushes and session.peer.ready()

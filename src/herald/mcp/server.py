@@ -119,7 +119,7 @@ def attach(
         else:
             return tools.error(f"unknown tool {params.name!r}")
         if agent is not None and params.name != "inbox":
-            reminder = await notifier.reminder(agent)
+            reminder = await notifier.reminder(agent, session_id_of(ctx.session))
             if reminder:
                 result.content.append(types.TextContent(type="text", text=reminder))
         return result
