@@ -33,7 +33,6 @@ LEASE_MARGIN_S = 30.0
 HOLD = 3
 """Deliveries held per request slot of an endpoint: the one in flight and those queued behind it."""
 SCHEDULE_EVERY_S = 1.0
-SCHEDULE_INTERVAL_S = 1.0
 JITTER = 0.1
 
 
