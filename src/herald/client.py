@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,6 +45,7 @@ class HeraldClient:
 
     def __init__(self, url: str, key: str, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        self._reader = f"inbox-{uuid.uuid4().hex[:12]}"
         self._http = httpx2.AsyncClient(
             base_url=self.url,
             headers={"authorization": f"Bearer {key}"},
@@ -106,7 +108,9 @@ class HeraldClient:
             await asyncio.sleep(interval_s)
 
     async def inbox(self, limit: int) -> list[Event]:
-        return (await self.heartbeat(limit=limit)).events
+        """The next pending events, held for this client (leased, so at least once); they are
+        delivered once acknowledged with ``ack(ids)``, after the reader has shown them."""
+        return (await self.heartbeat(cursor=0, limit=limit, consumer=self._reader)).events
 
     async def ack(self, ids: Sequence[str] = (), cursor: int | None = None) -> int:
         body: dict[str, Any] = {"ids": list(ids)}

@@ -25,6 +25,22 @@ class InvalidInput(HeraldError):
     http_status = 422
 
 
+class CursorAhead(InvalidInput):
+    """A cursor past the agent's newest event: acknowledging with it would acknowledge events
+    not yet published. It comes from a restored or wiped store, a recreated agent, or a client
+    bug; the message names the newest seq."""
+
+    code = "cursor_ahead"
+
+    def __init__(self, cursor: int, newest: int) -> None:
+        super().__init__(
+            f"cursor {cursor} is ahead of this agent's newest event (seq {newest}); send a cursor"
+            " herald gave you, or 0 to start from the oldest pending event"
+        )
+        self.cursor = cursor
+        self.newest = newest
+
+
 class TooLarge(InvalidInput):
     """An event, a batch or a request body is over its limit."""
 

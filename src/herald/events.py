@@ -21,6 +21,8 @@ HANDLE_PATTERN = re.compile(r"[a-z0-9_-]{1,64}")
 TYPE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 MAX_DEDUPE_KEY = 256
 MAX_TTL_S = 365 * 24 * 3600
+MAX_DEPTH = 64
+"""How deeply an event's data (or reply form) may nest: objects and arrays in each other."""
 
 # base32 digits mapped in order onto Crockford's alphabet, whose order is also ASCII order.
 _CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -332,9 +334,9 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
         isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_TTL_S
     ):
         raise InvalidInput(f"{where}.ttl_s must be a number of seconds in (0, {MAX_TTL_S}]")
+    check_depth(data, f"{where}.data")
     try:
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        size = len(text.encode()) + len(data_json.encode())
         (dedupe_key or "").encode()
     except (ValueError, UnicodeEncodeError) as exc:
         raise InvalidInput(f"{where} holds what JSON text cannot carry: {exc}") from exc
@@ -346,23 +348,66 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
         or "\x00" in (dedupe_key or "")
     ):
         raise InvalidInput(f"{where} holds a NUL character (U+0000), which herald does not store")
-    if size > MAX_EVENT_BYTES:
-        raise TooLarge(
-            f"{where} is {size} bytes of text and data; the limit is {MAX_EVENT_BYTES} (256 KiB)"
-        )
     reply = raw.get("reply")
     reply_schema_json = None
     if reply is not None:
+        check_depth(reply, f"{where}.reply")
         check_form_schema(reply, f"{where}.reply")
-        reply_schema_json = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
+        try:
+            reply_schema_json = json.dumps(
+                reply, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            )
+            reply_schema_json.encode()
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise InvalidInput(
+                f"{where}.reply holds what JSON text cannot carry (NaN, Infinity or an unpaired"
+                f" surrogate): {exc}"
+            ) from exc
     sender = raw.get("from")
     if sender is not None and (not isinstance(sender, str) or not HANDLE_PATTERN.fullmatch(sender)):
         raise InvalidInput(
             f"{where}.from must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"
         )
+    # Everything the event stores counts: a form or a key is held in memory as much as data.
+    try:
+        size = sum(
+            len(part.encode())
+            for part in (to, type_, text, data_json, reply_schema_json, dedupe_key, sender)
+            if part is not None
+        )
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{where} holds what JSON text cannot carry: {exc}") from exc
+    if size > MAX_EVENT_BYTES:
+        raise TooLarge(
+            f"{where} is {size} bytes (text, data, reply form and the rest together); the limit"
+            f" is {MAX_EVENT_BYTES} (256 KiB)"
+        )
     return NewEvent(
         to, type_, text, data, dedupe_key, ttl_s, data_json, reply_schema_json, sender=sender
     )
+
+
+def check_depth(value: Any, where: str) -> None:
+    """Refuse JSON nested deeper than ``MAX_DEPTH``: every client must be able to take back
+    what herald accepts, and JSON libraries stop at depths of a few hundred (some well below).
+
+    Raises:
+        InvalidInput: naming the limit.
+    """
+    level: list[Any] = [value]
+    depth = 0
+    while level:
+        containers = [v for v in level if isinstance(v, (dict, list))]
+        if not containers:
+            return
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise InvalidInput(f"{where} nests deeper than {MAX_DEPTH} levels; flatten it")
+        level = [
+            child
+            for container in containers
+            for child in (container.values() if isinstance(container, dict) else container)
+        ]
 
 
 def check_form_schema(schema: Any, where: str) -> None:

@@ -188,10 +188,11 @@ class Hub:
         return await self.get_agent(agent_id)
 
     async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and every event it has. Raises: NotFound."""
+        """Delete an agent and every event it has; its open streams end. Raises: NotFound."""
         self._known_keys.clear()
         if not await self.store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
+        self._announce({agent_id})  # what follows the agent's events finds it gone
 
     # Events
 
@@ -313,8 +314,11 @@ class Hub:
                 listener(agent_ids)
 
     async def inbox(self, agent: Agent, limit: int = 20, session: str = "inbox") -> list[Event]:
-        """The agent's open events, oldest first; reading them is their delivery."""
-        return await self.store.take(agent.id, limit, "inbox", session)
+        """The agent's open events, oldest first, held (leased) for the reader ``session``.
+        They are delivered when the reader acknowledges them (``ack(ids=...)``) once it has
+        shown them: an answer that cannot be built delivers nothing, and what was held is
+        offered again after the lease."""
+        return await self.store.claim(agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox")
 
     async def missing_after(self, agent: Agent, cursor: int) -> int:
         """Events after ``cursor`` the agent will never be offered (expired or pruned)."""
@@ -353,6 +357,9 @@ class Hub:
         With ``cursor``: events up to it are acknowledged, then the next events are leased to
         ``consumer``; the same consumer sending the same cursor again gets the same events.
         Without: the events returned are marked delivered at once (at most once).
+
+        Raises:
+            CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
         consumer = consumer or DEFAULT_CONSUMER
         if cursor is None:
@@ -371,10 +378,15 @@ class Hub:
         cursor: int | None = None,
         consumer: str | None = None,
     ) -> int:
-        """Mark the agent's events delivered (by id, or everything up to ``cursor``); returns how
-        many changed. Ids of other agents' events are ignored."""
-        acked = await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
-        return acked
+        """Mark the agent's events delivered (by id, or up to ``cursor`` what ``consumer``, by
+        default the default drainer, holds or nobody holds); returns how many changed. Ids of
+        other agents' events are ignored.
+
+        Raises:
+            CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
+        """
+        consumer = consumer or DEFAULT_CONSUMER
+        return await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
 
     # Upkeep
 

@@ -135,7 +135,9 @@ async def test_the_tools_read_acknowledge_reply_and_send(hub: Hub, notifier: Not
         assert routed["data"]["text"] == "pong"
         await hub.publish("alice", "t", "one")
         await hub.publish("alice", "t", "two")
-        acked = await alice_client.call_tool("ack", {"cursor": 100})
+        ahead = await alice_client.call_tool("ack", {"cursor": 100})
+        assert ahead.is_error and "seq 3" in text_of(ahead)
+        acked = await alice_client.call_tool("ack", {"cursor": 3})
         assert acked.structured_content == {"acked": 2}
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from herald import open_store
-from herald.errors import Conflict, NotFound
+from herald.errors import Conflict, CursorAhead, NotFound
 from herald.events import Agent, Attempt, EventStatus, NewEvent, Published, Reply, new_id
 from herald.store import Store
 from herald.testing import ManualClock
@@ -182,7 +182,61 @@ async def test_a_cursor_ack_spares_events_another_consumer_holds(store: Store) -
     await store.claim(alice.id, "c2", 2, 30_000, "heartbeat")
     assert await store.ack(alice.id, up_to_seq=4, consumer="c1") == 2
     assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [3, 4]
-    assert await store.ack(alice.id, up_to_seq=4) == 2
+    assert await store.ack(alice.id, up_to_seq=4) == 0  # no consumer: only what nobody holds
+    assert await store.ack(alice.id, up_to_seq=4, consumer="c2") == 2
+
+
+async def test_a_cursor_never_acknowledges_another_consumers_expired_lease(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 10)
+    assert len(await store.claim(alice.id, "c1", 5, 2_000, "heartbeat")) == 5
+    assert len(await store.claim(alice.id, "c2", 5, 2_000, "heartbeat")) == 5
+    clock.advance(2.5)  # c1 died: its lease ran out
+    assert await store.ack(alice.id, up_to_seq=10, consumer="c2") == 5
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == ids[:5]
+    back = await store.claim(alice.id, "c1", 5, 2_000, "heartbeat", ack_up_to=0)
+    assert [e.id for e in back] == ids[:5]
+    assert await store.ack(alice.id, up_to_seq=5, consumer="c1") == 5
+
+
+async def test_an_expired_lease_goes_to_the_next_consumer_that_asks(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 10)
+    await store.claim(alice.id, "c1", 5, 2_000, "heartbeat")
+    await store.claim(alice.id, "c2", 5, 2_000, "heartbeat")
+    clock.advance(2.5)
+    again = await store.claim(alice.id, "c2", 5, 2_000, "heartbeat", ack_up_to=10)
+    assert [e.id for e in again] == ids[:5]  # offered again, not acknowledged
+    assert await store.claim(alice.id, "c1", 5, 2_000, "heartbeat", ack_up_to=0) == []
+    assert await store.ack(alice.id, up_to_seq=5, consumer="c2") == 5
+
+
+async def test_a_cursor_acknowledges_its_own_expired_lease(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 3)
+    await store.claim(alice.id, "c1", 3, 2_000, "heartbeat")
+    clock.advance(2.5)
+    assert await store.ack(alice.id, up_to_seq=3, consumer="c1") == 3
+
+
+async def test_a_cursor_ahead_of_the_newest_event_is_refused(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 3)
+    with pytest.raises(CursorAhead, match="seq 3") as refused:
+        await store.claim(alice.id, "c1", 10, 30_000, "heartbeat", ack_up_to=999)
+    assert refused.value.newest == 3
+    with pytest.raises(CursorAhead):
+        await store.ack(alice.id, up_to_seq=4)
+    # Nothing changed: nothing acknowledged, nothing leased to c1.
+    assert len(await store.claim(alice.id, "c2", 10, 30_000, "heartbeat")) == 3
+    (later,) = await publish(store, "alice", 1)
+    assert [e.id for e in await store.claim(alice.id, "c1", 10, 30_000, "heartbeat")] == [later]
 
 
 async def test_take_delivers_at_most_once(store: Store) -> None:

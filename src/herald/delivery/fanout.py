@@ -18,6 +18,9 @@ from herald.hub import Hub
 log = logging.getLogger("herald.fanout")
 
 PAGE = 500
+BUFFER_BYTES = 32 * 1024 * 1024
+"""An agent's buffer also holds at most about this many bytes of events: 2,000 events of the
+largest size would be half a gigabyte."""
 
 
 class TooSlow(Exception):
@@ -30,6 +33,7 @@ class _Topic:
     recent: deque[Event]
     dropped_through: int = 0
     """The seq of the newest event that left ``recent``: a reader behind it has lost its place."""
+    recent_bytes: int = 0
     subscribers: int = 0
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -40,6 +44,9 @@ class _Topic:
 class Subscription:
     agent_id: str
     _topic: _Topic
+    covered_through: int = 0
+    """Every event up to this seq was committed before the subscription began: a reader that
+    has read the store's backlog after subscribing is at least this far."""
     reason: str | None = None
 
     def close(self, reason: str) -> None:
@@ -60,7 +67,7 @@ class Subscription:
                 raise ConnectionAbortedError(self.reason)
             if last < topic.dropped_through:
                 raise TooSlow(
-                    f"too slow: more than {topic.recent.maxlen} events behind;"
+                    f"too slow: more than {len(topic.recent)} events behind;"
                     " resume with Last-Event-ID"
                 )
             newer: list[Event] = []
@@ -79,6 +86,11 @@ class Subscription:
                 return []
 
 
+def event_bytes(event: Event) -> int:
+    """About what an event costs in memory: its text, data and form, and a little more."""
+    return len(event.text) + len(event.data_json) + len(event.reply_schema_json or "") + 256
+
+
 class Fanout:
     """Shares each agent's new events with its live subscribers.
 
@@ -87,20 +99,30 @@ class Fanout:
             the store's notifications).
         buffer_size: how many of an agent's newest events are kept for its subscribers: how far
             one may fall behind before it is cut off.
+        buffer_bytes: the most bytes of events kept per agent, whatever their number.
         poll_interval_s: how often a topic looks at the store without a wake-up.
     """
 
-    def __init__(self, hub: Hub, *, buffer_size: int = 2000, poll_interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        buffer_size: int = 2000,
+        buffer_bytes: int = BUFFER_BYTES,
+        poll_interval_s: float = 5.0,
+    ) -> None:
         self.hub = hub
         self.buffer_size = buffer_size
+        self.buffer_bytes = buffer_bytes
         self.poll_interval_s = poll_interval_s
         self._topics: dict[str, _Topic] = {}
         self._subscriptions: set[Subscription] = set()
         hub.add_listener(self._wake)
 
     def subscribe(self, agent_id: str, seen_through: int) -> Subscription:
-        """Start following the agent's events committed from now on. The caller reads what came
-        before from the store itself, up to at least ``seen_through``."""
+        """Start following the agent's events committed from now on. ``seen_through`` is the
+        agent's newest seq, read before this call. The caller reads what came before from the
+        store itself, then goes on from ``covered_through`` at least."""
         topic = self._topics.get(agent_id)
         if topic is None:
             topic = _Topic(seen_through, deque(maxlen=self.buffer_size))
@@ -110,9 +132,15 @@ class Fanout:
             )
             self._topics[agent_id] = topic
         topic.subscribers += 1
-        subscription = Subscription(agent_id, topic)
+        subscription = Subscription(agent_id, topic, covered_through=topic.high_water)
         self._subscriptions.add(subscription)
         return subscription
+
+    def close_agent(self, agent_id: str, reason: str) -> None:
+        """End every subscription to the agent's events (it was deleted)."""
+        for subscription in list(self._subscriptions):
+            if subscription.agent_id == agent_id:
+                subscription.close(reason)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         if subscription not in self._subscriptions:
@@ -145,8 +173,14 @@ class Fanout:
     async def _pump(self, agent_id: str, topic: _Topic) -> None:
         while True:
             try:
+                found = False
                 while events := await self.hub.store.read_open(agent_id, topic.high_water, PAGE):
-                    self._keep(topic, events)
+                    self._keep(topic, events, self.buffer_bytes)
+                    found = True
+                # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
+                # or by another process). Its streams end instead of waiting for ever.
+                if not found and await self.hub.store.get_agent(agent_id) is None:
+                    self.close_agent(agent_id, "the agent was deleted")
             except asyncio.CancelledError:
                 raise
             except Exception:  # the store failed: log, and look again at the next tick
@@ -157,11 +191,17 @@ class Fanout:
             topic.wake.clear()
 
     @staticmethod
-    def _keep(topic: _Topic, events: list[Event]) -> None:
+    def _keep(topic: _Topic, events: list[Event], max_bytes: int) -> None:
         for event in events:
+            topic.recent_bytes += event_bytes(event)
             if len(topic.recent) == topic.recent.maxlen:
+                topic.recent_bytes -= event_bytes(topic.recent[0])
                 topic.dropped_through = topic.recent[0].seq
             topic.recent.append(event)
+            while topic.recent_bytes > max_bytes and len(topic.recent) > 1:
+                gone = topic.recent.popleft()
+                topic.recent_bytes -= event_bytes(gone)
+                topic.dropped_through = gone.seq
         topic.high_water = events[-1].seq
         arrived, topic.arrived = topic.arrived, asyncio.Event()
         arrived.set()

@@ -6,15 +6,15 @@ acknowledgement: events are acknowledged with ``POST /channel/ack``."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
+from collections import OrderedDict
 from typing import Any
 
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
-from herald.errors import HeraldError, InvalidInput
+from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.events import Agent, Event
 from herald.http.auth import require_agent
 from herald.http.io import error_response
@@ -40,13 +40,18 @@ class StreamEndpoint:
         try:
             agent = await require_agent(self.hub, request)
             cursor = _resume_point(request)
+            # Read now: the key's agent record may be a second old, and a position is checked
+            # against, and the stream starts from, the newest seq there is.
+            newest = (await self.hub.get_agent(agent.id)).last_seq
+            if cursor > newest:
+                raise CursorAhead(cursor, newest)
         except HeraldError as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
             await error_response(exc.code, exc.message, exc.http_status, headers)(
                 scope, receive, send
             )
             return
-        subscription = self.fanout.subscribe(agent.id, agent.last_seq)
+        subscription = self.fanout.subscribe(agent.id, newest)
         streaming = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, streaming))
         try:
@@ -85,6 +90,10 @@ class StreamEndpoint:
             for event in page:
                 await write(_event_frame(event))
             last = page[-1].seq
+        # Everything open up to where the subscription began was in that backlog; what is not
+        # open (delivered, expired) is not streamed. So the stream goes on from there, also
+        # when the agent's events were all drained before it opened.
+        last = max(last, subscription.covered_through)
         while True:
             try:
                 events = await subscription.next_after(last, KEEPALIVE_S)
@@ -114,10 +123,36 @@ def _writer(send: Send) -> Any:
     return write
 
 
-@functools.lru_cache(maxsize=4096)
+class FrameCache:
+    """Frames of recent events by event id, bounded by bytes: every stream of an agent sends
+    the same live event, so it is encoded once, not once per stream; an event too large to be
+    worth keeping is encoded each time."""
+
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._frames: OrderedDict[str, str] = OrderedDict()
+
+    def frame(self, event: Event) -> str:
+        cached = self._frames.get(event.id)
+        if cached is not None:
+            self._frames.move_to_end(event.id)
+            return cached
+        text = _frame(None, event.seq, event.to_json())
+        if len(text) <= self.max_bytes // 64:
+            self._frames[event.id] = text
+            self.size += len(text)
+            while self.size > self.max_bytes:
+                _, gone = self._frames.popitem(last=False)
+                self.size -= len(gone)
+        return text
+
+
+_frames = FrameCache()
+
+
 def _event_frame(event: Event) -> str:
-    # Every stream of an agent sends the same live event: it is encoded once, not once each.
-    return _frame(None, event.seq, event.to_json())
+    return _frames.frame(event)
 
 
 def _frame(kind: str | None, event_id: int | None, data: Any) -> str:

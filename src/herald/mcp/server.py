@@ -112,7 +112,7 @@ def attach(
         if params.name in tools.TOOL_NAMES:
             if agent is None:
                 return tools.error("herald's tools need an agent: connect with the agent's key")
-            api = tools.LocalApi(hub, agent)
+            api = tools.LocalApi(hub, agent, session_id_of(ctx.session))
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:
             result = types.CallToolResult.model_validate(await previous_call.handler(ctx, params))

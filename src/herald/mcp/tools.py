@@ -3,21 +3,28 @@ hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import mcp_types as types
+import pydantic_core
 
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
-from herald.events import Agent, Event, Published, Reply
+from herald.events import Agent, Event, EventStatus, Published, Reply
 from herald.hub import Hub
+
+log = logging.getLogger("herald.mcp")
 
 
 class AgentApi(Protocol):
     """What one agent may do with its events."""
 
-    async def inbox(self, limit: int) -> list[Event]: ...
+    async def inbox(self, limit: int) -> list[Event]:
+        """The next open events, held for this reader; ``ack`` delivers them once shown."""
+        ...
 
     async def ack(self, ids: Sequence[str], cursor: int | None) -> int: ...
 
@@ -29,12 +36,13 @@ class AgentApi(Protocol):
 class LocalApi:
     """An agent's operations on a hub in this process."""
 
-    def __init__(self, hub: Hub, agent: Agent) -> None:
+    def __init__(self, hub: Hub, agent: Agent, session: str = "inbox") -> None:
         self.hub = hub
         self.agent = agent
+        self.session = session
 
     async def inbox(self, limit: int) -> list[Event]:
-        return await self.hub.inbox(self.agent, limit=limit)
+        return await self.hub.inbox(self.agent, limit=limit, session=self.session)
 
     async def ack(self, ids: Sequence[str], cursor: int | None) -> int:
         return await self.hub.ack(self.agent, ids=ids, cursor=cursor)
@@ -142,13 +150,7 @@ async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.Cal
     if name == "inbox":
         _only(args, {"limit"}, name)
         limit = _int(args, "limit", 1, 100, 20)
-        events = await api.inbox(limit or 20)
-        if not events:
-            return text_result("No pending events.", {"events": [], "cursor": None})
-        text = "\n\n".join(render.as_text(event) for event in events)
-        return text_result(
-            text, {"events": [e.to_json() for e in events], "cursor": events[-1].seq}
-        )
+        return await _inbox(api, limit or 20)
     if name == "ack":
         _only(args, {"ids", "cursor"}, name)
         ids = args.get("ids") or []
@@ -175,6 +177,32 @@ async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.Cal
             {"id": published.event.id, "seq": published.event.seq},
         )
     raise InvalidInput(f"unknown tool {name!r}; herald has {', '.join(sorted(TOOL_NAMES))}")
+
+
+async def _inbox(api: AgentApi, limit: int) -> types.CallToolResult:
+    """Reading is delivery, but only once the answer is built: the events are held while it is,
+    and only those it shows are acknowledged. One that cannot be shown stays pending."""
+    events = await api.inbox(limit)
+    if not events:
+        return text_result("No pending events.", {"events": [], "cursor": None})
+    shown: list[tuple[Event, str, dict[str, Any]]] = []
+    notes: list[str] = []
+    for event in events:
+        try:
+            view = replace(event, status=EventStatus.DELIVERED).to_json()  # once acknowledged
+            pydantic_core.to_json(view)  # what the SDK does to the answer, event by event
+            shown.append((event, render.as_text(event), view))
+        except (ValueError, RecursionError) as exc:
+            log.warning("inbox cannot show event %s (seq %s): %s", event.id, event.seq, exc)
+            notes.append(
+                f"Event {event.id} (seq {event.seq}) cannot be shown here ({exc}); it stays"
+                f" pending: read it with GET /v1/events/{event.id}."
+            )
+    if shown:
+        await api.ack([event.id for event, _, _ in shown], None)
+    text = "\n\n".join([text for _, text, _ in shown] + notes)
+    views = [view for _, _, view in shown]
+    return text_result(text, {"events": views, "cursor": shown[-1][0].seq if shown else None})
 
 
 def _only(args: dict[str, Any], allowed: set[str], tool: str) -> None:

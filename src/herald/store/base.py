@@ -5,7 +5,8 @@ Every backend keeps the same promises, proven by one test suite run against each
   next ``seq`` of its agent (strictly increasing, without gaps);
 - ``claim`` leases open events to one consumer atomically: two consumers never hold the same
   event at once, and an event whose lease ran out is offered again;
-- ``ack`` marks events delivered, by id or everything up to a cursor;
+- ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
+  was handed, or what nobody holds; a cursor past the newest seq is refused);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned.
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
@@ -121,12 +122,16 @@ class Store(ABC):
         *,
         ack_up_to: int | None = None,
     ) -> list[Event]:
-        """Lease the oldest open events not leased to another consumer, oldest first.
+        """Lease the oldest open events not under another consumer's live lease, oldest first
+        (an event whose lease ran out unacknowledged is offered again).
 
         Events already leased to ``consumer`` are handed out again (a lost response costs
         nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
         ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
         transaction.
+
+        Raises:
+            CursorAhead: ``ack_up_to`` is past the agent's newest seq; nothing changes.
         """
 
     @abstractmethod
@@ -144,8 +149,12 @@ class Store(ABC):
         consumer: str | None = None,
     ) -> int:
         """Mark open events of the agent delivered: those in ``ids``, and those with
-        ``seq <= up_to_seq`` except, when ``consumer`` is given, events another consumer still
-        holds a live lease on. Returns how many changed."""
+        ``seq <= up_to_seq`` that nobody holds or that ``consumer`` holds (its lease live or run
+        out): never one handed to another consumer. Returns how many changed.
+
+        Raises:
+            CursorAhead: ``up_to_seq`` is past the agent's newest seq; nothing changes.
+        """
 
     @abstractmethod
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:

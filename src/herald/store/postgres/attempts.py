@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from herald.errors import CursorAhead
 from herald.events import Attempt
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection
@@ -17,6 +18,10 @@ async def acknowledge(
     consumer: str | None,
     now: int,
 ) -> int:
+    if up_to_seq is not None:
+        newest = await conn.fetchval(queries.LAST_SEQ, agent_id)
+        if newest is not None and up_to_seq > newest:
+            raise CursorAhead(up_to_seq, newest)
     rows = await conn.fetch(queries.ACK, agent_id, ids, up_to_seq, consumer, now)
     done = [row[0] for row in rows]
     await insert_attempts(

@@ -133,7 +133,9 @@ WHERE id IN (SELECT id FROM taken)
 RETURNING {EVENT_COLUMNS}
 """
 
-# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now.
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now. A cursor acknowledges only what its
+# consumer holds (its lease live or run out) or what nobody holds: never an event another
+# consumer was handed, even on an expired lease; that one is offered again instead.
 ACK = f"""
 UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
 WHERE agent_id = $1 AND {OPEN}
@@ -141,11 +143,14 @@ WHERE agent_id = $1 AND {OPEN}
     id = ANY($2::text[])
     OR (
       seq <= $3::bigint
-      AND ($4::text IS NULL OR lease_owner IS NULL OR lease_owner = $4 OR lease_until <= $5)
+      AND (lease_owner IS NULL OR lease_owner = $4::text)
     )
   )
 RETURNING id
 """
+
+# The agent's newest seq, against which a cursor is checked: $1 agent.
+LAST_SEQ = "SELECT last_seq FROM agents WHERE id = $1"
 
 # Mark sent: $1 agent, $2 ids, $3 now.
 MARK_SENT = (

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from herald.errors import CursorAhead
 from herald.events import Attempt, Event
 from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, as_json, chunks, event
 
@@ -20,10 +21,13 @@ def acknowledge(
 ) -> int:
     done: list[str] = []
     if up_to_seq is not None:
+        check_cursor(conn, agent_id, up_to_seq)
+        # Only what this consumer holds (its lease live or run out), or what nobody holds: an
+        # event another consumer was handed, even on an expired lease, is never acknowledged
+        # by this cursor; it is offered again instead.
         done += _mark_delivered(
             conn,
-            "seq <= :up_to AND (:consumer IS NULL OR lease_owner IS NULL"
-            " OR lease_owner = :consumer OR lease_until <= :now)",
+            "seq <= :up_to AND (lease_owner IS NULL OR lease_owner = :consumer)",
             {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
         )
     for chunk in chunks(ids, 500):
@@ -32,6 +36,13 @@ def acknowledge(
         done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
     insert_attempts(conn, [Attempt(i, now, "ack", "delivered", consumer) for i in done])
     return len(done)
+
+
+def check_cursor(conn: sqlite3.Connection, agent_id: str, cursor: int) -> None:
+    """Raises: CursorAhead: ``cursor`` is past the agent's newest seq."""
+    row = conn.execute("SELECT last_seq FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    if row is not None and cursor > row[0]:
+        raise CursorAhead(cursor, row[0])
 
 
 def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:

@@ -1,0 +1,173 @@
+"""Drains, acks and streams over a real ``herald serve`` on each backend, in the sequences that
+lost or stalled events: an idle agent's stream, a stale cursor, an expired lease, a poisoned
+page, a form no client can read, a form too large to hold."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.herald_process import HeraldProcess
+from tests.sse import SSEReader
+
+LEASE_S = 1.0
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def herald(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('herald') / 'h.db'}"
+    else:
+        url = request.getfixturevalue("postgres_server_url")
+    process = HeraldProcess(url, extra_args=("--lease", str(LEASE_S)))
+    yield process
+    process.stop()
+
+
+def new_agent(herald: HeraldProcess) -> tuple[str, httpx.Client]:
+    with herald.client(herald.admin_key) as admin:
+        answer = admin.post("/v1/agents", json={"handle": f"n-{uuid.uuid4().hex[:8]}"})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["handle"], herald.client(answer.json()["api_key"])
+
+
+def publish(herald: HeraldProcess, to: str, *texts: str) -> list[str]:
+    with herald.client(herald.admin_key) as admin:
+        body = [{"to": to, "type": "t", "text": text} for text in texts]
+        answer = admin.post("/v1/events", json=body)
+    assert answer.status_code == 202, answer.text
+    return [event["id"] for event in answer.json()["events"]]
+
+
+def status_of(herald: HeraldProcess, event_id: str) -> str:
+    with herald.client(herald.admin_key) as admin:
+        return str(admin.get(f"/v1/events/{event_id}").json()["status"])
+
+
+def heartbeat(agent: httpx.Client, **body: Any) -> dict[str, Any]:
+    answer = agent.post("/channel/heartbeat", json=body)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+@pytest.mark.parametrize("position", [None, 0])
+def test_the_stream_of_an_agent_with_everything_drained_stays_open(
+    herald: HeraldProcess, position: int | None
+) -> None:
+    handle, agent = new_agent(herald)
+    publish(herald, handle, "one", "two", "three")
+    assert heartbeat(agent, cursor=0)["cursor"] == 3
+    assert heartbeat(agent, cursor=3)["events"] == []  # all acknowledged: the normal idle state
+    key = agent.headers["authorization"].removeprefix("Bearer ")
+    reader = SSEReader(herald.url, key, last_event_id=position)
+    try:
+        publish(herald, handle, "four")
+        frame = reader.next()
+        assert frame is not None and frame.event == "message", frame
+        assert (frame.id, frame.data["text"]) == (4, "four")
+    finally:
+        reader.close()
+        agent.close()
+
+
+def test_a_cursor_ahead_of_the_newest_event_is_refused_everywhere(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    publish(herald, handle, *(f"e{n}" for n in range(3)))
+    with agent:
+        for path, body in [
+            ("/channel/heartbeat", {"cursor": 999}),
+            ("/channel/ack", {"cursor": 999}),
+            ("/channel/heartbeat", {"cursor": 4, "consumer": "other"}),
+        ]:
+            refused = agent.post(path, json=body)
+            assert refused.status_code == 422, refused.text
+            error = refused.json()["error"]
+            assert error["code"] == "cursor_ahead" and "seq 3" in error["message"]
+        stream = agent.get("/channel/stream", headers={"last-event-id": "4"})
+        assert stream.status_code == 422 and "seq 3" in stream.json()["error"]["message"]
+        (later,) = publish(herald, handle, "published after the stale cursor")
+        assert status_of(herald, later) == "pending"
+        events = heartbeat(agent, cursor=3)["events"]
+        assert [event["id"] for event in events] == [later]
+
+
+def test_a_cursor_leaves_an_expired_lease_of_another_consumer_to_it(
+    herald: HeraldProcess,
+) -> None:
+    handle, agent = new_agent(herald)
+    ids = publish(herald, handle, *(f"e{n}" for n in range(10)))
+    with agent:
+        first = heartbeat(agent, cursor=0, limit=5, consumer="c1")
+        second = heartbeat(agent, cursor=0, limit=5, consumer="c2")
+        assert [e["seq"] for e in first["events"]] == [1, 2, 3, 4, 5]
+        assert [e["seq"] for e in second["events"]] == [6, 7, 8, 9, 10]
+        time.sleep(LEASE_S * 1.5)  # c1 dies and its lease runs out: time itself must pass
+        acked = agent.post("/channel/ack", json={"cursor": 10, "consumer": "c2"})
+        assert acked.json() == {"acked": 5}
+        assert [status_of(herald, event_id) for event_id in ids[:5]] == ["pending"] * 5
+        back = heartbeat(agent, cursor=0, limit=5, consumer="c1")
+        assert [e["id"] for e in back["events"]] == ids[:5]
+
+
+def test_an_ack_without_a_consumer_spares_what_a_consumer_holds(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    ids = publish(herald, handle, "a", "b", "c")
+    with agent:
+        heartbeat(agent, cursor=0, consumer="worker")
+        assert agent.post("/channel/ack", json={"cursor": 3}).json() == {"acked": 0}
+        assert [status_of(herald, event_id) for event_id in ids] == ["pending"] * 3
+        assert agent.post("/channel/ack", json={"cursor": 3, "consumer": "worker"}).json() == {
+            "acked": 3
+        }
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_data_nested_deeper_than_the_limit_is_refused(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    with herald.client(herald.admin_key) as admin:
+        event = {"to": handle, "type": "t", "text": "deep"}
+        deep = admin.post("/v1/events", json={**event, "data": nested(65)})
+        assert deep.status_code == 422 and "64 levels" in deep.json()["error"]["message"]
+        assert admin.post("/v1/events", json={**event, "data": nested(64)}).status_code == 202
+    with agent:
+        (stored,) = heartbeat(agent, cursor=0)["events"]
+        assert stored["data"] == nested(64)
+
+
+def test_a_form_with_nan_is_refused(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    form = '{"type": "object", "properties": {"n": {"type": "number", "minimum": NaN}}}'
+    body = f'{{"to": "{handle}", "type": "t", "text": "pick", "reply": {form}}}'
+    with herald.client(herald.admin_key) as admin:
+        refused = admin.post("/v1/events", content=body)
+    assert refused.status_code == 422, refused.text
+    assert "NaN" in refused.json()["error"]["message"]
+    with agent:
+        assert heartbeat(agent, cursor=0)["events"] == []
+
+
+def test_a_reply_form_counts_in_the_size_limit(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    big = "x" * (256 * 1024)
+    form = {"type": "object", "properties": {"n": {"type": "string", "description": big}}}
+    with herald.client(herald.admin_key) as admin:
+        refused = admin.post(
+            "/v1/events", json={"to": handle, "type": "t", "text": "x", "reply": form}
+        )
+    assert refused.status_code == 413, refused.text
+    assert "reply form" in refused.json()["error"]["message"]
+    with agent:
+        assert heartbeat(agent, cursor=0)["events"] == []
