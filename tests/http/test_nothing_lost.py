@@ -171,3 +171,22 @@ def test_a_reply_form_counts_in_the_size_limit(herald: HeraldProcess) -> None:
     assert "reply form" in refused.json()["error"]["message"]
     with agent:
         assert heartbeat(agent, cursor=0)["events"] == []
+
+
+def test_a_deleted_agents_stream_ends(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    key = agent.headers["authorization"].removeprefix("Bearer ")
+    with herald.client(herald.admin_key) as admin:
+        listed = admin.get("/v1/agents").json()["agents"]
+    agent_id = next(a["id"] for a in listed if a["handle"] == handle)
+    reader = SSEReader(herald.url, key)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            assert admin.delete(f"/v1/agents/{agent_id}").status_code == 204
+        frame = reader.next()
+        assert frame is not None and frame.event == "error", frame
+        assert "deleted" in frame.data["message"]
+        assert reader.next() is None  # and the connection is closed
+    finally:
+        reader.close()
+        agent.close()

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from herald.events import Event, EventStatus
+from herald.http.stream import FrameCache
 from tests.herald_process import HeraldProcess
 from tests.sse import SSEReader
 
@@ -191,3 +193,14 @@ def test_an_event_published_through_one_process_reaches_a_stream_held_by_another
     finally:
         holder.stop()
         publisher.stop()
+
+
+def test_the_frame_cache_is_bounded_by_bytes() -> None:
+    cache = FrameCache(max_bytes=64 * 1024)
+    for n in range(200):
+        event = Event(f"evt_{n}", "agt_1", n + 1, "t", "x" * 900, "null", 0, EventStatus.PENDING)
+        assert cache.frame(event) == cache.frame(event)  # the second comes from the cache
+        assert cache.size <= cache.max_bytes
+    huge = Event("evt_huge", "agt_1", 999, "t", "x" * 64 * 1024, "null", 0, EventStatus.PENDING)
+    cache.frame(huge)
+    assert cache.size <= cache.max_bytes  # too large to keep: encoded each time

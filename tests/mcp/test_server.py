@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import mcp_types as types
@@ -11,6 +12,7 @@ from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
 from herald.delivery.engine import DeliveryReport, Notifier
+from herald.events import NewEvent
 from herald.mcp import HeraldServer, attach
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
@@ -262,3 +264,25 @@ def _interactive(to: str, text: str) -> Any:
     from herald.events import NewEvent
 
     return NewEvent.parse({"to": to, "type": "question", "text": text, "reply": FORM})
+
+
+async def test_inbox_delivers_only_the_events_its_answer_shows(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    deep: Any = {}
+    for _ in range(300):  # stored by an older herald, before publish refused such nesting
+        deep = {"a": deep}
+    before = await hub.publish("alice", "t", "before")
+    poison = NewEvent("alice", "t", "deep", data_json=json.dumps(deep))
+    (poisoned,) = await hub.publish_many([poison])
+    after = await hub.publish("alice", "t", "after")
+    async with connect(notifier, alice) as (client, _):
+        inbox = await client.call_tool("inbox", {})
+        assert not inbox.is_error, text_of(inbox)
+        shown = inbox.structured_content["events"]  # type: ignore[index]
+        assert [e["text"] for e in shown] == ["before", "after"]
+        assert poisoned.event.id in text_of(inbox) and "stays pending" in text_of(inbox)
+    statuses = [(await hub.get_event(p.event.id))[0].status for p in (before, poisoned, after)]
+    assert statuses[0] is statuses[2] is EventStatus.DELIVERED
+    assert statuses[1].is_open  # still owed to alice
