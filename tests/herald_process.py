@@ -32,6 +32,7 @@ class HeraldProcess:
         if admin_key is not None:
             env["HERALD_ADMIN_KEY"] = admin_key
         self.admin_key = admin_key
+        self.store_url = store_url
         self.process = subprocess.Popen(
             [
                 sys.executable,

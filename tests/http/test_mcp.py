@@ -14,6 +14,8 @@ import mcp_types as types
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from herald import open_store
+from herald.events import NewEvent
 from mcp import Client
 from tests.herald_process import HeraldProcess
 from tests.mcp.conftest import HeraldNotifications, Received
@@ -135,3 +137,31 @@ async def test_a_client_that_disconnects_mid_delivery_loses_nothing(herald: Hera
         assert offered == [first, second, third]
         acked = await client.call_tool("ack", {"ids": offered})
         assert acked.structured_content == {"acked": 3}
+
+
+async def test_inbox_marks_delivered_only_what_its_answer_shows(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    before = publish(herald, agent["handle"], "before")
+    deep: Any = {}
+    for _ in range(300):
+        deep = {"a": deep}
+    # Stored by an older herald, which did not refuse such nesting: no MCP client can take it.
+    async with await open_store(herald.store_url) as store:
+        (poison,) = await store.append(
+            [NewEvent(agent["handle"], "t", "deep", data_json=json.dumps(deep))]
+        )
+    after = publish(herald, agent["handle"], "after")
+    async with session(herald, agent["api_key"], name="script") as (client, _):
+        inbox = await client.call_tool("inbox", {})
+    assert not inbox.is_error
+    shown = inbox.structured_content["events"]  # type: ignore[index]
+    assert [event["id"] for event in shown] == [before, after]
+    said = "".join(c.text for c in inbox.content if isinstance(c, types.TextContent))
+    assert poison.event.id in said and "stays pending" in said
+    with herald.client(herald.admin_key) as admin:
+        statuses = [
+            admin.get(f"/v1/events/{event_id}").json()["status"]
+            for event_id in (before, poison.event.id, after)
+        ]
+    assert statuses[0] == statuses[2] == "delivered"
+    assert statuses[1] in {"pending", "sent"}  # still owed to the agent
