@@ -23,6 +23,7 @@ from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
 import herald
+from herald import reserved
 from herald.client import HeraldClient, StreamItem
 from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
@@ -195,11 +196,6 @@ class Bridge:
 PERMISSION_CAPABILITY = "claude/channel/permission"
 PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
 PERMISSION_METHOD = "notifications/claude/channel/permission"
-PERMISSION_FORM = {
-    "type": "object",
-    "properties": {"behavior": {"type": "string", "enum": ["allow", "deny"]}},
-    "required": ["behavior"],
-}
 
 
 class PermissionRequest(pydantic.BaseModel):
@@ -222,11 +218,13 @@ class PermissionRelay:
         self.pending: dict[str, str] = {}
 
     async def ask(self, ctx: ServerRequestContext[Any], params: PermissionRequest) -> None:
-        text = f"Claude Code asks to use {params.tool_name}: {params.description}. Allow or deny?"
-        data = params.model_dump()
         try:
-            sent = await self.bridge.client.send_message(
-                self.approver, text, data, reply=PERMISSION_FORM, type="permission.request"
+            sent = await self.bridge.client.ask_permission(
+                self.approver,
+                params.request_id,
+                _clip(params.tool_name, reserved.MAX_TOOL_NAME_CHARS),
+                _clip(params.description, reserved.MAX_DESCRIPTION_CHARS),
+                _clip(params.input_preview, reserved.MAX_INPUT_PREVIEW_CHARS),
             )
         except HeraldError as exc:
             log.warning("could not relay permission request %s: %s", params.request_id, exc)
@@ -235,7 +233,7 @@ class PermissionRelay:
 
     async def answered(self, event: herald.Event) -> bool:
         """If ``event`` answers a relayed request: tell Claude Code, and consume the event."""
-        if event.type != "reply.received" or event.reply_to not in self.pending:
+        if event.type != reserved.REPLY_TYPE or event.reply_to not in self.pending:
             return False
         request_id = self.pending.pop(event.reply_to)
         await self.bridge.notify(
@@ -244,6 +242,11 @@ class PermissionRelay:
         await self.bridge.client.ack(ids=[event.id])
         self.bridge.last_seq = event.seq
         return True
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to the hub's limit: a long prompt is still relayed, not refused."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _behavior(answer: herald.Event) -> str:

@@ -140,6 +140,32 @@ class HeraldClient:
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 
+    async def ask_permission(
+        self,
+        to: str,
+        request_id: str,
+        tool_name: str,
+        description: str = "",
+        input_preview: str = "",
+    ) -> Published:
+        """Relay a Claude Code permission prompt to the agent ``to``, who allows or denies it
+        with a reply; herald builds the ``permission.request`` event itself.
+
+        Raises:
+            InvalidInput: a malformed field (``request_id`` is 5 letters a-z without l; the
+                limits are in ``herald.reserved``). NotFound: no agent has the handle ``to``.
+            HubUnreachable: the hub cannot be reached.
+        """
+        body = {
+            "to": to,
+            "request_id": request_id,
+            "tool_name": tool_name,
+            "description": description,
+            "input_preview": input_preview,
+        }
+        answer = await self._post("/channel/permission", body)
+        return Published(Event.from_json(answer), created=True)
+
     async def stream(self, after: int) -> AsyncIterator[StreamItem]:
         """The agent's events after seq ``after``, then live ones, until the connection ends.
         An event that cannot be read comes as an ``invalid`` item, and the stream goes on.
