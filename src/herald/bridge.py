@@ -27,7 +27,7 @@ from herald import reserved
 from herald.client import HeraldClient, StreamItem
 from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
-from herald.errors import HeraldError
+from herald.errors import HeraldError, HubUnreachable
 from herald.mcp import tools
 from herald.mcp.peer import connection_of
 from herald.mcp.server import HeraldServer, refuse_discovery
@@ -116,11 +116,11 @@ class Bridge:
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _take(self, item: StreamItem) -> None:
-        """Show one stream item. Trouble with the hub (a HeraldError) ends the connection, which
-        resumes from the last event shown; any other failure is this item's alone, skipped."""
+        """Show one stream item. A hub that cannot be reached ends the connection, which resumes
+        from the last event shown; any other failure is this item's alone, and it is skipped."""
         try:
             await self._show(item)
-        except HeraldError:
+        except HubUnreachable:
             raise
         except Exception as exc:  # one event's failure must never end the bridge
             seq = item.event.seq if item.event is not None else (item.data or {}).get("seq")
@@ -146,12 +146,10 @@ class Bridge:
         if known and seq > self.last_seq:
             self.last_seq = seq
         log.warning("herald event seq %s could not be shown, skipped: %s", seq, error)
-        which = f"seq {seq}" if known else "one of them"
+        which = f"A herald event (seq {seq})" if known else "A herald event"
         meta = {"type": "herald.unshown", **({"seq": str(seq)} if known else {})}
         try:
-            await self._push_text(
-                f"A herald event ({which}) could not be shown here. Call inbox to read it.", meta
-            )
+            await self._push_text(f"{which} could not be shown here. Call inbox to read it.", meta)
         except Exception:  # the report is best effort; the event waits in the hub's inbox
             log.exception("could not tell the session about event seq %s", seq)
 

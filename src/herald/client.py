@@ -214,11 +214,8 @@ def _item(message: ServerSentEvent) -> StreamItem:
         payload = json.loads(message.data)
     except (ValueError, RecursionError) as exc:
         return _invalid(seq, f"the event is not JSON: {exc}")
-    try:
-        # JSON can spell a lone surrogate ("\ud800"), which is not text: nothing could show it.
-        json.dumps(payload, ensure_ascii=False).encode()
-    except (UnicodeEncodeError, RecursionError) as exc:
-        return _invalid(seq, f"the event holds what is not Unicode text: {exc}")
+    if "\\u" in message.data and not _is_text(payload):
+        return _invalid(seq, "the event holds a lone surrogate (\\ud800 to \\udfff), not text")
     if message.type == "error":
         said = payload.get("message") if isinstance(payload, dict) else payload
         raise errors.HubUnreachable(f"the hub ended the stream: {said}")
@@ -261,6 +258,16 @@ def _event(payload: Any) -> Event:
         return Event.from_json(payload)
     except (KeyError, TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"the event is malformed: {exc!r}") from exc
+
+
+def _is_text(payload: Any) -> bool:
+    """JSON can spell a lone surrogate ("\\ud800"), which is no character: nothing can show
+    it, and writing it as UTF-8 fails (in an MCP SDK's writer, that ends the session)."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode()
+    except (UnicodeEncodeError, RecursionError):
+        return False
+    return True
 
 
 def _invalid(seq: int | None, error: str) -> StreamItem:
