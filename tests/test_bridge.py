@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters
 from tests.herald_process import HeraldProcess
 from tests.mcp.conftest import HeraldNotifications, Received
 from tests.sse import SSEReader
+from tests.sse_server import CraftedStream, event_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -172,6 +173,21 @@ async def test_a_hub_killed_mid_run_loses_nothing(hub: Hub) -> None:
     assert statuses == ["delivered"] * 3
 
 
+async def test_unicode_line_separators_from_another_agent_do_not_stop_the_bridge(
+    hub: Hub,
+) -> None:
+    alice_key = hub.admin("POST", "/v1/agents", json={"handle": "alice"})["api_key"]
+    text = "one\u2028two\u2029three\u0085four"
+    async with bridge(hub) as (_, received):
+        with hub.process.client(alice_key) as alice:  # type: ignore[union-attr]
+            sent = alice.post("/channel/send", json={"to": "claude", "text": text})
+            assert sent.status_code == 202, sent.text
+        after = hub.publish("the next normal event")
+        tag = await channel(received)
+        assert tag["meta"]["event_id"] == sent.json()["id"] and text in tag["content"]
+        assert (await channel(received))["meta"]["event_id"] == after["id"]
+
+
 class StdioPeer:
     """Raw JSON lines to and from a bridge subprocess, with bounded waits."""
 
@@ -180,17 +196,25 @@ class StdioPeer:
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "HERALD_API_KEY": key},
         )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.logged: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_log, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if line.strip():
                 self.lines.put(json.loads(line))
+
+    def _read_log(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.logged.append(line)
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -203,10 +227,51 @@ class StdioPeer:
             if method is None or message.get("method") == method:
                 return message
 
+    def initialize(self) -> dict[str, Any]:
+        """The handshake Claude Code does; returns the server's capabilities."""
+        peer_init = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+        self.send(peer_init)
+        capabilities: dict[str, Any] = self.next()["result"]["capabilities"]
+        self.send({"method": "notifications/initialized"})
+        return capabilities
+
     def close(self) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()
         self.process.wait(timeout=30)
+
+
+def test_a_malformed_event_is_reported_and_skipped_and_the_bridge_goes_on() -> None:
+    key = "herald_agent_never_logged"
+    crafted = CraftedStream(
+        [
+            [
+                b"id: 1\ndata: {not json\n\n",
+                b'id: 2\ndata: {"id": "evt_x"}\n\n',
+                event_frame(3, "X").replace(b'"X"', b'"a lone surrogate \\ud800"'),
+            ],
+            [event_frame(4, "the next normal event")],
+        ]
+    )
+    peer = StdioPeer([sys.executable, "-m", "herald.cli", "bridge", "--url", crafted.url], key)
+    try:
+        peer.initialize()
+        for seq in ("1", "2", "3"):
+            report = peer.next("notifications/claude/channel")["params"]
+            assert report["meta"] == {"type": "herald.unshown", "seq": seq}
+            assert f"seq {seq}" in report["content"] and "inbox" in report["content"]
+        tag = peer.next("notifications/claude/channel")["params"]
+        assert tag["meta"]["seq"] == "4" and "the next normal event" in tag["content"]
+        # The reconnect after the first response resumed past the skipped events.
+        resumed = [crafted.resumed_from.get(timeout=30) for _ in range(2)]
+        assert resumed == ["0", "3"]
+        assert peer.process.poll() is None
+    finally:
+        peer.close()
+        crafted.close()
+    warnings = [line for line in peer.logged if "could not be shown" in line]
+    assert [f"seq {seq} " in line for seq, line in zip("123", warnings, strict=True)] == [True] * 3
+    assert not any(key in line for line in peer.logged)
 
 
 def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) -> None:

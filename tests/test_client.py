@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from herald import NotFound, Unauthorized
 from herald.client import HeraldClient
 from herald.errors import HubUnreachable, InvalidInput
 from tests.herald_process import HeraldProcess
+from tests.sse_server import CraftedStream, event_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +73,55 @@ async def test_messages_replies_and_the_stream(herald: HeraldProcess) -> None:
         assert reply.routed_event_id is not None
         (answer,) = await as_ann.inbox(10)
         assert answer.type == "reply.received" and answer.reply_to == sent.event.id
+
+
+async def test_the_stream_keeps_unicode_line_separators_inside_an_event(
+    herald: HeraldProcess,
+) -> None:
+    sender, receiver = agent(herald, "separator-sender"), agent(herald, "separator-receiver")
+    text = "one\u2028two\u2029three\u0085four"
+    async with (
+        HeraldClient(herald.url, sender) as as_sender,
+        HeraldClient(herald.url, receiver) as as_receiver,
+    ):
+        sent = await as_sender.send_message("separator-receiver", text, {"note": text})
+        stream = as_receiver.stream(0)
+        async with asyncio.timeout(20):
+            item = await anext(stream)
+        await stream.aclose()
+    assert item.kind == "event" and item.event is not None
+    assert item.event.id == sent.event.id
+    assert item.event.text == text and item.event.data == {"note": text}
+
+
+async def test_a_malformed_event_is_an_invalid_item_and_the_stream_goes_on() -> None:
+    crafted = CraftedStream(
+        [
+            [
+                b"id: 1\ndata: {not json\n\n",
+                b'id: 2\ndata: {"id": "evt_x", "seq": "2"}\n\n',
+                b"id: 3\ndata: [1, 2]\n\n",
+                event_frame(4, "X").replace(b'"X"', b'"a lone surrogate \\ud800"'),
+                event_frame(5, "still here"),
+            ]
+        ]
+    )
+    try:
+        async with HeraldClient(crafted.url, "herald_agent_unused") as client:
+            stream = client.stream(0)
+            async with asyncio.timeout(20):
+                items = [await anext(stream) for _ in range(5)]
+            await stream.aclose()
+    finally:
+        crafted.close()
+    invalid = [item.data or {} for item in items[:4]]
+    assert [item.kind for item in items] == ["invalid"] * 4 + ["event"]
+    assert [data["seq"] for data in invalid] == [1, 2, 3, 4]
+    assert "not JSON" in invalid[0]["error"]
+    assert "seq" in invalid[1]["error"] and "agent" in invalid[1]["error"]
+    assert "not a JSON object" in invalid[2]["error"]
+    assert "lone surrogate" in invalid[3]["error"]
+    assert items[4].event is not None and items[4].event.text == "still here"
 
 
 async def test_a_stream_reports_lost_history_first(herald: HeraldProcess) -> None:

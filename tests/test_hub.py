@@ -89,3 +89,23 @@ async def test_numbers_json_cannot_carry_are_refused(hub: Hub) -> None:
         await hub.publish("alice", "t", "x", data={"ratio": float("nan")})
     with pytest.raises(InvalidInput, match="JSON"):
         await hub.publish("alice", "t", "bad \ud800 surrogate")
+
+
+async def test_agents_cannot_send_herald_s_own_types_but_can_ask_permission(hub: Hub) -> None:
+    asker, _ = await hub.create_agent("asker")
+    approver, _ = await hub.create_agent("approver")
+    for kind in ("reply.received", "permission.request", "herald.backlog"):
+        with pytest.raises(InvalidInput, match="reserved"):
+            await hub.send_message(asker, "approver", "allow", type=kind)
+    asked = await hub.ask_permission(
+        asker, "approver", request_id="abcde", tool_name="Bash", description="list files"
+    )
+    (event,) = (await hub.heartbeat(approver, cursor=0)).events
+    assert event.id == asked.event.id and event.type == "permission.request"
+    assert event.sender == "asker" and event.interactive
+    assert event.data == {
+        "request_id": "abcde",
+        "tool_name": "Bash",
+        "description": "list files",
+        "input_preview": "",
+    }

@@ -11,6 +11,7 @@ reconnecting with ``Last-Event-ID``: events published meanwhile arrive once it i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -22,10 +23,11 @@ from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
 import herald
-from herald.client import HeraldClient
+from herald import reserved
+from herald.client import HeraldClient, StreamItem
 from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
-from herald.errors import HeraldError
+from herald.errors import HeraldError, HubUnreachable
 from herald.mcp import tools
 from herald.mcp.peer import connection_of
 from herald.mcp.server import HeraldServer, refuse_discovery
@@ -97,39 +99,80 @@ class Bridge:
                 await self.client.close()
 
     async def follow(self) -> None:
-        """Follow the hub's stream for ever, reconnecting with backoff from the last event."""
+        """Follow the hub's stream for ever, reconnecting with backoff from the last event. An
+        event that cannot be shown is reported and skipped: never the end of the bridge."""
         await self._initialized_event.wait()
         backoff = 0.5
         while True:
             try:
                 async for item in self.client.stream(self.last_seq):
                     backoff = 0.5
-                    if item.event is not None:
-                        if self.relay is None or not await self.relay.answered(item.event):
-                            await self._push(item.event)
-                    elif item.kind == "truncated":
-                        await self._push_text(
-                            "Some herald events expired before they could be shown; "
-                            "call inbox for the rest.",
-                            {"type": "herald.truncated"},
-                        )
+                    await self._take(item)
             except HeraldError as exc:
                 log.warning("%s; trying again in %.1fs", exc.message, backoff)
+            except Exception:  # top-level loop: a bug here must not end the bridge either
+                log.exception("the stream reader failed; trying again in %.1fs", backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
+    async def _take(self, item: StreamItem) -> None:
+        """Show one stream item. A hub that cannot be reached ends the connection, which resumes
+        from the last event shown; any other failure is this item's alone, and it is skipped."""
+        try:
+            await self._show(item)
+        except HubUnreachable:
+            raise
+        except Exception as exc:  # one event's failure must never end the bridge
+            seq = item.event.seq if item.event is not None else (item.data or {}).get("seq")
+            await self._skip(seq, repr(exc))
+
+    async def _show(self, item: StreamItem) -> None:
+        if item.event is not None:
+            if self.relay is None or not await self.relay.answered(item.event):
+                await self._push(item.event)
+        elif item.kind == "invalid":
+            data = item.data or {}
+            await self._skip(data.get("seq"), str(data.get("error")))
+        elif item.kind == "truncated":
+            await self._push_text(
+                "Some herald events expired before they could be shown; call inbox for the rest.",
+                {"type": "herald.truncated"},
+            )
+
+    async def _skip(self, seq: Any, error: str) -> None:
+        """Move past an event that cannot be shown (a reconnect must not meet it again), and
+        tell the session to read it with inbox."""
+        known = isinstance(seq, int) and not isinstance(seq, bool)
+        if known and seq > self.last_seq:
+            self.last_seq = seq
+        log.warning("herald event seq %s could not be shown, skipped: %s", seq, error)
+        which = f"A herald event (seq {seq})" if known else "A herald event"
+        meta = {"type": "herald.unshown", **({"seq": str(seq)} if known else {})}
+        try:
+            await self._push_text(f"{which} could not be shown here. Call inbox to read it.", meta)
+        except Exception:  # the report is best effort; the event waits in the hub's inbox
+            log.exception("could not tell the session about event seq %s", seq)
+
     async def _push(self, event: herald.Event) -> None:
-        await self._notify(
+        await self.notify(
             CHANNEL_METHOD,
             {"content": render.channel_content(event), "meta": render.channel_meta(event)},
         )
         self.last_seq = event.seq
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification to the session.
+
+        Raises:
+            ValueError: ``params`` hold what cannot be written as UTF-8 JSON (a lone surrogate).
+                Checked here, because the SDK would fail later, in its stdout writer, and that
+                failure would end the whole session.
+        """
+        json.dumps(params, ensure_ascii=False).encode()
         await self._notify(method, params)
 
     async def _push_text(self, text: str, meta: dict[str, str]) -> None:
-        await self._notify(CHANNEL_METHOD, {"content": text, "meta": meta})
+        await self.notify(CHANNEL_METHOD, {"content": text, "meta": meta})
 
     async def _initialized(
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams
@@ -151,11 +194,6 @@ class Bridge:
 PERMISSION_CAPABILITY = "claude/channel/permission"
 PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
 PERMISSION_METHOD = "notifications/claude/channel/permission"
-PERMISSION_FORM = {
-    "type": "object",
-    "properties": {"behavior": {"type": "string", "enum": ["allow", "deny"]}},
-    "required": ["behavior"],
-}
 
 
 class PermissionRequest(pydantic.BaseModel):
@@ -178,11 +216,13 @@ class PermissionRelay:
         self.pending: dict[str, str] = {}
 
     async def ask(self, ctx: ServerRequestContext[Any], params: PermissionRequest) -> None:
-        text = f"Claude Code asks to use {params.tool_name}: {params.description}. Allow or deny?"
-        data = params.model_dump()
         try:
-            sent = await self.bridge.client.send_message(
-                self.approver, text, data, reply=PERMISSION_FORM, type="permission.request"
+            sent = await self.bridge.client.ask_permission(
+                self.approver,
+                params.request_id,
+                _clip(params.tool_name, reserved.MAX_TOOL_NAME_CHARS),
+                _clip(params.description, reserved.MAX_DESCRIPTION_CHARS),
+                _clip(params.input_preview, reserved.MAX_INPUT_PREVIEW_CHARS),
             )
         except HeraldError as exc:
             log.warning("could not relay permission request %s: %s", params.request_id, exc)
@@ -191,7 +231,7 @@ class PermissionRelay:
 
     async def answered(self, event: herald.Event) -> bool:
         """If ``event`` answers a relayed request: tell Claude Code, and consume the event."""
-        if event.type != "reply.received" or event.reply_to not in self.pending:
+        if event.type != reserved.REPLY_TYPE or event.reply_to not in self.pending:
             return False
         request_id = self.pending.pop(event.reply_to)
         await self.bridge.notify(
@@ -200,6 +240,11 @@ class PermissionRelay:
         await self.bridge.client.ack(ids=[event.id])
         self.bridge.last_seq = event.seq
         return True
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to the hub's limit: a long prompt is still relayed, not refused."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _behavior(answer: herald.Event) -> str:

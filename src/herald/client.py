@@ -19,6 +19,7 @@ import httpx2
 from herald import errors
 from herald.events import Event, Published, Reply
 from herald.hub import Drained
+from herald.sse import ServerSentEvent, SSEDecoder
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {
     400: errors.InvalidInput,
@@ -31,9 +32,16 @@ _ERRORS: dict[int, type[errors.HeraldError]] = {
 }
 
 
+MAX_STREAM_EVENT_CHARS = 16 * 1024 * 1024
+"""Far over any event a hub sends (256 KiB of text and data, JSON-escaped); a bigger one is
+reported as ``invalid`` instead of being held in memory."""
+
+
 @dataclass(frozen=True)
 class StreamItem:
-    """One thing a stream said: an ``event``, or ``truncated`` (with how many are missing)."""
+    """One thing a stream said: an ``event``; ``truncated`` (``data`` says how many are missing);
+    or ``invalid``, an event that could not be read (``data``: its ``seq``, or None when the stream
+    did not say, and the ``error``). An invalid event is skipped, never the end of the stream."""
 
     kind: str
     event: Event | None = None
@@ -136,11 +144,38 @@ class HeraldClient:
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 
-    async def stream(self, after: int) -> AsyncIterator[StreamItem]:
-        """The agent's events after seq ``after``, then live ones, until the connection ends.
+    async def ask_permission(
+        self,
+        to: str,
+        request_id: str,
+        tool_name: str,
+        description: str = "",
+        input_preview: str = "",
+    ) -> Published:
+        """Relay a Claude Code permission prompt to the agent ``to``, who allows or denies it
+        with a reply; herald builds the ``permission.request`` event itself.
 
         Raises:
-            HubUnreachable: the connection could not be made or broke.
+            InvalidInput: a malformed field (``request_id`` is 5 letters a-z without l; the
+                limits are in ``herald.reserved``). NotFound: no agent has the handle ``to``.
+            HubUnreachable: the hub cannot be reached.
+        """
+        body = {
+            "to": to,
+            "request_id": request_id,
+            "tool_name": tool_name,
+            "description": description,
+            "input_preview": input_preview,
+        }
+        answer = await self._post("/channel/permission", body)
+        return Published(Event.from_json(answer), created=True)
+
+    async def stream(self, after: int) -> AsyncIterator[StreamItem]:
+        """The agent's events after seq ``after``, then live ones, until the connection ends.
+        An event that cannot be read comes as an ``invalid`` item, and the stream goes on.
+
+        Raises:
+            HubUnreachable: the connection could not be made or broke, or the hub ended it.
         """
         headers = {"last-event-id": str(after), "accept": "text/event-stream"}
         timeout = httpx2.Timeout(30.0, read=None)
@@ -151,17 +186,10 @@ class HeraldClient:
                 if response.status_code != 200:
                     await response.aread()
                     raise _error(response)
-                fields: dict[str, str] = {}
-                async for line in response.aiter_lines():
-                    if line:
-                        if not line.startswith(":"):
-                            name, _, value = line.partition(":")
-                            fields[name] = value.removeprefix(" ")
-                        continue
-                    item = _item(fields)
-                    fields = {}
-                    if item is not None:
-                        yield item
+                decoder = SSEDecoder(max_event_chars=MAX_STREAM_EVENT_CHARS)
+                async for chunk in response.aiter_bytes():
+                    for message in decoder.feed(chunk):
+                        yield _item(message)
         except httpx2.HTTPError as exc:
             raise errors.HubUnreachable(f"the stream from {self.url} broke: {exc}") from exc
 
@@ -177,16 +205,84 @@ class HeraldClient:
         return response.json()
 
 
-def _item(fields: dict[str, str]) -> StreamItem | None:
-    if "data" not in fields:
-        return None
-    data = json.loads(fields["data"])
-    kind = fields.get("event", "message")
-    if kind == "message":
-        return StreamItem("event", event=Event.from_json(data))
-    if kind == "error":
-        raise errors.HubUnreachable(f"the hub ended the stream: {data.get('message')}")
-    return StreamItem(kind, data=data)
+def _item(message: ServerSentEvent) -> StreamItem:
+    """What one SSE event of the hub says.
+
+    Raises:
+        HubUnreachable: the hub ended the stream with an ``error`` event.
+    """
+    seq = _seq(message.last_event_id)
+    if message.oversized:
+        return _invalid(seq, f"the event is over {MAX_STREAM_EVENT_CHARS} characters")
+    try:
+        payload = json.loads(message.data)
+    except (ValueError, RecursionError) as exc:
+        return _invalid(seq, f"the event is not JSON: {exc}")
+    if "\\u" in message.data and not _is_text(payload):
+        return _invalid(seq, "the event holds a lone surrogate (\\ud800 to \\udfff), not text")
+    if message.type == "error":
+        said = payload.get("message") if isinstance(payload, dict) else payload
+        raise errors.HubUnreachable(f"the hub ended the stream: {said}")
+    if message.type != "message":
+        if not isinstance(payload, dict):
+            return _invalid(seq, f"a {message.type} event must hold a JSON object")
+        return StreamItem(message.type, data=payload)
+    try:
+        return StreamItem("event", event=_event(payload))
+    except ValueError as exc:
+        return _invalid(seq, str(exc))
+
+
+_EVENT_STRINGS = ("id", "agent", "type", "text", "created_at", "status")
+_EVENT_OPTIONAL_STRINGS = ("from", "reply_to", "expires_at", "dedupe_key")
+
+
+def _event(payload: Any) -> Event:
+    """An event as the hub's stream shows it, checked field by field.
+
+    Raises:
+        ValueError: saying which field is missing or of the wrong type.
+    """
+    if not isinstance(payload, dict):
+        raise ValueError("the event is not a JSON object")
+    wrong = [name for name in _EVENT_STRINGS if not isinstance(payload.get(name), str)]
+    wrong += [
+        name
+        for name in _EVENT_OPTIONAL_STRINGS
+        if not isinstance(payload.get(name), (str, type(None)))
+    ]
+    seq = payload.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        wrong.append("seq")
+    if not isinstance(payload.get("reply"), (dict, type(None))):
+        wrong.append("reply")
+    if wrong:
+        raise ValueError(f"the event has missing or malformed field(s): {', '.join(wrong)}")
+    try:
+        return Event.from_json(payload)
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"the event is malformed: {exc!r}") from exc
+
+
+def _is_text(payload: Any) -> bool:
+    """JSON can spell a lone surrogate ("\\ud800"), which is no character: nothing can show
+    it, and writing it as UTF-8 fails (in an MCP SDK's writer, that ends the session)."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode()
+    except (UnicodeEncodeError, RecursionError):
+        return False
+    return True
+
+
+def _invalid(seq: int | None, error: str) -> StreamItem:
+    return StreamItem("invalid", data={"seq": seq, "error": error})
+
+
+def _seq(last_event_id: str) -> int | None:
+    """The seq the stream's event id names (the hub sets it on every event), if it is one."""
+    if last_event_id.isascii() and last_event_id.isdigit() and len(last_event_id) <= 18:
+        return int(last_event_id)
+    return None
 
 
 def _error(response: httpx2.Response) -> errors.HeraldError:

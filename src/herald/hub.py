@@ -31,6 +31,7 @@ from herald.events import (
     new_id,
 )
 from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
+from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
 from herald.store.base import Clock
 
@@ -247,10 +248,34 @@ class Hub:
         ``reply`` (a form schema) it asks for an answer, which comes back as a reply.
 
         Raises:
-            InvalidInput: a malformed field. NotFound: no agent has the handle ``to``.
+            InvalidInput: a malformed field, or a type only herald sends (``reply.received``,
+                ``permission.request``, ``herald.*``). NotFound: no agent has the handle ``to``.
         """
+        refuse_reserved_type(type)
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         event = NewEvent.parse(fields)
+        (published,) = await self.publish_many([replace(event, sender=sender.handle)])
+        return published
+
+    async def ask_permission(
+        self,
+        sender: Agent,
+        to: str,
+        *,
+        request_id: str,
+        tool_name: str,
+        description: str = "",
+        input_preview: str = "",
+    ) -> Published:
+        """Relay a permission prompt of ``sender``'s Claude Code session to the agent ``to``: a
+        ``permission.request`` event that herald builds itself (text, data, an allow/deny form),
+        so that no agent can forge one. The answer comes back to ``sender`` as a reply.
+
+        Raises:
+            InvalidInput: a malformed field (``request_id`` is 5 letters a-z without l).
+            NotFound: no agent has the handle ``to``.
+        """
+        event = permission_request(to, request_id, tool_name, description, input_preview)
         (published,) = await self.publish_many([replace(event, sender=sender.handle)])
         return published
 

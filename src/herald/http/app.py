@@ -31,6 +31,7 @@ from herald.http.io import (
 from herald.http.mcp import McpEndpoint
 from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
+from herald.reserved import PERMISSION_FIELDS
 from herald.webhooks import manage
 from herald.webhooks.worker import WebhookWorker
 
@@ -182,6 +183,19 @@ def create_app(
         )
         return json_response(published.event.to_json(), 202)
 
+    async def ask_permission(request: Request) -> Response:
+        agent = await require_agent(hub, request)
+        body = strict_object(await read_json(request), set(PERMISSION_FIELDS), "permission")
+        published = await hub.ask_permission(
+            agent,
+            body.get("to", ""),  # the hub checks every field
+            request_id=body.get("request_id", ""),
+            tool_name=body.get("tool_name", ""),
+            description=body.get("description", ""),
+            input_preview=body.get("input_preview", ""),
+        )
+        return json_response(published.event.to_json(), 202)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -210,6 +224,7 @@ def create_app(
         Route("/channel/ack", ack, methods=["POST"]),
         Route("/channel/reply", reply, methods=["POST"]),
         Route("/channel/send", send_message, methods=["POST"]),
+        Route("/channel/permission", ask_permission, methods=["POST"]),
         Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         *endpoint_routes(hub),

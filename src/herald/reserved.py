@@ -1,0 +1,80 @@
+"""The event types only herald itself sends, and the one of them an agent asks herald to make.
+
+Agents read ``type`` to decide what an event is: a ``reply.received`` answers a question they
+asked, a ``permission.request`` asks to allow a tool call. If any agent could send those types,
+it could forge an answer or a prompt. So agents may not send them (nor any ``herald.*`` type),
+and a permission request is built by the hub from checked fields, never from an agent's text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from herald.errors import InvalidInput
+from herald.events import NewEvent
+
+REPLY_TYPE = "reply.received"
+PERMISSION_TYPE = "permission.request"
+RESERVED_TYPES = frozenset({REPLY_TYPE, PERMISSION_TYPE})
+RESERVED_PREFIX = "herald."
+
+# Claude Code's request ids: 5 letters a-z without l (so that none reads as a 1 or an I).
+REQUEST_ID = re.compile(r"[a-km-z]{5}")
+MAX_TOOL_NAME_CHARS = 256
+MAX_DESCRIPTION_CHARS = 2000
+MAX_INPUT_PREVIEW_CHARS = 2000
+PERMISSION_FIELDS = frozenset({"to", "request_id", "tool_name", "description", "input_preview"})
+PERMISSION_FORM = {
+    "type": "object",
+    "properties": {"behavior": {"type": "string", "enum": ["allow", "deny"]}},
+    "required": ["behavior"],
+}
+
+
+def refuse_reserved_type(type_: str, where: str = "message") -> None:
+    """Refuse a type that only herald may send (compared without regard to case).
+
+    Raises:
+        InvalidInput: ``type_`` is reserved; the message lists what is.
+    """
+    lowered = type_.lower() if isinstance(type_, str) else ""
+    if lowered in RESERVED_TYPES or lowered.startswith(RESERVED_PREFIX):
+        reserved = ", ".join(sorted(RESERVED_TYPES))
+        raise InvalidInput(
+            f"{where}.type {type_!r} is reserved: only herald sends {reserved} and "
+            f"{RESERVED_PREFIX}* events; use a type of your own, such as message.received"
+        )
+
+
+def permission_request(
+    to: Any, request_id: Any, tool_name: Any, description: Any = "", input_preview: Any = ""
+) -> NewEvent:
+    """The ``permission.request`` event for the agent ``to``: its text, data and allow/deny
+    form, all made here from checked fields.
+
+    Raises:
+        InvalidInput: a field is missing, of the wrong type or too long; the message names it.
+    """
+    if not isinstance(request_id, str) or not REQUEST_ID.fullmatch(request_id):
+        raise InvalidInput(
+            "permission.request_id must be 5 letters a-z without l, as Claude Code sends it"
+        )
+    tool = _text(tool_name, "tool_name", 1, MAX_TOOL_NAME_CHARS)
+    said = _text(description, "description", 0, MAX_DESCRIPTION_CHARS)
+    preview = _text(input_preview, "input_preview", 0, MAX_INPUT_PREVIEW_CHARS)
+    data = {
+        "request_id": request_id,
+        "tool_name": tool,
+        "description": said,
+        "input_preview": preview,
+    }
+    text = f"Claude Code asks to use {tool}: {said}. Allow or deny?"
+    fields = {"type": PERMISSION_TYPE, "text": text, "data": data, "reply": PERMISSION_FORM}
+    return NewEvent.parse({"to": to, **fields}, "permission")
+
+
+def _text(value: Any, name: str, low: int, high: int) -> str:
+    if not isinstance(value, str) or not low <= len(value) <= high:
+        raise InvalidInput(f"permission.{name} must be a string of {low}-{high} characters")
+    return value
