@@ -64,6 +64,7 @@ class Agent:
     key_hash: str
     created_at: int
     webhook_url: str | None = None
+    """Its webhook endpoint's URL, as the store read it with the agent."""
     delivery_json: str = "{}"
     last_seq: int = 0
     """The seq of the agent's newest event when this record was read."""

@@ -96,3 +96,28 @@ def test_two_processes_on_one_database_send_each_event_once(store_url: str) -> N
         first.stop()
         second.stop()
         receiver.close()
+
+
+def test_an_agents_webhook_url_is_its_webhooks(store_url: str) -> None:
+    herald = HeraldProcess(store_url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = new_agent(admin, webhook_url="https://93.184.215.14/first")
+            url = f"/v1/agents/{agent['id']}"
+            assert agent["webhook_url"] == "https://93.184.215.14/first"
+            assert admin.get(url).json()["webhook_url"] == "https://93.184.215.14/first"
+            admin.put(f"{url}/webhook", json={"url": "https://93.184.215.14/second"})
+            assert admin.get(url).json()["webhook_url"] == "https://93.184.215.14/second"
+            (listed,) = [
+                a for a in admin.get("/v1/agents").json()["agents"] if a["id"] == agent["id"]
+            ]
+            assert listed["webhook_url"] == "https://93.184.215.14/second"
+            assert admin.delete(f"{url}/webhook").status_code == 204
+            assert admin.get(url).json()["webhook_url"] is None
+            plain = new_agent(admin)
+            admin.put(f"/v1/agents/{plain['id']}/webhook", json={"url": "https://93.184.215.14/p"})
+            assert admin.get(f"/v1/agents/{plain['id']}").json()["webhook_url"] == (
+                "https://93.184.215.14/p"
+            )
+    finally:
+        herald.stop()

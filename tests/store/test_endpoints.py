@@ -148,6 +148,35 @@ async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     assert second  # the other delivery to the disabled endpoint stays waiting
 
 
+async def test_an_agents_webhook_url_is_read_from_its_webhook_endpoint(store: Store) -> None:
+    agent, endpoint = await setup(store)
+    assert agent.webhook_url is None  # not stored with the agent
+    fetched = await store.get_agent(agent.id)
+    assert fetched is not None and fetched.webhook_url == endpoint.url
+    by_key = await store.agent_by_key_hash(agent.key_hash)
+    assert by_key is not None and by_key.webhook_url == endpoint.url
+    await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((_, _, _, claimed_agent),) = await store.claim_deliveries("w", 10, 60_000)
+    assert claimed_agent.webhook_url == endpoint.url
+    other = Endpoint(
+        new_id("end_"), agent.id, Kind.WEBHOOK, "https://example.org/h", "whsec_z", store.now()
+    )
+    await store.put_endpoint(other)
+    assert [a.webhook_url for a in await store.list_agents()] == ["https://example.org/h"]
+    await store.delete_endpoint(agent.id, "webhook")
+    await setup_openclaw(store, agent)
+    fetched = await store.get_agent(agent.id)
+    assert fetched is not None and fetched.webhook_url is None
+
+
+async def setup_openclaw(store: Store, agent: Agent) -> None:
+    gateway = Endpoint(
+        new_id("end_"), agent.id, Kind.OPENCLAW, "https://gw.example", "token", store.now()
+    )
+    await store.put_endpoint(gateway)
+
+
 async def test_an_openclaw_success_only_marks_the_event_sent(store: Store) -> None:
     _, endpoint = await setup(store, kind=Kind.OPENCLAW)
     (event_id,) = await publish(store, "alice", 1)

@@ -16,6 +16,7 @@ from starlette.routing import Route
 import herald
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
+from herald.endpoints import check_url
 from herald.errors import HeraldError, InvalidInput
 from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
@@ -63,11 +64,14 @@ def create_app(
         if not isinstance(handle, str):
             raise InvalidInput("agent.handle is required: 1-64 characters of a-z, 0-9, _ and -")
         url = body.get("webhook_url")
-        agent, key = await hub.create_agent(handle, url, body.get("delivery"))
+        if url is not None:
+            check_url(url, "webhook_url")
+        agent, key = await hub.create_agent(handle, delivery=body.get("delivery"))
         if url is None:
             return json_response({**agent.to_json(), "api_key": key}, 201)
         webhook, secret = await manage.set_webhook(hub, agent.id, url)
         webhook_json = {**webhook.to_json(), "secret": secret}
+        agent = await hub.get_agent(agent.id)
         return json_response({**agent.to_json(), "api_key": key, "webhook": webhook_json}, 201)
 
     async def list_agents(request: Request) -> Response:

@@ -64,6 +64,9 @@ class Store(ABC):
 
     # Agents and settings
 
+    # Every agent read gives its ``webhook_url`` from its webhook endpoint (see put_endpoint):
+    # the agents.webhook_url column is no longer kept.
+
     @abstractmethod
     async def create_agent(self, agent: Agent) -> None:
         """Raises: Conflict: the handle is taken."""

@@ -11,7 +11,7 @@ from typing import Any
 from herald.endpoints import Delivery, Endpoint, Finished, Kind, State, endpoint_notes
 from herald.events import Agent, Event
 from herald.store.sqlite.attempts import insert_attempts
-from herald.store.sqlite.rows import AGENT_COLUMNS, EVENT_COLUMNS, OPEN, Operation, as_json, event
+from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, Operation, agent_columns, as_json, event
 
 ENDPOINT_COLUMNS = (
     "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
@@ -270,7 +270,7 @@ def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
             _prefixed(DELIVERY_COLUMNS, "d"),
             _prefixed(ENDPOINT_COLUMNS, "w"),
             _prefixed(EVENT_COLUMNS, "e"),
-            _prefixed(AGENT_COLUMNS, "a"),
+            agent_columns("a"),
         ]
     )
     (rows,) = conn.execute(
