@@ -38,3 +38,22 @@ async def test_an_endpoint_reuses_its_connections_and_shares_them_with_no_other(
     connections = [received.connection for received in receiver.requests]
     assert len(set(connections[:3])) == 1  # one connection, kept alive
     assert connections[3] not in connections[:3]  # the other endpoint's own
+
+
+async def test_a_webhook_body_is_the_event_as_its_agent_sees_it() -> None:
+    receiver = Receiver()
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5)
+    sent = event(7)
+    try:
+        outcome = await sender.send(
+            endpoint("a", receiver.url), Agent("agt_x", "x", "hash", 0), sent, 0
+        )
+    finally:
+        await sender.close()
+        receiver.close()
+    assert outcome.ok
+    (request,) = receiver.requests
+    drained_view = sent.to_json()  # what the drain and the stream show
+    del drained_view["status"]
+    assert request.json == drained_view
+    assert Event.from_json(request.json) == sent

@@ -93,7 +93,7 @@ class Sender:
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
     ) -> tuple[str, bytes, dict[str, str]]:
-        body = json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False)
+        body = json.dumps(event.to_agent_json(), separators=(",", ":"), ensure_ascii=False)
         moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
         signatures = " ".join(
             Webhook(secret).sign(event.id, moment, body)
