@@ -30,6 +30,11 @@ class State(enum.StrEnum):
     DISABLED = "disabled"
 
 
+REFUSED_PREFIX = "address refused: "
+"""How the ``disabled_reason`` of an endpoint disabled for its address begins: such an endpoint
+is re-enabled once ``herald serve --webhook-allow`` allows its address."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     id: str

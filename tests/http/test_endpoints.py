@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import queue
+import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -95,6 +97,62 @@ def test_two_processes_on_one_database_send_each_event_once(store_url: str) -> N
     finally:
         first.stop()
         second.stop()
+        receiver.close()
+
+
+def wait_for_state(admin: httpx.Client, agent_id: str, state: str) -> dict[str, Any]:
+    """The agent's one endpoint, once it is in ``state`` (a bounded wait)."""
+    deadline = time.monotonic() + 30
+    while True:
+        (listed,) = admin.get(f"/v1/agents/{agent_id}/endpoints").json()["endpoints"]
+        if listed["state"] == state or time.monotonic() > deadline:
+            assert listed["state"] == state, listed
+            return dict(listed)
+        time.sleep(0.05)
+
+
+def test_an_endpoint_disabled_for_its_address_comes_back_once_serve_allows_it(
+    tmp_path: Path,
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    receiver = Receiver()
+    loopback = ("--webhook-allow", "loopback")
+    try:
+        first = HeraldProcess(store_url, extra_args=loopback)
+        try:
+            with first.client(first.admin_key) as admin:
+                agent = new_agent(admin)
+                webhook = admin.put(
+                    f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url}
+                ).json()
+        finally:
+            first.stop()
+        # Restarted without loopback allowed: the webhook is refused, and disabled for it.
+        second = HeraldProcess(store_url)
+        try:
+            with second.client(second.admin_key) as admin:
+                event = {"to": agent["handle"], "type": "t", "text": "waits"}
+                published = admin.post("/v1/events", json=event).json()
+                disabled = wait_for_state(admin, agent["id"], "disabled")
+        finally:
+            second.stop()
+        assert disabled["disabled_reason"] == (
+            "address refused: 127.0.0.1 is a loopback address;"
+            " herald serve --webhook-allow loopback allows it"
+        )
+        assert receiver.requests == []
+        # Allowed again: the endpoint comes back, and the event that waited is delivered,
+        # signed with the secret it always had.
+        third = HeraldProcess(store_url, extra_args=loopback)
+        try:
+            with third.client(third.admin_key) as admin:
+                request = receiver.arrived.get(timeout=30)
+                wait_for_state(admin, agent["id"], "active")
+        finally:
+            third.stop()
+        assert request.headers["webhook-id"] == published["id"]
+        Webhook(webhook["secret"]).verify(request.body, request.headers)
+    finally:
         receiver.close()
 
 

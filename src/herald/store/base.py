@@ -214,6 +214,16 @@ class Store(ABC):
         ``previous_until``. None if there is no such endpoint."""
 
     @abstractmethod
+    async def refused_endpoints(self) -> list[Endpoint]:
+        """The endpoints disabled because their address was refused: their ``disabled_reason``
+        begins with ``herald.endpoints.REFUSED_PREFIX``."""
+
+    @abstractmethod
+    async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
+        """Make a disabled endpoint active again, if it is still disabled for that reason;
+        its failing span starts afresh. Returns whether it was."""
+
+    @abstractmethod
     async def schedule_deliveries(
         self,
         before_ms: int,

@@ -229,6 +229,16 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 LIST_ENDPOINTS = (
     f'SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 ORDER BY kind COLLATE "C"'
 )
+# Disabled for their address: $1 the prefix of such a disabled_reason.
+REFUSED_ENDPOINTS = f"""
+SELECT {ENDPOINT_COLUMNS} FROM endpoints
+WHERE state = 'disabled' AND starts_with(disabled_reason, $1) ORDER BY id COLLATE "C"
+"""
+# Enable: $1 endpoint, $2 the reason it must still be disabled for.
+ENABLE_ENDPOINT = """
+UPDATE endpoints SET state = 'active', disabled_reason = NULL, failing_since = NULL
+WHERE id = $1 AND state = 'disabled' AND disabled_reason = $2
+"""
 # Rotate: $1 endpoint, $2 new secret, $3 until when the current one keeps signing.
 ROTATE_SECRET = f"""
 UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2
