@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--webhook-allow",
         default="",
         metavar="CLASSES",
-        help="address classes webhooks may go to besides public ones: loopback, private",
+        help="address classes webhooks may go to besides public ones: loopback, private"
+        " (link-local and cloud metadata addresses never)",
     )
     serve.add_argument(
         "--webhook-schedule",

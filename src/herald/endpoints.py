@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import base64
 import enum
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpx2
 
 from herald.errors import InvalidInput
 from herald.events import Attempt, iso_ms
@@ -18,6 +21,8 @@ from herald.events import Attempt, iso_ms
 SECRET_PREFIX = "whsec_"
 DEFAULT_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
 """When to try: at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h (about 27.6 h)."""
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:.]+")
+"""A host name (IDNA-encoded), an IPv4 address or an IPv6 one (without its brackets)."""
 
 
 class Kind(enum.StrEnum):
@@ -28,6 +33,11 @@ class Kind(enum.StrEnum):
 class State(enum.StrEnum):
     ACTIVE = "active"
     DISABLED = "disabled"
+
+
+REFUSED_PREFIX = "address refused: "
+"""How the ``disabled_reason`` of an endpoint disabled for its address begins: such an endpoint
+is re-enabled once ``herald serve --webhook-allow`` allows its address."""
 
 
 @dataclass(frozen=True)
@@ -153,12 +163,21 @@ def check_secret(secret: Any) -> str:
 
 
 def check_url(url: Any, name: str) -> str:
-    """Raises: InvalidInput unless an absolute http(s) URL (addresses are checked when sending)."""
+    """Raises: InvalidInput unless an absolute http(s) URL with a valid host and port (where the
+    host points is checked by ``herald.webhooks.addresses``)."""
     if not isinstance(url, str) or len(url) > 2048:
         raise InvalidInput(f"{name} must be an http or https URL of at most 2048 characters")
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise InvalidInput(f"{name} {url!r} must be an absolute http or https URL")
+    try:
+        httpx2.URL(url)
+        parts.port  # noqa: B018 (it raises on a port out of range)
+        host = parts.hostname.encode("idna").decode("ascii")
+    except (httpx2.InvalidURL, ValueError, UnicodeError) as exc:
+        raise InvalidInput(f"{name} {url!r} is not a URL herald can call: {exc}") from exc
+    if not _HOST.fullmatch(host):
+        raise InvalidInput(f"{name} {url!r} needs a host name of letters, digits, - and .")
     return url
 
 

@@ -66,6 +66,7 @@ class Agent:
     key_hash: str
     created_at: int
     webhook_url: str | None = None
+    """Its webhook endpoint's URL, as the store read it with the agent."""
     delivery_json: str = "{}"
     last_seq: int = 0
     """The seq of the agent's newest event when this record was read."""
@@ -164,7 +165,8 @@ class Event:
 
     @staticmethod
     def from_json(raw: dict[str, Any]) -> Event:
-        """An event as the HTTP API shows it, read back (by herald's own clients)."""
+        """An event as the HTTP API shows it, read back (by herald's own clients); one pushed
+        without its status (a webhook's body) is pending."""
         reply = raw.get("reply")
         expires = raw.get("expires_at")
         return Event(
@@ -175,7 +177,7 @@ class Event:
             text=raw["text"],
             data_json=json.dumps(raw.get("data"), separators=(",", ":"), ensure_ascii=False),
             created_at=ms_from_iso(raw["created_at"]),
-            status=EventStatus(raw["status"]),
+            status=EventStatus(raw.get("status", EventStatus.PENDING)),
             dedupe_key=raw.get("dedupe_key"),
             expires_at=ms_from_iso(expires) if expires else None,
             sender=raw.get("from"),
@@ -199,6 +201,13 @@ class Event:
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
         }
+
+    def to_agent_json(self) -> dict[str, Any]:
+        """The event as it is pushed to its agent (a webhook's body): what the drain and the
+        stream show, less ``status``, which only records how far its delivery got."""
+        view = self.to_json()
+        del view["status"]
+        return view
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import Any
 
 from herald.capabilities import parse_overrides
-from herald.endpoints import check_url
 from herald.errors import InvalidInput, NotFound
 from herald.events import (
     HANDLE_PATTERN,
@@ -146,22 +145,21 @@ class Hub:
     # Agents
 
     async def create_agent(
-        self, handle: str, webhook_url: str | None = None, delivery: dict[str, Any] | None = None
+        self, handle: str, *, delivery: dict[str, Any] | None = None
     ) -> tuple[Agent, str]:
         """Create an agent; returns it with its API key, which is kept only hashed: show it once.
+        Its webhook is one of its endpoints (``herald.webhooks.manage.set_webhook``).
 
         Raises:
-            InvalidInput: the handle or webhook URL is malformed.
+            InvalidInput: the handle or the delivery overrides are malformed.
             Conflict: the handle is taken.
         """
         if not isinstance(handle, str) or not HANDLE_PATTERN.fullmatch(handle):
             raise InvalidInput("handle must be 1-64 characters of a-z, 0-9, _ and -")
-        if webhook_url is not None:
-            check_url(webhook_url, "webhook_url")
         delivery_json = parse_overrides(delivery) if delivery is not None else "{}"
         key = new_key(AGENT_PREFIX)
         agent = Agent(
-            new_id("agt_"), handle, hash_key(key), self.store.now(), webhook_url, delivery_json
+            new_id("agt_"), handle, hash_key(key), self.store.now(), delivery_json=delivery_json
         )
         await self.store.create_agent(agent)
         return agent, key

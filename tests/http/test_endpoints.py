@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import queue
+import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,6 +47,11 @@ def test_an_agents_webhook_is_set_shown_rotated_and_removed(admin: httpx.Client)
         ("webhook", {"url": "https://x", "secret": "plain"}, "whsec_"),
         ("webhook", {"url": "https://x", "secret": "whsec_c2hvcnQ="}, "24"),
         ("webhook", {"url": "https://x", "colour": 1}, "colour"),
+        # URLs that no request could ever go to.
+        ("webhook", {"url": "https://bad host.example/h"}, "host name"),
+        ("webhook", {"url": "https://h.example:99999/h"}, "out of range"),
+        ("webhook", {"url": "https://h.example/\u0007"}, "herald can call"),
+        ("webhook", {"url": "https://" + "a" * 64 + ".example/h"}, "herald can call"),
         ("openclaw", {"url": "https://x", "token": "t", "mode": "shout"}, "mode"),
         ("openclaw", {"url": "https://x"}, "token"),
     ],
@@ -96,3 +103,142 @@ def test_two_processes_on_one_database_send_each_event_once(store_url: str) -> N
         first.stop()
         second.stop()
         receiver.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        (
+            "webhook",
+            {"url": "http://127.0.0.1:9/h"},
+            "127.0.0.1 is a loopback address; herald serve --webhook-allow loopback allows it",
+        ),
+        (
+            "webhook",
+            {"url": "http://localhost:9/h"},
+            "localhost resolves to 127.0.0.1, a loopback address;"
+            " herald serve --webhook-allow loopback allows it",
+        ),
+        (
+            "webhook",
+            {"url": "http://[::ffff:10.0.0.1]/h"},
+            "::ffff:10.0.0.1 (IPv4 10.0.0.1) is a private address;"
+            " herald serve --webhook-allow private allows it",
+        ),
+        (
+            "openclaw",
+            {"url": "http://100.100.100.200", "token": "t"},
+            "100.100.100.200 is a cloud metadata address, never allowed",
+        ),
+    ],
+)
+def test_a_target_the_policy_refuses_is_refused_as_it_is_set(
+    admin: httpx.Client, path: str, body: dict[str, Any], message: str
+) -> None:
+    agent = new_agent(admin)
+    response = admin.put(f"/v1/agents/{agent['id']}/{path}", json=body)
+    assert response.status_code == 422
+    assert response.json() == {"error": {"code": "address_refused", "message": message}}
+    assert admin.get(f"/v1/agents/{agent['id']}/endpoints").json() == {"endpoints": []}
+
+
+def test_an_agent_whose_webhook_the_policy_refuses_is_not_created(admin: httpx.Client) -> None:
+    handle = f"w-{uuid.uuid4().hex[:8]}"
+    response = admin.post("/v1/agents", json={"handle": handle, "webhook_url": "http://0.0.0.0/"})
+    assert response.status_code == 422
+    assert "--webhook-allow loopback" in response.json()["error"]["message"]
+    assert handle not in [a["handle"] for a in admin.get("/v1/agents").json()["agents"]]
+
+
+def test_a_host_that_does_not_resolve_now_is_accepted_with_a_warning(
+    admin: httpx.Client,
+) -> None:
+    agent = new_agent(admin)
+    response = admin.put(
+        f"/v1/agents/{agent['id']}/webhook", json={"url": "https://nothing.invalid/h"}
+    )
+    assert response.status_code == 200
+    assert "nothing.invalid does not resolve" in response.json()["warning"]
+    (listed,) = admin.get(f"/v1/agents/{agent['id']}/endpoints").json()["endpoints"]
+    assert listed["state"] == "active"
+
+
+def wait_for_state(admin: httpx.Client, agent_id: str, state: str) -> dict[str, Any]:
+    """The agent's one endpoint, once it is in ``state`` (a bounded wait)."""
+    deadline = time.monotonic() + 30
+    while True:
+        (listed,) = admin.get(f"/v1/agents/{agent_id}/endpoints").json()["endpoints"]
+        if listed["state"] == state or time.monotonic() > deadline:
+            assert listed["state"] == state, listed
+            return dict(listed)
+        time.sleep(0.05)
+
+
+def test_an_endpoint_disabled_for_its_address_comes_back_once_serve_allows_it(
+    tmp_path: Path,
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    receiver = Receiver()
+    loopback = ("--webhook-allow", "loopback")
+    try:
+        first = HeraldProcess(store_url, extra_args=loopback)
+        try:
+            with first.client(first.admin_key) as admin:
+                agent = new_agent(admin)
+                webhook = admin.put(
+                    f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url}
+                ).json()
+        finally:
+            first.stop()
+        # Restarted without loopback allowed: the webhook is refused, and disabled for it.
+        second = HeraldProcess(store_url)
+        try:
+            with second.client(second.admin_key) as admin:
+                event = {"to": agent["handle"], "type": "t", "text": "waits"}
+                published = admin.post("/v1/events", json=event).json()
+                disabled = wait_for_state(admin, agent["id"], "disabled")
+        finally:
+            second.stop()
+        assert disabled["disabled_reason"] == (
+            "address refused: 127.0.0.1 is a loopback address;"
+            " herald serve --webhook-allow loopback allows it"
+        )
+        assert receiver.requests == []
+        # Allowed again: the endpoint comes back, and the event that waited is delivered,
+        # signed with the secret it always had.
+        third = HeraldProcess(store_url, extra_args=loopback)
+        try:
+            with third.client(third.admin_key) as admin:
+                request = receiver.arrived.get(timeout=30)
+                wait_for_state(admin, agent["id"], "active")
+        finally:
+            third.stop()
+        assert request.headers["webhook-id"] == published["id"]
+        Webhook(webhook["secret"]).verify(request.body, request.headers)
+    finally:
+        receiver.close()
+
+
+def test_an_agents_webhook_url_is_its_webhooks(store_url: str) -> None:
+    herald = HeraldProcess(store_url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = new_agent(admin, webhook_url="https://93.184.215.14/first")
+            url = f"/v1/agents/{agent['id']}"
+            assert agent["webhook_url"] == "https://93.184.215.14/first"
+            assert admin.get(url).json()["webhook_url"] == "https://93.184.215.14/first"
+            admin.put(f"{url}/webhook", json={"url": "https://93.184.215.14/second"})
+            assert admin.get(url).json()["webhook_url"] == "https://93.184.215.14/second"
+            (listed,) = [
+                a for a in admin.get("/v1/agents").json()["agents"] if a["id"] == agent["id"]
+            ]
+            assert listed["webhook_url"] == "https://93.184.215.14/second"
+            assert admin.delete(f"{url}/webhook").status_code == 204
+            assert admin.get(url).json()["webhook_url"] is None
+            plain = new_agent(admin)
+            admin.put(f"/v1/agents/{plain['id']}/webhook", json={"url": "https://93.184.215.14/p"})
+            assert admin.get(f"/v1/agents/{plain['id']}").json()["webhook_url"] == (
+                "https://93.184.215.14/p"
+            )
+    finally:
+        herald.stop()

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from herald import open_store
-from herald.endpoints import Delivery, Endpoint, Finished, Kind, State
+from herald.endpoints import REFUSED_PREFIX, Delivery, Endpoint, Finished, Kind, State
 from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
 from herald.store import Store
 from herald.testing import ManualClock
@@ -146,6 +146,65 @@ async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     (stale,) = await store.endpoints(fresh.agent_id)
     assert stale.state is State.DISABLED and "timed out" in (stale.disabled_reason or "")
     assert second  # the other delivery to the disabled endpoint stays waiting
+
+
+async def test_an_endpoint_disabled_for_its_address_is_listed_and_can_be_enabled(
+    store: Store,
+) -> None:
+    agent, endpoint = await setup(store)
+    (event_id,) = await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    reason = REFUSED_PREFIX + "example.com resolves to 10.0.0.1, a private address"
+    refused = Attempt(event_id, store.now(), "webhook", "failed", endpoint.id, reason)
+    waits = Finished(delivery, refused, store.now(), None, False, disable_reason=reason)
+    await store.finish_deliveries([waits])
+    _, gone = await setup(store, "bob")  # disabled for another reason: not listed
+    (bob_event,) = await publish(store, "bob", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((bob_delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    http_410 = Attempt(bob_event, store.now(), "webhook", "undeliverable", gone.id, "HTTP 410")
+    await store.finish_deliveries([Finished(bob_delivery, http_410, None, None, False, "HTTP 410")])
+    (listed,) = await store.refused_endpoints()
+    assert (listed.id, listed.disabled_reason, listed.secret) == (endpoint.id, reason, "whsec_x")
+    assert not await store.enable_endpoint(endpoint.id, "another reason")
+    assert not await store.enable_endpoint(gone.id, reason)
+    assert await store.enable_endpoint(endpoint.id, reason)
+    (enabled,) = await store.endpoints(agent.id)
+    assert enabled.state is State.ACTIVE and enabled.disabled_reason is None
+    assert enabled.failing_since is None and enabled.secret == "whsec_x"
+    assert await store.refused_endpoints() == []
+    ((again, *_),) = await store.claim_deliveries("w", 10, 60_000)  # the delivery waited
+    assert again.event_id == event_id
+
+
+async def test_an_agents_webhook_url_is_read_from_its_webhook_endpoint(store: Store) -> None:
+    agent, endpoint = await setup(store)
+    assert agent.webhook_url is None  # not stored with the agent
+    fetched = await store.get_agent(agent.id)
+    assert fetched is not None and fetched.webhook_url == endpoint.url
+    by_key = await store.agent_by_key_hash(agent.key_hash)
+    assert by_key is not None and by_key.webhook_url == endpoint.url
+    await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((_, _, _, claimed_agent),) = await store.claim_deliveries("w", 10, 60_000)
+    assert claimed_agent.webhook_url == endpoint.url
+    other = Endpoint(
+        new_id("end_"), agent.id, Kind.WEBHOOK, "https://example.org/h", "whsec_z", store.now()
+    )
+    await store.put_endpoint(other)
+    assert [a.webhook_url for a in await store.list_agents()] == ["https://example.org/h"]
+    await store.delete_endpoint(agent.id, "webhook")
+    await setup_openclaw(store, agent)
+    fetched = await store.get_agent(agent.id)
+    assert fetched is not None and fetched.webhook_url is None
+
+
+async def setup_openclaw(store: Store, agent: Agent) -> None:
+    gateway = Endpoint(
+        new_id("end_"), agent.id, Kind.OPENCLAW, "https://gw.example", "token", store.now()
+    )
+    await store.put_endpoint(gateway)
 
 
 async def test_an_openclaw_success_only_marks_the_event_sent(store: Store) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +35,10 @@ class Receiver:
     requests: list[Received] = field(default_factory=list)
     arrived: queue.Queue[Received] = field(default_factory=queue.Queue)
     release: threading.Event = field(default_factory=threading.Event)
+    tls: ssl.SSLContext | None = None
+    """Serve HTTPS with this context (its certificate and key loaded)."""
+    server_names: list[str | None] = field(default_factory=list)
+    """The TLS server name (SNI) each HTTPS client asked for."""
 
     def __post_init__(self) -> None:
         receiver = self
@@ -65,8 +70,14 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        scheme = "http"
+        if self.tls is not None:
+            self.tls.sni_callback = lambda _conn, name, _context: receiver.server_names.append(name)
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self.release.set()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
+
 import pytest
+import trustme
 
 from herald.endpoints import Endpoint, Kind
 from herald.events import Agent, Event, EventStatus
@@ -38,3 +42,96 @@ async def test_an_endpoint_reuses_its_connections_and_shares_them_with_no_other(
     connections = [received.connection for received in receiver.requests]
     assert len(set(connections[:3])) == 1  # one connection, kept alive
     assert connections[3] not in connections[:3]  # the other endpoint's own
+
+
+class Rebinding:
+    """A resolver whose name answers the receiver's address once, then somewhere else: the
+    address a DNS-rebinding attacker swaps in between the check and the connection."""
+
+    def __init__(self, first: str, then: str) -> None:
+        self.answers = [first, then]
+        self.asked: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        return [self.answers[min(len(self.asked), 2) - 1]]
+
+
+async def test_the_request_goes_to_the_address_that_was_checked() -> None:
+    receiver = Receiver()
+    rebinding = Rebinding("127.0.0.1", then="169.254.169.254")
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=rebinding)
+    hook = endpoint("a", f"http://rebind.test:{receiver.port}/hook")
+    try:
+        outcome = await sender.send(hook, Agent("agt_x", "x", "hash", 0), event(1), 0)
+    finally:
+        await sender.close()
+        receiver.close()
+    assert outcome.ok, outcome.error
+    (request,) = receiver.requests
+    assert request.path == "/hook"
+    assert request.headers["host"] == f"rebind.test:{receiver.port}"
+    assert rebinding.asked == ["rebind.test"]  # resolved once: checked, then connected to
+
+
+@pytest.fixture
+def certificate_authority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> trustme.CA:
+    """A CA that senders created from now on trust (as they would the system's)."""
+    authority = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    return authority
+
+
+def tls_receiver(authority: trustme.CA, name: str) -> Receiver:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert(name).configure_cert(context)
+    return Receiver(tls=context)
+
+
+async def test_https_to_a_checked_address_keeps_the_names_sni_and_certificate_check(
+    certificate_authority: trustme.CA,
+) -> None:
+    agent = Agent("agt_x", "x", "hash", 0)
+    resolver = Rebinding("127.0.0.1", then="127.0.0.1")
+    right, wrong = (
+        tls_receiver(certificate_authority, "hooks.test"),
+        tls_receiver(certificate_authority, "other.test"),
+    )
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=resolver)
+    try:
+        good = endpoint("a", f"https://hooks.test:{right.port}/hook")
+        outcome = await sender.send(good, agent, event(1), 0)
+        assert outcome.ok, outcome.error
+        (request,) = right.requests
+        assert right.server_names == ["hooks.test"]
+        assert request.headers["host"] == f"hooks.test:{right.port}"
+        # A certificate for another name is refused, as it would be without the pinning.
+        bad = endpoint("b", f"https://hooks.test:{wrong.port}/hook")
+        refused = await sender.send(bad, agent, event(2), 0)
+        assert not refused.ok and "certificate" in (refused.error or "").lower()
+        assert wrong.requests == []
+    finally:
+        await sender.close()
+        right.close()
+        wrong.close()
+
+
+async def test_a_webhook_body_is_the_event_as_its_agent_sees_it() -> None:
+    receiver = Receiver()
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5)
+    sent = event(7)
+    try:
+        outcome = await sender.send(
+            endpoint("a", receiver.url), Agent("agt_x", "x", "hash", 0), sent, 0
+        )
+    finally:
+        await sender.close()
+        receiver.close()
+    assert outcome.ok
+    (request,) = receiver.requests
+    drained_view = sent.to_json()  # what the drain and the stream show
+    del drained_view["status"]
+    assert request.json == drained_view
+    assert Event.from_json(request.json) == sent

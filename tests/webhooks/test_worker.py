@@ -11,7 +11,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
-from herald.endpoints import DEFAULT_SCHEDULE_S, Finished, State
+from herald.endpoints import DEFAULT_SCHEDULE_S, REFUSED_PREFIX, Finished, State
 from herald.errors import InvalidInput
 from herald.testing import ManualClock
 from herald.webhooks import manage
@@ -187,14 +187,60 @@ async def test_an_endpoint_failing_too_long_is_disabled(
     assert (await hub.store.endpoints(agent.id))[0].state is State.DISABLED
 
 
-async def test_loopback_is_refused_unless_allowed(hub: Hub, receiver: Receiver) -> None:
+async def test_a_refused_address_disables_the_endpoint_until_the_policy_allows_it(
+    hub: Hub, receiver: Receiver
+) -> None:
     agent, _ = await hub.create_agent("alice")
-    await manage.set_webhook(hub, agent.id, receiver.url)
-    await hub.publish("alice", "t", "x")
+    _, secret = await manage.set_webhook(hub, agent.id, receiver.url)
+    published = await hub.publish("alice", "t", "x")
     await round_trip(worker(hub, policy=AddressPolicy()))
     assert receiver.requests == []
     (endpoint,) = await hub.store.endpoints(agent.id)
-    assert endpoint.state is State.DISABLED and "loopback" in (endpoint.disabled_reason or "")
+    assert endpoint.state is State.DISABLED
+    assert endpoint.disabled_reason == (
+        REFUSED_PREFIX
+        + "127.0.0.1 is a loopback address; herald serve --webhook-allow loopback allows it"
+    )
+    # The same policy leaves it disabled; one that allows loopback brings it back, secret and
+    # waiting delivery kept.
+    assert await worker(hub, policy=AddressPolicy()).reenable_allowed() == []
+    work = worker(hub, policy=LOOPBACK)
+    assert [e.id for e in await work.reenable_allowed()] == [endpoint.id]
+    assert await round_trip(work) == 1
+    (request,) = receiver.requests
+    Webhook(secret).verify(request.body, request.headers)
+    event, attempts = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.DELIVERED
+    assert [a.outcome for a in attempts] == ["failed", "delivered"]
+    assert (await hub.store.endpoints(agent.id))[0].state is State.ACTIVE
+
+
+async def test_a_name_that_does_not_resolve_is_retried_like_any_failure(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    dns_is_up = False
+
+    async def flaky_dns(host: str, port: int) -> list[str]:
+        if not dns_is_up:
+            raise OSError("Temporary failure in name resolution")
+        return ["127.0.0.1"]
+
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, f"http://hooks.test:{receiver.port}/h")
+    published = await hub.publish("alice", "t", "x")
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=0.5, resolver=flaky_dns)
+    work = WebhookWorker(hub, sender)
+    await round_trip(work)
+    (endpoint,) = await hub.store.endpoints(agent.id)
+    assert endpoint.state is State.ACTIVE and "does not resolve" in (endpoint.last_error or "")
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert delivery.state == "waiting"
+    dns_is_up = True
+    clock.advance(6)
+    assert await round_trip(work) == 1
+    event, attempts = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.DELIVERED
+    assert [a.outcome for a in attempts] == ["failed", "delivered"]
 
 
 async def test_redirects_are_not_followed(hub: Hub, receiver: Receiver) -> None:

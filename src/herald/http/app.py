@@ -19,7 +19,7 @@ from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, InvalidInput
 from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
-from herald.http.endpoints import endpoint_routes
+from herald.http.endpoints import endpoint_routes, with_warning
 from herald.http.io import (
     herald_error,
     http_error,
@@ -33,6 +33,7 @@ from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
 from herald.reserved import PERMISSION_FIELDS
 from herald.webhooks import manage
+from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.worker import WebhookWorker
 
 MAX_ACK_IDS = 1000
@@ -51,6 +52,7 @@ def create_app(
     notifier = notifier or Notifier(hub)
     mcp = McpEndpoint(notifier)
     fanout = fanout or Fanout(hub)
+    guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok", "version": herald.__version__})
@@ -64,11 +66,13 @@ def create_app(
         if not isinstance(handle, str):
             raise InvalidInput("agent.handle is required: 1-64 characters of a-z, 0-9, _ and -")
         url = body.get("webhook_url")
-        agent, key = await hub.create_agent(handle, url, body.get("delivery"))
+        warning = await manage.admit(guard, url, "webhook_url") if url is not None else None
+        agent, key = await hub.create_agent(handle, delivery=body.get("delivery"))
         if url is None:
             return json_response({**agent.to_json(), "api_key": key}, 201)
         webhook, secret = await manage.set_webhook(hub, agent.id, url)
-        webhook_json = {**webhook.to_json(), "secret": secret}
+        webhook_json = with_warning({**webhook.to_json(), "secret": secret}, warning)
+        agent = await hub.get_agent(agent.id)
         return json_response({**agent.to_json(), "api_key": key, "webhook": webhook_json}, 201)
 
     async def list_agents(request: Request) -> Response:
@@ -227,7 +231,7 @@ def create_app(
         Route("/channel/permission", ask_permission, methods=["POST"]),
         Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
-        *endpoint_routes(hub),
+        *endpoint_routes(hub, guard),
     ]
     return Starlette(
         routes=routes,

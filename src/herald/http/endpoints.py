@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -11,17 +13,23 @@ from herald.http.auth import require_admin
 from herald.http.io import json_response, read_json, strict_object
 from herald.hub import Hub
 from herald.webhooks import manage
+from herald.webhooks.addresses import AddressGuard
 
 
-def endpoint_routes(hub: Hub) -> list[Route]:
+def endpoint_routes(hub: Hub, guard: AddressGuard) -> list[Route]:
+    """Args: guard: where targets may point, checked as they are set (and again as they are
+    called)."""
+
     async def put_webhook(request: Request) -> Response:
         await require_admin(hub, request)
         body = strict_object(await read_json(request), {"url", "secret"}, "webhook")
         agent_id = request.path_params["agent_id"]
+        await hub.get_agent(agent_id)
+        warning = await manage.admit(guard, body.get("url"))
         endpoint, secret = await manage.set_webhook(
             hub, agent_id, body.get("url"), body.get("secret")
         )
-        return json_response({**endpoint.to_json(), "secret": secret})
+        return json_response(with_warning({**endpoint.to_json(), "secret": secret}, warning))
 
     async def rotate(request: Request) -> Response:
         await require_admin(hub, request)
@@ -39,14 +47,13 @@ def endpoint_routes(hub: Hub) -> list[Route]:
     async def put_openclaw(request: Request) -> Response:
         await require_admin(hub, request)
         body = strict_object(await read_json(request), {"url", "token", "mode"}, "openclaw")
+        agent_id = request.path_params["agent_id"]
+        await hub.get_agent(agent_id)
+        warning = await manage.admit(guard, body.get("url"))
         endpoint = await manage.set_openclaw(
-            hub,
-            request.path_params["agent_id"],
-            body.get("url"),
-            body.get("token"),
-            body.get("mode", "wake"),
+            hub, agent_id, body.get("url"), body.get("token"), body.get("mode", "wake")
         )
-        return json_response(endpoint.to_json())
+        return json_response(with_warning(endpoint.to_json(), warning))
 
     def remover(kind: Kind) -> Route:
         async def remove(request: Request) -> Response:
@@ -71,3 +78,8 @@ def endpoint_routes(hub: Hub) -> list[Route]:
         remover(Kind.OPENCLAW),
         Route("/v1/agents/{agent_id}/endpoints", list_endpoints, methods=["GET"]),
     ]
+
+
+def with_warning(answer: dict[str, Any], warning: str | None) -> dict[str, Any]:
+    """The answer, with a ``warning`` when there is one to give."""
+    return {**answer, "warning": warning} if warning else answer

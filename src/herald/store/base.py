@@ -65,6 +65,9 @@ class Store(ABC):
 
     # Agents and settings
 
+    # Every agent read gives its ``webhook_url`` from its webhook endpoint (see put_endpoint):
+    # the agents.webhook_url column is no longer kept.
+
     @abstractmethod
     async def create_agent(self, agent: Agent) -> None:
         """Raises: Conflict: the handle is taken."""
@@ -218,6 +221,16 @@ class Store(ABC):
     ) -> Endpoint | None:
         """Make ``secret`` the signing secret; the current one keeps signing until
         ``previous_until``. None if there is no such endpoint."""
+
+    @abstractmethod
+    async def refused_endpoints(self) -> list[Endpoint]:
+        """The endpoints disabled because their address was refused: their ``disabled_reason``
+        begins with ``herald.endpoints.REFUSED_PREFIX``."""
+
+    @abstractmethod
+    async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
+        """Make a disabled endpoint active again, if it is still disabled for that reason;
+        its failing span starts afresh. Returns whether it was."""
 
     @abstractmethod
     async def schedule_deliveries(

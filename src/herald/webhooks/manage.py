@@ -8,8 +8,22 @@ from herald.endpoints import Endpoint, Kind, check_secret, check_url, new_secret
 from herald.errors import InvalidInput, NotFound
 from herald.events import new_id
 from herald.hub import Hub
+from herald.webhooks.addresses import AddressGuard
 
 DEFAULT_ROTATION_GRACE_S = 24 * 3600
+
+
+async def admit(guard: AddressGuard, url: Any, name: str = "url") -> str | None:
+    """Check a target URL as it is set, before anything changes: its form, and where it points
+    under the policy. A host that does not resolve now is accepted (DNS may be down; each
+    delivery checks it again, and retries): the answer is then a warning saying so.
+
+    Raises:
+        InvalidInput: a malformed URL.
+        AddressRefused: the URL points where the policy refuses, and the message names the
+            ``--webhook-allow`` class that would allow it, if any.
+    """
+    return await guard.admit(check_url(url, name))
 
 
 async def set_webhook(

@@ -14,9 +14,17 @@ from urllib.parse import urlsplit
 import httpx2
 from standardwebhooks import Webhook
 
-from herald.endpoints import Endpoint, Kind
+from herald.endpoints import REFUSED_PREFIX, Endpoint, Kind
 from herald.events import Agent, Event
-from herald.webhooks.addresses import AddressPolicy, AddressRefused, check
+from herald.webhooks.addresses import (
+    Address,
+    AddressGuard,
+    AddressPolicy,
+    AddressRefused,
+    Resolver,
+    Unresolvable,
+    resolve,
+)
 
 TIMEOUT_S = 15.0
 THROTTLED = {429, 502, 503, 504}
@@ -33,50 +41,78 @@ class Outcome:
     retry_after_s: float | None = None
     disable: bool = False
     """The endpoint refuses for good (410 Gone, a forbidden address): stop sending to it."""
+    refused: bool = False
+    """Its address is not allowed: the endpoint is disabled until ``--webhook-allow`` allows
+    it, and the delivery waits for that (nothing was sent)."""
 
 
 class Sender:
-    """Sends one event to one endpoint and says what came of it; never raises."""
+    """Sends one event to one endpoint and says what came of it; never raises.
 
-    def __init__(self, hub_url: str, policy: AddressPolicy, timeout_s: float = TIMEOUT_S) -> None:
+    The endpoint's host is resolved and every address checked against the policy; the request
+    then goes to a checked address (the Host header, TLS SNI and certificate check keep the
+    host's name), so that a name resolving elsewhere by the time of connecting (DNS rebinding)
+    reaches nothing unchecked."""
+
+    def __init__(
+        self,
+        hub_url: str,
+        policy: AddressPolicy,
+        timeout_s: float = TIMEOUT_S,
+        *,
+        resolver: Resolver = resolve,
+    ) -> None:
         self.hub_url = hub_url.rstrip("/")
-        self.policy = policy
+        self.guard = AddressGuard(policy, resolver)
         self.timeout_s = timeout_s
         self._clients = _Clients(timeout_s)
-        self._checked: dict[str, tuple[str | None, float]] = {}
+        self._checked: dict[str, tuple[list[Address] | str, float]] = {}
+
+    @property
+    def policy(self) -> AddressPolicy:
+        return self.guard.policy
 
     async def close(self) -> None:
         await self._clients.close()
 
-    async def _refusal(self, url: str) -> str | None:
-        """Why the URL may not be called, if it may not; a host's answer is kept for a few
-        seconds (connections are pooled anyway, and resolving costs more than the request)."""
+    async def _addresses(self, url: str) -> list[Address]:
+        """The URL's checked addresses; a host's answer is kept for a few seconds (connections
+        are pooled anyway, and resolving costs more than the request).
+
+        Raises:
+            AddressRefused: an address is not allowed. Unresolvable: not now.
+        """
         host = urlsplit(url).netloc
         now = time.monotonic()
         cached = self._checked.get(host)
         if cached is not None and cached[1] > now:
+            if isinstance(cached[0], str):
+                raise AddressRefused(cached[0])
             return cached[0]
         try:
-            await check(url, self.policy)
-            refusal = None
+            answer: list[Address] | str = await self.guard.addresses(url)
         except AddressRefused as exc:
-            refusal = str(exc)
+            answer = exc.message
         if len(self._checked) > 10_000:
             self._checked.clear()
-        self._checked[host] = (refusal, now + ADDRESS_CHECK_TTL_S)
-        return refusal
+        self._checked[host] = (answer, now + ADDRESS_CHECK_TTL_S)
+        if isinstance(answer, str):
+            raise AddressRefused(answer)
+        return answer
 
     async def send(self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int) -> Outcome:
         if endpoint.kind is Kind.WEBHOOK:
             url, body, headers = self._webhook(endpoint, event, now_ms)
         else:
             url, body, headers = self._openclaw(endpoint, agent, event)
-        refused = await self._refusal(url)
-        if refused:
-            return Outcome(False, f"refused: {refused}", disable=True)
         try:
-            async with self._clients.use(endpoint.id) as http:
-                response = await http.post(url, content=body, headers=headers)
+            addresses = await self._addresses(url)
+        except AddressRefused as exc:
+            return Outcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
+        except Unresolvable as exc:
+            return Outcome(False, exc.message)  # DNS may be back by the next try
+        try:
+            response = await self._post(endpoint.id, url, addresses, body, headers)
         except httpx2.TimeoutException:
             return Outcome(False, "timed out")
         except httpx2.HTTPError as exc:
@@ -90,10 +126,39 @@ class Sender:
         retry_after = _retry_after(response) if status in THROTTLED else None
         return Outcome(False, error, status, retry_after_s=retry_after)
 
+    async def _post(
+        self,
+        endpoint_id: str,
+        url: str,
+        addresses: list[Address],
+        body: bytes,
+        headers: dict[str, str],
+    ) -> httpx2.Response:
+        """POST to the checked addresses in turn, until one takes the connection.
+
+        Raises:
+            httpx2.HTTPError: the last address failed.
+        """
+        target = httpx2.URL(url)
+        headers = {**headers, "host": target.netloc.decode("ascii")}
+        # The certificate is checked against the host's name, which is also the SNI.
+        sni = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
+        async with self._clients.use(endpoint_id) as http:
+            for address in addresses[:-1]:
+                with contextlib.suppress(httpx2.ConnectError):
+                    return await http.post(
+                        target.copy_with(host=str(address)),
+                        content=body,
+                        headers=headers,
+                        extensions=sni,
+                    )
+            pinned = target.copy_with(host=str(addresses[-1]))
+            return await http.post(pinned, content=body, headers=headers, extensions=sni)
+
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
     ) -> tuple[str, bytes, dict[str, str]]:
-        body = json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False)
+        body = json.dumps(event.to_agent_json(), separators=(",", ":"), ensure_ascii=False)
         moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
         signatures = " ".join(
             Webhook(secret).sign(event.id, moment, body)

@@ -24,6 +24,7 @@ from herald.endpoints import DEFAULT_SCHEDULE_S, Delivery, Endpoint, Finished, K
 from herald.errors import InvalidInput
 from herald.events import Agent, Attempt, Event, new_id
 from herald.hub import Hub
+from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Outcome, Sender
 
 log = logging.getLogger("herald.webhooks")
@@ -102,7 +103,9 @@ class WebhookWorker:
         self._wake.set()
 
     async def run(self) -> None:
-        """Work until cancelled; a failing round is logged and tried again."""
+        """Work until cancelled; a failing round is logged and tried again. Endpoints disabled
+        for their address come back first if the policy now allows them."""
+        self._track(self._reenable_logged())
         try:
             while True:
                 # Publishes ask for scheduling; otherwise it runs now and then, for agents whose
@@ -130,6 +133,38 @@ class WebhookWorker:
                     task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.sender.close()
+
+    async def reenable_allowed(self) -> list[Endpoint]:
+        """Re-enable the endpoints disabled because their address was refused, if the policy
+        allows it now (``herald serve`` restarted with a wider ``--webhook-allow``); their
+        secrets and waiting deliveries are kept. A host that does not resolve now is
+        re-enabled too: its deliveries check it again. Returns the endpoints re-enabled."""
+        enabled = []
+        for endpoint in await self.hub.store.refused_endpoints():
+            try:
+                await self.sender.guard.addresses(endpoint.url)
+            except AddressRefused:
+                continue
+            except Unresolvable:
+                pass  # its deliveries check it again
+            if await self.hub.store.enable_endpoint(endpoint.id, endpoint.disabled_reason or ""):
+                log.info(
+                    "%s %s of agent %s (%s) re-enabled: --webhook-allow allows its address now",
+                    endpoint.kind.value,
+                    endpoint.id,
+                    endpoint.agent_id,
+                    endpoint.url,
+                )
+                enabled.append(endpoint)
+        return enabled
+
+    async def _reenable_logged(self) -> None:
+        try:
+            if await self.reenable_allowed():
+                self._published = True
+                self._wake.set()
+        except Exception:  # a background task's top level: log; the next start tries again
+            log.exception("re-enabling endpoints allowed now failed")
 
     async def run_once(self) -> int:
         """Schedule, claim and start the due deliveries; returns how many were claimed."""
@@ -229,6 +264,12 @@ class WebhookWorker:
             status = "delivered" if endpoint.kind is Kind.WEBHOOK else "sent"
             attempt = Attempt(delivery.event_id, now, mechanism, status, endpoint.id)
             return Finished(delivery, attempt, None, status, endpoint_ok=True)
+        if outcome.refused:
+            # Nothing was sent: the delivery waits for its endpoint to be allowed again.
+            attempt = Attempt(
+                delivery.event_id, now, mechanism, "failed", endpoint.id, outcome.error
+            )
+            return Finished(delivery, attempt, now, None, False, disable_reason=outcome.error)
         tries = delivery.attempts + 1
         next_at = (
             None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from herald.endpoints import Delivery, Endpoint, Finished, endpoint_notes
+from herald.endpoints import REFUSED_PREFIX, Delivery, Endpoint, Finished, endpoint_notes
 from herald.events import Agent, Event
 from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
@@ -62,6 +62,20 @@ class EndpointStore:
             return endpoint(row) if row is not None else None
 
         return await self._run(rotate)
+
+    async def refused_endpoints(self) -> list[Endpoint]:
+        async def select(conn: Connection) -> list[Endpoint]:
+            rows = await conn.fetch(queries.REFUSED_ENDPOINTS, REFUSED_PREFIX)
+            return [endpoint(row) for row in rows]
+
+        return await self._run(select)
+
+    async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
+        async def enable(conn: Connection) -> bool:
+            status = await conn.execute(queries.ENABLE_ENDPOINT, endpoint_id, disabled_reason)
+            return count(status) > 0
+
+        return await self._run(enable)
 
     async def schedule_deliveries(
         self,

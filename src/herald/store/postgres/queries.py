@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery::text, last_seq"
+
+def agent_columns(table: str) -> str:
+    """The values of ``Agent``'s fields, in order, from the agents table named ``table`` in the
+    query. Its webhook_url is its webhook endpoint's: the agents.webhook_url column is no longer
+    kept (a second copy went stale when the webhook changed)."""
+    return (
+        f"{table}.id, {table}.handle, {table}.key_hash, {table}.created_at,"
+        f" (SELECT hook.url FROM endpoints hook WHERE hook.agent_id = {table}.id"
+        " AND hook.kind = 'webhook'),"
+        f" {table}.delivery::text, {table}.last_seq"
+    )
+
+
+AGENT_COLUMNS = agent_columns("agents")
 EVENT_COLUMNS = (
     "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
     " status_at, sender, reply_to, reply_schema::text"
@@ -26,8 +39,8 @@ RECORD_MIGRATION = "INSERT INTO herald_migrations (version, name, applied_at) VA
 # Agents and settings
 
 INSERT_AGENT = (
-    "INSERT INTO agents (id, handle, key_hash, webhook_url, created_at, delivery)"
-    " VALUES ($1, $2, $3, $4, $5, $6::jsonb)"
+    "INSERT INTO agents (id, handle, key_hash, created_at, delivery)"
+    " VALUES ($1, $2, $3, $4, $5::jsonb)"
 )
 AGENT_BY_ID = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"
 AGENT_BY_KEY_HASH = f"SELECT {AGENT_COLUMNS} FROM agents WHERE key_hash = $1"
@@ -221,6 +234,16 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 LIST_ENDPOINTS = (
     f'SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 ORDER BY kind COLLATE "C"'
 )
+# Disabled for their address: $1 the prefix of such a disabled_reason.
+REFUSED_ENDPOINTS = f"""
+SELECT {ENDPOINT_COLUMNS} FROM endpoints
+WHERE state = 'disabled' AND starts_with(disabled_reason, $1) ORDER BY id COLLATE "C"
+"""
+# Enable: $1 endpoint, $2 the reason it must still be disabled for.
+ENABLE_ENDPOINT = """
+UPDATE endpoints SET state = 'active', disabled_reason = NULL, failing_since = NULL
+WHERE id = $1 AND state = 'disabled' AND disabled_reason = $2
+"""
 # Rotate: $1 endpoint, $2 new secret, $3 until when the current one keeps signing.
 ROTATE_SECRET = f"""
 UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2
@@ -281,7 +304,7 @@ SELECT
     {prefixed(DELIVERY_COLUMNS, "d")},
     {prefixed(ENDPOINT_COLUMNS, "w")},
     {prefixed(EVENT_COLUMNS, "e")},
-    {prefixed(AGENT_COLUMNS, "a")}
+    {agent_columns("a")}
 FROM claimed d
 JOIN endpoints w ON w.id = d.endpoint_id
 JOIN events e ON e.id = d.event_id

@@ -99,7 +99,6 @@ class PostgresStore(EndpointStore, Store):
                     agent.id,
                     agent.handle,
                     agent.key_hash,
-                    agent.webhook_url,
                     agent.created_at,
                     agent.delivery_json,
                 )

@@ -8,10 +8,18 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from herald.endpoints import Delivery, Endpoint, Finished, Kind, State, endpoint_notes
+from herald.endpoints import (
+    REFUSED_PREFIX,
+    Delivery,
+    Endpoint,
+    Finished,
+    Kind,
+    State,
+    endpoint_notes,
+)
 from herald.events import Agent, Event
 from herald.store.sqlite.attempts import insert_attempts
-from herald.store.sqlite.rows import AGENT_COLUMNS, EVENT_COLUMNS, OPEN, Operation, as_json, event
+from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, Operation, agent_columns, as_json, event
 
 ENDPOINT_COLUMNS = (
     "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
@@ -96,6 +104,32 @@ class EndpointStore:
 
         result: Endpoint | None = await self._run(rotate)
         return result
+
+    async def refused_endpoints(self) -> list[Endpoint]:
+        def select(conn: sqlite3.Connection) -> list[Endpoint]:
+            rows = conn.execute(
+                f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE state = 'disabled'"
+                " AND substr(disabled_reason, 1, ?) = ? ORDER BY id",
+                (len(REFUSED_PREFIX), REFUSED_PREFIX),
+            )
+            return [endpoint(row) for row in rows]
+
+        result: list[Endpoint] = await self._run(select)
+        return result
+
+    async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
+        def enable(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE endpoints SET state = 'active', disabled_reason = NULL,"
+                    " failing_since = NULL WHERE id = ? AND state = 'disabled'"
+                    " AND disabled_reason = ?",
+                    (endpoint_id, disabled_reason),
+                ).rowcount
+                > 0
+            )
+
+        return bool(await self._run(enable))
 
     async def schedule_deliveries(
         self,
@@ -270,7 +304,7 @@ def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
             _prefixed(DELIVERY_COLUMNS, "d"),
             _prefixed(ENDPOINT_COLUMNS, "w"),
             _prefixed(EVENT_COLUMNS, "e"),
-            _prefixed(AGENT_COLUMNS, "a"),
+            agent_columns("a"),
         ]
     )
     (rows,) = conn.execute(

@@ -17,7 +17,21 @@ EVENT_COLUMNS = (
     "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,"
     " sender, reply_to, reply_schema"
 )
-AGENT_COLUMNS = "id, handle, key_hash, created_at, webhook_url, delivery, last_seq"
+
+
+def agent_columns(table: str) -> str:
+    """The values of ``Agent``'s fields, in order, from the agents table named ``table`` in the
+    query. Its webhook_url is its webhook endpoint's: the agents.webhook_url column is no longer
+    kept (a second copy went stale when the webhook changed)."""
+    return (
+        f"{table}.id, {table}.handle, {table}.key_hash, {table}.created_at,"
+        f" (SELECT hook.url FROM endpoints hook WHERE hook.agent_id = {table}.id"
+        " AND hook.kind = 'webhook'),"
+        f" {table}.delivery, {table}.last_seq"
+    )
+
+
+AGENT_COLUMNS = agent_columns("agents")
 OPEN = "status IN ('pending', 'sent')"
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
 

@@ -55,13 +55,13 @@ class SQLiteStore(EndpointStore, Store):
         def insert(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO agents ({AGENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO agents (id, handle, key_hash, created_at, delivery, last_seq)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
                     (
                         agent.id,
                         agent.handle,
                         agent.key_hash,
                         agent.created_at,
-                        agent.webhook_url,
                         agent.delivery_json,
                         agent.last_seq,
                     ),
