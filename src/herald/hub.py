@@ -30,7 +30,14 @@ from herald.events import (
     Reply,
     new_id,
 )
-from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
+from herald.keys import (
+    ADMIN_PREFIX,
+    AGENT_PREFIX,
+    check_chosen_key,
+    hash_key,
+    matches,
+    new_key,
+)
 from herald.store import Store, store_from_url
 from herald.store.base import Clock
 
@@ -104,10 +111,19 @@ class Hub:
     # Keys
 
     async def setup_admin_key(self, given: str | None = None) -> str | None:
-        """Settle the admin key: ``given`` (from HERALD_ADMIN_KEY) if set, else the one stored,
-        else a new one. Returns the key only when it was generated now, to be shown once."""
+        """Settle the admin key: ``given`` (from HERALD_ADMIN_KEY) if set, which replaces the
+        stored one; else the one stored; else a new one. Returns the key only when it was
+        generated now, to be shown once.
+
+        Raises:
+            InvalidInput: ``given`` is under 32 characters or not all visible ASCII.
+        """
         if given:
+            check_chosen_key(given, "HERALD_ADMIN_KEY")
             self._admin_key_hash = hash_key(given)
+            # Stored, so that the key it replaces stops working for good: once the variable is
+            # unset too, and in every process started on this store later.
+            await self.store.set_setting(ADMIN_KEY_SETTING, self._admin_key_hash)
             return None
         stored = await self.store.get_setting(ADMIN_KEY_SETTING)
         if stored is not None:
