@@ -19,7 +19,7 @@ from typing import Any
 
 from herald.capabilities import parse_overrides
 from herald.endpoints import check_url
-from herald.errors import InvalidInput, NotFound
+from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.events import (
     HANDLE_PATTERN,
     Agent,
@@ -47,6 +47,7 @@ ADMIN_KEY_SETTING = "admin_key_hash"
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0
 KEY_CACHE_SIZE = 10_000
+READY_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,18 @@ class Hub:
 
     async def close(self) -> None:
         await self.store.close()
+
+    async def check_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Read from the store, as every request does, within ``timeout_s``.
+
+        Raises:
+            StoreUnavailable: the store failed or did not answer in time.
+        """
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.store.get_setting(ADMIN_KEY_SETTING)
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"the store did not answer within {timeout_s:g} s") from exc
 
     async def __aenter__(self) -> Hub:
         await self.open()
