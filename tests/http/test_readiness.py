@@ -5,49 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import asyncpg
 import httpx
-import pytest
 
-from tests.conftest import POSTGRES_ADMIN_URL
+from tests.conftest import run_admin_sql
 from tests.herald_process import HeraldProcess
 
 WAIT_S = 30
 
 
-def admin_sql(sql: str) -> None:
-    async def run() -> None:
-        conn = await asyncpg.connect(POSTGRES_ADMIN_URL)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    """A database of its own: the test cuts it off, which no other test may share."""
-    name = f"herald_ready_{uuid.uuid4().hex[:12]}"
-    admin_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        admin_sql(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
-        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def cut_off(database: str) -> None:
-    """The store goes away for real: its connections are closed and new ones refused."""
-    admin_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-    admin_sql(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        f" WHERE datname = '{database}' AND pid <> pg_backend_pid()"
-    )
+def allow_connections(url: str, allowed: bool) -> None:
+    """Without, the store goes away for real: its connections are closed, new ones refused."""
+    database = url.rsplit("/", 1)[1]
+    run_admin_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+    if not allowed:
+        run_admin_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+        )
 
 
 def wait_for(check: Callable[[], httpx.Response], status: int) -> httpx.Response:
@@ -72,12 +49,11 @@ def test_readyz_is_ready_on_sqlite(herald: HeraldProcess) -> None:
     assert ready.status_code == 200 and ready.json() == {"status": "ready"}
 
 
-def test_readyz_gives_up_on_a_store_that_hangs(database: str) -> None:
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    herald = HeraldProcess(f"{base}/{database}")
+def test_readyz_gives_up_on_a_store_that_hangs(postgres_database_url: str) -> None:
+    herald = HeraldProcess(postgres_database_url)
 
     async def hold_a_lock_during_readyz() -> httpx.Response:
-        conn = await asyncpg.connect(f"{base}/{database}")
+        conn = await asyncpg.connect(postgres_database_url)
         try:
             async with conn.transaction():
                 # Every read of the settings table now waits for this transaction.
@@ -97,22 +73,22 @@ def test_readyz_gives_up_on_a_store_that_hangs(database: str) -> None:
         herald.stop()
 
 
-def test_readyz_follows_the_store_while_healthz_stays_up(database: str) -> None:
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    herald = HeraldProcess(f"{base}/{database}")
+def test_readyz_follows_the_store_while_healthz_stays_up(postgres_database_url: str) -> None:
+    herald = HeraldProcess(postgres_database_url)
     try:
         with herald.client() as client, herald.client(herald.admin_key) as admin:
             ready = client.get("/readyz")
             assert ready.status_code == 200 and ready.json() == {"status": "ready"}
 
-            cut_off(database)
+            allow_connections(postgres_database_url, False)
             assert_retry_later(wait_for(lambda: client.get("/readyz"), 503))
             assert client.get("/healthz").status_code == 200
             assert_retry_later(admin.get("/v1/agents"))
 
-            admin_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+            allow_connections(postgres_database_url, True)
             ready = wait_for(lambda: client.get("/readyz"), 200)
             assert ready.status_code == 200 and ready.json() == {"status": "ready"}
             assert admin.get("/v1/agents").status_code == 200
     finally:
+        allow_connections(postgres_database_url, True)
         herald.stop()
