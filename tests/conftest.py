@@ -50,6 +50,31 @@ def postgres_server_url() -> Iterator[str]:
     asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+def run_admin_sql(sql: str) -> None:
+    """One statement as PostgreSQL's admin: databases are made, changed and dropped so."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(POSTGRES_ADMIN_URL)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def postgres_database_url() -> Iterator[str]:
+    """A database of this test's own, dropped after it: for a test that cuts its store off, or
+    runs herald on it beside another store."""
+    name = f"herald_test_{uuid.uuid4().hex[:12]}"
+    run_admin_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    finally:
+        run_admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of an empty store, on each backend in turn."""

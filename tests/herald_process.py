@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-ADMIN_KEY = "test-admin-key"
+ADMIN_KEY = "herald-test-admin-key-0123456789abcdef"
 STARTUP_TIMEOUT_S = 30
 
 

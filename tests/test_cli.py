@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import subprocess
@@ -37,6 +38,57 @@ def test_the_first_start_generates_an_admin_key_shows_it_once_and_stores_it_hash
     for path in tmp_path.iterdir():
         assert key.encode() not in path.read_bytes(), f"the admin key is in clear in {path.name}"
     assert not any(key in line for line in second.output())
+
+
+def printed_admin_key(herald: HeraldProcess) -> str:
+    (line,) = [line for line in herald.lines if "new admin key" in line]
+    return line.rsplit(" ", 1)[1]
+
+
+def admin_status(herald: HeraldProcess, key: str) -> int:
+    with herald.client(key) as admin:
+        return admin.get("/v1/agents").status_code
+
+
+def test_herald_admin_key_replaces_the_stored_key_for_good(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'herald.db'}"
+    chosen = "an-operator-chosen-admin-key-0123456789"
+    first = HeraldProcess(store, admin_key=None)
+    try:
+        printed = printed_admin_key(first)
+        assert admin_status(first, printed) == 200
+    finally:
+        first.stop()
+    with_variable = HeraldProcess(store, admin_key=chosen)
+    try:
+        assert admin_status(with_variable, chosen) == 200
+        assert admin_status(with_variable, printed) == 401
+    finally:
+        with_variable.stop()
+    without_variable = HeraldProcess(store, admin_key=None)
+    try:
+        assert not any("new admin key" in line for line in without_variable.lines)
+        assert admin_status(without_variable, chosen) == 200
+        assert admin_status(without_variable, printed) == 401
+    finally:
+        without_variable.stop()
+
+
+def test_a_herald_admin_key_under_32_characters_is_refused_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "serve", "--port", "0",
+         "--store", f"sqlite:///{tmp_path / 'herald.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HERALD_ADMIN_KEY": "short"},
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "herald: HERALD_ADMIN_KEY must be at least 32 characters, not 5: choose a long random"
+        " key, e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    ]
 
 
 def test_agent_keys_are_not_stored_in_clear(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 
 import httpx
 
-from tests.herald_process import HeraldProcess
+from tests.herald_process import ADMIN_KEY, HeraldProcess
 
 WRITERS = 4
 KILL_AFTER = 400
@@ -17,7 +17,7 @@ def publish_until_refused(
     url: str, writer: int, acknowledged: list[str], enough: threading.Event, lock: threading.Lock
 ) -> None:
     with httpx.Client(
-        base_url=url, headers={"authorization": "Bearer test-admin-key"}, timeout=10
+        base_url=url, headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=10
     ) as client:
         for n in range(100_000):
             text = f"w{writer}-{n}"

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from herald.capabilities import parse_overrides
-from herald.errors import InvalidInput, NotFound
+from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.events import (
     HANDLE_PATTERN,
     Agent,
@@ -29,7 +29,14 @@ from herald.events import (
     Reply,
     new_id,
 )
-from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
+from herald.keys import (
+    ADMIN_PREFIX,
+    AGENT_PREFIX,
+    check_chosen_key,
+    hash_key,
+    matches,
+    new_key,
+)
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
 from herald.store.base import Clock
@@ -40,6 +47,7 @@ ADMIN_KEY_SETTING = "admin_key_hash"
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0
 KEY_CACHE_SIZE = 10_000
+READY_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,18 @@ class Hub:
     async def close(self) -> None:
         await self.store.close()
 
+    async def check_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Read from the store, as every request does, within ``timeout_s``.
+
+        Raises:
+            StoreUnavailable: the store failed or did not answer in time.
+        """
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.store.get_setting(ADMIN_KEY_SETTING)
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"the store did not answer within {timeout_s:g} s") from exc
+
     async def __aenter__(self) -> Hub:
         await self.open()
         return self
@@ -104,10 +124,19 @@ class Hub:
     # Keys
 
     async def setup_admin_key(self, given: str | None = None) -> str | None:
-        """Settle the admin key: ``given`` (from HERALD_ADMIN_KEY) if set, else the one stored,
-        else a new one. Returns the key only when it was generated now, to be shown once."""
+        """Settle the admin key: ``given`` (from HERALD_ADMIN_KEY) if set, which replaces the
+        stored one; else the one stored; else a new one. Returns the key only when it was
+        generated now, to be shown once.
+
+        Raises:
+            InvalidInput: ``given`` is under 32 characters or not all visible ASCII.
+        """
         if given:
+            check_chosen_key(given, "HERALD_ADMIN_KEY")
             self._admin_key_hash = hash_key(given)
+            # Stored, so that the key it replaces stops working for good: once the variable is
+            # unset too, and in every process started on this store later.
+            await self.store.set_setting(ADMIN_KEY_SETTING, self._admin_key_hash)
             return None
         stored = await self.store.get_setting(ADMIN_KEY_SETTING)
         if stored is not None:

@@ -57,6 +57,10 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok", "version": herald.__version__})
 
+    async def readyz(request: Request) -> Response:
+        await hub.check_ready()
+        return json_response({"status": "ready"})
+
     async def create_agent(request: Request) -> Response:
         await require_admin(hub, request)
         body = strict_object(
@@ -216,6 +220,7 @@ def create_app(
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/v1/agents", create_agent, methods=["POST"]),
         Route("/v1/agents", list_agents, methods=["GET"]),
         Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),

@@ -17,6 +17,9 @@ log = logging.getLogger("herald.http")
 
 # A full batch of large events is far over this; such publishers split their batches.
 MAX_BODY_BYTES = 32 * 1024 * 1024
+RETRY_AFTER_S = 5
+"""What a 503 tells clients to wait before they try again: an outage of the store is usually
+over in seconds, and clients that all retry at once would prolong it."""
 
 
 async def read_json(request: Request, *, optional: bool = False) -> Any:
@@ -58,6 +61,8 @@ def json_response(payload: Any, status: int = 200) -> Response:
 def error_response(
     code: str, message: str, status: int, headers: Mapping[str, str] | None = None
 ) -> Response:
+    if status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_S), **(headers or {})}
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 

@@ -96,6 +96,10 @@ class Store(ABC):
     async def set_setting_if_absent(self, name: str, value: str) -> str:
         """Store ``value`` unless the setting exists; return the value now stored."""
 
+    @abstractmethod
+    async def set_setting(self, name: str, value: str) -> None:
+        """Store ``value``, replacing the setting's value if it has one."""
+
     # Events
 
     @abstractmethod

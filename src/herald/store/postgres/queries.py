@@ -52,6 +52,10 @@ GET_SETTING = "SELECT value FROM settings WHERE name = $1"
 INSERT_SETTING_IF_ABSENT = (
     "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING"
 )
+SET_SETTING = (
+    "INSERT INTO settings (name, value) VALUES ($1, $2)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
 
 # Append one event in one statement: $1 handle, $2 dedupe_key, then the event's fields. The UPDATE
 # locks the agent's row and takes its next seq, unless an event already has the dedupe key. The

@@ -154,6 +154,12 @@ class PostgresStore(EndpointStore, Store):
 
         return await self._run(upsert)
 
+    async def set_setting(self, name: str, value: str) -> None:
+        async def upsert(conn: Connection) -> None:
+            await conn.execute(queries.SET_SETTING, name, value)
+
+        await self._run(upsert)
+
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:

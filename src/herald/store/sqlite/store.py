@@ -130,6 +130,16 @@ class SQLiteStore(EndpointStore, Store):
 
         return await self._run(upsert)
 
+    async def set_setting(self, name: str, value: str) -> None:
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO settings (name, value) VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+
+        await self._run(upsert)
+
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:

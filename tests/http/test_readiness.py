@@ -1,0 +1,94 @@
+"""Liveness and readiness of a real ``herald serve``: /healthz says the process answers, /readyz
+that its store does too; every 503 tells clients when to retry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import asyncpg
+import httpx
+
+from tests.conftest import run_admin_sql
+from tests.herald_process import HeraldProcess
+
+WAIT_S = 30
+
+
+def allow_connections(url: str, allowed: bool) -> None:
+    """Without, the store goes away for real: its connections are closed, new ones refused."""
+    database = url.rsplit("/", 1)[1]
+    run_admin_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+    if not allowed:
+        run_admin_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+        )
+
+
+def wait_for(check: Callable[[], httpx.Response], status: int) -> httpx.Response:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        response = check()
+        if response.status_code == status or time.monotonic() > deadline:
+            return response
+        time.sleep(0.05)  # a poll interval, not a synchronisation: the deadline bounds the wait
+
+
+def assert_retry_later(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["code"] == "store_unavailable"
+    assert response.json()["error"]["message"]
+    assert int(response.headers["retry-after"]) > 0
+
+
+def test_readyz_is_ready_on_sqlite(herald: HeraldProcess) -> None:
+    with herald.client() as client:
+        ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+
+def test_readyz_gives_up_on_a_store_that_hangs(postgres_database_url: str) -> None:
+    herald = HeraldProcess(postgres_database_url)
+
+    async def hold_a_lock_during_readyz() -> httpx.Response:
+        conn = await asyncpg.connect(postgres_database_url)
+        try:
+            async with conn.transaction():
+                # Every read of the settings table now waits for this transaction.
+                await conn.execute("LOCK TABLE settings IN ACCESS EXCLUSIVE MODE")
+                async with httpx.AsyncClient(base_url=herald.url, timeout=30) as client:
+                    return await client.get("/readyz")
+        finally:
+            await conn.close()
+
+    try:
+        response = asyncio.run(hold_a_lock_during_readyz())
+        assert_retry_later(response)
+        assert "did not answer within" in response.json()["error"]["message"]
+        with herald.client() as client:
+            assert wait_for(lambda: client.get("/readyz"), 200).status_code == 200
+    finally:
+        herald.stop()
+
+
+def test_readyz_follows_the_store_while_healthz_stays_up(postgres_database_url: str) -> None:
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        with herald.client() as client, herald.client(herald.admin_key) as admin:
+            ready = client.get("/readyz")
+            assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+            allow_connections(postgres_database_url, False)
+            assert_retry_later(wait_for(lambda: client.get("/readyz"), 503))
+            assert client.get("/healthz").status_code == 200
+            assert_retry_later(admin.get("/v1/agents"))
+
+            allow_connections(postgres_database_url, True)
+            ready = wait_for(lambda: client.get("/readyz"), 200)
+            assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+            assert admin.get("/v1/agents").status_code == 200
+    finally:
+        allow_connections(postgres_database_url, True)
+        herald.stop()
