@@ -100,6 +100,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
     )
+    serve.add_argument(
+        "--streams-per-key",
+        type=_int_from(0),
+        default=16,
+        metavar="N",
+        help="open GET /channel/stream per key at most (default 16; 0: no limit)",
+    )
+    serve.add_argument(
+        "--sessions-per-key",
+        type=_int_from(0),
+        default=64,
+        metavar="N",
+        help="live MCP sessions per key at most (default 64; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-rate",
+        type=float,
+        default=1000.0,
+        metavar="EVENTS",
+        help="events per second one key may publish, each event of a batch counted "
+        "(default 1000; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-burst",
+        type=_int_from(1),
+        default=5000,
+        metavar="EVENTS",
+        help="events one key may publish at once, beyond its rate (default 5000)",
+    )
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     bridge = commands.add_parser(
         "bridge", help="a stdio MCP server for Claude Code that follows a hub's events"
@@ -204,6 +233,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.engine import Notifier
     from herald.delivery.fanout import Fanout
     from herald.http import create_app
+    from herald.http.limits import KeyLimits
     from herald.hub import Hub
     from herald.webhooks.addresses import AddressPolicy
     from herald.webhooks.sender import Sender
@@ -211,6 +241,12 @@ async def _serve(args: argparse.Namespace) -> None:
 
     store_url, host, port = args.store, args.host, args.port
     hub = Hub.from_url(store_url, lease_s=args.lease)
+    limits = KeyLimits(
+        streams=args.streams_per_key,
+        sessions=args.sessions_per_key,
+        publish_rate=args.publish_rate,
+        publish_burst=args.publish_burst,
+    )
     await hub.open()
     try:
         generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
@@ -236,7 +272,7 @@ async def _serve(args: argparse.Namespace) -> None:
             present=notifier.present_agents,
         )
         config = uvicorn.Config(
-            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks),
+            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks, limits=limits),
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,
@@ -249,6 +285,22 @@ async def _serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
     finally:
         await hub.close()
+
+
+def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` (to ``high``)."""
+    bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value: int | None = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, not {text!r}")
+        return value
+
+    return parse
 
 
 class _Server(uvicorn.Server):
