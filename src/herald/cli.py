@@ -101,6 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
     )
     serve.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request head is not complete within this (default 10)",
+    )
+    serve.add_argument(
         "--streams-per-key",
         type=_int_from(0),
         default=16,
@@ -233,6 +240,13 @@ async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.engine import Notifier
     from herald.delivery.fanout import Fanout
     from herald.http import create_app
+    from herald.http.connections import (
+        MAX_HEAD_BYTES,
+        ConnectionBudget,
+        ConnectionGuard,
+        guarded_protocol,
+        raise_file_limit,
+    )
     from herald.http.limits import KeyLimits
     from herald.hub import Hub
     from herald.webhooks.addresses import AddressPolicy
@@ -247,6 +261,8 @@ async def _serve(args: argparse.Namespace) -> None:
         publish_rate=args.publish_rate,
         publish_burst=args.publish_burst,
     )
+    budget = ConnectionBudget.for_files(raise_file_limit())
+    guard = ConnectionGuard(budget.max_connections, args.head_timeout)
     await hub.open()
     try:
         generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
@@ -276,8 +292,17 @@ async def _serve(args: argparse.Namespace) -> None:
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,
+            http=guarded_protocol(guard),
+            ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
+            backlog=budget.backlog,
         )
         server = _Server(config, on_shutdown=fanout.close)
+        print(
+            f"herald: at most {budget.max_connections} open connections (the open-file limit is "
+            f"{budget.files}); a request head must come within {args.head_timeout:g} s and fit "
+            f"in {MAX_HEAD_BYTES // 1024} KiB",
+            flush=True,
+        )
         print(
             f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})",
             flush=True,
