@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     serve.add_argument(
         "--port",
-        type=int,
+        type=_int_from(0, 65535),
         default=DEFAULT_PORT,
         help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
     )
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--webhook-timeout", type=float, default=15.0, metavar="SECONDS")
     serve.add_argument(
         "--webhook-concurrency",
-        type=int,
+        type=_int_from(1),
         default=4,
         metavar="N",
         help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
@@ -254,6 +254,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from herald.webhooks.worker import WebhookWorker
 
     store_url, host, port = args.store, args.host, args.port
+    # Every flag is checked before the port is taken, and the port before anything starts.
     hub = Hub.from_url(store_url, lease_s=args.lease)
     limits = KeyLimits(
         streams=args.streams_per_key,
@@ -263,6 +264,9 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     budget = ConnectionBudget.for_files(raise_file_limit())
     guard = ConnectionGuard(budget.max_connections, args.head_timeout)
+    schedule_s = parse_schedule(args.webhook_schedule)
+    policy = AddressPolicy.parse(args.webhook_allow)
+    sock = _listen(host, port)
     await hub.open()
     try:
         generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
@@ -273,15 +277,14 @@ async def _serve(args: argparse.Namespace) -> None:
                 flush=True,
             )
         notifier = Notifier(hub, ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit)
-        sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
         fanout = Fanout(hub, buffer_size=args.stream_buffer)
         public_url = args.public_url or f"http://{host}:{bound_port}"
-        sender = Sender(public_url, AddressPolicy.parse(args.webhook_allow), args.webhook_timeout)
+        sender = Sender(public_url, policy, args.webhook_timeout)
         webhooks = WebhookWorker(
             hub,
             sender,
-            schedule_s=parse_schedule(args.webhook_schedule),
+            schedule_s=schedule_s,
             disable_after_s=args.webhook_disable_after,
             per_endpoint=args.webhook_concurrency,
             grace_s=args.ack_timeout,
@@ -310,6 +313,21 @@ async def _serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
     finally:
         await hub.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket.
+
+    Raises:
+        HeraldError: the address cannot be taken (in use, not this machine's, not allowed).
+    """
+    try:
+        return socket.create_server((host, port), reuse_port=False)
+    except OSError as exc:
+        # create_server repeats the address after the reason: the line says it once.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+        reason = reason[:1].lower() + reason[1:]
+        raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
 
 
 def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
