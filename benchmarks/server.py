@@ -100,9 +100,12 @@ async def herald_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     admin_key = "herald_admin_bench_" + secrets.token_urlsafe(16)
     db = workdir / f"{name}.db"
     log_path = workdir / f"{name}.log"
+    # The benchmarks measure herald, not its per-key limits: one key publishes every event and
+    # one agent holds thousands of streams.
     command = [
         sys.executable, "-m", "herald.cli", "serve",
         "--store", f"sqlite:///{db}", "--host", HOST, "--port", "0", "--log-level", "warning",
+        "--publish-rate", "0", "--streams-per-key", "0", "--sessions-per-key", "0",
     ]  # fmt: skip
     env = {**os.environ, "HERALD_ADMIN_KEY": admin_key}
     async with _subprocess(command, env, log_path) as (address, pid):

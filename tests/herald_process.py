@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -27,6 +29,7 @@ class HeraldProcess:
         cwd: Path | None = None,
         extra_args: tuple[str, ...] = (),
         port: int = 0,
+        file_limit: tuple[int, int] | None = None,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HERALD_ADMIN_KEY"}
         if admin_key is not None:
@@ -52,6 +55,7 @@ class HeraldProcess:
             text=True,
             env=env,
             cwd=cwd,
+            preexec_fn=_limit_files(file_limit) if file_limit is not None else None,
         )
         self.lines: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -103,3 +107,12 @@ class HeraldProcess:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def _limit_files(limit: tuple[int, int]) -> Callable[[], None]:
+    """Run in the child before it starts: its open-file limit is ``limit`` (soft, hard)."""
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+
+    return limit_files

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,28 @@ def test_a_webhook_concurrency_below_one_is_a_clear_error(tmp_path: Path) -> Non
     )  # fmt: skip
     assert result.returncode == 2
     assert "concurrency" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> None:
+    store = tmp_path / "herald.db"
+    serve = [sys.executable, "-m", "herald.cli", "serve", "--store", f"sqlite:///{store}"]
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = subprocess.run(
+            [*serve, "--port", port], capture_output=True, text=True, timeout=60
+        )
+        # The flags are checked first: a bad one is the error, not the port.
+        bad_flag = subprocess.run(
+            [*serve, "--port", port, "--head-timeout", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        f"herald: cannot listen on 127.0.0.1:{port}: address already in use"
+    ]
+    assert result.stdout == ""
+    assert not store.exists(), "the store was opened although herald could not listen"
+    assert bad_flag.returncode == 2
+    assert "head timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr

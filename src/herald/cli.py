@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     serve.add_argument(
         "--port",
-        type=int,
+        type=_int_from(0, 65535),
         default=DEFAULT_PORT,
         help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
     )
@@ -96,10 +96,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--webhook-timeout", type=float, default=15.0, metavar="SECONDS")
     serve.add_argument(
         "--webhook-concurrency",
-        type=int,
+        type=_int_from(1),
         default=4,
         metavar="N",
         help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
+    )
+    serve.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request head is not complete within this (default 10)",
+    )
+    serve.add_argument(
+        "--streams-per-key",
+        type=_int_from(0),
+        default=16,
+        metavar="N",
+        help="open GET /channel/stream per key at most (default 16; 0: no limit)",
+    )
+    serve.add_argument(
+        "--sessions-per-key",
+        type=_int_from(0),
+        default=64,
+        metavar="N",
+        help="live MCP sessions per key at most (default 64; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-rate",
+        type=float,
+        default=1000.0,
+        metavar="EVENTS",
+        help="events per second one key may publish, each event of a batch counted "
+        "(default 1000; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-burst",
+        type=_int_from(1),
+        default=5000,
+        metavar="EVENTS",
+        help="events one key may publish at once, beyond its rate (default 5000)",
     )
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     bridge = commands.add_parser(
@@ -205,13 +241,33 @@ async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.engine import Notifier
     from herald.delivery.fanout import Fanout
     from herald.http import create_app
+    from herald.http.connections import (
+        MAX_HEAD_BYTES,
+        ConnectionBudget,
+        ConnectionGuard,
+        guarded_protocol,
+        raise_file_limit,
+    )
+    from herald.http.limits import KeyLimits
     from herald.hub import Hub
     from herald.webhooks.addresses import AddressPolicy
     from herald.webhooks.sender import Sender
     from herald.webhooks.worker import WebhookWorker
 
     store_url, host, port = args.store, args.host, args.port
+    # Every flag is checked before the port is taken, and the port before anything starts.
     hub = Hub.from_url(store_url, lease_s=args.lease)
+    limits = KeyLimits(
+        streams=args.streams_per_key,
+        sessions=args.sessions_per_key,
+        publish_rate=args.publish_rate,
+        publish_burst=args.publish_burst,
+    )
+    budget = ConnectionBudget.for_files(raise_file_limit())
+    guard = ConnectionGuard(budget.max_connections, args.head_timeout)
+    schedule_s = parse_schedule(args.webhook_schedule)
+    policy = AddressPolicy.parse(args.webhook_allow)
+    sock = _listen(host, port)
     await hub.open()
     try:
         generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
@@ -222,27 +278,35 @@ async def _serve(args: argparse.Namespace) -> None:
                 flush=True,
             )
         notifier = Notifier(hub, ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit)
-        sock = socket.create_server((host, port), reuse_port=False)
         bound_port = sock.getsockname()[1]
         fanout = Fanout(hub, buffer_size=args.stream_buffer)
         public_url = args.public_url or f"http://{host}:{bound_port}"
-        sender = Sender(public_url, AddressPolicy.parse(args.webhook_allow), args.webhook_timeout)
+        sender = Sender(public_url, policy, args.webhook_timeout)
         webhooks = WebhookWorker(
             hub,
             sender,
-            schedule_s=parse_schedule(args.webhook_schedule),
+            schedule_s=schedule_s,
             disable_after_s=args.webhook_disable_after,
             per_endpoint=args.webhook_concurrency,
             grace_s=args.ack_timeout,
             present=notifier.present_agents,
         )
         config = uvicorn.Config(
-            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks),
+            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks, limits=limits),
             log_level=args.log_level,
             access_log=False,
             timeout_graceful_shutdown=5,
+            http=guarded_protocol(guard),
+            ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
+            backlog=budget.backlog,
         )
         server = _Server(config, on_shutdown=fanout.close)
+        print(
+            f"herald: at most {budget.max_connections} open connections (the open-file limit is "
+            f"{budget.files}); a request head must come within {args.head_timeout:g} s and fit "
+            f"in {MAX_HEAD_BYTES // 1024} KiB",
+            flush=True,
+        )
         print(
             f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})",
             flush=True,
@@ -250,6 +314,37 @@ async def _serve(args: argparse.Namespace) -> None:
         await server.serve(sockets=[sock])
     finally:
         await hub.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket.
+
+    Raises:
+        HeraldError: the address cannot be taken (in use, not this machine's, not allowed).
+    """
+    try:
+        return socket.create_server((host, port), reuse_port=False)
+    except OSError as exc:
+        # create_server repeats the address after the reason: the line says it once.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+        reason = reason[:1].lower() + reason[1:]
+        raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
+
+
+def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` (to ``high``)."""
+    bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value: int | None = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, not {text!r}")
+        return value
+
+    return parse
 
 
 class _Server(uvicorn.Server):

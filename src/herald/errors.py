@@ -76,6 +76,18 @@ class Conflict(HeraldError):
     http_status = 409
 
 
+class RateLimited(HeraldError):
+    """A key is over one of its limits (open streams, live MCP sessions, publish rate); nothing
+    was done. Retry after ``retry_after_s`` seconds, or ask the operator to raise the limit."""
+
+    code = "rate_limited"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class StoreUnavailable(HeraldError):
     """The store could not be reached or failed; nothing was changed. Retry later."""
 

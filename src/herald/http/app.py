@@ -28,6 +28,7 @@ from herald.http.io import (
     strict_object,
     unexpected_error,
 )
+from herald.http.limits import ADMIN, KeyLimits, Limits
 from herald.http.mcp import McpEndpoint
 from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
@@ -46,11 +47,16 @@ def create_app(
     fanout: Fanout | None = None,
     webhooks: WebhookWorker | None = None,
     maintenance: bool = True,
+    limits: KeyLimits | None = None,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
-    and pruning run in the background for as long as the app does."""
+    and pruning run in the background for as long as the app does. ``limits`` are what each
+    key may hold or do at once (the defaults of ``KeyLimits`` when not given)."""
     notifier = notifier or Notifier(hub)
-    mcp = McpEndpoint(notifier)
+    per_key = Limits(limits)
+    mcp = McpEndpoint(
+        notifier, sessions_per_key=per_key.config.sessions, publish_check=per_key.publish.take
+    )
     fanout = fanout or Fanout(hub)
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 
@@ -96,12 +102,16 @@ def create_app(
         await require_admin(hub, request)
         body = await read_json(request)
         if isinstance(body, list):
-            results = await hub.publish_many(parse_batch(body))
+            batch = parse_batch(body)
+            per_key.publish.take(ADMIN, len(batch))
+            results = await hub.publish_many(batch)
             status = 202 if any(r.created for r in results) else 200
             return json_response(
                 {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
             )
-        (published,) = await hub.publish_many([NewEvent.parse(body)])
+        event = NewEvent.parse(body)
+        per_key.publish.take(ADMIN, 1)
+        (published,) = await hub.publish_many([event])
         receipt = _receipt(published.event.id, published.event.seq, published.created)
         return json_response(receipt, 202 if published.created else 200)
 
@@ -171,6 +181,7 @@ def create_app(
         data = body.get("data")
         if data is not None and not isinstance(data, dict):
             raise InvalidInput("reply.data must be an object when given")
+        per_key.publish.take(agent.id, 1)
         return json_response((await hub.reply(agent, event_id, text, data)).to_json(), 201)
 
     async def send_message(request: Request) -> Response:
@@ -186,6 +197,7 @@ def create_app(
         kind = body.get("type", "message.received")
         if not isinstance(kind, str):
             raise InvalidInput("message.type must be a string such as message.received")
+        per_key.publish.take(agent.id, 1)
         published = await hub.send_message(
             agent, to, text, data, reply=body.get("reply"), type=kind
         )
@@ -234,7 +246,7 @@ def create_app(
         Route("/channel/reply", reply, methods=["POST"]),
         Route("/channel/send", send_message, methods=["POST"]),
         Route("/channel/permission", ask_permission, methods=["POST"]),
-        Route("/channel/stream", StreamEndpoint(hub, fanout), methods=["GET"]),
+        Route("/channel/stream", StreamEndpoint(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         *endpoint_routes(hub, guard),
     ]

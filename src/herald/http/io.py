@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from herald.errors import HeraldError, InvalidInput, TooLarge
+from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge
 
 log = logging.getLogger("herald.http")
 
@@ -66,10 +67,19 @@ def error_response(
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 
+def error_headers(exc: HeraldError) -> dict[str, str] | None:
+    """The headers an error's answer needs: how to authenticate, or when to retry."""
+    if exc.http_status == 401:
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, RateLimited):
+        # Whole seconds, never 0: a client told 0 would retry at once.
+        return {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    return None
+
+
 async def herald_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HeraldError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
-    return error_response(exc.code, exc.message, exc.http_status, headers)
+    return error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -6,22 +6,27 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
 from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.delivery.engine import Notifier
-from herald.errors import HeraldError
+from herald.errors import HeraldError, RateLimited
 from herald.http.auth import require_agent
-from herald.http.io import error_response
-from herald.mcp.server import AGENT_SCOPE_KEY, create_server
+from herald.http.io import error_headers, error_response
+from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, create_server
 
 SESSION_HEADER = b"mcp-session-id"
 IDLE_TIMEOUT_S = 900.0
+SESSION_RETRY_AFTER_S = 60.0
+"""A session slot frees up when one of the key's sessions ends (DELETE, or idle for
+``IDLE_TIMEOUT_S``): no time can be promised."""
 
 
 class StreamTracker:
@@ -66,19 +71,52 @@ class StreamTracker:
         return tracked
 
 
+class SessionsPerOwner(StreamableHTTPSessionManager):
+    """The SDK's session manager with a limit on the live sessions of each key. It is decided
+    where the SDK admits a session, under its lock, so that concurrent openings cannot pass it
+    together; the SDK forgets a session's owner when the session ends, however it ends."""
+
+    def __init__(self, *args: Any, per_owner: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_owner = per_owner
+
+    def _admit_session(
+        self, requestor: AuthorizationContext | None
+    ) -> StreamableHTTPServerTransport | None:
+        if self.per_owner and requestor is not None:
+            owner = requestor["client_id"]
+            live = sum(1 for o in self._session_owners.values() if o["client_id"] == owner)
+            if live >= self.per_owner:
+                raise RateLimited(
+                    f"this key has {live} live MCP sessions, the most it may (herald serve "
+                    "--sessions-per-key); end one with DELETE /mcp, or reuse one",
+                    SESSION_RETRY_AFTER_S,
+                )
+        return super()._admit_session(requestor)
+
+
 class McpEndpoint:
     """The ``/mcp`` ASGI endpoint: every request needs an agent's key; the MCP session it opens
     belongs to that agent (the SDK refuses its session id to any other key)."""
 
-    def __init__(self, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        notifier: Notifier,
+        *,
+        sessions_per_key: int = 0,
+        publish_check: PublishCheck | None = None,
+    ) -> None:
         self.notifier = notifier
         self.streams = StreamTracker(notifier.wake_session)
-        self.server = create_server(notifier, ready=self.streams.ready_check)
-        self.manager = StreamableHTTPSessionManager(
+        self.server = create_server(
+            notifier, ready=self.streams.ready_check, publish_check=publish_check
+        )
+        self.manager = SessionsPerOwner(
             app=self.server,
             # Every request carries an agent key, which a rebinding page cannot add.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             session_idle_timeout=IDLE_TIMEOUT_S,
+            per_owner=sessions_per_key,
         )
         self._app = self.streams.wrap(StreamableHTTPASGIApp(self.manager))
 
@@ -91,11 +129,17 @@ class McpEndpoint:
         try:
             agent = await require_agent(self.notifier.hub, Request(scope))
         except HeraldError as exc:
-            headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
-            response = error_response(exc.code, exc.message, exc.http_status, headers)
-            await response(scope, receive, send)
+            await _refuse(exc, scope, receive, send)
             return
         scope[AGENT_SCOPE_KEY] = agent
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
         scope["user"] = AuthenticatedUser(token)
-        await self._app(scope, receive, send)
+        try:
+            await self._app(scope, receive, send)
+        except RateLimited as exc:  # raised before the SDK answers anything
+            await _refuse(exc, scope, receive, send)
+
+
+async def _refuse(exc: HeraldError, scope: Scope, receive: Receive, send: Send) -> None:
+    response = error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
+    await response(scope, receive, send)

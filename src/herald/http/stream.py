@@ -17,7 +17,8 @@ from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.events import Agent, Event
 from herald.http.auth import require_agent
-from herald.http.io import error_response
+from herald.http.io import error_headers, error_response
+from herald.http.limits import StreamSlots
 from herald.hub import Hub
 
 PAGE = 200
@@ -31,9 +32,10 @@ class StreamEndpoint:
     """The ASGI endpoint. Each stream holds one subscription and one task that notices when
     the client goes away; every buffer on the way is bounded."""
 
-    def __init__(self, hub: Hub, fanout: Fanout) -> None:
+    def __init__(self, hub: Hub, fanout: Fanout, slots: StreamSlots | None = None) -> None:
         self.hub = hub
         self.fanout = fanout
+        self.slots = slots or StreamSlots(0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -45,9 +47,9 @@ class StreamEndpoint:
             newest = (await self.hub.get_agent(agent.id)).last_seq
             if cursor > newest:
                 raise CursorAhead(cursor, newest)
+            release_slot = self.slots.acquire(agent.id)
         except HeraldError as exc:
-            headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
-            await error_response(exc.code, exc.message, exc.http_status, headers)(
+            await error_response(exc.code, exc.message, exc.http_status, error_headers(exc))(
                 scope, receive, send
             )
             return
@@ -65,6 +67,7 @@ class StreamEndpoint:
         finally:
             watcher.cancel()
             self.fanout.unsubscribe(subscription)
+            release_slot()
 
     async def _stream(
         self, agent: Agent, cursor: int, subscription: Subscription, send: Send

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 import herald
 from herald.capabilities import LEGACY_VERSIONS, detect
 from herald.delivery.engine import Notifier
+from herald.errors import RateLimited
 from herald.events import Agent
 from herald.mcp import tools
 from herald.mcp.peer import SessionPeer, connection_of, session_id_of
@@ -33,6 +34,9 @@ AGENT_SCOPE_KEY = "herald.agent"
 
 Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]
 ReadyCheck = Callable[[str], Callable[[], bool]]
+PublishCheck = Callable[[str, int], None]
+"""Counts events a key (an agent id) publishes, or raises ``RateLimited``."""
+PUBLISHING_TOOLS = frozenset({"reply", "send_message"})
 
 INSTRUCTIONS = """\
 This server is herald: it delivers events for you (direct messages, mentions, build results, \
@@ -80,6 +84,7 @@ def attach(
     identify: Identify = agent_from_scope,
     ready: ReadyCheck | None = None,
     transport: str = "streamable-http",
+    publish_check: PublishCheck | None = None,
 ) -> None:
     """Give ``server`` herald's tools and register each of its sessions with ``notifier``.
 
@@ -90,6 +95,7 @@ def attach(
         identify: which agent a request comes from (None: not herald's business).
         ready: for a session id, a check that pushes can reach it now (see ``herald.http``).
         transport: the name recorded in each session's capabilities.
+        publish_check: counts each event the tools publish for an agent (its rate limit).
     """
     hub = notifier.hub
     previous_list = server.get_request_handler("tools/list")
@@ -112,6 +118,11 @@ def attach(
         if params.name in tools.TOOL_NAMES:
             if agent is None:
                 return tools.error("herald's tools need an agent: connect with the agent's key")
+            if publish_check is not None and params.name in PUBLISHING_TOOLS:
+                try:
+                    publish_check(agent.id, 1)
+                except RateLimited as exc:
+                    return tools.error(exc.message)
             api = tools.LocalApi(hub, agent, session_id_of(ctx.session))
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:
@@ -196,10 +207,18 @@ def create_server(
     identify: Identify = agent_from_scope,
     ready: ReadyCheck | None = None,
     transport: str = "streamable-http",
+    publish_check: PublishCheck | None = None,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
     server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
-    attach(server, notifier, identify=identify, ready=ready, transport=transport)
+    attach(
+        server,
+        notifier,
+        identify=identify,
+        ready=ready,
+        transport=transport,
+        publish_check=publish_check,
+    )
     return server
 
 

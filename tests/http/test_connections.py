@@ -1,0 +1,200 @@
+"""What no client can do to ``herald serve``'s connections: hold them without sending a request
+(slowloris), open more than the process has files for, or send a request head without end."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.herald_process import HeraldProcess
+
+FILE_LIMIT = 256
+"""herald keeps 64 files of these for itself and 32 for bursts: 160 connections at most."""
+SLOW_CONNECTIONS = 300
+"""More slow connections than the process has files for, let alone connections."""
+WAIT_S = 30.0
+"""Every wait is bounded by this; none of them is expected to take near as long."""
+HEAD_START = b"GET /healthz HTTP/1.1\r\nHost: herald\r\nX-Slow: "
+"""A request head begun and never finished."""
+
+
+@pytest.fixture
+def slow_sockets() -> Iterator[list[socket.socket]]:
+    sockets: list[socket.socket] = []
+    yield sockets
+    for sock in sockets:
+        sock.close()
+
+
+def address(herald: HeraldProcess) -> tuple[str, int]:
+    url = urlsplit(herald.url)
+    assert url.hostname is not None and url.port is not None
+    return url.hostname, url.port
+
+
+def open_slow(herald: HeraldProcess, count: int, into: list[socket.socket]) -> None:
+    for _ in range(count):
+        sock = socket.create_connection(address(herald), timeout=WAIT_S)
+        sock.sendall(HEAD_START)
+        into.append(sock)
+
+
+def drip(sockets: list[socket.socket]) -> None:
+    """One more byte of the head on each connection, as a slowloris sends it."""
+    for sock in sockets:
+        with contextlib.suppress(OSError):  # herald closed it already
+            sock.send(b"a")
+
+
+def read_until_closed(sock: socket.socket, deadline: float) -> bytes:
+    """Everything herald sends until it closes the connection; fails if it is still open at the
+    deadline."""
+    received = b""
+    while True:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            return received
+        except TimeoutError:
+            pytest.fail(f"herald kept the connection open; it sent {received[:200]!r}")
+        if not chunk:
+            return received
+        received += chunk
+
+
+def healthz(herald: HeraldProcess) -> int:
+    """``GET /healthz`` on a connection of its own, as a new client would."""
+    with httpx.Client(base_url=herald.url, timeout=WAIT_S) as client:
+        return client.get("/healthz").status_code
+
+
+def test_a_flood_of_slow_connections_cannot_keep_healthz_out(
+    tmp_path: Path, slow_sockets: list[socket.socket]
+) -> None:
+    # A head timeout far beyond the test: only making room for new connections can close any.
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        file_limit=(FILE_LIMIT, FILE_LIMIT),
+        extra_args=("--head-timeout", "600"),
+    )
+    try:
+        assert any("at most 160 open connections" in line for line in herald.lines), herald.lines
+        while len(slow_sockets) < SLOW_CONNECTIONS:
+            # A few at a time: more at once than the listen backlog would wait for SYN retries.
+            open_slow(herald, 8, slow_sockets)
+            drip(slow_sockets)
+            assert healthz(herald) == 200
+        deadline = time.monotonic() + WAIT_S
+        oldest = slow_sockets[: SLOW_CONNECTIONS - 160]
+        for sock in oldest:  # closed to make room, the longest waiting first
+            read_until_closed(sock, deadline)
+    finally:
+        herald.stop()
+
+
+def test_a_request_head_not_complete_in_time_closes_the_connection(
+    tmp_path: Path, slow_sockets: list[socket.socket]
+) -> None:
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}", extra_args=("--head-timeout", "1"))
+    try:
+        open_slow(herald, 20, slow_sockets)
+        silent = socket.create_connection(address(herald), timeout=WAIT_S)
+        slow_sockets.append(silent)
+        deadline = time.monotonic() + WAIT_S
+        answers = []
+        for sock in slow_sockets[:20]:
+            drip([sock])  # a byte now and then does not keep a connection
+            answers.append(read_until_closed(sock, deadline))
+        assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), answers[0]
+        assert b'"code":"head_timeout"' in answers[0]
+        assert read_until_closed(silent, deadline) == b""  # it sent nothing: closed, no answer
+        assert healthz(herald) == 200
+    finally:
+        herald.stop()
+
+
+def test_when_every_connection_has_a_request_in_flight_a_new_one_gets_503(
+    tmp_path: Path, slow_sockets: list[socket.socket]
+) -> None:
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        file_limit=(FILE_LIMIT, FILE_LIMIT),
+        extra_args=("--streams-per-key", "0"),
+    )
+    try:
+        with herald.client(herald.admin_key) as admin:
+            key = admin.post("/v1/agents", json={"handle": "alice"}).json()["api_key"]
+        stream_request = (
+            f"GET /channel/stream HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer {key}\r\n\r\n"
+        ).encode()
+        first_answers: list[bytes] = []
+        for _ in range(FILE_LIMIT):  # more than the cap; the old code ran out of files
+            sock = socket.create_connection(address(herald), timeout=WAIT_S)
+            slow_sockets.append(sock)
+            sock.sendall(stream_request)
+            answer = sock.recv(4096)
+            first_answers.append(answer)
+            if not answer.startswith(b"HTTP/1.1 200 "):
+                break
+        assert 140 < len(first_answers) <= 161, len(first_answers)  # the cap, 160, and no more
+        refusal = first_answers[-1]
+        assert refusal.startswith(b"HTTP/1.1 503 "), refusal
+        assert b"retry-after: 1\r\n" in refusal and b'"code":"server_busy"' in refusal
+        for sock in slow_sockets[:10]:  # streams end: room again
+            sock.close()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if healthz(herald) == 200:
+                    break
+            assert time.monotonic() < deadline, "no room came back after streams closed"
+    finally:
+        herald.stop()
+
+
+def test_the_cap_is_below_the_hard_file_limit_and_said_at_start(tmp_path: Path) -> None:
+    # The soft limit is raised to the hard one before the cap is taken from it.
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}", file_limit=(FILE_LIMIT, 1024))
+    herald.stop()
+    expected = "at most 640 open connections (the open-file limit is 1024)"
+    assert any(expected in line for line in herald.lines), herald.lines
+
+
+def test_a_request_head_over_64_kib_is_refused_with_431(tmp_path: Path) -> None:
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
+    try:
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            sock.sendall(HEAD_START + b"a" * (65 * 1024) + b"\r\n\r\n")
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b'"code":"head_too_large"' in answer
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            sock.sendall(HEAD_START + b"a" * (60 * 1024) + b"\r\nConnection: close\r\n\r\n")
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]  # under the limit: served
+    finally:
+        herald.stop()
+
+
+def test_a_request_head_without_end_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
+    try:
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            sock.sendall(HEAD_START)
+            line = b"a" * 8190 + b"\r\nX-More: "
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                for _ in range(64 * 1024 * 1024 // len(line)):  # 64 MiB: far beyond any buffer
+                    sock.sendall(line)
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert healthz(herald) == 200
+    finally:
+        herald.stop()
