@@ -15,7 +15,7 @@ import pytest
 
 from herald import NotFound, Unauthorized
 from herald.client import HeraldClient
-from herald.errors import HubUnreachable, InvalidInput
+from herald.errors import HubUnreachable, InvalidInput, RateLimited
 from tests.herald_process import HeraldProcess
 from tests.sse_server import CraftedStream, event_frame
 
@@ -192,3 +192,25 @@ def test_herald_drain_prints_json_lines(herald: HeraldProcess) -> None:
         env={**os.environ, "HERALD_API_KEY": "x"},
     )
     assert refused.returncode == 1 and "not known" in refused.stderr
+
+
+async def test_a_key_over_its_publish_rate_gets_rate_limited_with_its_wait(
+    tmp_path: Path,
+) -> None:
+    limited = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        extra_args=("--publish-rate", "0.01", "--publish-burst", "2"),
+    )
+    try:
+        key = agent(limited, "hasty")
+        agent(limited, "calm")
+        async with HeraldClient(limited.url, key) as client:
+            await client.send_message("calm", "one")
+            await client.ask_permission("calm", "abcde", "Bash")
+            with pytest.raises(RateLimited) as refused:
+                await client.send_message("calm", "three")
+            assert refused.value.retry_after_s >= 1
+            with pytest.raises(RateLimited):
+                await client.ask_permission("calm", "fghij", "Bash")
+    finally:
+        limited.stop()

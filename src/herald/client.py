@@ -292,4 +292,12 @@ def _error(response: httpx2.Response) -> errors.HeraldError:
         message = f"HTTP {response.status_code}"
     if response.status_code >= 500:
         return errors.HubUnreachable(f"the hub failed: {message}")
+    if response.status_code == 429:
+        return errors.RateLimited(message, _retry_after_s(response))
     return _ERRORS.get(response.status_code, errors.InvalidInput)(message)
+
+
+def _retry_after_s(response: httpx2.Response) -> float:
+    """The answer's ``Retry-After`` in seconds (herald sends whole seconds); 1 if unreadable."""
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isascii() and value.isdigit() else 1.0

@@ -206,6 +206,7 @@ def create_app(
     async def ask_permission(request: Request) -> Response:
         agent = await require_agent(hub, request)
         body = strict_object(await read_json(request), set(PERMISSION_FIELDS), "permission")
+        per_key.publish.take(agent.id, 1)
         published = await hub.ask_permission(
             agent,
             body.get("to", ""),  # the hub checks every field
