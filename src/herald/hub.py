@@ -28,6 +28,7 @@ from herald.events import (
     NewEvent,
     Published,
     Reply,
+    is_id,
     new_id,
 )
 from herald.keys import ADMIN_PREFIX, AGENT_PREFIX, hash_key, matches, new_key
@@ -170,7 +171,7 @@ class Hub:
 
     async def get_agent(self, agent_id: str) -> Agent:
         """Raises: NotFound."""
-        agent = await self.store.get_agent(agent_id)
+        agent = await self.store.get_agent(agent_id) if is_id(agent_id, "agt_") else None
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")
         return agent
@@ -182,7 +183,10 @@ class Hub:
             InvalidInput: an unknown key or a wrong type.
             NotFound: no such agent.
         """
-        if not await self.store.set_agent_delivery(agent_id, parse_overrides(delivery)):
+        overrides = parse_overrides(delivery)
+        if not is_id(agent_id, "agt_") or not await self.store.set_agent_delivery(
+            agent_id, overrides
+        ):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._known_keys.clear()
         return await self.get_agent(agent_id)
@@ -190,7 +194,7 @@ class Hub:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent and every event it has. Raises: NotFound."""
         self._known_keys.clear()
-        if not await self.store.delete_agent(agent_id):
+        if not is_id(agent_id, "agt_") or not await self.store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
 
     # Events
@@ -335,7 +339,7 @@ class Hub:
         Raises:
             NotFound: no such event, or it belongs to another agent than ``viewer``.
         """
-        event = await self.store.get_event(event_id)
+        event = await self.store.get_event(event_id) if is_id(event_id, "evt_") else None
         if event is None or (viewer is not None and event.agent_id != viewer.id):
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self.store.attempts(event_id)
@@ -372,7 +376,8 @@ class Hub:
         consumer: str | None = None,
     ) -> int:
         """Mark the agent's events delivered (by id, or everything up to ``cursor``); returns how
-        many changed. Ids of other agents' events are ignored."""
+        many changed. Ids of other agents' events, and ids that name no event, are ignored."""
+        ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
         acked = await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
         return acked
 
