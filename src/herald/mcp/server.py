@@ -111,7 +111,9 @@ def attach(
         agent = await identify(ctx)
         if params.name in tools.TOOL_NAMES:
             if agent is None:
-                return tools.error("herald's tools need an agent: connect with the agent's key")
+                return tools.error(
+                    "herald's tools need an agent: connect with the agent's key", "unauthorized"
+                )
             api = tools.LocalApi(hub, agent)
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:
