@@ -2,8 +2,9 @@
 the fuzzed requests aim at, the state a refused request must leave as it was, and the checks on
 every answer.
 
-The examples are derandomized and their number fixed, so CI sends the same requests every run;
-``HERALD_FUZZ_EXAMPLES`` sets how many each route or tool gets, for a deeper run by hand.
+The examples are derandomized and their number fixed, so CI sends the same requests every run.
+For a deeper run by hand, ``HERALD_FUZZ_EXAMPLES`` sets how many each route or tool gets, and
+``HERALD_FUZZ_RANDOM=1`` draws new ones each run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.herald_process import HeraldProcess
 EXAMPLES = int(os.environ.get("HERALD_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
     max_examples=EXAMPLES,
-    derandomize=True,
+    derandomize=not os.environ.get("HERALD_FUZZ_RANDOM"),
     deadline=None,
     database=None,
     suppress_health_check=list(HealthCheck),
