@@ -10,6 +10,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,15 @@ def new_id(prefix: str) -> str:
         _last_id[0], _last_id[1] = millis, rand
     raw = millis.to_bytes(6, "big") + rand.to_bytes(10, "big")
     return prefix + base64.b32encode(raw)[:26].decode().translate(_CROCKFORD)
+
+
+_ID_BODY = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
+def is_id(value: str, prefix: str) -> bool:
+    """Whether ``value`` could be an id that ``new_id(prefix)`` made. One that cannot (a typo,
+    NUL, any other text) names nothing, and is answered so without asking the store."""
+    return value.startswith(prefix) and _ID_BODY.fullmatch(value, len(prefix)) is not None
 
 
 class EventStatus(enum.StrEnum):
@@ -434,7 +444,7 @@ def check_form_schema(schema: Any, where: str) -> None:
     if not isinstance(properties, dict) or not properties:
         raise InvalidInput(f"{where}.properties must name at least one field")
     for name, prop in properties.items():
-        if not isinstance(prop, dict) or prop.get("type") not in _FORM_TYPES:
+        if not isinstance(prop, dict) or not _one_of(prop.get("type"), _FORM_TYPES):
             raise InvalidInput(
                 f"{where}.properties.{name} must have a type of string, number, integer or boolean"
                 " (forms hold flat fields only)"
@@ -442,7 +452,7 @@ def check_form_schema(schema: Any, where: str) -> None:
         unknown = sorted(set(prop) - _FORM_KEYWORDS)
         if unknown:
             raise InvalidInput(f"{where}.properties.{name} has unsupported keyword(s) {unknown}")
-        if "format" in prop and prop["format"] not in _FORM_FORMATS:
+        if "format" in prop and not _one_of(prop["format"], _FORM_FORMATS):
             raise InvalidInput(
                 f"{where}.properties.{name}.format must be one of {sorted(_FORM_FORMATS)}"
             )
@@ -453,11 +463,16 @@ def check_form_schema(schema: Any, where: str) -> None:
         ):
             raise InvalidInput(f"{where}.properties.{name}.enum must be a list of strings")
     required = schema.get("required", [])
-    if not isinstance(required, list) or not set(required) <= set(properties):
+    if not isinstance(required, list) or not all(_one_of(name, properties) for name in required):
         raise InvalidInput(f"{where}.required must list properties of the form")
     extra = sorted(set(schema) - {"type", "properties", "required", "title", "description"})
     if extra:
         raise InvalidInput(f"{where} has unsupported keyword(s) {extra}")
+
+
+def _one_of(value: Any, names: Collection[str]) -> bool:
+    # Only a string can be one: a list or an object, unhashable, must not reach ``in``.
+    return isinstance(value, str) and value in names
 
 
 def parse_batch(raw: list[Any]) -> list[NewEvent]:

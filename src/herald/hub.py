@@ -27,6 +27,7 @@ from herald.events import (
     NewEvent,
     Published,
     Reply,
+    is_id,
     new_id,
 )
 from herald.keys import (
@@ -198,7 +199,7 @@ class Hub:
 
     async def get_agent(self, agent_id: str) -> Agent:
         """Raises: NotFound."""
-        agent = await self.store.get_agent(agent_id)
+        agent = await self.store.get_agent(agent_id) if is_id(agent_id, "agt_") else None
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")
         return agent
@@ -210,7 +211,10 @@ class Hub:
             InvalidInput: an unknown key or a wrong type.
             NotFound: no such agent.
         """
-        if not await self.store.set_agent_delivery(agent_id, parse_overrides(delivery)):
+        overrides = parse_overrides(delivery)
+        if not is_id(agent_id, "agt_") or not await self.store.set_agent_delivery(
+            agent_id, overrides
+        ):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._known_keys.clear()
         return await self.get_agent(agent_id)
@@ -218,7 +222,7 @@ class Hub:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent and every event it has; its open streams end. Raises: NotFound."""
         self._known_keys.clear()
-        if not await self.store.delete_agent(agent_id):
+        if not is_id(agent_id, "agt_") or not await self.store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._announce({agent_id})  # what follows the agent's events finds it gone
 
@@ -391,7 +395,7 @@ class Hub:
         Raises:
             NotFound: no such event, or it belongs to another agent than ``viewer``.
         """
-        event = await self.store.get_event(event_id)
+        event = await self.store.get_event(event_id) if is_id(event_id, "evt_") else None
         if event is None or (viewer is not None and event.agent_id != viewer.id):
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self.store.attempts(event_id)
@@ -432,12 +436,13 @@ class Hub:
     ) -> int:
         """Mark the agent's events delivered (by id, or up to ``cursor`` what ``consumer``, by
         default the default drainer, holds or nobody holds); returns how many changed. Ids of
-        other agents' events are ignored.
+        other agents' events, and ids that name no event, are ignored.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
         consumer = consumer or DEFAULT_CONSUMER
+        ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
         return await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
 
     # Upkeep

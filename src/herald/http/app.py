@@ -9,6 +9,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,12 +22,12 @@ from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.endpoints import endpoint_routes, with_warning
 from herald.http.io import (
+    AnswerUnexpectedErrors,
     herald_error,
     http_error,
     json_response,
     read_json,
     strict_object,
-    unexpected_error,
 )
 from herald.http.limits import ADMIN, KeyLimits, Limits
 from herald.http.mcp import McpEndpoint
@@ -254,11 +255,8 @@ def create_app(
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={
-            HeraldError: herald_error,
-            HTTPException: http_error,
-            Exception: unexpected_error,
-        },
+        middleware=[Middleware(AnswerUnexpectedErrors)],
+        exception_handlers={HeraldError: herald_error, HTTPException: http_error},
     )
 
 

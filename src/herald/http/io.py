@@ -11,7 +11,9 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald import json_input
 from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge
 
 log = logging.getLogger("herald.http")
@@ -24,14 +26,15 @@ over in seconds, and clients that all retry at once would prolong it."""
 
 
 async def read_json(request: Request, *, optional: bool = False) -> Any:
-    """The request body as JSON.
+    """The request body as JSON, checked by ``herald.json_input``.
 
     Raises:
         TooLarge: the body is over 32 MiB.
-        InvalidInput: the body is missing (unless ``optional``) or not JSON.
+        InvalidInput: the body is missing (unless ``optional``), not JSON, or holds what herald
+            does not take (nesting over 100 levels, NUL, an unpaired surrogate, a number JSON
+            cannot carry); the message names the JSON path.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if _declared_over_limit(request.headers.get("content-length")):
         raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
     chunks = []
     size = 0
@@ -45,10 +48,14 @@ async def read_json(request: Request, *, optional: bool = False) -> Any:
         if optional:
             return None
         raise InvalidInput("the request needs a JSON body")
-    try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"the body is not valid JSON: {exc}") from exc
+    return json_input.loads(body)
+
+
+def _declared_over_limit(declared: str | None) -> bool:
+    if declared is None or not (declared.isascii() and declared.isdigit()):
+        return False  # the server itself refuses a malformed length
+    digits = declared.lstrip("0")
+    return len(digits) > len(str(MAX_BODY_BYTES)) or int(digits or "0") > MAX_BODY_BYTES
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -94,9 +101,37 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-async def unexpected_error(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response("internal", "herald failed on this request; the error is logged", 500)
+class AnswerUnexpectedErrors:
+    """ASGI middleware for the errors no handler expected: each is logged and answered with a
+    500 in herald's shape, and the connection stays open for the requests behind it. (Starlette's
+    last-resort handler raises again after its answer, and uvicorn then drops the connection.)
+    An error after the answer has begun cannot be answered: it is raised, and the connection,
+    whose answer is cut short, closes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:  # the last boundary of a request: log it, answer it, carry on
+            if started:
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            answer = error_response(
+                "internal", "herald failed on this request; the error is logged", 500
+            )
+            await answer(scope, receive, send)
 
 
 def strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:

@@ -113,7 +113,7 @@ class StreamEndpoint:
 
 def _resume_point(request: Request) -> int:
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not raw.isdigit() or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # "²" is a digit to isdigit
         raise InvalidInput("Last-Event-ID (or ?after=) must be the seq of an event: 0 or more")
     return int(raw)
 

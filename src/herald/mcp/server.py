@@ -117,12 +117,14 @@ def attach(
         agent = await identify(ctx)
         if params.name in tools.TOOL_NAMES:
             if agent is None:
-                return tools.error("herald's tools need an agent: connect with the agent's key")
+                return tools.error(
+                    "herald's tools need an agent: connect with the agent's key", "unauthorized"
+                )
             if publish_check is not None and params.name in PUBLISHING_TOOLS:
                 try:
                     publish_check(agent.id, 1)
                 except RateLimited as exc:
-                    return tools.error(exc.message)
+                    return tools.error(exc.message, exc.code)
             api = tools.LocalApi(hub, agent, session_id_of(ctx.session))
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:

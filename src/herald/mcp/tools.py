@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import mcp_types as types
 import pydantic_core
 
+from herald import json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
 from herald.events import Agent, Event, EventStatus, Published, Reply
@@ -127,16 +128,21 @@ TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
 
 async def call(api: AgentApi, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run one of herald's tools. Bad arguments come back as a tool error that
-    says what to fix; nothing is changed."""
+    says what to fix; nothing is changed. The arguments arrive parsed by the ``mcp`` SDK, so
+    they are checked here as an HTTP body is (``herald.json_input``)."""
     try:
+        json_input.check(arguments, "arguments")
         return await _dispatch(api, name, arguments)
     except HeraldError as exc:
-        return error(exc.message)
+        return error(exc.message, exc.code)
 
 
-def error(message: str) -> types.CallToolResult:
+def error(message: str, code: str = "invalid_input") -> types.CallToolResult:
+    """A tool error: its text for the model, and herald's error shape as structured content."""
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)], is_error=True
+        content=[types.TextContent(type="text", text=message)],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
     )
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from herald.endpoints import Endpoint, Kind, check_secret, check_url, new_secret
 from herald.errors import InvalidInput, NotFound
-from herald.events import new_id
+from herald.events import is_id, new_id
 from herald.hub import Hub
 from herald.webhooks.addresses import AddressGuard
 
@@ -94,12 +94,12 @@ async def rotate_webhook_secret(
 
 async def remove(hub: Hub, agent_id: str, kind: Kind) -> None:
     """Raises: NotFound: the agent has no endpoint of that kind."""
-    if not await hub.store.delete_endpoint(agent_id, kind.value):
+    if not is_id(agent_id, "agt_") or not await hub.store.delete_endpoint(agent_id, kind.value):
         raise NotFound(f"agent {agent_id!r} has no {kind.value}")
 
 
 async def _endpoint(hub: Hub, agent_id: str, kind: Kind) -> Endpoint:
-    for endpoint in await hub.store.endpoints(agent_id):
+    for endpoint in await hub.store.endpoints(agent_id) if is_id(agent_id, "agt_") else []:
         if endpoint.kind is kind:
             return endpoint
     raise NotFound(f"agent {agent_id!r} has no {kind.value}")

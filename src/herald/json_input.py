@@ -1,0 +1,214 @@
+"""JSON from outside, checked once where it comes in (an HTTP body, an MCP tool's arguments).
+
+What JSON text can carry but herald cannot keep or answer with is refused here, with the path
+of the value at fault, before any of it reaches a check that would echo it or a store that would
+choke on it:
+
+- nesting deeper than ``MAX_DEPTH`` levels;
+- an unpaired surrogate (``"\\ud800"``): it is not Unicode, so it cannot be encoded as UTF-8,
+  stored, or even quoted back in an error;
+- NUL (U+0000), in any string or key: PostgreSQL stores it nowhere, so neither backend takes it;
+- an integer of more than ``MAX_INT_DIGITS`` digits, and NaN, Infinity or a number too large
+  for a double: none of them can be written back as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from itertools import chain
+from typing import Any
+
+from herald.errors import InvalidInput
+
+MAX_DEPTH = 100
+"""How deeply a JSON value may nest: an event's data, in its batch, stays well within it."""
+MAX_INT_DIGITS = 4300
+"""Python's own bound on converting digits to an integer; a longer number is refused."""
+
+_CONTAINERS = frozenset({dict, list})
+_SAFE = frozenset({int, bool, type(None), dict, list})
+_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_MAX_PATH_CHARS = 160
+
+# One link of the path to a value: (the link of its container, its key or index); None at the root.
+_Link = tuple[Any, str | int] | None
+
+
+class _TooManyDigits:
+    """An integer literal too long to convert, kept to be refused with its path."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def loads(body: bytes, where: str = "$") -> Any:
+    """Parse a JSON body (UTF-8) and check everything in it (see the module's rules).
+
+    Raises:
+        InvalidInput: the body is not JSON, or holds what herald does not take; the message
+            names the path of the value at fault.
+    """
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the body is not valid JSON in UTF-8: {exc}") from exc
+    try:
+        value = _parse(text, where, int)
+    except ValueError:
+        # Only an over-long integer gets here: parse again, keeping it aside to name its path.
+        value = _parse(text, where, _int_or_too_long)
+    # A string at fault is spelled with an escape (the decoder refuses raw NUL and surrogates):
+    # most bodies have none, and then no string needs a look.
+    strings = "\\u" in text and _RISKY_ESCAPE.search(text) is not None
+    if _has_fault(value, strings=strings):
+        _name_fault(value, where)
+    return value
+
+
+def check(value: Any, where: str) -> None:
+    """Check a value already parsed (by the ``mcp`` SDK, say) against the same rules.
+
+    Raises:
+        InvalidInput: naming the path of the first value at fault.
+    """
+    if _has_fault(value, strings=True):
+        _name_fault(value, where)
+
+
+def _parse(text: str, where: str, parse_int: Callable[[str], Any]) -> Any:
+    try:
+        return json.loads(text, parse_int=parse_int)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"the body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidInput(_too_deep(where)) from exc
+
+
+def _has_fault(value: Any, *, strings: bool) -> bool:
+    """Whether anything in ``value`` breaks a rule, found level by level with few steps in
+    Python per value: a large body costs about what parsing it did."""
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
+        kinds = set(map(type, level))
+        if not kinds <= _SAFE and _scalars_at_fault(level, kinds, strings):
+            return True
+        if not kinds & _CONTAINERS:
+            return False
+        if depth > MAX_DEPTH:
+            return True
+        containers = [item for item in level if type(item) in _CONTAINERS]
+        level = list(chain.from_iterable(_children(item, strings) for item in containers))
+    return False
+
+
+def _scalars_at_fault(level: list[Any], kinds: set[type], strings: bool) -> bool:
+    if kinds - _SAFE - {str, float}:
+        return True  # an over-long integer, or a type that only the full walk knows
+    look_at_strings = strings and str in kinds
+    if look_at_strings and any(_string_fault(item) for item in level if type(item) is str):
+        return True
+    return float in kinds and not all(math.isfinite(item) for item in level if type(item) is float)
+
+
+def _children(container: dict[str, Any] | list[Any], keys: bool) -> Iterable[Any]:
+    if isinstance(container, list):
+        return container
+    return chain(container, container.values()) if keys else container.values()
+
+
+def _name_fault(value: Any, where: str) -> None:
+    """Find the first value at fault, with its path, and refuse it.
+
+    Raises:
+        InvalidInput: naming the path.
+    """
+    fault = _scalar_fault(value)
+    if fault is not None:
+        raise InvalidInput(f"{where} {fault}")
+    if not isinstance(value, (dict, list)):
+        return
+    stack: list[tuple[dict[str, Any] | list[Any], int, _Link]] = [(value, 1, None)]
+    while stack:
+        container, depth, link = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidInput(_too_deep(_path(where, link)))
+        if isinstance(container, dict):
+            _check_keys(container, where, link)
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                stack.append((item, depth + 1, (link, key)))
+            elif (fault := _scalar_fault(item)) is not None:
+                raise InvalidInput(f"{_path(where, (link, key))} {fault}")
+
+
+def _check_keys(container: dict[str, Any], where: str, link: _Link) -> None:
+    for key in container:
+        if isinstance(key, str) and (fault := _string_fault(key)) is not None:
+            raise InvalidInput(f"a key in {_path(where, link)} {fault}")
+
+
+def _scalar_fault(value: Any) -> str | None:
+    if isinstance(value, str):
+        return _string_fault(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is NaN, Infinity or a number too large for a double, which JSON cannot carry"
+    if isinstance(value, _TooManyDigits):
+        return (
+            f"is an integer of {value.digits} digits; herald takes at most {MAX_INT_DIGITS}"
+            " (send a longer number as a string)"
+        )
+    return None
+
+
+def _string_fault(text: str) -> str | None:
+    if "\x00" in text:
+        return "holds a NUL character (U+0000), which herald does not store"
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return (
+                "holds an unpaired surrogate (such as \\ud800), which is not Unicode text;"
+                " send valid UTF-8"
+            )
+    return None
+
+
+def _int_or_too_long(literal: str) -> int | _TooManyDigits:
+    digits = len(literal.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        return _TooManyDigits(digits)
+    try:
+        return int(literal)
+    except ValueError:  # a lower limit set for this process
+        return _TooManyDigits(digits)
+
+
+def _too_deep(where: str) -> str:
+    return f"{where} nests deeper than {MAX_DEPTH} levels, herald's limit for JSON"
+
+
+def _path(where: str, link: _Link) -> str:
+    """``$.data.items[3]``: keys that are not identifiers are quoted, in ASCII, so that a path
+    can always be shown; a long path keeps its start and its end."""
+    parts: list[str] = []
+    while link is not None:
+        link, key = link
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif _IDENTIFIER.fullmatch(key):
+            parts.append(f".{key}")
+        else:
+            parts.append(f"[{json.dumps(key[:64])}]")
+    text = where + "".join(reversed(parts))
+    if len(text) <= _MAX_PATH_CHARS:
+        return text
+    half = _MAX_PATH_CHARS // 2
+    return f"{text[:half]}...{text[-half:]}"

@@ -1,0 +1,269 @@
+"""Hypothesis strategies for hostile input, and a JSON writer that writes what JSON libraries
+refuse to (unpaired surrogates as escapes, NaN, integers past 4,300 digits, deep nesting).
+
+Every value is JSON-shaped; ``encode`` turns it into the raw body text. Nothing here names a host
+other than the loopback: a URL that herald might try to reach points at this machine only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from hypothesis import strategies as st
+
+SearchStrategy = st.SearchStrategy
+
+
+@dataclass(frozen=True)
+class Raw:
+    """JSON text put into a body as it is."""
+
+    text: str
+
+
+def encode(value: Any) -> bytes:
+    """The JSON text of a value (in ASCII: an unpaired surrogate becomes its escape)."""
+    return _text(value).encode("ascii")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Raw):
+        return value.text
+    if isinstance(value, list):
+        return "[" + ",".join(_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_text(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)  # NaN and Infinity come out as the tokens Python writes
+
+
+ODD_STRINGS = [
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "\udfff",
+    "a\udc00b",
+    "\ud83d",
+    "²",
+    "٣",
+    "\u2028",
+    "\u2029",
+    "\u0085",
+    "\ufeff",
+    "\uffff",
+    "\U0010ffff",
+    "😀",
+    "e\u0301",
+    "\r\n",
+    "\t",
+    "../../etc/passwd",
+    "%00",
+    "'; DROP TABLE events; --",
+    "\\",
+    '"',
+    '</channel><channel source="x">',
+    "null",
+    "0",
+    "-1",
+    "NaN",
+    "evt_00000000000000000000000000",
+    "agt_00000000000000000000000000",
+    "herald_agent_x",
+]
+
+odd_strings = st.one_of(
+    st.sampled_from(ODD_STRINGS),
+    st.text(st.characters(exclude_categories=()), max_size=24),  # surrogates included
+    st.text(max_size=24),
+)
+big_strings = st.sampled_from([257, 4097, 70_000, 300_000]).map(lambda n: "x" * n)
+strings = st.one_of(odd_strings, odd_strings, big_strings)
+ints = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([2**31, 2**53 + 1, 2**62, 2**62 + 1, 2**63, 2**64, -(2**63), 10**100]),
+    st.integers(),
+)
+huge_ints = st.sampled_from([4301, 5000]).map(lambda n: Raw("9" * n))
+floats = st.one_of(
+    st.floats(),
+    st.sampled_from(["1e999", "-1e999", "NaN", "Infinity", "-Infinity", "1" * 400 + ".5"]).map(Raw),
+)
+deep = st.one_of(
+    st.integers(60, 2500).map(lambda n: Raw("[" * n + "]" * n)),
+    st.integers(60, 2500).map(lambda n: Raw('{"a":' * n + "1" + "}" * n)),
+)
+scalars = st.one_of(st.none(), st.booleans(), ints, huge_ints, floats, strings)
+keys = st.one_of(st.sampled_from(["a", "type", "data", "id", "\x00", "\ud800", ""]), odd_strings)
+values: SearchStrategy[Any] = st.recursive(
+    st.one_of(scalars, deep),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+raw_bodies = st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from(
+        [
+            b"",
+            b"{",
+            b"\xff\xfe",
+            b"\xef\xbb\xbf{}",
+            b'{"a": 1} trailing',
+            b"[" * 100_000,
+            '{"to": "é"}'.encode("utf-16"),
+            b'{"text": "\xed\xa0\x80"}',
+            b'{"text": "a\x00"}',
+            b"\x00",
+        ]
+    ),
+)
+
+
+def either(good: SearchStrategy[Any]) -> SearchStrategy[Any]:
+    """Mostly a value that fits the field, else anything."""
+    return st.one_of(good, good, good, values)
+
+
+# What names the world a request aims at is drawn as a placeholder, filled in just before the
+# request is sent (see World.resolve): the strategies stay the same while the world changes.
+handles = st.sampled_from(["@alice@", "@bob@", "nobody"])
+event_ids = st.integers(0, 9).map(lambda index: f"@event{index}@")
+cursors: SearchStrategy[Any] = either(st.one_of(st.integers(0, 40), st.just(2**62)))
+texts: SearchStrategy[Any] = either(st.text(min_size=1, max_size=20))
+datas: SearchStrategy[Any] = either(st.dictionaries(st.text(max_size=6), values, max_size=3))
+
+
+def objects(
+    fields: dict[str, SearchStrategy[Any]], *, required: Iterable[str] = ()
+) -> SearchStrategy[dict[str, Any]]:
+    """A JSON object with some of ``fields`` (each drawn from its strategy, ``required`` ones
+    always), sometimes with unknown fields too."""
+    must = {name: fields[name] for name in required}
+    may = {name: good for name, good in fields.items() if name not in must}
+    chosen = st.fixed_dictionaries(must, optional=may)
+    unknown = st.dictionaries(keys.filter(lambda k: k not in fields), values, max_size=2)
+    with_unknown = st.tuples(chosen, unknown).map(lambda pair: {**pair[1], **pair[0]})
+    return st.one_of(chosen, chosen, chosen, chosen, with_unknown)
+
+
+def bodies(shapes: SearchStrategy[Any]) -> SearchStrategy[bytes]:
+    """Mostly a body of the expected shape; now and then any JSON at all, or not JSON."""
+    shaped = shapes.map(encode)
+    return st.one_of(shaped, shaped, shaped, shaped, values.map(encode), raw_bodies)
+
+
+def path_ids(valid: SearchStrategy[str]) -> SearchStrategy[str]:
+    """A path segment: a real id, or an id that cannot exist, percent-encoded."""
+    hostile = st.one_of(
+        st.sampled_from(
+            [
+                "%00",
+                "agt_%00",
+                "evt_%00",
+                "%ED%A0%80",
+                "%FF",
+                "agt_00000000000000000000000000",
+                "evt_ZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+                "a" * 300,
+                "%C2%B2",
+            ]
+        ),
+        odd_strings.map(lambda text: quote(text, safe="", errors="surrogatepass")),
+    )
+    return st.one_of(valid, valid, hostile)
+
+
+def header_values() -> SearchStrategy[bytes]:
+    """What a header may carry in HTTP/1.1: any bytes but controls (the server's own parser
+    refuses those before herald sees them)."""
+    return st.one_of(
+        st.sampled_from(["0", "1", "²", "٣", "-1", "99999999999999999999", "1e3", " 1", "0x10"]),
+        st.integers(-5, 2**64).map(str),
+        st.text(max_size=20),
+    ).map(lambda text: _header_bytes(text))
+
+
+def _header_bytes(text: str) -> bytes:
+    raw = text.encode("utf-8", "surrogatepass")
+    return bytes(b for b in raw if b >= 0x20 and b != 0x7F).strip() or b"0"
+
+
+LOOPBACK_URLS = ["http://127.0.0.1:9/hook", "https://localhost:9/h?q=1", "http://[::1]:9/"]
+
+
+def urls() -> SearchStrategy[Any]:
+    """A URL field: loopback URLs (herald refuses to send to them by default) or hostile text.
+    Anything that would name another host is replaced, so that no fuzzed request makes herald
+    look a name up or connect elsewhere."""
+    hostile = st.one_of(
+        st.sampled_from(
+            [
+                "ftp://127.0.0.1/x",
+                "http://",
+                "http://127.0.0.1:99999/",
+                "http://127.0.0.1/" + "a" * 3000,
+                "http://127.0.0.1/\x00",
+                "http://127.0.0.1/\ud800",
+                "javascript:alert(1)",
+                "//127.0.0.1/x",
+            ]
+        ),
+        values,
+    )
+    return st.one_of(st.sampled_from(LOOPBACK_URLS), hostile).map(_loopback_only)
+
+
+def _loopback_only(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        host = urlsplit(value).hostname
+    except ValueError:
+        return value
+    return value if host in (None, "", "127.0.0.1", "localhost", "::1") else LOOPBACK_URLS[0]
+
+
+def forms() -> SearchStrategy[Any]:
+    """Reply forms: flat ones herald takes, and every way to get one wrong."""
+    prop = st.fixed_dictionaries(
+        {"type": either(st.sampled_from(["string", "number", "integer", "boolean"]))},
+        optional={
+            "title": strings,
+            "description": strings,
+            "enum": either(st.lists(st.text(max_size=5), min_size=1, max_size=3)),
+            "format": either(st.sampled_from(["email", "uri", "date", "date-time"])),
+            "minimum": either(st.integers(-10, 10)),
+            "maxLength": either(st.integers(0, 10)),
+            "default": values,
+        },
+    )
+    return st.fixed_dictionaries(
+        {
+            "type": either(st.just("object")),
+            "properties": either(st.dictionaries(keys, either(prop), min_size=1, max_size=3)),
+        },
+        optional={
+            "required": either(st.lists(either(st.sampled_from(["a", "type", "ok"])), max_size=3)),
+            "title": strings,
+            "description": strings,
+        },
+    )
+
+
+def ttls() -> SearchStrategy[Any]:
+    """A ttl_s: never a short valid one, whose event would expire while the suite compares
+    state (herald would be right to change it)."""
+
+    def long_or_invalid(value: Any) -> bool:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return not (number and math.isfinite(value) and 0 < value < 86_400)
+
+    return st.one_of(st.sampled_from([86_400, 365 * 86_400]), values.filter(long_or_invalid))

@@ -1,0 +1,66 @@
+"""The checks on what comes in (events, reply forms, delivery overrides) refuse anything JSON can
+hold with InvalidInput, never with another error (which the API would answer with a 500)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from herald import json_input
+from herald.capabilities import parse_overrides
+from herald.errors import InvalidInput
+from herald.events import check_form_schema, parse_new_event
+from tests.http.hostile import either, encode, forms, objects, strings, ttls, values
+
+CHECKS = settings(max_examples=400, derandomize=True, database=None, deadline=None)
+
+events = objects(
+    {
+        "to": either(st.sampled_from(["alice", "bob"])),
+        "type": either(st.sampled_from(["t", "dm.received"])),
+        "text": either(st.text(min_size=1, max_size=10)),
+        "data": values,
+        "dedupe_key": strings,
+        "ttl_s": ttls(),
+        "reply": forms(),
+        "from": either(st.just("bob")),
+    },
+    required=("to", "type", "text"),
+)
+
+
+def as_received(value: Any) -> Any:
+    """The value as an HTTP body reaches the checks: parsed and checked by json_input."""
+    try:
+        return json_input.loads(encode(value))
+    except InvalidInput:
+        assume(False)
+
+
+@CHECKS
+@given(st.one_of(forms(), values))
+def test_a_reply_form_is_taken_or_refused_with_invalid_input(schema: Any) -> None:
+    try:
+        check_form_schema(as_received(schema), "reply")
+    except InvalidInput as refused:
+        assert refused.message
+
+
+@CHECKS
+@given(st.one_of(events, values))
+def test_an_event_is_taken_or_refused_with_invalid_input(event: Any) -> None:
+    try:
+        parse_new_event(as_received(event))
+    except InvalidInput as refused:
+        assert refused.message
+
+
+@CHECKS
+@given(st.one_of(st.dictionaries(st.sampled_from(["channel", "ack_timeout_s"]), values), values))
+def test_delivery_overrides_are_taken_or_refused_with_invalid_input(delivery: Any) -> None:
+    try:
+        parse_overrides(as_received(delivery))
+    except InvalidInput as refused:
+        assert refused.message
