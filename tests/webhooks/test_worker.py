@@ -380,3 +380,25 @@ async def test_results_in_hand_are_recorded_before_the_worker_stops(
     await asyncio.gather(running, return_exceptions=True)
     (delivery,) = await hub.store.deliveries(published.event.id)
     assert delivery.state == "done"
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "lowest_s", "highest_s"),
+    [
+        ("²", 4.5, 5.5),
+        ("9" * 400, 24 * 3600, 24 * 3600),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", 86400, 86400),
+    ],
+)
+async def test_a_retry_after_herald_cannot_honour_is_a_failure_like_any_other(
+    hub: Hub, receiver: Receiver, retry_after: str, lowest_s: float, highest_s: float
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(429, {"Retry-After": retry_after})]
+    published = await hub.publish("alice", "t", "throttled")
+    assert await round_trip(worker(hub)) == 1
+    (delivery,) = await hub.store.deliveries(published.event.id)
+    assert lowest_s * 1000 <= delivery.next_at - hub.store.now() <= highest_s * 1000
+    _, attempts = await hub.get_event(published.event.id)
+    assert [a.outcome for a in attempts] == ["failed"]

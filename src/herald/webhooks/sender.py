@@ -28,6 +28,8 @@ from herald.webhooks.addresses import (
 
 TIMEOUT_S = 15.0
 THROTTLED = {429, 502, 503, 504}
+MAX_RETRY_AFTER_S = 24 * 3600.0
+"""A receiver asking to wait longer than a day is tried again after a day."""
 MAX_ERROR_CHARS = 300
 ADDRESS_CHECK_TTL_S = 10.0
 IDLE_CLIENT_S = 120.0
@@ -245,13 +247,15 @@ class _Clients:
 
 
 def _retry_after(response: httpx2.Response) -> float | None:
-    value = response.headers.get("retry-after")
+    """The wait an answer asks for, in seconds, at most ``MAX_RETRY_AFTER_S``; None if it asks
+    none or says it in a form HTTP does not know (non-ASCII digits, say)."""
+    value = response.headers.get("retry-after", "").strip()
     if not value:
         return None
-    if value.strip().isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)  # float: a long one is inf, not an error
     try:
         moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return max(moment.timestamp() - time.time(), 0.0)
+    return min(max(moment.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
