@@ -15,7 +15,8 @@ import pytest
 from tests.herald_process import HeraldProcess
 from tests.sse import SSEReader
 
-LEASE_S = 1.0
+LEASE_S = 3.0
+"""Long enough that two heartbeats in a row on a loaded machine fall inside one lease."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
