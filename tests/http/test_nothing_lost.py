@@ -117,6 +117,25 @@ def test_a_cursor_leaves_an_expired_lease_of_another_consumer_to_it(
         assert [e["id"] for e in back["events"]] == ids[:5]
 
 
+def test_a_cursor_sent_again_after_a_lost_answer_acknowledges_nothing_unseen(
+    herald: HeraldProcess,
+) -> None:
+    handle, agent = new_agent(herald)
+    ids = publish(herald, handle, *(f"e{n}" for n in range(10)))
+    with agent:
+        heartbeat(agent, cursor=0, limit=5, consumer="a")  # a dies holding 1-5
+        assert heartbeat(agent, cursor=0, limit=5, consumer="b")["cursor"] == 10
+        assert heartbeat(agent, cursor=10, limit=5, consumer="b")["events"] == []
+        time.sleep(LEASE_S * 1.5)  # a's lease runs out: time itself must pass
+        lost = heartbeat(agent, cursor=10, limit=5, consumer="b")  # this answer never arrives
+        assert [e["id"] for e in lost["events"]] == ids[:5] and lost["cursor"] == 5
+        again = heartbeat(agent, cursor=10, limit=5, consumer="b")
+        assert again == lost  # the same cursor is answered with the same events
+        assert [status_of(herald, event_id) for event_id in ids[:5]] == ["pending"] * 5
+        assert heartbeat(agent, cursor=5, limit=5, consumer="b")["events"] == []
+        assert [status_of(herald, event_id) for event_id in ids[:5]] == ["delivered"] * 5
+
+
 def test_an_ack_without_a_consumer_spares_what_a_consumer_holds(herald: HeraldProcess) -> None:
     handle, agent = new_agent(herald)
     ids = publish(herald, handle, "a", "b", "c")

@@ -215,6 +215,38 @@ async def test_an_expired_lease_goes_to_the_next_consumer_that_asks(
     assert await store.ack(alice.id, up_to_seq=5, consumer="c2") == 5
 
 
+async def test_a_cursor_sent_again_after_a_lost_answer_acknowledges_nothing_it_handed_out(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 10)
+    await store.claim(alice.id, "a", 5, 2_000, "heartbeat", ack_up_to=0)  # a dies with 1-5
+    await store.claim(alice.id, "b", 5, 2_000, "heartbeat", ack_up_to=0)  # b takes 6-10
+    assert await store.claim(alice.id, "b", 5, 2_000, "heartbeat", ack_up_to=10) == []
+    clock.advance(2.5)
+    lost = await store.claim(alice.id, "b", 5, 2_000, "heartbeat", ack_up_to=10)
+    assert [e.id for e in lost] == ids[:5]  # a's expired lease, handed to b: this answer is lost
+    again = await store.claim(alice.id, "b", 5, 2_000, "heartbeat", ack_up_to=10)
+    assert [e.id for e in again] == ids[:5]  # the same cursor gets the same events
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == ids[:5]
+    assert await store.claim(alice.id, "b", 5, 2_000, "heartbeat", ack_up_to=5) == []
+    assert await store.read_open(alice.id, 0, 10) == []
+
+
+async def test_the_event_at_a_cursor_is_never_handed_out_in_its_answer(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 3)
+    await store.claim(alice.id, "a", 3, 2_000, "heartbeat", ack_up_to=0)
+    clock.advance(2.5)  # a's lease on 1-3 ran out; b sends cursor 3 (it held 3 once, say)
+    answer = await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=3)
+    assert [e.id for e in answer] == ids[:2]
+    assert await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=2) == [
+        await store.get_event(ids[2])
+    ]
+
+
 async def test_a_cursor_acknowledges_its_own_expired_lease(
     store: Store, clock: ManualClock
 ) -> None:

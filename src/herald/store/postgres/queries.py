@@ -133,26 +133,31 @@ CLAIMABLE = f"""
 SELECT id FROM events
 WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
   AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3)
+  {{but}}
 ORDER BY seq
 LIMIT $4
 FOR UPDATE SKIP LOCKED
 """
+# Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none). In the answer to a
+# cursor, never the event at that seq: the answer's cursor (its last seq) must differ from the
+# one sent, so that the next request tells a retry from a follow-up.
 LEASE = f"""
-WITH claimed AS MATERIALIZED ({CLAIMABLE})
-UPDATE events SET lease_owner = $2, lease_until = $5
+WITH claimed AS MATERIALIZED ({CLAIMABLE.format(but="AND ($6::bigint IS NULL OR seq <> $6)")})
+UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
 WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
 """
 DELIVER = f"""
-WITH taken AS MATERIALIZED ({CLAIMABLE})
+WITH taken AS MATERIALIZED ({CLAIMABLE.format(but="")})
 UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
 WHERE id IN (SELECT id FROM taken)
 RETURNING {EVENT_COLUMNS}
 """
 
-# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now. A cursor acknowledges only what its
-# consumer holds (its lease live or run out) or what nobody holds: never an event another
-# consumer was handed, even on an expired lease; that one is offered again instead.
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now. A cursor acknowledges only what
+# nobody holds, or what its consumer was handed before this cursor: never an event another
+# consumer was handed (even on an expired lease: it is offered again instead), nor one handed in
+# the answer to this same cursor, which comes again when that answer was lost.
 ACK = f"""
 UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
 WHERE agent_id = $1 AND {OPEN}
@@ -160,7 +165,10 @@ WHERE agent_id = $1 AND {OPEN}
     id = ANY($2::text[])
     OR (
       seq <= $3::bigint
-      AND (lease_owner IS NULL OR lease_owner = $4::text)
+      AND (
+        lease_owner IS NULL
+        OR (lease_owner = $4::text AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint))
+      )
     )
   )
 RETURNING id

@@ -200,7 +200,9 @@ class PostgresStore(EndpointStore, Store):
         async def lease(conn: Connection) -> list[Event]:
             if ack_up_to is not None:
                 await acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
-            rows = await conn.fetch(queries.LEASE, agent_id, consumer, now, limit, now + lease_ms)
+            rows = await conn.fetch(
+                queries.LEASE, agent_id, consumer, now, limit, now + lease_ms, ack_up_to
+            )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
             await insert_attempts(
                 conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]

@@ -22,12 +22,14 @@ def acknowledge(
     done: list[str] = []
     if up_to_seq is not None:
         check_cursor(conn, agent_id, up_to_seq)
-        # Only what this consumer holds (its lease live or run out), or what nobody holds: an
-        # event another consumer was handed, even on an expired lease, is never acknowledged
-        # by this cursor; it is offered again instead.
+        # Only what nobody holds, or what this consumer was handed before this cursor: never
+        # an event another consumer was handed (even on an expired lease: it is offered again
+        # instead), nor one handed in the answer to this same cursor, which comes again when
+        # that answer was lost (see ``claimable``).
         done += _mark_delivered(
             conn,
-            "seq <= :up_to AND (lease_owner IS NULL OR lease_owner = :consumer)",
+            "seq <= :up_to AND (lease_owner IS NULL OR (lease_owner = :consumer"
+            " AND (lease_cursor IS NULL OR lease_cursor <> :up_to)))",
             {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
         )
     for chunk in chunks(ids, 500):
@@ -55,13 +57,21 @@ def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]
 
 
 def claimable(
-    conn: sqlite3.Connection, agent_id: str, consumer: str | None, limit: int, now: int
+    conn: sqlite3.Connection,
+    agent_id: str,
+    consumer: str | None,
+    limit: int,
+    now: int,
+    cursor: int | None = None,
 ) -> list[Event]:
+    """The oldest open events not under another consumer's live lease. In the answer to a
+    ``cursor``, never the event at that seq: the answer's cursor (its last seq) must differ from
+    the one sent, so that the next request tells a retry from a follow-up."""
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
         " AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now)"
-        " ORDER BY seq LIMIT :limit",
-        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit},
+        " AND (:cursor IS NULL OR seq <> :cursor) ORDER BY seq LIMIT :limit",
+        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit, "cursor": cursor},
     )
     return [event(row) for row in rows]
 

@@ -183,13 +183,13 @@ class SQLiteStore(EndpointStore, Store):
         def lease(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
                 acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
-            events = claimable(conn, agent_id, consumer, limit, now)
+            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to)
             if events:
                 conn.execute(
-                    "UPDATE events SET lease_owner = ?, lease_until = ?"
+                    "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
                     " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
                     f" AND id IN ({', '.join('?' * len(events))})",
-                    [consumer, now + lease_ms, agent_id, events[0].seq, events[-1].seq]
+                    [consumer, now + lease_ms, ack_up_to, agent_id, events[0].seq, events[-1].seq]
                     + [e.id for e in events],
                 )
             insert_attempts(
