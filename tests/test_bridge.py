@@ -26,6 +26,7 @@ from tests.sse_server import CraftedStream, event_frame
 pytestmark = pytest.mark.anyio
 
 CLIENTS = Path(__file__).resolve().parent / "data" / "clients"
+PERMISSION_REQUEST = "notifications/claude/channel/permission_request"
 
 
 def free_port() -> int:
@@ -290,7 +291,7 @@ def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) ->
             "description": "remove the build folder",
             "input_preview": "rm -rf build",
         }
-        peer.send({"method": "notifications/claude/channel/permission_request", "params": request})
+        peer.send({"method": PERMISSION_REQUEST, "params": request})
         question = boss_stream.next()
         assert question is not None and question.data["type"] == "permission.request"
         assert question.data["from"] == "claude" and question.data["data"]["request_id"] == "abcde"
@@ -300,6 +301,20 @@ def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) ->
             assert boss.post("/channel/reply", json=answer).status_code == 201
         decision = peer.next("notifications/claude/channel/permission")
         assert decision["params"] == {"request_id": "abcde", "behavior": "allow"}
+        for request_id, text, behavior in [
+            ("fghij", "Yesterday this wiped prod. No!", "deny"),
+            ("kmnop", "yes? what does it do", "deny"),
+            ("qrstu", "Allow.", "allow"),
+        ]:
+            asked = {**request, "request_id": request_id}
+            peer.send({"method": PERMISSION_REQUEST, "params": asked})
+            question = boss_stream.next()
+            assert question is not None and question.data["data"]["request_id"] == request_id
+            with hub.process.client(boss_key) as boss:  # type: ignore[union-attr]
+                answer = {"event_id": question.data["id"], "text": text}
+                assert boss.post("/channel/reply", json=answer).status_code == 201
+            decision = peer.next("notifications/claude/channel/permission")
+            assert decision["params"] == {"request_id": request_id, "behavior": behavior}, text
         hub.publish("after the decision")
         tag = peer.next("notifications/claude/channel")
         assert "after the decision" in tag["params"]["content"]

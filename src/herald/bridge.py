@@ -248,9 +248,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _behavior(answer: herald.Event) -> str:
+    """Allow only on a clear yes: the form's ``behavior`` "allow", or, with no form, a reply
+    whose whole text is "allow" or "yes". Anything else denies, an unclear answer included
+    ("Yesterday this wiped prod. No!" starts with "yes")."""
     data = answer.data if isinstance(answer.data, dict) else {}
     form = data.get("reply")
-    if not isinstance(form, dict):
-        form = {}
-    said = str(form.get("behavior") or data.get("text") or "").strip().lower()
-    return "allow" if said.startswith(("allow", "yes")) else "deny"
+    if isinstance(form, dict) and "behavior" in form:
+        return "allow" if form["behavior"] == "allow" else "deny"
+    said = str(data.get("text") or "").strip().lower().rstrip(".!")
+    return "allow" if said in {"allow", "yes"} else "deny"
