@@ -462,6 +462,12 @@ def check_form_schema(schema: Any, where: str) -> None:
             and all(isinstance(v, str) for v in prop["enum"])
         ):
             raise InvalidInput(f"{where}.properties.{name}.enum must be a list of strings")
+        for bound in ("minimum", "maximum"):
+            if bound in prop and not _is_number(prop[bound]):
+                raise InvalidInput(f"{where}.properties.{name}.{bound} must be a number")
+        for bound in ("minLength", "maxLength"):
+            if bound in prop and not (_is_number(prop[bound]) and isinstance(prop[bound], int)):
+                raise InvalidInput(f"{where}.properties.{name}.{bound} must be an integer")
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(_one_of(name, properties) for name in required):
         raise InvalidInput(f"{where}.required must list properties of the form")
@@ -470,9 +476,64 @@ def check_form_schema(schema: Any, where: str) -> None:
         raise InvalidInput(f"{where} has unsupported keyword(s) {extra}")
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _one_of(value: Any, names: Collection[str]) -> bool:
     # Only a string can be one: a list or an object, unhashable, must not reach ``in``.
     return isinstance(value, str) and value in names
+
+
+_ANSWER_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+}
+
+
+def check_form_answer(form: dict[str, Any], answer: dict[str, Any], where: str) -> None:
+    """Check that ``answer`` fills in ``form`` (a schema ``check_form_schema`` accepted): only
+    its fields, each of its type and within its enum, bounds and lengths, the required ones
+    all there. The sender reads the answer by its own form; one that does not fit it would be
+    misread.
+
+    Raises:
+        InvalidInput: naming the field at fault and what the form asks for.
+    """
+    properties: dict[str, Any] = form.get("properties", {})
+    unknown = sorted(set(answer) - set(properties))
+    if unknown:
+        raise InvalidInput(
+            f"{where} has field(s) the form does not ask for: {', '.join(unknown)};"
+            f" it asks for {', '.join(sorted(properties))}"
+        )
+    missing = sorted(set(form.get("required", [])) - set(answer))
+    if missing:
+        raise InvalidInput(f"{where} lacks the required field(s) {', '.join(missing)}")
+    for name, value in answer.items():
+        _check_answer_field(properties[name], value, f"{where}.{name}")
+
+
+def _check_answer_field(prop: dict[str, Any], value: Any, where: str) -> None:
+    kind = prop["type"]
+    wrong_bool = isinstance(value, bool) and kind != "boolean"
+    if wrong_bool or not isinstance(value, _ANSWER_TYPES[kind]):
+        raise InvalidInput(f"{where} must be a {kind}, as the form asks")
+    if "enum" in prop and value not in prop["enum"]:
+        raise InvalidInput(f"{where} must be one of {prop['enum']}")
+    # A bound that is not a number (in a form stored before bounds were checked) bounds nothing.
+    size = value if _is_number(value) else len(value) if isinstance(value, str) else None
+    low, high = ("minimum", "maximum") if _is_number(value) else ("minLength", "maxLength")
+    if size is not None and _is_number(prop.get(low)) and size < prop[low]:
+        raise InvalidInput(f"{where} must be at least {prop[low]}" + _unit(value))
+    if size is not None and _is_number(prop.get(high)) and size > prop[high]:
+        raise InvalidInput(f"{where} must be at most {prop[high]}" + _unit(value))
+
+
+def _unit(value: Any) -> str:
+    return " characters long" if isinstance(value, str) else ""
 
 
 def parse_batch(raw: list[Any]) -> list[NewEvent]:

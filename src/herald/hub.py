@@ -27,6 +27,7 @@ from herald.events import (
     NewEvent,
     Published,
     Reply,
+    check_form_answer,
     is_id,
     new_id,
 )
@@ -319,9 +320,13 @@ class Hub:
 
         Raises:
             NotFound: the event is not one of the agent's own.
-            InvalidInput: a malformed text or data.
+            InvalidInput: a malformed text or data, or data that does not fill in the event's
+                reply form.
         """
         event, _ = await self.get_event(event_id, viewer=agent)
+        form = event.reply_schema
+        if data is not None and form is not None:
+            check_form_answer(form, data, "reply.data")
         routed = None
         payload = {"event_id": event.id, "text": text, "reply": data}
         if event.sender is not None:

@@ -210,3 +210,41 @@ def test_a_deleted_agents_stream_ends(herald: HeraldProcess) -> None:
     finally:
         reader.close()
         agent.close()
+
+
+def test_a_reply_must_fill_in_the_events_form(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    form = {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "why": {"type": "string", "maxLength": 5},
+            "n": {"type": "integer", "minimum": 1},
+        },
+        "required": ["ok"],
+    }
+    with herald.client(herald.admin_key) as admin:
+        event = {"to": handle, "type": "t", "text": "ok?", "reply": form, "from": handle}
+        asked = admin.post("/v1/events", json=event)
+        bad_form = {"type": "object", "properties": {"n": {"type": "number", "minimum": "one"}}}
+        refused = admin.post("/v1/events", json={**event, "reply": bad_form})
+        assert refused.status_code == 422 and "minimum" in refused.json()["error"]["message"]
+    event_id = asked.json()["id"]
+    with agent:
+        for data, field in [
+            ({"ok": "yes"}, "ok"),
+            ({}, "ok"),
+            ({"ok": True, "zzz": 1}, "zzz"),
+            ({"ok": True, "why": "too long"}, "why"),
+            ({"ok": True, "n": 0}, "n"),
+            ({"ok": 1}, "ok"),
+        ]:
+            answer = agent.post(
+                "/channel/reply", json={"event_id": event_id, "text": "x", "data": data}
+            )
+            assert answer.status_code == 422 and field in answer.json()["error"]["message"], data
+        assert status_of(herald, event_id) == "pending"  # nothing was answered
+        fits = {"event_id": event_id, "text": "yes", "data": {"ok": True, "why": "fine", "n": 2}}
+        assert agent.post("/channel/reply", json=fits).status_code == 201
+        plain = agent.post("/channel/reply", json={"event_id": event_id, "text": "and text only"})
+        assert plain.status_code == 201

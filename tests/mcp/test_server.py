@@ -73,6 +73,22 @@ async def test_a_form_is_answered_and_the_answer_goes_to_the_sender(
         assert (await hub.replies(form.event.id))[0].data_json == '{"ok":true}'
 
 
+async def test_a_form_answered_off_the_form_is_a_reply_without_data(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    answer = types.ElicitResult(action="accept", content={"ok": "sure"})
+    async with connect(notifier, alice, answer=answer) as (_, received):
+        (form,) = await hub.publish_many([_interactive("alice", "Approve the release?")])
+        assert (await received.next())[0] == "elicitation/create"
+        report = await next_report(reports)
+        assert (report.mechanism, report.result.outcome.value) == ("elicitation", "delivered")
+        (reply,) = await hub.replies(form.event.id)
+        assert reply.data_json == "null" and "ok=sure" in reply.text
+        event, _ = await hub.get_event(form.event.id)
+        assert event.status is EventStatus.DELIVERED
+
+
 async def test_a_declined_form_is_delivered_and_a_cancelled_one_falls_back_to_text(
     hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
 ) -> None:

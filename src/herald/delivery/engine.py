@@ -18,6 +18,7 @@ from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, LOG_NOTICE, DeliveryCapab
 from herald.delivery import render
 from herald.delivery.base import FormAnswer, Mechanism, Outcome, Peer, Result
 from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
+from herald.errors import InvalidInput
 from herald.events import Agent, Attempt, Event, EventStatus
 from herald.hub import Hub
 
@@ -330,7 +331,7 @@ class Notifier:
             await self.hub.store.record_attempts([attempt])
             answer = result.answer
             if answer is not None and answer.action == "accept":
-                await self.hub.reply(session.agent, event.id, _answer_text(answer), answer.content)
+                await self._reply_with(session, event, answer)
             else:
                 await self.hub.store.ack(session.agent.id, ids=[event.id], consumer=session.id)
             self._report(DeliveryReport(session.id, event, mechanism.name, result))
@@ -344,6 +345,17 @@ class Notifier:
         if result.outcome is Outcome.SENT:
             session.unconfirmed[event.id] = _Pushed(event, index, time.monotonic())
         return result.outcome
+
+    async def _reply_with(self, session: LiveSession, event: Event, answer: FormAnswer) -> None:
+        """An accepted form is the agent's reply. Content that does not fit the form (a client
+        that did not check it) is kept as the reply's text, not passed on as data the sender
+        would misread."""
+        text = _answer_text(answer)
+        try:
+            await self.hub.reply(session.agent, event.id, text, answer.content)
+        except InvalidInput as exc:
+            log.warning("session %s answered %s off its form: %s", session.id, event.id, exc)
+            await self.hub.reply(session.agent, event.id, text, None)
 
     def _attempt(
         self, session: LiveSession, event: Event, mechanism: str, result: Result
