@@ -214,3 +214,31 @@ async def test_a_key_over_its_publish_rate_gets_rate_limited_with_its_wait(
                 await client.ask_permission("calm", "fghij", "Bash")
     finally:
         limited.stop()
+
+
+async def test_a_following_drain_rides_out_a_hub_restart(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'h.db'}"
+    hub = HeraldProcess(store)
+    port = int(hub.url.rsplit(":", 1)[1])
+    key = agent(hub, "steady")
+    publish(hub, "steady", "before")
+    seen: asyncio.Queue[str] = asyncio.Queue()
+
+    async def follow() -> None:
+        async with HeraldClient(hub.url, key) as client:
+            async for event in client.drain(follow=True, interval_s=0.05):
+                seen.put_nowait(event.text)
+
+    following = asyncio.create_task(follow())
+    try:
+        async with asyncio.timeout(30):
+            assert await seen.get() == "before"
+        hub.kill()
+        hub = HeraldProcess(store, port=port)
+        publish(hub, "steady", "after the restart")
+        async with asyncio.timeout(30):
+            assert await seen.get() == "after the restart"
+        assert not following.done()
+    finally:
+        following.cancel()
+        hub.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ _ERRORS: dict[int, type[errors.HeraldError]] = {
 }
 
 
+log = logging.getLogger("herald.client")
+
+MAX_BACKOFF_S = 10.0
+"""The longest a following drain waits before it tries an unreachable hub again."""
 MAX_STREAM_EVENT_CHARS = 16 * 1024 * 1024
 """Far over any event a hub sends (256 KiB of text and data, JSON-escaped); a bigger one is
 reported as ``invalid`` instead of being held in memory."""
@@ -97,15 +102,32 @@ class HeraldClient:
     ) -> AsyncIterator[Event]:
         """The agent's pending events, oldest first, at least once: a batch is acknowledged when
         the next one is asked for, so events handled before a crash are all that can come
-        twice. With ``follow``, poll every ``interval_s`` for ever; else stop when none are
-        left (everything yielded is then acknowledged)::
+        twice. With ``follow``, poll every ``interval_s`` for ever, riding out a hub that cannot
+        be reached (a restart, say) or asks to slow down; else stop when none are left
+        (everything yielded is then acknowledged)::
 
             async for event in client.drain():
                 handle(event)
+
+        Raises:
+            HubUnreachable: without ``follow``, the hub cannot be reached.
+            InvalidInput: the hub refused the cursor: its store lost events this drain had
+                seen (restored, or wiped).
         """
         cursor = 0
+        backoff = interval_s
         while True:
-            drained = await self.heartbeat(cursor=cursor, limit=limit, consumer=consumer)
+            try:
+                drained = await self.heartbeat(cursor=cursor, limit=limit, consumer=consumer)
+            except (errors.HubUnreachable, errors.RateLimited) as exc:
+                if not follow:
+                    raise
+                wait = exc.retry_after_s if isinstance(exc, errors.RateLimited) else backoff
+                log.warning("%s; draining again in %.1fs", exc.message, wait)
+                await asyncio.sleep(wait)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            backoff = interval_s
             for event in drained.events:
                 yield event
             if drained.events:
@@ -198,7 +220,8 @@ class HeraldClient:
             response = await self._http.post(path, json=body)
         except httpx2.HTTPError as exc:
             raise errors.HubUnreachable(
-                f"the herald hub at {self.url} cannot be reached ({exc}); events wait there"
+                f"the herald hub at {self.url} cannot be reached"
+                f" ({exc or type(exc).__name__}); events wait there"
             ) from exc
         if response.status_code >= 400:
             raise _error(response)
