@@ -177,6 +177,12 @@ def test_a_request_head_over_64_kib_is_refused_with_431(tmp_path: Path) -> None:
         assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
         assert b'"code":"head_too_large"' in answer
         with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            long_url = b"GET /healthz?" + b"a" * (65 * 1024) + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+            sock.sendall(long_url)
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b'"code":"head_too_large"' in answer
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
             sock.sendall(HEAD_START + b"a" * (60 * 1024) + b"\r\nConnection: close\r\n\r\n")
             answer = read_until_closed(sock, time.monotonic() + WAIT_S)
         assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]  # under the limit: served

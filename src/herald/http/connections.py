@@ -180,7 +180,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if _head_size(self.url, self.headers) <= MAX_HEAD_BYTES:
             super().on_headers_complete()
             return
-        # uvicorn runs the request's cycle as usual, with an app that only refuses it.
+        # uvicorn runs the request's cycle as usual, with an app that only refuses it. The URL
+        # it would parse first is not needed: a long one (over 64 KiB) fails to parse, which
+        # uvicorn would answer with a plain-text 400 instead.
+        self.url = b"/"
         app, self.app = self.app, _refuse_large_head
         try:
             super().on_headers_complete()
