@@ -248,3 +248,12 @@ def test_a_reply_must_fill_in_the_events_form(herald: HeraldProcess) -> None:
         assert agent.post("/channel/reply", json=fits).status_code == 201
         plain = agent.post("/channel/reply", json={"event_id": event_id, "text": "and text only"})
         assert plain.status_code == 201
+
+
+def test_a_null_cursor_is_refused_not_taken_for_at_most_once(herald: HeraldProcess) -> None:
+    handle, agent = new_agent(herald)
+    (event_id,) = publish(herald, handle, "kept")
+    with agent:
+        refused = agent.post("/channel/heartbeat", json={"cursor": None})
+        assert refused.status_code == 422 and "leave cursor out" in refused.text
+    assert status_of(herald, event_id) == "pending"

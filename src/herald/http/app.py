@@ -135,6 +135,13 @@ def create_app(
             {"cursor", "limit", "consumer"},
             "heartbeat",
         )
+        if "cursor" in body and body["cursor"] is None:
+            # Most likely a client's unset cursor: drained at most once, a crash would lose
+            # the events. Leaving the field out says that on purpose.
+            raise InvalidInput(
+                "heartbeat.cursor is null: send 0 (or the cursor you got) to acknowledge what"
+                " you handled, or leave cursor out to drain at most once"
+            )
         drained = await hub.heartbeat(
             agent,
             cursor=_optional_int(body, "cursor", 0, 2**62),
