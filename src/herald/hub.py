@@ -439,16 +439,24 @@ class Hub:
         cursor: int | None = None,
         consumer: str | None = None,
     ) -> int:
-        """Mark the agent's events delivered (by id, or up to ``cursor`` what ``consumer``, by
-        default the default drainer, holds or nobody holds); returns how many changed. Ids of
-        other agents' events, and ids that name no event, are ignored.
+        """Mark the agent's events delivered: by id, or up to ``cursor`` what ``consumer`` was
+        handed; with no consumer named, what the default drainer was handed and what nobody
+        holds (pushed by a stream or over MCP). Returns how many changed. Ids of other agents'
+        events, and ids that name no event, are ignored.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
-        consumer = consumer or DEFAULT_CONSUMER
         ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
-        return await self.store.ack(agent.id, ids=ids, up_to_seq=cursor, consumer=consumer)
+        # No consumer named: a client acknowledging what was pushed to it (a stream, MCP),
+        # which leases nothing, or the default drainer.
+        return await self.store.ack(
+            agent.id,
+            ids=ids,
+            up_to_seq=cursor,
+            consumer=consumer or DEFAULT_CONSUMER,
+            unheld=consumer is None,
+        )
 
     # Upkeep
 

@@ -82,6 +82,7 @@ def test_a_cursor_ahead_of_the_newest_event_is_refused_everywhere(herald: Herald
     handle, agent = new_agent(herald)
     publish(herald, handle, *(f"e{n}" for n in range(3)))
     with agent:
+        assert heartbeat(agent, cursor=0)["cursor"] == 3
         for path, body in [
             ("/channel/heartbeat", {"cursor": 999}),
             ("/channel/ack", {"cursor": 999}),

@@ -136,9 +136,10 @@ async def test_a_repeated_dedupe_key_inside_one_batch_stores_once(store: Store) 
 async def test_ack_up_to_a_cursor_delivers_that_far_and_no_further(store: Store) -> None:
     alice = await add_agent(store, "alice")
     await publish(store, "alice", 5)
-    assert await store.ack(alice.id, up_to_seq=3) == 3
+    assert await store.ack(alice.id, up_to_seq=3) == 0  # nothing handed to a consumer
+    assert await store.ack(alice.id, up_to_seq=3, unheld=True) == 3  # pushed ones, say
     assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [4, 5]
-    assert await store.ack(alice.id, up_to_seq=3) == 0
+    assert await store.ack(alice.id, up_to_seq=3, unheld=True) == 0
     first = (await store.read_open(alice.id, 3, 1))[0]
     assert first.status is EventStatus.PENDING
 
@@ -233,7 +234,7 @@ async def test_a_cursor_sent_again_after_a_lost_answer_acknowledges_nothing_it_h
     assert await store.read_open(alice.id, 0, 10) == []
 
 
-async def test_the_event_at_a_cursor_is_never_handed_out_in_its_answer(
+async def test_the_event_at_a_cursor_is_handed_out_in_its_answer_only_alone(
     store: Store, clock: ManualClock
 ) -> None:
     alice = await add_agent(store, "alice")
@@ -242,9 +243,41 @@ async def test_the_event_at_a_cursor_is_never_handed_out_in_its_answer(
     clock.advance(2.5)  # a's lease on 1-3 ran out; b sends cursor 3 (it held 3 once, say)
     answer = await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=3)
     assert [e.id for e in answer] == ids[:2]
-    assert await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=2) == [
-        await store.get_event(ids[2])
+    assert [
+        e.id for e in await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=2)
+    ] == [ids[2]]
+    assert await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=3) == []
+    assert await store.read_open(alice.id, 0, 10) == []
+
+
+async def test_an_event_taken_over_from_a_consumer_at_its_cursor_does_not_stall(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    (only,) = await publish(store, "alice", 1)
+    assert len(await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=0)) == 1
+    clock.advance(2.5)  # b is slow: its lease runs out, a takes the event, and a dies
+    assert len(await store.claim(alice.id, "a", 10, 2_000, "heartbeat", ack_up_to=0)) == 1
+    clock.advance(2.5)
+    back = await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=1)  # b had seen it
+    assert [e.id for e in back] == [only]  # alone, at b's cursor: not left to a dead consumer
+    assert await store.claim(alice.id, "b", 10, 2_000, "heartbeat", ack_up_to=1) == []
+    assert await store.read_open(alice.id, 0, 10) == []
+
+
+async def test_a_claims_cursor_acknowledges_only_what_its_consumer_was_handed(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 4)
+    # Event 2 was never handed out (a concurrent claim skipped it, say) when b's cursor passed it.
+    await store.claim(alice.id, "b", 1, 30_000, "heartbeat", ack_up_to=0)
+    await store.ack(alice.id, ids=[ids[2]])
+    assert await store.claim(alice.id, "b", 10, 30_000, "heartbeat", ack_up_to=3) == [
+        await store.get_event(ids[1]),
+        await store.get_event(ids[3]),
     ]
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [ids[1], ids[3]]
 
 
 async def test_a_cursor_acknowledges_its_own_expired_lease(
@@ -442,7 +475,7 @@ async def test_sent_events_stay_open_until_acknowledged(store: Store, clock: Man
     sent = await store.get_event(ids[0])
     assert sent is not None and sent.status is EventStatus.SENT and sent.status_at == store.now()
     assert [e.id for e in await store.read_open(alice.id, 0, 10)] == ids[:2]
-    assert await store.ack(alice.id, up_to_seq=1) == 1
+    assert await store.ack(alice.id, up_to_seq=1, unheld=True) == 1
 
 
 async def test_overdue_events_are_counted_from_their_last_push(

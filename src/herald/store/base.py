@@ -135,9 +135,9 @@ class Store(ABC):
         Events already leased to ``consumer`` are handed out again (a lost response costs
         nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
         ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
-        transaction; the event at seq ``ack_up_to`` is then not handed out, and what is handed
-        out is not acknowledged by ``ack_up_to`` itself when it comes again (a lost answer), only
-        by the next cursor.
+        transaction; the event at seq ``ack_up_to`` is then handed out only alone, and what is
+        handed out is not acknowledged by ``ack_up_to`` itself when it comes again (a lost
+        answer), only by the next cursor (the event at seq ``ack_up_to`` excepted).
 
         Raises:
             CursorAhead: ``ack_up_to`` is past the agent's newest seq; nothing changes.
@@ -156,11 +156,15 @@ class Store(ABC):
         ids: Sequence[str] = (),
         up_to_seq: int | None = None,
         consumer: str | None = None,
+        unheld: bool = False,
     ) -> int:
         """Mark open events of the agent delivered: those in ``ids``, and those with
-        ``seq <= up_to_seq`` that nobody holds or that ``consumer`` was handed before this cursor
-        (its lease live or run out): never one handed to another consumer, nor one handed in the
-        answer to a claim with this same cursor. Returns how many changed.
+        ``seq <= up_to_seq`` that ``consumer`` was handed before this cursor (its lease live or
+        run out), and, with ``unheld``, those nobody holds (pushed ones, which lease nothing):
+        never one handed to another consumer, nor one handed in the answer to a claim with this
+        same cursor. A claim's own ``ack_up_to`` covers only what its consumer holds: an event
+        its claim skipped (held by a concurrent transaction for a moment) is offered later, not
+        acknowledged unseen. Returns how many changed.
 
         Raises:
             CursorAhead: ``up_to_seq`` is past the agent's newest seq; nothing changes.

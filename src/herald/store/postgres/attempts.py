@@ -17,12 +17,13 @@ async def acknowledge(
     up_to_seq: int | None,
     consumer: str | None,
     now: int,
+    unheld: bool = False,
 ) -> int:
     if up_to_seq is not None:
         newest = await conn.fetchval(queries.LAST_SEQ, agent_id)
         if newest is not None and up_to_seq > newest:
             raise CursorAhead(up_to_seq, newest)
-    rows = await conn.fetch(queries.ACK, agent_id, ids, up_to_seq, consumer, now)
+    rows = await conn.fetch(queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld)
     done = [row[0] for row in rows]
     await insert_attempts(
         conn, [Attempt(event_id, now, "ack", "delivered", consumer) for event_id in done]

@@ -130,34 +130,42 @@ READ_OPEN = (
 
 # Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
 CLAIMABLE = f"""
-SELECT id FROM events
+SELECT id, seq FROM events
 WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
   AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3)
-  {{but}}
 ORDER BY seq
-LIMIT $4
+LIMIT {{limit}}
 FOR UPDATE SKIP LOCKED
 """
 # Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none). In the answer to a
-# cursor, never the event at that seq: the answer's cursor (its last seq) must differ from the
-# one sent, so that the next request tells a retry from a follow-up.
+# cursor, the event at that seq only alone: the answer's cursor (its last seq) must differ from
+# the one sent, so that the next request tells a retry from a follow-up; or be that very event,
+# which the consumer had seen already (its cursor says so).
 LEASE = f"""
-WITH claimed AS MATERIALIZED ({CLAIMABLE.format(but="AND ($6::bigint IS NULL OR seq <> $6)")})
+WITH found AS MATERIALIZED ({CLAIMABLE.format(limit="$4 + 1")}),
+claimed AS (
+    SELECT id FROM found
+    WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
+    ORDER BY seq
+    LIMIT $4
+)
 UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
 WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
 """
 DELIVER = f"""
-WITH taken AS MATERIALIZED ({CLAIMABLE.format(but="")})
+WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4")})
 UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
 WHERE id IN (SELECT id FROM taken)
 RETURNING {EVENT_COLUMNS}
 """
 
-# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now. A cursor acknowledges only what
-# nobody holds, or what its consumer was handed before this cursor: never an event another
-# consumer was handed (even on an expired lease: it is offered again instead), nor one handed in
-# the answer to this same cursor, which comes again when that answer was lost.
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now, $6 also what nobody holds. A cursor
+# acknowledges what its consumer was handed before this cursor: never an event another consumer
+# was handed (even on an expired lease: it is offered again instead), nor one handed in the
+# answer to this same cursor, which comes again when that answer was lost, unless it is the event
+# at the cursor. With $6, also what nobody holds: events pushed (by a stream, over MCP), which
+# lease nothing.
 ACK = f"""
 UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
 WHERE agent_id = $1 AND {OPEN}
@@ -166,8 +174,11 @@ WHERE agent_id = $1 AND {OPEN}
     OR (
       seq <= $3::bigint
       AND (
-        lease_owner IS NULL
-        OR (lease_owner = $4::text AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint))
+        ($6::boolean AND lease_owner IS NULL)
+        OR (
+          lease_owner = $4::text
+          AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint OR seq = $3::bigint)
+        )
       )
     )
   )

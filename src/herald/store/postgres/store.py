@@ -231,12 +231,13 @@ class PostgresStore(EndpointStore, Store):
         ids: Sequence[str] = (),
         up_to_seq: int | None = None,
         consumer: str | None = None,
+        unheld: bool = False,
     ) -> int:
         now = self.now()
         ids = list(ids)
 
         async def finish(conn: Connection) -> int:
-            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
+            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld)
 
         return await self._run(finish, transaction=True)
 

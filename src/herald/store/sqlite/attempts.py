@@ -18,19 +18,27 @@ def acknowledge(
     up_to_seq: int | None,
     consumer: str | None,
     now: int,
+    unheld: bool = False,
 ) -> int:
     done: list[str] = []
     if up_to_seq is not None:
         check_cursor(conn, agent_id, up_to_seq)
-        # Only what nobody holds, or what this consumer was handed before this cursor: never
-        # an event another consumer was handed (even on an expired lease: it is offered again
-        # instead), nor one handed in the answer to this same cursor, which comes again when
-        # that answer was lost (see ``claimable``).
+        # What this consumer was handed before this cursor: never an event another consumer
+        # was handed (even on an expired lease: it is offered again instead), nor one handed in
+        # the answer to this same cursor, which comes again when that answer was lost (see
+        # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
+        # nobody holds: events pushed (by a stream, over MCP), which lease nothing.
         done += _mark_delivered(
             conn,
-            "seq <= :up_to AND (lease_owner IS NULL OR (lease_owner = :consumer"
-            " AND (lease_cursor IS NULL OR lease_cursor <> :up_to)))",
-            {"now": now, "agent": agent_id, "up_to": up_to_seq, "consumer": consumer},
+            "seq <= :up_to AND ((:unheld AND lease_owner IS NULL) OR (lease_owner = :consumer"
+            " AND (lease_cursor IS NULL OR lease_cursor <> :up_to OR seq = :up_to)))",
+            {
+                "now": now,
+                "agent": agent_id,
+                "up_to": up_to_seq,
+                "consumer": consumer,
+                "unheld": unheld,
+            },
         )
     for chunk in chunks(ids, 500):
         named = {f"id{index}": value for index, value in enumerate(chunk)}
@@ -65,15 +73,18 @@ def claimable(
     cursor: int | None = None,
 ) -> list[Event]:
     """The oldest open events not under another consumer's live lease. In the answer to a
-    ``cursor``, never the event at that seq: the answer's cursor (its last seq) must differ from
-    the one sent, so that the next request tells a retry from a follow-up."""
+    ``cursor``, the event at that seq only alone: the answer's cursor (its last seq) must differ
+    from the one sent, so that the next request tells a retry from a follow-up; or be that very
+    event, which the consumer had seen already (its cursor says so)."""
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
         " AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now)"
-        " AND (:cursor IS NULL OR seq <> :cursor) ORDER BY seq LIMIT :limit",
-        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit, "cursor": cursor},
+        " ORDER BY seq LIMIT :limit",
+        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1},
     )
-    return [event(row) for row in rows]
+    found = [event(row) for row in rows]
+    others = [e for e in found if e.seq != cursor]
+    return others[:limit] if others else found
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:

@@ -223,12 +223,13 @@ class SQLiteStore(EndpointStore, Store):
         ids: Sequence[str] = (),
         up_to_seq: int | None = None,
         consumer: str | None = None,
+        unheld: bool = False,
     ) -> int:
         now = self.now()
         ids = list(ids)
 
         return await self._run(
-            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now)
+            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld)
         )
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
