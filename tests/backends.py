@@ -3,15 +3,11 @@ SQLite in a file of its own, PostgreSQL in a database of its own, dropped afterw
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
-
-from tests.conftest import POSTGRES_ADMIN_URL
+from tests.conftest import scratch_database
 from tests.herald_process import HeraldProcess
 
 BACKENDS = ["sqlite", "postgres"]
@@ -33,17 +29,5 @@ def _store_url(backend: str, directory: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{directory / 'herald.db'}"
         return
-    name = f"herald_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(POSTGRES_ADMIN_URL)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
+    with scratch_database() as url:
+        yield url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -26,30 +27,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def postgres_server_url() -> Iterator[str]:
-    """A database created for this test run and dropped after it. PostgreSQL tests fail (never
-    skip) when the server cannot be reached: CI must not pass without them."""
-    import asyncio
-
-    name = f"herald_test_{uuid.uuid4().hex[:12]}"
-
-    async def run(sql: str) -> None:
-        conn = await asyncpg.connect(POSTGRES_ADMIN_URL)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    try:
-        asyncio.run(run(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncpg.PostgresError) as exc:
-        pytest.fail(f"PostgreSQL at {POSTGRES_ADMIN_URL} is needed for these tests: {exc}")
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
-    yield f"{base}/{name}"
-    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 def run_admin_sql(sql: str) -> None:
     """One statement as PostgreSQL's admin: databases are made, changed and dropped so."""
 
@@ -63,16 +40,34 @@ def run_admin_sql(sql: str) -> None:
     asyncio.run(run())
 
 
-@pytest.fixture
-def postgres_database_url() -> Iterator[str]:
-    """A database of this test's own, dropped after it: for a test that cuts its store off, or
-    runs herald on it beside another store."""
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """The URL of a PostgreSQL database made for the caller, dropped when it is done. It fails
+    (never skips) when the server cannot be reached: CI must not pass without PostgreSQL."""
     name = f"herald_test_{uuid.uuid4().hex[:12]}"
-    run_admin_sql(f'CREATE DATABASE "{name}"')
+    try:
+        run_admin_sql(f'CREATE DATABASE "{name}"')
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(f"PostgreSQL at {POSTGRES_ADMIN_URL} is needed for these tests: {exc}")
     try:
         yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
     finally:
         run_admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """A database created for this test run and dropped after it."""
+    with scratch_database() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_database_url() -> Iterator[str]:
+    """A database of this test's own, dropped after it: for a test that cuts its store off, or
+    runs herald on it beside another store."""
+    with scratch_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -84,7 +79,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     server_url: str = request.getfixturevalue("postgres_server_url")
     schema_free_url = server_url
     yield schema_free_url
-    import asyncio
 
     async def wipe() -> None:
         conn = await asyncpg.connect(server_url)
