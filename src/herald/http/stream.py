@@ -36,6 +36,7 @@ class StreamEndpoint:
         self.hub = hub
         self.fanout = fanout
         self.slots = slots or StreamSlots(0)
+        self.frames = FrameCache()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -91,7 +92,7 @@ class StreamEndpoint:
         last = cursor
         while page := await self.hub.store.read_open(agent.id, last, PAGE):
             for event in page:
-                await write(_event_frame(event))
+                await write(self.frames.frame(event))
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
@@ -107,7 +108,7 @@ class StreamEndpoint:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            await write("".join(_event_frame(event) for event in events))
+            await write("".join(self.frames.frame(event) for event in events))
             last = events[-1].seq
 
 
@@ -149,13 +150,6 @@ class FrameCache:
                 _, gone = self._frames.popitem(last=False)
                 self.size -= len(gone)
         return text
-
-
-_frames = FrameCache()
-
-
-def _event_frame(event: Event) -> str:
-    return _frames.frame(event)
 
 
 def _frame(kind: str | None, event_id: int | None, data: Any) -> str:
