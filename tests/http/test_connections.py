@@ -204,3 +204,42 @@ def test_a_request_head_without_end_is_refused_without_reading_it_all(tmp_path: 
         assert healthz(herald) == 200
     finally:
         herald.stop()
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One whole response (head and its content-length body) from a kept-alive connection."""
+    sock.settimeout(WAIT_S)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, f"herald closed the connection; it sent {received[:200]!r}"
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def test_a_body_still_arriving_after_its_answer_is_not_taken_for_a_request_head(
+    tmp_path: Path,
+) -> None:
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
+    try:
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            size = 300 * 1024
+            sock.sendall(  # no key: refused before herald reads the body
+                b"POST /v1/events HTTP/1.1\r\nHost: herald\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {size}\r\n\r\n".encode()
+                + b"[" * 1024
+            )
+            assert read_response(sock).startswith(b"HTTP/1.1 401 ")
+            sock.sendall(b" " * (size - 1024))  # the rest of that body, after its answer
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
+            assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+    finally:
+        herald.stop()

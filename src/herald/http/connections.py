@@ -140,6 +140,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     """A request head is expected or in progress (and its bytes are counted)."""
     _head_bytes = 0
     _head_clock: asyncio.TimerHandle | None = None
+    _body_read = False
+    """The request's body (if any) was read to its end."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -169,6 +171,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._body_read = False
         self._head_pending = True
         self._start_head_clock()
 
@@ -190,9 +193,22 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         finally:
             self.app = app
 
+    def on_message_complete(self) -> None:
+        self._body_read = True  # uvicorn notes it only while the answer is still to come
+        super().on_message_complete()
+        self._wait_for_next_head()
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        idle = self.cycle.response_complete  # no pipelined request was started instead
+        self._wait_for_next_head()
+
+    def _wait_for_next_head(self) -> None:
+        """Once a request's answer is sent and its body all read, what comes next is a new
+        request head. Until the body is read, what comes is body (an answer can go before the
+        body arrives, a refusal say), never counted as a head."""
+        cycle = self.cycle
+        idle = cycle is not None and cycle.response_complete and self._body_read
+        # (after on_response_complete, a pipelined request may have started a new cycle)
         if idle and not self.transport.is_closing():
             self._head_pending = True
             self.guard.waiting(self)
