@@ -37,7 +37,8 @@ from benchmarks.results import (
     saturation_note,
 )
 from benchmarks.server import Server, ServerFailure, create_agent, herald_server
-from herald import Hub, NewEvent
+from herald import Hub
+from herald.validation import parse_new_event
 
 OK = {200, 202}
 SINGLE_EVENT = {"type": "bench.tick", "text": "hello from the load generator", "data": {"n": 1}}
@@ -198,7 +199,7 @@ async def _api_batches(sizes: Sizes, workdir: Path) -> Run:
         await hub.create_agent("bench")
 
         def publish() -> Any:
-            events = [NewEvent.parse(_event("bench", i)) for i in range(sizes.batch_size)]
+            events = [parse_new_event(_event("bench", i)) for i in range(sizes.batch_size)]
             return hub.publish_many(events)
 
         budget = max(1, sizes.http_requests // sizes.batch_size)
@@ -255,7 +256,7 @@ async def batch_publish_figure(
             f" transaction each); up to {sizes.http_seconds:g} s after a warm-up.",
             "Baseline: plain `sqlite3` inserting the same number of rows per transaction"
             " (executemany + COMMIT, WAL, synchronous=FULL): the storage ceiling.",
-            "Diagnostic: the same batches through the Python API (NewEvent.parse +"
+            "Diagnostic: the same batches through the Python API (parse_new_event +"
             " Hub.publish_many) without HTTP, to split the cost between store and HTTP/JSON.",
         ],
     )
@@ -338,7 +339,7 @@ async def _api_drain(sizes: Sizes, workdir: Path) -> Run:
         agent, _ = await hub.create_agent("bench")
         for start in range(0, sizes.backlog, sizes.batch_size):
             count = min(sizes.batch_size, sizes.backlog - start)
-            await hub.publish_many([NewEvent.parse(_event("bench", i)) for i in range(count)])
+            await hub.publish_many([parse_new_event(_event("bench", i)) for i in range(count)])
         watch = Stopwatch()
         deadline = watch.wall + sizes.drain_seconds
         drained = await hub.heartbeat(agent, cursor=0, limit=sizes.drain_limit)

@@ -27,8 +27,8 @@ from benchmarks.config import Sizes
 from benchmarks.cpu import Probe
 from benchmarks.results import Figure, Measurement, Target
 from herald import Hub
-from herald.endpoints import Endpoint
-from herald.events import Agent, Event, NewEvent
+from herald.models import Agent, Endpoint, Event
+from herald.validation import parse_new_event
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Outcome, Sender
@@ -88,7 +88,9 @@ async def _hub(path: Path, agents: list[tuple[str, str]], per_agent: int) -> Hub
         agent, _ = await hub.create_agent(handle)
         await manage.set_webhook(hub, agent.id, url)
     events = [
-        NewEvent.parse({"to": handle, "type": "bench.tick", "text": f"event {i}", "data": {"i": i}})
+        parse_new_event(
+            {"to": handle, "type": "bench.tick", "text": f"event {i}", "data": {"i": i}}
+        )
         for i in range(per_agent)
         for handle, _ in agents
     ]

@@ -9,7 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from herald.events import Event, EventStatus
+from herald.models import Event, EventStatus
 
 HOLD_OPEN_S = 60.0
 

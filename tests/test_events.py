@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from herald.errors import InvalidInput
-from herald.events import NewEvent, new_id
+from herald.ids import new_id
+from herald.validation import parse_new_event
 
 
 def test_ids_are_unique_and_sort_by_creation_time() -> None:
@@ -39,11 +40,11 @@ FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 )
 def test_a_reply_form_must_be_what_elicitation_can_show(reply: Any, fragment: str) -> None:
     with pytest.raises(InvalidInput, match=fragment):
-        NewEvent.parse({"to": "alice", "type": "q", "text": "?", "reply": reply})
+        parse_new_event({"to": "alice", "type": "q", "text": "?", "reply": reply})
 
 
 def test_a_valid_reply_form_makes_the_event_interactive() -> None:
-    new = NewEvent.parse(
+    new = parse_new_event(
         {"to": "alice", "type": "q", "text": "?", "reply": {**FORM, "required": ["ok"]}}
     )
     assert (

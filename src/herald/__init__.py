@@ -13,8 +13,8 @@ from herald.errors import (
     TooLarge,
     Unauthorized,
 )
-from herald.events import Agent, Attempt, Event, EventStatus, NewEvent, Published, Reply
-from herald.hub import Drained, Hub
+from herald.hub import Hub
+from herald.models import Agent, Attempt, Drained, Event, EventStatus, NewEvent, Published, Reply
 from herald.store import Store, open_store
 
 __version__ = "0.1.0"

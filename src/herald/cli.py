@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import uvicorn
 
-from herald.endpoints import DEFAULT_SCHEDULE_S, parse_schedule
 from herald.errors import HeraldError
+from herald.webhooks.checks import DEFAULT_SCHEDULE_S, parse_schedule
 
 DEFAULT_STORE = "sqlite:///herald.db"
 DEFAULT_PORT = 8787
@@ -239,7 +239,7 @@ def _run(coroutine: object) -> None:
 
 async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.engine import Notifier
-    from herald.delivery.fanout import Fanout
+    from herald.http.fanout import Fanout
     from herald.http import create_app
     from herald.http.connections import (
         MAX_HEAD_BYTES,

@@ -18,8 +18,7 @@ from typing import Any
 import httpx2
 
 from herald import errors
-from herald.events import Event, Published, Reply
-from herald.hub import Drained
+from herald.models import Drained, Event, Published, Reply
 from herald.sse import ServerSentEvent, SSEDecoder
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {

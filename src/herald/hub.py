@@ -19,18 +19,7 @@ from typing import Any
 
 from herald.capabilities import parse_overrides
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
-from herald.events import (
-    HANDLE_PATTERN,
-    Agent,
-    Attempt,
-    Event,
-    NewEvent,
-    Published,
-    Reply,
-    check_form_answer,
-    is_id,
-    new_id,
-)
+from herald.ids import is_id, new_id
 from herald.keys import (
     ADMIN_PREFIX,
     AGENT_PREFIX,
@@ -39,9 +28,11 @@ from herald.keys import (
     matches,
     new_key,
 )
+from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
-from herald.store.base import Clock
+from herald.times import Clock
+from herald.validation import HANDLE_PATTERN, check_form_answer, parse_new_event
 
 log = logging.getLogger("herald")
 
@@ -252,12 +243,12 @@ class Hub:
         """
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
-        event = NewEvent.parse({**fields, **options})
+        event = parse_new_event({**fields, **options})
         (published,) = await self.publish_many([event])
         return published
 
     async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
-        """Store checked events (``NewEvent.parse``) in one transaction: all or, on error, none.
+        """Store checked events (``herald.validation.parse_new_event``) in one transaction: all or, on error, none.
 
         Raises:
             NotFound: an addressee does not exist.
@@ -285,7 +276,7 @@ class Hub:
         """
         refuse_reserved_type(type)
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
-        event = NewEvent.parse(fields)
+        event = parse_new_event(fields)
         (published,) = await self.publish_many([replace(event, sender=sender.handle)])
         return published
 
@@ -330,7 +321,7 @@ class Hub:
         routed = None
         payload = {"event_id": event.id, "text": text, "reply": data}
         if event.sender is not None:
-            routed = NewEvent.parse(
+            routed = parse_new_event(
                 {
                     "to": event.sender,
                     "type": "reply.received",
@@ -340,7 +331,7 @@ class Hub:
             )
             routed = replace(routed, sender=agent.handle, reply_to=event.id)
         else:
-            NewEvent.parse({"to": agent.handle, "type": "reply", "text": text, "data": payload})
+            parse_new_event({"to": agent.handle, "type": "reply", "text": text, "data": payload})
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self.store.now())
         try:

@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from herald.errors import InvalidInput
-from herald.events import NewEvent
+from herald.models import NewEvent
+from herald.validation import parse_new_event
 
 REPLY_TYPE = "reply.received"
 PERMISSION_TYPE = "permission.request"
@@ -71,7 +72,7 @@ def permission_request(
     }
     text = f"Claude Code asks to use {tool}: {said}. Allow or deny?"
     fields = {"type": PERMISSION_TYPE, "text": text, "data": data, "reply": PERMISSION_FORM}
-    return NewEvent.parse({"to": to, **fields}, "permission")
+    return parse_new_event({"to": to, **fields}, "permission")
 
 
 def _text(value: Any, name: str, low: int, high: int) -> str:

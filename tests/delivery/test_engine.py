@@ -12,8 +12,9 @@ from herald import EventStatus, Hub
 from herald.capabilities import DeliveryCapabilities, detect
 from herald.delivery.base import FormAnswer
 from herald.delivery.engine import DeliveryReport, Notifier
-from herald.events import Agent, Event, Reply
+from herald.models import Agent, Event, Reply
 from herald.testing import RecordingPeer
+from herald.validation import parse_new_event
 from tests.conftest import next_report
 
 pytestmark = pytest.mark.anyio
@@ -246,6 +247,5 @@ async def test_a_disconnected_session_loses_nothing(hub: Hub, notifier: Notifier
 
 
 def _interactive(to: str) -> Any:
-    from herald.events import NewEvent
 
-    return NewEvent.parse({"to": to, "type": "question", "text": "Approve?", "reply": FORM})
+    return parse_new_event({"to": to, "type": "question", "text": "Approve?", "reply": FORM})

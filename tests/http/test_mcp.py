@@ -15,7 +15,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from herald import open_store
-from herald.events import NewEvent
+from herald.models import NewEvent
 from mcp import Client
 from tests.herald_process import HeraldProcess
 from tests.mcp.conftest import HeraldNotifications, Received

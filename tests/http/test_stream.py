@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from herald.events import Event, EventStatus
 from herald.http.stream import FrameCache
+from herald.models import Event, EventStatus
 from tests.herald_process import HeraldProcess
 from tests.sse import SSEReader
 

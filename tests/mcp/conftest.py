@@ -15,8 +15,8 @@ from mcp.server.lowlevel import Server
 
 from herald import Hub
 from herald.delivery.engine import Notifier
-from herald.events import Agent
 from herald.mcp import create_server
+from herald.models import Agent
 from mcp import Client
 
 

@@ -12,8 +12,9 @@ from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
 from herald.delivery.engine import DeliveryReport, Notifier
-from herald.events import NewEvent
 from herald.mcp import HeraldServer, attach
+from herald.models import NewEvent
+from herald.validation import parse_new_event
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
 
@@ -277,9 +278,8 @@ async def test_attach_works_on_a_plain_sdk_server(hub: Hub, notifier: Notifier) 
 
 
 def _interactive(to: str, text: str) -> Any:
-    from herald.events import NewEvent
 
-    return NewEvent.parse({"to": to, "type": "question", "text": text, "reply": FORM})
+    return parse_new_event({"to": to, "type": "question", "text": text, "reply": FORM})
 
 
 async def test_inbox_delivers_only_the_events_its_answer_shows(

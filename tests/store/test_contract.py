@@ -10,7 +10,8 @@ import pytest
 
 from herald import open_store
 from herald.errors import Conflict, CursorAhead, NotFound
-from herald.events import Agent, Attempt, EventStatus, NewEvent, Published, Reply, new_id
+from herald.ids import new_id
+from herald.models import Agent, Attempt, EventStatus, NewEvent, Published, Reply
 from herald.store import Store
 from herald.testing import ManualClock
 

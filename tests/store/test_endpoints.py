@@ -9,8 +9,19 @@ from collections import Counter
 import pytest
 
 from herald import open_store
-from herald.endpoints import REFUSED_PREFIX, Delivery, Endpoint, Finished, Kind, State
-from herald.events import Agent, Attempt, EventStatus, NewEvent, new_id
+from herald.ids import new_id
+from herald.models import (
+    REFUSED_PREFIX,
+    Agent,
+    Attempt,
+    Delivery,
+    Endpoint,
+    EventStatus,
+    Finished,
+    Kind,
+    NewEvent,
+    State,
+)
 from herald.store import Store
 from herald.testing import ManualClock
 

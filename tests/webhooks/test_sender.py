@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from herald.endpoints import Endpoint, Kind
-from herald.events import Agent, Event, EventStatus
+from herald.models import Agent, Endpoint, Event, EventStatus, Kind
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender
 from tests.webhooks.receiver import Receiver

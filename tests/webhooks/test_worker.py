@@ -11,11 +11,12 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
-from herald.endpoints import DEFAULT_SCHEDULE_S, REFUSED_PREFIX, Finished, State
 from herald.errors import InvalidInput
+from herald.models import REFUSED_PREFIX, Finished, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.webhooks.receiver import HANG, Receiver

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from herald.capabilities import DeliveryCapabilities
-from herald.events import Event
+from herald.models import Event
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from herald.delivery import render
 from herald.delivery.base import FormAnswer, Mechanism, Outcome, Peer, Result
 from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
 from herald.errors import InvalidInput
-from herald.events import Agent, Attempt, Event, EventStatus
 from herald.hub import Hub
+from herald.models import Agent, Attempt, Event, EventStatus
 
 log = logging.getLogger("herald.delivery")
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 from herald.capabilities import LOG_NOTICE, DeliveryCapabilities
 from herald.delivery import render
 from herald.delivery.base import Mechanism, Outcome, Peer, Result
-from herald.events import Event
+from herald.models import Event
 
 CHANNEL_METHOD = "notifications/claude/channel"
 STREAM_METHOD = "notifications/herald/event"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from herald.events import Event
+from herald.models import Event
 
 MAX_DATA_CHARS = 4000
 _META_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

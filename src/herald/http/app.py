@@ -16,9 +16,8 @@ from starlette.routing import Route
 
 import herald
 from herald.delivery.engine import Notifier
-from herald.delivery.fanout import Fanout
+from herald.http.fanout import Fanout
 from herald.errors import HeraldError, InvalidInput
-from herald.events import NewEvent, parse_batch
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.endpoints import endpoint_routes, with_warning
 from herald.http.io import (
@@ -34,6 +33,7 @@ from herald.http.mcp import McpEndpoint
 from herald.http.stream import StreamEndpoint
 from herald.hub import Hub
 from herald.reserved import PERMISSION_FIELDS
+from herald.validation import parse_batch, parse_new_event
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.worker import WebhookWorker
@@ -110,7 +110,7 @@ def create_app(
             return json_response(
                 {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
             )
-        event = NewEvent.parse(body)
+        event = parse_new_event(body)
         per_key.publish.take(ADMIN, 1)
         (published,) = await hub.publish_many([event])
         receipt = _receipt(published.event.id, published.event.seq, published.created)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from herald.errors import Forbidden, Unauthorized
-from herald.events import Agent
 from herald.hub import Hub
+from herald.models import Agent
 
 
 def bearer_key(request: Request) -> str:

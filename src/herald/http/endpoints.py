@@ -8,10 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from herald.endpoints import Kind
 from herald.http.auth import require_admin
 from herald.http.io import json_response, read_json, strict_object
 from herald.hub import Hub
+from herald.models import Kind
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressGuard
 

@@ -23,9 +23,9 @@ import herald
 from herald.capabilities import LEGACY_VERSIONS, detect
 from herald.delivery.engine import Notifier
 from herald.errors import RateLimited
-from herald.events import Agent
 from herald.mcp import tools
 from herald.mcp.peer import SessionPeer, connection_of, session_id_of
+from herald.models import Agent
 
 log = logging.getLogger("herald.mcp")
 

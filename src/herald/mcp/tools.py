@@ -14,8 +14,8 @@ import pydantic_core
 from herald import json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
-from herald.events import Agent, Event, EventStatus, Published, Reply
 from herald.hub import Hub
+from herald.models import Agent, Event, EventStatus, Published, Reply
 
 log = logging.getLogger("herald.mcp")
 

@@ -6,7 +6,8 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 from herald.errors import InvalidInput
-from herald.store.base import Clock, Store
+from herald.store.base import Store
+from herald.times import Clock
 
 __all__ = ["Store", "open_store", "store_from_url"]
 

@@ -20,8 +20,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
-from herald.endpoints import Delivery, Endpoint, Finished
-from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.models import (
+    Agent,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    Finished,
+    NewEvent,
+    Published,
+    Reply,
+)
 
 Clock = Callable[[], float]
 
@@ -236,7 +245,7 @@ class Store(ABC):
     @abstractmethod
     async def refused_endpoints(self) -> list[Endpoint]:
         """The endpoints disabled because their address was refused: their ``disabled_reason``
-        begins with ``herald.endpoints.REFUSED_PREFIX``."""
+        begins with ``herald.models.REFUSED_PREFIX``."""
 
     @abstractmethod
     async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:

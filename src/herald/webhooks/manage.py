@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from herald.endpoints import Endpoint, Kind, check_secret, check_url, new_secret
 from herald.errors import InvalidInput, NotFound
-from herald.events import is_id, new_id
 from herald.hub import Hub
+from herald.ids import is_id, new_id
+from herald.models import Endpoint, Kind
 from herald.webhooks.addresses import AddressGuard
+from herald.webhooks.checks import check_secret, check_url, new_secret
 
 DEFAULT_ROTATION_GRACE_S = 24 * 3600
 

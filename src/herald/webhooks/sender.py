@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 import httpx2
 from standardwebhooks import Webhook
 
-from herald.endpoints import REFUSED_PREFIX, Endpoint, Kind
-from herald.events import Agent, Event
+from herald.models import REFUSED_PREFIX, Agent, Endpoint, Event, Kind
 from herald.webhooks.addresses import (
     Address,
     AddressGuard,

@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from herald.endpoints import DEFAULT_SCHEDULE_S, Delivery, Endpoint, Finished, Kind
 from herald.errors import InvalidInput
-from herald.events import Agent, Attempt, Event, new_id
 from herald.hub import Hub
+from herald.ids import new_id
+from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
 from herald.webhooks.addresses import AddressRefused, Unresolvable
+from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Outcome, Sender
 
 log = logging.getLogger("herald.webhooks")

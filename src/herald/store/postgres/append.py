@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 import asyncpg
 
 from herald.errors import NotFound
-from herald.events import Event, NewEvent, Published, new_id
+from herald.ids import new_id
+from herald.models import Event, NewEvent, Published
 from herald.store.postgres import queries
 from herald.store.postgres.errors import no_agent, refused
 from herald.store.postgres.rows import Connection, event

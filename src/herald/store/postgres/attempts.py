@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from herald.errors import CursorAhead
-from herald.events import Attempt
+from herald.models import Attempt
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection
 

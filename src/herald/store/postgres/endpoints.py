@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from herald.endpoints import REFUSED_PREFIX, Delivery, Endpoint, Finished, endpoint_notes
-from herald.events import Agent, Event
+from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
 from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
+from herald.store.rules import endpoint_notes
 
 
 class EndpointStore:

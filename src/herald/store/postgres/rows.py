@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import asyncpg
 
-from herald.endpoints import Delivery, Endpoint, Kind, State
-from herald.events import Agent, Event, EventStatus
+from herald.models import Agent, Delivery, Endpoint, Event, EventStatus, Kind, State
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy

@@ -12,8 +12,8 @@ from dataclasses import replace
 import asyncpg
 
 from herald.errors import Conflict, HeraldError, InvalidInput, StoreUnavailable
-from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
-from herald.store.base import Clock, Store
+from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.store.base import Store
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, insert_attempts
@@ -23,6 +23,7 @@ from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.writer import Writer
+from herald.times import Clock
 
 TRANSACTION_TRIES = 3
 """A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""

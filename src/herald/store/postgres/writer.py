@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from herald.errors import InvalidInput
-from herald.events import NewEvent, Published
+from herald.models import NewEvent, Published
 from herald.store.postgres.append import PendingAppend, append, append_group
 from herald.store.postgres.errors import refused
 from herald.store.postgres.rows import Connection, Runner

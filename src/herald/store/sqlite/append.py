@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from herald.errors import NotFound
-from herald.events import NewEvent, Published
+from herald.models import NewEvent, Published
 from herald.store.sqlite.rows import EVENT_COLUMNS, event, event_row
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from herald.errors import CursorAhead
-from herald.events import Attempt, Event
+from herald.models import Attempt, Event
 from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, as_json, chunks, event
 
 

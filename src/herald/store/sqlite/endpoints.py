@@ -8,16 +8,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from herald.endpoints import (
-    REFUSED_PREFIX,
-    Delivery,
-    Endpoint,
-    Finished,
-    Kind,
-    State,
-    endpoint_notes,
-)
-from herald.events import Agent, Event
+from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, Kind, State
+from herald.store.rules import endpoint_notes
 from herald.store.sqlite.attempts import insert_attempts
 from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, Operation, agent_columns, as_json, event
 

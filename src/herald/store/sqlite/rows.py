@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from herald.events import Event, EventStatus
+from herald.models import Event, EventStatus
 
 T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from herald.errors import Conflict, InvalidInput
-from herald.events import Agent, Attempt, Event, NewEvent, Published, Reply
-from herald.store.base import Clock, Store
+from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.store.base import Store
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
 from herald.store.sqlite.endpoints import EndpointStore
@@ -26,6 +26,7 @@ from herald.store.sqlite.rows import (
     missing,
 )
 from herald.store.sqlite.worker import Worker
+from herald.times import Clock
 
 
 class SQLiteStore(EndpointStore, Store):

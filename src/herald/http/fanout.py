@@ -12,8 +12,8 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from herald.events import Event
 from herald.hub import Hub
+from herald.models import Event
 
 log = logging.getLogger("herald.fanout")
 

@@ -1,0 +1,333 @@
+"""The data herald keeps: agents, events, replies, delivery attempts, and the endpoints that
+agents without a connection are pushed to. Plain values: no I/O, no checks of input (those are in
+``herald.validation``)."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from herald.ids import new_id
+from herald.times import iso_ms, ms_from_iso
+
+
+class EventStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    EXPIRED = "expired"
+
+    @property
+    def is_open(self) -> bool:
+        """Still owed to its agent."""
+        return self in (EventStatus.PENDING, EventStatus.SENT)
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    handle: str
+    key_hash: str
+    created_at: int
+    webhook_url: str | None = None
+    """Its webhook endpoint's URL, as the store read it with the agent."""
+    delivery_json: str = "{}"
+    last_seq: int = 0
+    """The seq of the agent's newest event when this record was read."""
+
+    @property
+    def delivery(self) -> dict[str, Any]:
+        """Per-agent delivery overrides (see ``herald.capabilities``)."""
+        value = json.loads(self.delivery_json)
+        return value if isinstance(value, dict) else {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "handle": self.handle,
+            "webhook_url": self.webhook_url,
+            "delivery": self.delivery,
+            "last_seq": self.last_seq,
+            "created_at": iso_ms(self.created_at),
+        }
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event as a publisher hands it in, checked; the store gives it an id and a seq."""
+
+    to: str
+    type: str
+    text: str
+    data: dict[str, Any] | list[Any] | None = None
+    dedupe_key: str | None = None
+    ttl_s: float | None = None
+    data_json: str = field(default="null", repr=False)
+    reply_schema_json: str | None = None
+    sender: str | None = None
+    reply_to: str | None = None
+
+    def stored(self, agent_id: str, seq: int, now: int) -> Event:
+        """The event as the store keeps it, once its agent and seq are known."""
+        return Event(
+            id=new_id("evt_"),
+            agent_id=agent_id,
+            seq=seq,
+            type=self.type,
+            text=self.text,
+            data_json=self.data_json,
+            created_at=now,
+            status=EventStatus.PENDING,
+            dedupe_key=self.dedupe_key,
+            expires_at=now + int(self.ttl_s * 1000) if self.ttl_s is not None else None,
+            status_at=now,
+            sender=self.sender,
+            reply_to=self.reply_to,
+            reply_schema_json=self.reply_schema_json,
+        )
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    agent_id: str
+    seq: int
+    type: str
+    text: str
+    data_json: str
+    created_at: int
+    status: EventStatus
+    dedupe_key: str | None = None
+    expires_at: int | None = None
+    status_at: int | None = None
+    sender: str | None = None
+    reply_to: str | None = None
+    reply_schema_json: str | None = None
+
+    @property
+    def data(self) -> Any:
+        return json.loads(self.data_json)
+
+    @property
+    def reply_schema(self) -> dict[str, Any] | None:
+        """The form an interactive event asks its agent to fill in, or None."""
+        return json.loads(self.reply_schema_json) if self.reply_schema_json else None
+
+    @property
+    def interactive(self) -> bool:
+        return self.reply_schema_json is not None
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Event:
+        """An event as the HTTP API shows it, read back (by herald's own clients); one pushed
+        without its status (a webhook's body) is pending."""
+        reply = raw.get("reply")
+        expires = raw.get("expires_at")
+        return Event(
+            id=raw["id"],
+            agent_id=raw["agent"],
+            seq=raw["seq"],
+            type=raw["type"],
+            text=raw["text"],
+            data_json=json.dumps(raw.get("data"), separators=(",", ":"), ensure_ascii=False),
+            created_at=ms_from_iso(raw["created_at"]),
+            status=EventStatus(raw.get("status", EventStatus.PENDING)),
+            dedupe_key=raw.get("dedupe_key"),
+            expires_at=ms_from_iso(expires) if expires else None,
+            sender=raw.get("from"),
+            reply_to=raw.get("reply_to"),
+            reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent_id,
+            "seq": self.seq,
+            "type": self.type,
+            "text": self.text,
+            "data": self.data,
+            "dedupe_key": self.dedupe_key,
+            "created_at": iso_ms(self.created_at),
+            "expires_at": iso_ms(self.expires_at) if self.expires_at is not None else None,
+            "status": self.status.value,
+            "from": self.sender,
+            "reply_to": self.reply_to,
+            "reply": self.reply_schema,
+        }
+
+    def to_agent_json(self) -> dict[str, Any]:
+        """The event as it is pushed to its agent (a webhook's body): what the drain and the
+        stream show, less ``status``, which only records how far its delivery got."""
+        view = self.to_json()
+        del view["status"]
+        return view
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An agent's answer to an event. Routed to the event's sender: an agent gets it as an event
+    (``routed_event_id``); an application through ``Hub.on_reply`` and the event's API view."""
+
+    id: str
+    event_id: str
+    agent_id: str
+    text: str
+    data_json: str
+    created_at: int
+    routed_event_id: str | None = None
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Reply:
+        return Reply(
+            id=raw["id"],
+            event_id=raw["event_id"],
+            agent_id=raw["agent"],
+            text=raw["text"],
+            data_json=json.dumps(raw.get("data"), separators=(",", ":"), ensure_ascii=False),
+            created_at=ms_from_iso(raw["created_at"]),
+            routed_event_id=raw.get("routed_event_id"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "event_id": self.event_id,
+            "agent": self.agent_id,
+            "text": self.text,
+            "data": json.loads(self.data_json),
+            "created_at": iso_ms(self.created_at),
+            "routed_event_id": self.routed_event_id,
+        }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try at getting an event to its agent, successful or not."""
+
+    event_id: str
+    at: int
+    mechanism: str
+    outcome: str
+    session: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": iso_ms(self.at),
+            "mechanism": self.mechanism,
+            "session": self.session,
+            "outcome": self.outcome,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Published:
+    """The answer to one publish: the stored event, and whether this call created it."""
+
+    event: Event
+    created: bool
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What a drain hands back: events oldest first, and the cursor to send next time."""
+
+    events: list[Event]
+    cursor: int
+
+
+# Endpoints: where herald pushes to agents that hold no connection (a signed webhook, an
+# OpenClaw gateway). How they are checked, sent to and retried is in ``herald.webhooks``.
+
+
+class Kind(enum.StrEnum):
+    WEBHOOK = "webhook"
+    OPENCLAW = "openclaw"
+
+
+class State(enum.StrEnum):
+    ACTIVE = "active"
+    DISABLED = "disabled"
+
+
+REFUSED_PREFIX = "address refused: "
+"""How the ``disabled_reason`` of an endpoint disabled for its address begins: such an endpoint
+is re-enabled once ``herald serve --webhook-allow`` allows its address."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    agent_id: str
+    kind: Kind
+    url: str
+    secret: str
+    """A webhook's signing secret, or an OpenClaw gateway's hooks token. Never shown again."""
+    created_at: int
+    mode: str | None = None
+    previous_secret: str | None = None
+    previous_until: int | None = None
+    state: State = State.ACTIVE
+    disabled_reason: str | None = None
+    failing_since: int | None = None
+    last_error: str | None = None
+    last_attempt_at: int | None = None
+
+    def signing_secrets(self, now: int) -> list[str]:
+        """The secrets that sign now: during a rotation, the new one and the previous one."""
+        if self.previous_secret and self.previous_until and now < self.previous_until:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "url": self.url,
+            "mode": self.mode,
+            "state": self.state.value,
+            "disabled_reason": self.disabled_reason,
+            "failing_since": iso_ms(self.failing_since) if self.failing_since else None,
+            "last_error": self.last_error,
+            "last_attempt_at": iso_ms(self.last_attempt_at) if self.last_attempt_at else None,
+            "rotating_until": iso_ms(self.previous_until) if self.previous_until else None,
+        }
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event to one endpoint: how many tries so far, and when the next one is due."""
+
+    endpoint_id: str
+    event_id: str
+    attempts: int
+    next_at: int
+    state: str
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What came of one attempt at a delivery, for ``Store.finish_deliveries``."""
+
+    delivery: Delivery
+    attempt: Attempt
+    next_at: int | None
+    """When to try again; None: no more tries (the delivery is done if it succeeded, else dead)."""
+    event_status: str | None
+    """What the event becomes if it is still open (delivered or sent); None: unchanged."""
+    endpoint_ok: bool
+    disable_reason: str | None = None
+    """Disable the endpoint for good (410 Gone, a forbidden address)."""
+    disable_failing_since: int | None = None
+    """Disable the endpoint if it has been failing since before this time."""
+
+    @property
+    def state(self) -> str:
+        if self.next_at is not None:
+            return "waiting"
+        return "done" if self.endpoint_ok else "dead"

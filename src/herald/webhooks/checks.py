@@ -1,0 +1,70 @@
+"""What an endpoint's settings must be: its URL, its signing secret, the retry schedule."""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+
+from herald.errors import InvalidInput
+
+SECRET_PREFIX = "whsec_"
+DEFAULT_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+"""When to try: at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h (about 27.6 h)."""
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:.]+")
+"""A host name (IDNA-encoded), an IPv4 address or an IPv6 one (without its brackets)."""
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def check_secret(secret: Any) -> str:
+    """Raises: InvalidInput unless ``whsec_`` + base64 of at least 24 bytes."""
+    if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
+        raise InvalidInput("a webhook secret starts with whsec_ followed by base64")
+    try:
+        raw = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except ValueError as exc:
+        raise InvalidInput("a webhook secret is whsec_ followed by base64") from exc
+    if len(raw) < 24:
+        raise InvalidInput("a webhook secret needs at least 24 random bytes (32 is usual)")
+    return secret
+
+
+def check_url(url: Any, name: str) -> str:
+    """Raises: InvalidInput unless an absolute http(s) URL with a valid host and port (where the
+    host points is checked by ``herald.webhooks.addresses``)."""
+    if not isinstance(url, str) or len(url) > 2048:
+        raise InvalidInput(f"{name} must be an http or https URL of at most 2048 characters")
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise InvalidInput(f"{name} {url!r} must be an absolute http or https URL")
+    try:
+        httpx2.URL(url)
+        parts.port  # noqa: B018 (it raises on a port out of range)
+        host = parts.hostname.encode("idna").decode("ascii")
+    except (httpx2.InvalidURL, ValueError, UnicodeError) as exc:
+        raise InvalidInput(f"{name} {url!r} is not a URL herald can call: {exc}") from exc
+    if not _HOST.fullmatch(host):
+        raise InvalidInput(f"{name} {url!r} needs a host name of letters, digits, - and .")
+    return url
+
+
+def parse_schedule(text: str) -> tuple[int, ...]:
+    """A retry schedule written as seconds, comma-separated (``0,5,300``).
+
+    Raises:
+        InvalidInput: not a list of whole seconds, or empty.
+    """
+    try:
+        schedule = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise InvalidInput(f"a retry schedule is whole seconds with commas, not {text!r}") from exc
+    if not schedule or any(delay < 0 for delay in schedule):
+        raise InvalidInput("a retry schedule needs at least one delay, none negative")
+    return schedule
