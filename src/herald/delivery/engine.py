@@ -232,11 +232,11 @@ class Notifier:
 
     async def _offer_backlog(self, session: LiveSession) -> None:
         agent_id = session.agent.id
-        first = await self.hub.store.read_open(agent_id, 0, self.backlog_limit + 1)
+        first = await self.hub.open_events(agent_id, 0, self.backlog_limit + 1)
         if len(first) <= self.backlog_limit:
             return  # offered one by one by _offer_new
         count, last = len(first), first[-1]
-        while page := await self.hub.store.read_open(agent_id, last.seq, PAGE):
+        while page := await self.hub.open_events(agent_id, last.seq, PAGE):
             count, last = count + len(page), page[-1]
         await self._send_summary(session, count, first[0])
         session.offered_through = last.seq
@@ -251,11 +251,11 @@ class Notifier:
             await peer.notify(STREAM_METHOD, {"summary": {"unread": count}, "text": text})
         elif caps.logs(LOG_NOTICE):
             await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": text})
-        await self.hub.store.record_attempts(
+        await self.hub.record_attempts(
             [
                 Attempt(
                     oldest.id,
-                    self.hub.store.now(),
+                    self.hub.now(),
                     "summary",
                     "sent",
                     session.id,
@@ -265,9 +265,7 @@ class Notifier:
         )
 
     async def _offer_new(self, session: LiveSession) -> None:
-        while events := await self.hub.store.read_open(
-            session.agent.id, session.offered_through, PAGE
-        ):
+        while events := await self.hub.open_events(session.agent.id, session.offered_through, PAGE):
             writes = _Writes()
             for event in events:
                 await self._cascade(session, event, 0, writes)
@@ -281,7 +279,7 @@ class Notifier:
         writes = _Writes()
         for pushed in due:
             del session.unconfirmed[pushed.event.id]
-            current = await self.hub.store.get_event(pushed.event.id)
+            current = await self.hub.find_event(pushed.event.id)
             if current is None or not current.status.is_open:
                 continue
             await self._cascade(session, current, pushed.mechanism_index + 1, writes)
@@ -328,12 +326,12 @@ class Notifier:
         if result.outcome is Outcome.DELIVERED:
             # Confirmed: written at once, attempt first, then what it confirms.
             await self._flush(session, writes)
-            await self.hub.store.record_attempts([attempt])
+            await self.hub.record_attempts([attempt])
             answer = result.answer
             if answer is not None and answer.action == "accept":
                 await self._reply_with(session, event, answer)
             else:
-                await self.hub.store.ack(session.agent.id, ids=[event.id], consumer=session.id)
+                await self.hub.confirm(session.agent.id, event.id, session.id)
             self._report(DeliveryReport(session.id, event, mechanism.name, result))
             return result.outcome
         sent = (
@@ -360,15 +358,15 @@ class Notifier:
     def _attempt(
         self, session: LiveSession, event: Event, mechanism: str, result: Result
     ) -> Attempt:
-        now = self.hub.store.now()
+        now = self.hub.now()
         return Attempt(event.id, now, mechanism, result.outcome.value, session.id, result.error)
 
     async def _flush(self, session: LiveSession, writes: _Writes) -> None:
         """Write a round's attempts and sent marks at once, then tell the observers."""
         if writes.sent:
-            await self.hub.store.mark_sent(session.agent.id, writes.sent)
+            await self.hub.mark_sent(session.agent.id, writes.sent)
         if writes.attempts:
-            await self.hub.store.record_attempts(writes.attempts)
+            await self.hub.record_attempts(writes.attempts)
         reports, writes.reports = writes.reports, []
         writes.attempts, writes.sent = [], []
         for session_id, event, mechanism, result in reports:

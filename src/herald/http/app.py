@@ -16,10 +16,10 @@ from starlette.routing import Route
 
 import herald
 from herald.delivery.engine import Notifier
-from herald.http.fanout import Fanout
 from herald.errors import HeraldError, InvalidInput
 from herald.http.auth import admin_or_agent, require_admin, require_agent
 from herald.http.endpoints import endpoint_routes, with_warning
+from herald.http.fanout import Fanout
 from herald.http.io import (
     AnswerUnexpectedErrors,
     herald_error,

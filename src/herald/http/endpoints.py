@@ -67,7 +67,7 @@ def endpoint_routes(hub: Hub, guard: AddressGuard) -> list[Route]:
         await require_admin(hub, request)
         agent = await hub.get_agent(request.path_params["agent_id"])
         return json_response(
-            {"endpoints": [e.to_json() for e in await hub.store.endpoints(agent.id)]}
+            {"endpoints": [e.to_json() for e in await hub.endpoints.of_agent(agent.id)]}
         )
 
     return [

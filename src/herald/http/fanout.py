@@ -174,12 +174,12 @@ class Fanout:
         while True:
             try:
                 found = False
-                while events := await self.hub.store.read_open(agent_id, topic.high_water, PAGE):
+                while events := await self.hub.open_events(agent_id, topic.high_water, PAGE):
                     self._keep(topic, events, self.buffer_bytes)
                     found = True
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
                 # or by another process). Its streams end instead of waiting for ever.
-                if not found and await self.hub.store.get_agent(agent_id) is None:
+                if not found and not await self.hub.agent_exists(agent_id):
                     self.close_agent(agent_id, "the agent was deleted")
             except asyncio.CancelledError:
                 raise

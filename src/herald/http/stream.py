@@ -13,9 +13,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from herald.http.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http.auth import require_agent
+from herald.http.fanout import Fanout, Subscription, TooSlow
 from herald.http.io import error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
@@ -90,7 +90,7 @@ class StreamEndpoint:
         if gone:
             await write(_frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
-        while page := await self.hub.store.read_open(agent.id, last, PAGE):
+        while page := await self.hub.open_events(agent.id, last, PAGE):
             for event in page:
                 await write(self.frames.frame(event))
             last = page[-1].seq

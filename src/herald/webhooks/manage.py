@@ -6,7 +6,7 @@ from typing import Any
 
 from herald.errors import InvalidInput, NotFound
 from herald.hub import Hub
-from herald.ids import is_id, new_id
+from herald.ids import new_id
 from herald.models import Endpoint, Kind
 from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.checks import check_secret, check_url, new_secret
@@ -39,9 +39,9 @@ async def set_webhook(
     await hub.get_agent(agent_id)
     secret = check_secret(secret) if secret is not None else new_secret()
     endpoint = Endpoint(
-        new_id("end_"), agent_id, Kind.WEBHOOK, check_url(url, "url"), secret, hub.store.now()
+        new_id("end_"), agent_id, Kind.WEBHOOK, check_url(url, "url"), secret, hub.now()
     )
-    await hub.store.put_endpoint(endpoint)
+    await hub.endpoints.put(endpoint)
     return endpoint, secret
 
 
@@ -62,9 +62,9 @@ async def set_openclaw(
             'mode must be "wake" (a nudge to drain) or "agent" (the event as a turn)'
         )
     endpoint = Endpoint(
-        new_id("end_"), agent_id, Kind.OPENCLAW, check_url(url, "url"), token, hub.store.now(), mode
+        new_id("end_"), agent_id, Kind.OPENCLAW, check_url(url, "url"), token, hub.now(), mode
     )
-    await hub.store.put_endpoint(endpoint)
+    await hub.endpoints.put(endpoint)
     return endpoint
 
 
@@ -85,9 +85,7 @@ async def rotate_webhook_secret(
         raise InvalidInput("grace_s must be a number of seconds from 0 to 30 days")
     secret = check_secret(secret) if secret is not None else new_secret()
     webhook = await _endpoint(hub, agent_id, Kind.WEBHOOK)
-    rotated = await hub.store.rotate_secret(
-        webhook.id, secret, hub.store.now() + int(grace_s * 1000)
-    )
+    rotated = await hub.endpoints.rotate_secret(webhook.id, secret, hub.now() + int(grace_s * 1000))
     if rotated is None:
         raise NotFound(f"agent {agent_id!r} has no webhook")
     return rotated, secret
@@ -95,12 +93,12 @@ async def rotate_webhook_secret(
 
 async def remove(hub: Hub, agent_id: str, kind: Kind) -> None:
     """Raises: NotFound: the agent has no endpoint of that kind."""
-    if not is_id(agent_id, "agt_") or not await hub.store.delete_endpoint(agent_id, kind.value):
+    if not await hub.endpoints.delete(agent_id, kind):
         raise NotFound(f"agent {agent_id!r} has no {kind.value}")
 
 
 async def _endpoint(hub: Hub, agent_id: str, kind: Kind) -> Endpoint:
-    for endpoint in await hub.store.endpoints(agent_id) if is_id(agent_id, "agt_") else []:
+    for endpoint in await hub.endpoints.of_agent(agent_id):
         if endpoint.kind is kind:
             return endpoint
     raise NotFound(f"agent {agent_id!r} has no {kind.value}")

@@ -96,7 +96,7 @@ class WebhookWorker:
         self._published = True
         self._freed = False
         self._scheduled_at = -math.inf
-        self._results = _Batches(hub.store.finish_deliveries, self._track)
+        self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
 
     def _on_publish(self, _agents: set[str]) -> None:
@@ -141,14 +141,14 @@ class WebhookWorker:
         secrets and waiting deliveries are kept. A host that does not resolve now is
         re-enabled too: its deliveries check it again. Returns the endpoints re-enabled."""
         enabled = []
-        for endpoint in await self.hub.store.refused_endpoints():
+        for endpoint in await self.hub.endpoints.refused():
             try:
                 await self.sender.guard.addresses(endpoint.url)
             except AddressRefused:
                 continue
             except Unresolvable:
                 pass  # its deliveries check it again
-            if await self.hub.store.enable_endpoint(endpoint.id, endpoint.disabled_reason or ""):
+            if await self.hub.endpoints.enable(endpoint.id, endpoint.disabled_reason or ""):
                 log.info(
                     "%s %s of agent %s (%s) re-enabled: --webhook-allow allows its address now",
                     endpoint.kind.value,
@@ -177,21 +177,19 @@ class WebhookWorker:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _round(self, schedule: bool) -> int:
-        store = self.hub.store
+        endpoints = self.hub.endpoints
         if schedule:
             self._published = False
             self._scheduled_at = time.monotonic()
-            now = store.now()
+            now = self.hub.now()
             present = sorted(self.present())
             limit = CLAIM_LIMIT * 10
-            scheduled = await store.schedule_deliveries(now, limit, not_agents=present)
+            scheduled = await endpoints.schedule(now, limit, not_agents=present)
             if present:
-                scheduled += await store.schedule_deliveries(
-                    now - self.grace_ms, limit, agents=present
-                )
+                scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
             if scheduled >= limit:
                 self._published = True  # more to schedule: next round again
-        claimed = await store.claim_deliveries(
+        claimed = await endpoints.claim(
             self.worker_id,
             CLAIM_LIMIT,
             int(self.lease_s * 1000),
@@ -250,7 +248,7 @@ class WebhookWorker:
     async def _deliver(self, claimed: _Claimed) -> Outcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
         try:
-            outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.store.now())
+            outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(self._finished(delivery, endpoint, outcome))
             return outcome
@@ -259,7 +257,7 @@ class WebhookWorker:
             return None
 
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: Outcome) -> Finished:
-        now = self.hub.store.now()
+        now = self.hub.now()
         mechanism = endpoint.kind.value
         if outcome.ok:
             status = "delivered" if endpoint.kind is Kind.WEBHOOK else "sent"

@@ -13,12 +13,13 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
 from herald.capabilities import parse_overrides
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
+from herald.hub.endpoints import EndpointBook
 from herald.ids import is_id, new_id
 from herald.keys import (
     ADMIN_PREFIX,
@@ -28,7 +29,7 @@ from herald.keys import (
     matches,
     new_key,
 )
-from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.models import Agent, Attempt, Drained, Event, NewEvent, Published, Reply
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
 from herald.times import Clock
@@ -41,14 +42,6 @@ DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0
 KEY_CACHE_SIZE = 10_000
 READY_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class Drained:
-    """What a heartbeat hands back: events oldest first, and the cursor to send next time."""
-
-    events: list[Event]
-    cursor: int
 
 
 class Hub:
@@ -70,7 +63,8 @@ class Hub:
         retention_s: float = 7 * 24 * 3600,
         maintenance_interval_s: float = 5.0,
     ) -> None:
-        self.store = store
+        self._store = store
+        self.endpoints = EndpointBook(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
@@ -79,16 +73,30 @@ class Hub:
         self._known_keys: dict[str, tuple[Agent, float]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
 
+    @property
+    def store(self) -> Store:
+        """The store itself, for tests and tools that inspect it; the code of herald reaches it
+        only through the hub, whose rules a direct call skips."""
+        return self._store
+
+    @property
+    def clock(self) -> Clock:
+        return self._store.clock
+
+    def now(self) -> int:
+        """Milliseconds since the epoch by the store's clock: the time every record is kept in."""
+        return self._store.now()
+
     @classmethod
     def from_url(cls, url: str, *, clock: Clock = time.time, **options: float) -> Hub:
         return cls(store_from_url(url, clock=clock), **options)
 
     async def open(self) -> None:
-        await self.store.open()
-        await self.store.listen(self._announce)
+        await self._store.open()
+        await self._store.listen(self._announce)
 
     async def close(self) -> None:
-        await self.store.close()
+        await self._store.close()
 
     async def check_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Read from the store, as every request does, within ``timeout_s``.
@@ -98,7 +106,7 @@ class Hub:
         """
         try:
             async with asyncio.timeout(timeout_s):
-                await self.store.get_setting(ADMIN_KEY_SETTING)
+                await self._store.get_setting(ADMIN_KEY_SETTING)
         except TimeoutError as exc:
             raise StoreUnavailable(f"the store did not answer within {timeout_s:g} s") from exc
 
@@ -129,15 +137,15 @@ class Hub:
             self._admin_key_hash = hash_key(given)
             # Stored, so that the key it replaces stops working for good: once the variable is
             # unset too, and in every process started on this store later.
-            await self.store.set_setting(ADMIN_KEY_SETTING, self._admin_key_hash)
+            await self._store.set_setting(ADMIN_KEY_SETTING, self._admin_key_hash)
             return None
-        stored = await self.store.get_setting(ADMIN_KEY_SETTING)
+        stored = await self._store.get_setting(ADMIN_KEY_SETTING)
         if stored is not None:
             self._admin_key_hash = stored
             return None
         key = new_key(ADMIN_PREFIX)
         # Another process may have generated one at the same moment: the first one stored wins.
-        self._admin_key_hash = await self.store.set_setting_if_absent(
+        self._admin_key_hash = await self._store.set_setting_if_absent(
             ADMIN_KEY_SETTING, hash_key(key)
         )
         return key if matches(key, self._admin_key_hash) else None
@@ -157,7 +165,7 @@ class Hub:
         cached = self._known_keys.get(key_hash)
         if cached is not None and cached[1] > now:
             return cached[0]
-        agent = await self.store.agent_by_key_hash(key_hash)
+        agent = await self._store.agent_by_key_hash(key_hash)
         if agent is not None:
             if len(self._known_keys) >= KEY_CACHE_SIZE:
                 self._known_keys.clear()
@@ -181,17 +189,17 @@ class Hub:
         delivery_json = parse_overrides(delivery) if delivery is not None else "{}"
         key = new_key(AGENT_PREFIX)
         agent = Agent(
-            new_id("agt_"), handle, hash_key(key), self.store.now(), delivery_json=delivery_json
+            new_id("agt_"), handle, hash_key(key), self._store.now(), delivery_json=delivery_json
         )
-        await self.store.create_agent(agent)
+        await self._store.create_agent(agent)
         return agent, key
 
     async def list_agents(self) -> list[Agent]:
-        return await self.store.list_agents()
+        return await self._store.list_agents()
 
     async def get_agent(self, agent_id: str) -> Agent:
         """Raises: NotFound."""
-        agent = await self.store.get_agent(agent_id) if is_id(agent_id, "agt_") else None
+        agent = await self._store.get_agent(agent_id) if is_id(agent_id, "agt_") else None
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")
         return agent
@@ -204,7 +212,7 @@ class Hub:
             NotFound: no such agent.
         """
         overrides = parse_overrides(delivery)
-        if not is_id(agent_id, "agt_") or not await self.store.set_agent_delivery(
+        if not is_id(agent_id, "agt_") or not await self._store.set_agent_delivery(
             agent_id, overrides
         ):
             raise NotFound(f"no agent has the id {agent_id!r}")
@@ -214,7 +222,7 @@ class Hub:
     async def delete_agent(self, agent_id: str) -> None:
         """Delete an agent and every event it has; its open streams end. Raises: NotFound."""
         self._known_keys.clear()
-        if not is_id(agent_id, "agt_") or not await self.store.delete_agent(agent_id):
+        if not is_id(agent_id, "agt_") or not await self._store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._announce({agent_id})  # what follows the agent's events finds it gone
 
@@ -248,12 +256,13 @@ class Hub:
         return published
 
     async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
-        """Store checked events (``herald.validation.parse_new_event``) in one transaction: all or, on error, none.
+        """Store checked events (``herald.validation.parse_new_event``) in one transaction: all or,
+        on error, none.
 
         Raises:
             NotFound: an addressee does not exist.
         """
-        published = await self.store.append(events)
+        published = await self._store.append(events)
         self._announce({p.event.agent_id for p in published if p.created})
         return published
 
@@ -333,12 +342,12 @@ class Hub:
         else:
             parse_new_event({"to": agent.handle, "type": "reply", "text": text, "data": payload})
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-        draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self.store.now())
+        draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
         try:
-            stored, published = await self.store.add_reply(draft, routed)
+            stored, published = await self._store.add_reply(draft, routed)
         except NotFound:  # the sender is gone: the reply stays on the event all the same
-            stored, published = await self.store.add_reply(draft, None)
-        await self.store.ack(agent.id, ids=[event.id])
+            stored, published = await self._store.add_reply(draft, None)
+        await self._store.ack(agent.id, ids=[event.id])
         if published is not None:
             self._announce({published.event.agent_id})
         else:
@@ -370,18 +379,20 @@ class Hub:
         They are delivered when the reader acknowledges them (``ack(ids=...)``) once it has
         shown them: an answer that cannot be built delivers nothing, and what was held is
         offered again after the lease."""
-        return await self.store.claim(agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox")
+        return await self._store.claim(agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox")
 
     async def missing_after(self, agent: Agent, cursor: int) -> int:
         """Events after ``cursor`` the agent will never be offered (expired or pruned)."""
-        return await self.store.missing_after(agent.id, cursor)
+        return await self._store.missing_after(agent.id, cursor)
 
     async def unread(self, agent: Agent, older_than_s: float) -> int:
         """Open events last offered more than ``older_than_s`` ago."""
-        return await self.store.count_overdue(agent.id, self.store.now() - int(older_than_s * 1000))
+        return await self._store.count_overdue(
+            agent.id, self._store.now() - int(older_than_s * 1000)
+        )
 
     async def replies(self, event_id: str) -> list[Reply]:
-        return await self.store.replies(event_id)
+        return await self._store.replies(event_id)
 
     async def get_event(
         self, event_id: str, *, viewer: Agent | None = None
@@ -391,10 +402,10 @@ class Hub:
         Raises:
             NotFound: no such event, or it belongs to another agent than ``viewer``.
         """
-        event = await self.store.get_event(event_id) if is_id(event_id, "evt_") else None
+        event = await self._store.get_event(event_id) if is_id(event_id, "evt_") else None
         if event is None or (viewer is not None and event.agent_id != viewer.id):
             raise NotFound(f"no event {event_id!r} is visible to this key")
-        return event, await self.store.attempts(event_id)
+        return event, await self._store.attempts(event_id)
 
     async def heartbeat(
         self,
@@ -415,9 +426,9 @@ class Hub:
         """
         consumer = consumer or DEFAULT_CONSUMER
         if cursor is None:
-            events = await self.store.take(agent.id, limit, "heartbeat", consumer)
+            events = await self._store.take(agent.id, limit, "heartbeat", consumer)
             return Drained(events, events[-1].seq if events else 0)
-        events = await self.store.claim(
+        events = await self._store.claim(
             agent.id, consumer, limit, self.lease_ms, "heartbeat", ack_up_to=cursor
         )
         return Drained(events, events[-1].seq if events else cursor)
@@ -441,7 +452,7 @@ class Hub:
         ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
         # No consumer named: a client acknowledging what was pushed to it (a stream, MCP),
         # which leases nothing, or the default drainer.
-        return await self.store.ack(
+        return await self._store.ack(
             agent.id,
             ids=ids,
             up_to_seq=cursor,
@@ -449,12 +460,36 @@ class Hub:
             unheld=consumer is None,
         )
 
+    # Delivery: what the ways that push (session workers, streams) read and record
+
+    async def open_events(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
+        """The agent's open, unexpired events after ``after_seq``, oldest first."""
+        return await self._store.read_open(agent_id, after_seq, limit)
+
+    async def find_event(self, event_id: str) -> Event | None:
+        """An event as it stands now, whoever it belongs to (for a delivery in progress)."""
+        return await self._store.get_event(event_id) if is_id(event_id, "evt_") else None
+
+    async def agent_exists(self, agent_id: str) -> bool:
+        return is_id(agent_id, "agt_") and await self._store.get_agent(agent_id) is not None
+
+    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        await self._store.record_attempts(attempts)
+
+    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+        """Pushed through a way that cannot confirm: pending events become ``sent``."""
+        return await self._store.mark_sent(agent_id, ids)
+
+    async def confirm(self, agent_id: str, event_id: str, session: str) -> int:
+        """A way that confirms (an answered form) got the event through to ``session``."""
+        return await self._store.ack(agent_id, ids=[event_id], consumer=session)
+
     # Upkeep
 
     async def maintain_once(self) -> tuple[int, int]:
         """Expire what ran out of time and prune old finished events; returns both counts."""
-        expired = await self.store.expire()
-        pruned = await self.store.prune(self.store.now() - self.retention_ms)
+        expired = await self._store.expire()
+        pruned = await self._store.prune(self._store.now() - self.retention_ms)
         return expired, pruned
 
     async def run_maintenance(self) -> None:

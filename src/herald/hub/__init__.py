@@ -1,0 +1,7 @@
+"""The hub: herald's one door to its store. Every module above the store reaches it through a
+``Hub`` (and the hub's ``endpoints``), never directly, so each rule is kept in one place."""
+
+from herald.hub.endpoints import EndpointBook
+from herald.hub.hub import Hub
+
+__all__ = ["EndpointBook", "Hub"]

@@ -1,0 +1,78 @@
+"""An agent's endpoints (webhook, OpenClaw) and their delivery schedule, as the hub keeps them:
+what the admin's endpoint operations and the webhook worker read and write."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from herald.ids import is_id
+from herald.models import Agent, Delivery, Endpoint, Event, Finished, Kind
+from herald.store import Store
+
+
+class EndpointBook:
+    """The endpoints part of the hub (``hub.endpoints``). Ids that cannot name anything are
+    answered without asking the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def put(self, endpoint: Endpoint) -> None:
+        """Create the agent's endpoint of that kind, or replace it (its deliveries go with it)."""
+        await self._store.put_endpoint(endpoint)
+
+    async def of_agent(self, agent_id: str) -> list[Endpoint]:
+        return await self._store.endpoints(agent_id) if is_id(agent_id, "agt_") else []
+
+    async def delete(self, agent_id: str, kind: Kind) -> bool:
+        """False if the agent had no endpoint of that kind."""
+        return is_id(agent_id, "agt_") and await self._store.delete_endpoint(agent_id, kind.value)
+
+    async def rotate_secret(
+        self, endpoint_id: str, secret: str, previous_until: int
+    ) -> Endpoint | None:
+        """Sign with ``secret`` from now; the current one keeps signing until ``previous_until``."""
+        return await self._store.rotate_secret(endpoint_id, secret, previous_until)
+
+    async def refused(self) -> list[Endpoint]:
+        """The endpoints disabled because their address was refused."""
+        return await self._store.refused_endpoints()
+
+    async def enable(self, endpoint_id: str, disabled_reason: str) -> bool:
+        """Make a disabled endpoint active again, if it is still disabled for that reason."""
+        return await self._store.enable_endpoint(endpoint_id, disabled_reason)
+
+    async def schedule(
+        self,
+        before_ms: int,
+        limit: int,
+        *,
+        agents: Sequence[str] | None = None,
+        not_agents: Sequence[str] = (),
+    ) -> int:
+        """Give each open event last offered before ``before_ms`` a delivery to each active
+        endpoint of its agent, once. Returns how many were scheduled."""
+        return await self._store.schedule_deliveries(
+            before_ms, limit, agents=agents, not_agents=not_agents
+        )
+
+    async def claim(
+        self,
+        worker: str,
+        limit: int,
+        lease_ms: int,
+        *,
+        per_endpoint: int,
+        in_flight: Mapping[str, int] | None = None,
+    ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
+        """Claim due deliveries for ``worker``: no two workers get the same one."""
+        return await self._store.claim_deliveries(
+            worker, limit, lease_ms, per_endpoint=per_endpoint, in_flight=in_flight
+        )
+
+    async def finish(self, finished: Sequence[Finished]) -> None:
+        """Record what came of attempts, in one transaction (see ``Store.finish_deliveries``)."""
+        await self._store.finish_deliveries(finished)
+
+    async def deliveries(self, event_id: str) -> list[Delivery]:
+        return await self._store.deliveries(event_id) if is_id(event_id, "evt_") else []
