@@ -40,7 +40,7 @@ HOLD = 3
 SCHEDULE_EVERY_S = 1.0
 JITTER = 0.1
 
-Presence = Callable[[], set[str]]
+PresentAgents = Callable[[], set[str]]
 """The agents whose live sessions herald can push to: their webhooks wait for the ack timeout."""
 
 
@@ -68,7 +68,7 @@ class WebhookWorker:
         schedule_s: Sequence[float] = DEFAULT_SCHEDULE_S,
         disable_after_s: float = 5 * 24 * 3600,
         grace_s: float = 300.0,
-        present: Presence | None = None,
+        present: PresentAgents | None = None,
         per_endpoint: int = 4,
         poll_interval_s: float = 1.0,
         min_interval_s: float = 0.2,
@@ -79,7 +79,7 @@ class WebhookWorker:
         self.schedule_s = tuple(schedule_s)
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
-        self.present: Presence = present or set
+        self.present: PresentAgents = present or set
         if per_endpoint < 1:
             raise InvalidInput(
                 "the webhook concurrency (requests in flight to one endpoint) must be 1 or more"
