@@ -47,7 +47,7 @@ PresentAgents = Callable[[], set[str]]
 class WebhookWorker:
     """Args:
     hub: the store and its publishes (which wake the worker).
-    sender: what makes the HTTP calls.
+    sender: what makes the HTTP calls (on the hub's clock: ``Sender(..., clock=hub.clock)``).
     schedule_s: delays before each try; its length is the number of tries.
     disable_after_s: an endpoint failing for this long is disabled; its events stay in the
         store for the drain.
