@@ -31,7 +31,7 @@ from herald.models import Agent, Endpoint, Event
 from herald.validation import parse_new_event
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.sender import Outcome, Sender
+from herald.webhooks.sender import Sender, SendOutcome
 from herald.webhooks.worker import WebhookWorker
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +54,9 @@ class CountingSender(Sender):
         self.ok: Counter[str] = Counter()
         self.changed = asyncio.Event()
 
-    async def send(self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int) -> Outcome:
+    async def send(
+        self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int
+    ) -> SendOutcome:
         outcome = await super().send(endpoint, agent, event, now_ms)
         if outcome.ok:
             self.ok[endpoint.url] += 1

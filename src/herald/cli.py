@@ -281,7 +281,7 @@ async def _serve(args: argparse.Namespace) -> None:
         bound_port = sock.getsockname()[1]
         fanout = Fanout(hub, buffer_size=args.stream_buffer)
         public_url = args.public_url or f"http://{host}:{bound_port}"
-        sender = Sender(public_url, policy, args.webhook_timeout)
+        sender = Sender(public_url, policy, args.webhook_timeout, clock=hub.clock)
         webhooks = WebhookWorker(
             hub,
             sender,

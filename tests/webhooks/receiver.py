@@ -6,6 +6,7 @@ import json
 import queue
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +40,9 @@ class Receiver:
     """Serve HTTPS with this context (its certificate and key loaded)."""
     server_names: list[str | None] = field(default_factory=list)
     """The TLS server name (SNI) each HTTPS client asked for."""
+    on_request: Callable[[Received], None] | None = None
+    """Called with each request before it is answered, in the receiver's thread: what happens
+    while a request is in flight (a test's clock moving on, say)."""
 
     def __post_init__(self) -> None:
         receiver = self
@@ -54,6 +58,8 @@ class Receiver:
                 with lock:
                     receiver.requests.append(got)
                     status, headers = receiver.script.pop(0) if receiver.script else (200, {})
+                if receiver.on_request is not None:
+                    receiver.on_request(got)
                 receiver.arrived.put(got)
                 if status == HANG:
                     receiver.release.wait(timeout=30)
@@ -76,7 +82,8 @@ class Receiver:
             self.tls.sni_callback = lambda _conn, name, _context: receiver.server_names.append(name)
             self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
             scheme = "https"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled often for its shutdown: closing a receiver then takes milliseconds, not 0.5 s.
+        threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True).start()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def close(self) -> None:

@@ -1,4 +1,6 @@
-"""The sender against a real receiver: connections kept alive, and kept apart per endpoint."""
+"""The sender against a real receiver: connections kept alive, and kept apart per endpoint.
+What it keeps for a while (a host's checked addresses, an endpoint's connections) is kept by
+the clock it is given."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import pytest
 import trustme
 
 from herald.models import Agent, Endpoint, Event, EventStatus, Kind
+from herald.testing import ManualClock
 from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.sender import Sender
+from herald.webhooks.sender import ADDRESS_CHECK_TTL_S, IDLE_CLIENT_S, Sender
 from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.anyio
@@ -43,6 +46,23 @@ async def test_an_endpoint_reuses_its_connections_and_shares_them_with_no_other(
     assert connections[3] not in connections[:3]  # the other endpoint's own
 
 
+async def test_an_endpoint_idle_for_two_minutes_of_the_clock_gets_a_new_connection() -> None:
+    receiver, clock = Receiver(), ManualClock()
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, clock=clock)
+    idle, busy = endpoint("a", receiver.url + "/a"), endpoint("b", receiver.url + "/b")
+    agent = Agent("agt_x", "x", "hash", 0)
+    try:
+        assert (await sender.send(idle, agent, event(1), 0)).ok
+        clock.advance(IDLE_CLIENT_S + 1)
+        assert (await sender.send(busy, agent, event(2), 0)).ok  # and closes the idle one's
+        assert (await sender.send(idle, agent, event(3), 0)).ok
+    finally:
+        await sender.close()
+        receiver.close()
+    first, _, again = (received.connection for received in receiver.requests)
+    assert again != first
+
+
 class Rebinding:
     """A resolver whose name answers the receiver's address once, then somewhere else: the
     address a DNS-rebinding attacker swaps in between the check and the connection."""
@@ -71,6 +91,24 @@ async def test_the_request_goes_to_the_address_that_was_checked() -> None:
     assert request.path == "/hook"
     assert request.headers["host"] == f"rebind.test:{receiver.port}"
     assert rebinding.asked == ["rebind.test"]  # resolved once: checked, then connected to
+
+
+async def test_a_hosts_checked_addresses_are_kept_ten_seconds_of_the_clock() -> None:
+    receiver, clock = Receiver(), ManualClock()
+    resolver = Rebinding("127.0.0.1", then="127.0.0.1")
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=resolver, clock=clock)
+    hook = endpoint("a", f"http://hooks.test:{receiver.port}/hook")
+    agent = Agent("agt_x", "x", "hash", 0)
+    try:
+        for n, seconds in enumerate([0, ADDRESS_CHECK_TTL_S - 0.1, 0.2, -60]):
+            clock.advance(seconds)
+            assert (await sender.send(hook, agent, event(n), 0)).ok
+    finally:
+        await sender.close()
+        receiver.close()
+    # Checked once; again once 10 s have passed; again when the clock is set back (an answer
+    # kept from "the future" is not kept longer).
+    assert resolver.asked == ["hooks.test"] * 3
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
-"""Signed webhooks and OpenClaw hooks, sent by the worker to real HTTP receivers."""
+"""Signed webhooks and OpenClaw hooks, sent by the worker to real HTTP receivers. Time is the
+hub's manual clock: retries, leases and the ack timeout come by moving it, never by waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -19,7 +21,7 @@ from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
-from tests.webhooks.receiver import HANG, Receiver
+from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -45,8 +47,11 @@ def receiver() -> Iterator[Receiver]:
     running.close()
 
 
-def worker(hub: Hub, policy: AddressPolicy = LOOPBACK, **options: float) -> WebhookWorker:
-    return WebhookWorker(hub, Sender("http://hub.test", policy, timeout_s=0.5), **options)  # type: ignore[arg-type]
+def worker(
+    hub: Hub, policy: AddressPolicy = LOOPBACK, timeout_s: float = 0.5, **options: object
+) -> WebhookWorker:
+    sender = Sender("http://hub.test", policy, timeout_s=timeout_s, clock=hub.clock)
+    return WebhookWorker(hub, sender, **options)  # type: ignore[arg-type]
 
 
 async def round_trip(work: WebhookWorker) -> int:
@@ -177,15 +182,22 @@ async def test_an_endpoint_failing_too_long_is_disabled(
     agent, _ = await hub.create_agent("alice")
     await manage.set_webhook(hub, agent.id, receiver.url)
     receiver.script = [(500, {})] * 3
-    await hub.publish("alice", "t", "x")
-    work = worker(hub, disable_after_s=10)
-    await round_trip(work)
-    clock.advance(6)
-    await round_trip(work)
-    assert (await hub.store.endpoints(agent.id))[0].state is State.ACTIVE
-    clock.advance(400)
-    await round_trip(work)
-    assert (await hub.store.endpoints(agent.id))[0].state is State.DISABLED
+    published = await hub.publish("alice", "t", "x")
+    work = worker(hub, schedule_s=(0, 1, 1, 1), disable_after_s=10)
+    await round_trip(work)  # failing from now on
+    clock.advance(9.5)
+    assert await round_trip(work) == 1
+    assert (await hub.endpoints.of_agent(agent.id))[0].state is State.ACTIVE  # 9.5 s: not yet
+    clock.advance(1.2)
+    assert await round_trip(work) == 1
+    (endpoint,) = await hub.endpoints.of_agent(agent.id)  # 10.7 s: too long
+    assert endpoint.state is State.DISABLED
+    assert (endpoint.disabled_reason or "").startswith("kept failing for too long")
+    clock.advance(60)
+    assert await round_trip(work) == 0  # its last try is never sent...
+    assert len(receiver.requests) == 3
+    drained = await hub.heartbeat(agent, cursor=0)  # ...and the event waits for the drain
+    assert [e.id for e in drained.events] == [published.event.id]
 
 
 async def test_a_refused_address_disables_the_endpoint_until_the_policy_allows_it(
@@ -345,7 +357,9 @@ async def test_an_agent_with_a_live_session_gets_the_webhook_only_after_the_ack_
     )
     assert await round_trip(work) == 0
     await hub.ack(agent, ids=[acked.event.id])
-    clock.advance(301)
+    clock.advance(299)
+    assert await round_trip(work) == 0  # the session may still acknowledge it
+    clock.advance(2)
     assert await round_trip(work) == 1
     (request,) = receiver.requests
     assert request.headers["webhook-id"] == unacked.event.id
@@ -403,3 +417,114 @@ async def test_a_retry_after_herald_cannot_honour_is_a_failure_like_any_other(
     assert lowest_s * 1000 <= delivery.next_at - hub.store.now() <= highest_s * 1000
     _, attempts = await hub.get_event(published.event.id)
     assert [a.outcome for a in attempts] == ["failed"]
+
+
+async def test_each_retry_waits_its_step_of_the_schedule_give_or_take_the_jitter(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(500, {})] * len(DEFAULT_SCHEDULE_S)
+    published = await hub.publish("alice", "t", "never answered well")
+    work = worker(hub)
+    assert await round_trip(work) == 1  # the first try, at once
+    for step_s in DEFAULT_SCHEDULE_S[1:]:
+        (delivery,) = await hub.endpoints.deliveries(published.event.id)
+        wait_ms = delivery.next_at - hub.now()
+        assert step_s * 900 <= wait_ms <= step_s * 1100
+        clock.advance((wait_ms - 50) / 1000)
+        assert await round_trip(work) == 0  # not a moment early
+        clock.advance(0.1)
+        assert await round_trip(work) == 1
+    _, attempts = await hub.get_event(published.event.id)
+    assert [a.outcome for a in attempts] == ["failed"] * 7 + ["undeliverable"]
+    clock.advance(48 * 3600)
+    assert await round_trip(work) == 0
+
+
+async def test_a_retry_after_date_is_counted_from_the_hubs_clock(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    clock.advance(12 * 3600)  # the hub's time, not this machine's, is what a retry is kept in
+    retry_at = email.utils.formatdate(clock() + 600, usegmt=True)
+    receiver.script = [(503, {"Retry-After": retry_at})]
+    published = await hub.publish("alice", "t", "throttled until a date")
+    assert await round_trip(worker(hub)) == 1
+    (delivery,) = await hub.endpoints.deliveries(published.event.id)
+    assert 599_000 <= delivery.next_at - hub.now() <= 600_000
+
+
+async def test_a_claim_that_runs_out_while_queued_is_left_to_whoever_claims_it_next(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    first = await hub.publish("alice", "t", "first")
+    second = await hub.publish("alice", "t", "second")
+    work = worker(hub, per_endpoint=1)
+
+    def the_lease_runs_out_meanwhile(request: Received) -> None:
+        if request.headers["webhook-id"] == first.event.id:
+            clock.advance(work.lease_s)
+
+    receiver.on_request = the_lease_runs_out_meanwhile
+    assert await round_trip(work) == 2  # one lane: the second waits behind the first
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [first.event.id]
+    assert await round_trip(work) == 1  # its claim ran out: due again, claimed anew
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [
+        first.event.id,
+        second.event.id,
+    ]
+    for published in (first, second):
+        event, attempts = await hub.get_event(published.event.id)
+        assert event.status is EventStatus.DELIVERED
+        assert [a.outcome for a in attempts] == ["delivered"]
+
+
+async def test_a_delivery_claimed_by_a_worker_that_died_is_sent_once_its_lease_runs_out(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(HANG, {})]
+    published = await hub.publish("alice", "t", "claimed, then its worker died")
+    dying = worker(hub, timeout_s=5)
+    running = asyncio.create_task(dying.run())
+    await asyncio.to_thread(receiver.arrived.get, timeout=10)  # claimed, its request in flight
+    running.cancel()  # the worker dies mid-request, its claim held
+    await asyncio.gather(running, return_exceptions=True)
+    survivor = worker(hub)
+    assert await round_trip(survivor) == 0
+    clock.advance(dying.lease_s - 0.1)
+    assert await round_trip(survivor) == 0  # still the dead worker's
+    clock.advance(0.2)
+    assert await round_trip(survivor) == 1
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [published.event.id] * 2
+    event, attempts = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.DELIVERED
+    assert [a.outcome for a in attempts] == ["delivered"]
+
+
+async def test_a_running_worker_sends_a_held_back_webhook_once_the_clock_passes_the_ack_timeout(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    here, _ = await hub.create_agent("here")
+    away, _ = await hub.create_agent("away")
+    await manage.set_webhook(hub, here.id, receiver.url + "/here")
+    await manage.set_webhook(hub, away.id, receiver.url + "/away")
+    receiver.script = [(HANG, {})]
+    await hub.publish("here", "t", "held back while its session may acknowledge it")
+    await hub.publish("away", "t", "sent at once")
+    # A long poll: after its first round the worker looks again only when woken.
+    work = worker(hub, timeout_s=10, grace_s=300, present=lambda: {here.id}, poll_interval_s=60)
+    running = asyncio.create_task(work.run())
+    try:
+        assert (await asyncio.to_thread(receiver.arrived.get, timeout=10)).path == "/away"
+        clock.advance(301)
+        receiver.release.set()  # the answer wakes the worker: no publish, no poll
+        assert (await asyncio.to_thread(receiver.arrived.get, timeout=10)).path == "/here"
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)

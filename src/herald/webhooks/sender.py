@@ -15,6 +15,7 @@ import httpx2
 from standardwebhooks import Webhook
 
 from herald.models import REFUSED_PREFIX, Agent, Endpoint, Event, Kind
+from herald.times import Clock
 from herald.webhooks.addresses import (
     Address,
     AddressGuard,
@@ -35,7 +36,10 @@ IDLE_CLIENT_S = 120.0
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SendOutcome:
+    """What came of one request to an endpoint (the worker turns it into the delivery's next
+    step)."""
+
     ok: bool
     error: str | None = None
     status: int | None = None
@@ -53,7 +57,11 @@ class Sender:
     The endpoint's host is resolved and every address checked against the policy; the request
     then goes to a checked address (the Host header, TLS SNI and certificate check keep the
     host's name), so that a name resolving elsewhere by the time of connecting (DNS rebinding)
-    reaches nothing unchecked."""
+    reaches nothing unchecked.
+
+    ``clock`` (seconds, like ``time.time``) times how long a host's checked addresses and an
+    idle endpoint's connections are kept: give it the hub's clock, so that a test moving that
+    clock moves these too."""
 
     def __init__(
         self,
@@ -62,11 +70,13 @@ class Sender:
         timeout_s: float = TIMEOUT_S,
         *,
         resolver: Resolver = resolve,
+        clock: Clock = time.time,
     ) -> None:
         self.hub_url = hub_url.rstrip("/")
         self.guard = AddressGuard(policy, resolver)
         self.timeout_s = timeout_s
-        self._clients = _Clients(timeout_s)
+        self.clock = clock
+        self._clients = _Clients(timeout_s, clock)
         self._checked: dict[str, tuple[list[Address] | str, float]] = {}
 
     @property
@@ -84,9 +94,10 @@ class Sender:
             AddressRefused: an address is not allowed. Unresolvable: not now.
         """
         host = urlsplit(url).netloc
-        now = time.monotonic()
+        now = self.clock()
         cached = self._checked.get(host)
-        if cached is not None and cached[1] > now:
+        # An answer kept "longer" than the TTL is one from before the clock was set back.
+        if cached is not None and 0 < cached[1] - now <= ADDRESS_CHECK_TTL_S:
             if isinstance(cached[0], str):
                 raise AddressRefused(cached[0])
             return cached[0]
@@ -101,7 +112,11 @@ class Sender:
             raise AddressRefused(answer)
         return answer
 
-    async def send(self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int) -> Outcome:
+    async def send(
+        self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int
+    ) -> SendOutcome:
+        """Send ``event`` to ``endpoint``; ``now_ms`` is the hub's time, that the webhook is
+        signed with and that a ``Retry-After`` date is counted from."""
         if endpoint.kind is Kind.WEBHOOK:
             url, body, headers = self._webhook(endpoint, event, now_ms)
         else:
@@ -109,23 +124,23 @@ class Sender:
         try:
             addresses = await self._addresses(url)
         except AddressRefused as exc:
-            return Outcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
+            return SendOutcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
         except Unresolvable as exc:
-            return Outcome(False, exc.message)  # DNS may be back by the next try
+            return SendOutcome(False, exc.message)  # DNS may be back by the next try
         try:
             response = await self._post(endpoint.id, url, addresses, body, headers)
         except httpx2.TimeoutException:
-            return Outcome(False, "timed out")
+            return SendOutcome(False, "timed out")
         except httpx2.HTTPError as exc:
-            return Outcome(False, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+            return SendOutcome(False, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
         status = response.status_code
         if 200 <= status < 300:
-            return Outcome(True, status=status)
+            return SendOutcome(True, status=status)
         error = f"HTTP {status}: {response.text[:200]}".strip()
         if status == 410:
-            return Outcome(False, error, status, disable=True)
-        retry_after = _retry_after(response) if status in THROTTLED else None
-        return Outcome(False, error, status, retry_after_s=retry_after)
+            return SendOutcome(False, error, status, disable=True)
+        retry_after = _retry_after(response, now_ms) if status in THROTTLED else None
+        return SendOutcome(False, error, status, retry_after_s=retry_after)
 
     async def _post(
         self,
@@ -206,11 +221,12 @@ class _Clients:
     request), and a hanging endpoint holds only its own. Connections are reused across
     requests, up to as many as the worker sends to one endpoint at once."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, clock: Clock) -> None:
         self._timeout = httpx2.Timeout(timeout_s)
         self._ssl = httpx2.create_ssl_context()  # shared: building one costs tens of ms
         self._clients: dict[str, _Client] = {}
-        self._swept_at = time.monotonic()
+        self._clock = clock
+        self._swept_at = clock()
 
     @contextlib.asynccontextmanager
     async def use(self, endpoint_id: str) -> AsyncIterator[httpx2.AsyncClient]:
@@ -225,16 +241,18 @@ class _Clients:
             yield client.http
         finally:
             client.requests -= 1
-            client.used_at = time.monotonic()
-            if client.used_at - self._swept_at > IDLE_CLIENT_S:
-                await self._sweep(client.used_at - IDLE_CLIENT_S)
+            client.used_at = self._clock()
+            # A clock set back sweeps too (and counts the clients it left behind as idle):
+            # waiting for it to catch up would keep idle connections open for as long.
+            if not 0 <= client.used_at - self._swept_at <= IDLE_CLIENT_S:
+                await self._sweep(client.used_at)
 
-    async def _sweep(self, idle_since: float) -> None:
-        self._swept_at = time.monotonic()
+    async def _sweep(self, now: float) -> None:
+        self._swept_at = now
         idle = [
             key
             for key, client in self._clients.items()
-            if not client.requests and client.used_at < idle_since
+            if not client.requests and not now - IDLE_CLIENT_S <= client.used_at <= now
         ]
         for key in idle:
             await self._clients.pop(key).http.aclose()
@@ -245,9 +263,10 @@ class _Clients:
             await client.http.aclose()
 
 
-def _retry_after(response: httpx2.Response) -> float | None:
+def _retry_after(response: httpx2.Response, now_ms: int) -> float | None:
     """The wait an answer asks for, in seconds, at most ``MAX_RETRY_AFTER_S``; None if it asks
-    none or says it in a form HTTP does not know (non-ASCII digits, say)."""
+    none or says it in a form HTTP does not know (non-ASCII digits, say). A date is counted
+    from ``now_ms``, the hub's time, which the retry is scheduled in."""
     value = response.headers.get("retry-after", "").strip()
     if not value:
         return None
@@ -257,4 +276,4 @@ def _retry_after(response: httpx2.Response) -> float | None:
         moment = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    return min(max(moment.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
+    return min(max(moment.timestamp() - now_ms / 1000, 0.0), MAX_RETRY_AFTER_S)

@@ -5,16 +5,19 @@ store.
 Each endpoint has a few lanes, each sending one request at a time from the endpoint's queue of
 claimed deliveries, so a slow or dead endpoint never holds up the others. The queue is refilled
 by claims a little ahead of need, and results are recorded in batches in the background: the
-store is off the path from one request to the next."""
+store is off the path from one request to the next.
+
+Time is the hub's (``hub.now()``, milliseconds by its clock), the one the store keeps every
+schedule and claim in: when to schedule again, whether a claim still outlasts a request, when
+to try again. A test moves that clock instead of waiting; only the waits for a wake-up are
+real time, and what is done after one is decided by the clock."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import math
 import random
-import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ from herald.ids import new_id
 from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.checks import DEFAULT_SCHEDULE_S
-from herald.webhooks.sender import Outcome, Sender
+from herald.webhooks.sender import Sender, SendOutcome
 
 log = logging.getLogger("herald.webhooks")
 
@@ -37,17 +40,21 @@ HOLD = 3
 SCHEDULE_EVERY_S = 1.0
 JITTER = 0.1
 
+PresentAgents = Callable[[], set[str]]
+"""The agents whose live sessions herald can push to: their webhooks wait for the ack timeout."""
+
 
 class WebhookWorker:
     """Args:
     hub: the store and its publishes (which wake the worker).
-    sender: what makes the HTTP calls.
+    sender: what makes the HTTP calls (on the hub's clock: ``Sender(..., clock=hub.clock)``).
     schedule_s: delays before each try; its length is the number of tries.
     disable_after_s: an endpoint failing for this long is disabled; its events stay in the
         store for the drain.
-    grace_s: how long an agent with a live session here has to acknowledge a push before the
+    grace_s: how long an agent with a live session has to acknowledge a push before the
         webhook is used too (agents without one get the webhook at once).
-    present: the agent ids with a live session in this process.
+    present: who has such a session (``Notifier.present_agents``: those of this process); the
+        one place the hold-back asks.
     per_endpoint: how many requests may be in flight to one endpoint.
     lease_s: how long a claim keeps other workers away; by default long enough for a claimed
         delivery to wait for the requests queued ahead of it and then make its own.
@@ -61,7 +68,7 @@ class WebhookWorker:
         schedule_s: Sequence[float] = DEFAULT_SCHEDULE_S,
         disable_after_s: float = 5 * 24 * 3600,
         grace_s: float = 300.0,
-        present: Callable[[], set[str]] | None = None,
+        present: PresentAgents | None = None,
         per_endpoint: int = 4,
         poll_interval_s: float = 1.0,
         min_interval_s: float = 0.2,
@@ -72,7 +79,7 @@ class WebhookWorker:
         self.schedule_s = tuple(schedule_s)
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
-        self.present: Callable[[], set[str]] = present or set
+        self.present: PresentAgents = present or set
         if per_endpoint < 1:
             raise InvalidInput(
                 "the webhook concurrency (requests in flight to one endpoint) must be 1 or more"
@@ -84,7 +91,8 @@ class WebhookWorker:
         self.lease_s = lease_s if lease_s is not None else HOLD * sender.timeout_s + LEASE_MARGIN_S
         if self.lease_s <= sender.timeout_s:
             raise InvalidInput("lease_s must be longer than the sender's timeout_s")
-        self.worker_id = new_id("wrk_")
+        self.claimant = new_id("wrk_")
+        """Whom this worker's claims are held for."""
         # Claimed here and not yet sent, per endpoint: the requests in flight and those queued
         # behind them, at most ``HOLD * per_endpoint``. The queue lets a lane go on as soon as
         # its request is answered, without waiting for the store.
@@ -95,7 +103,8 @@ class WebhookWorker:
         self._wake = asyncio.Event()
         self._published = True
         self._freed = False
-        self._scheduled_at = -math.inf
+        self._scheduled_at: int | None = None
+        """When the last round scheduled, by the hub's clock."""
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
 
@@ -109,12 +118,8 @@ class WebhookWorker:
         self._track(self._reenable_logged())
         try:
             while True:
-                # Publishes ask for scheduling; otherwise it runs now and then, for agents whose
-                # sessions went away or did not acknowledge in time.
-                since = time.monotonic() - self._scheduled_at
-                schedule = self._published or since >= max(self.poll_interval_s, SCHEDULE_EVERY_S)
                 try:
-                    await self._round(schedule)
+                    await self._round(self._schedule_due())
                 except Exception:  # the loop's top level: log, keep going
                     log.exception("webhook round failed")
                 with contextlib.suppress(TimeoutError):
@@ -167,6 +172,16 @@ class WebhookWorker:
         except Exception:  # a background task's top level: log; the next start tries again
             log.exception("re-enabling endpoints allowed now failed")
 
+    def _schedule_due(self) -> bool:
+        """Publishes ask for scheduling; otherwise it runs now and then by the clock, for agents
+        whose sessions went away or did not acknowledge in time."""
+        if self._published or self._scheduled_at is None:
+            return True
+        since_ms = self.hub.now() - self._scheduled_at
+        every_ms = max(self.poll_interval_s, SCHEDULE_EVERY_S) * 1000
+        # A clock set back counts as due: waiting for it to catch up could take hours.
+        return not 0 <= since_ms < every_ms
+
     async def run_once(self) -> int:
         """Schedule, claim and start the due deliveries; returns how many were claimed."""
         return await self._round(schedule=True)
@@ -177,26 +192,18 @@ class WebhookWorker:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _round(self, schedule: bool) -> int:
-        endpoints = self.hub.endpoints
         if schedule:
-            self._published = False
-            self._scheduled_at = time.monotonic()
-            now = self.hub.now()
-            present = sorted(self.present())
-            limit = CLAIM_LIMIT * 10
-            scheduled = await endpoints.schedule(now, limit, not_agents=present)
-            if present:
-                scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
-            if scheduled >= limit:
-                self._published = True  # more to schedule: next round again
-        claimed = await endpoints.claim(
-            self.worker_id,
+            await self._schedule()
+        lease_ms = int(self.lease_s * 1000)
+        # Read before claiming: the store's lease starts no earlier, so this one ends no later.
+        claimed_until = self.hub.now() + lease_ms
+        claimed = await self.hub.endpoints.claim(
+            self.claimant,
             CLAIM_LIMIT,
-            int(self.lease_s * 1000),
+            lease_ms,
             per_endpoint=HOLD * self.per_endpoint,
             in_flight=self._held,
         )
-        claimed_until = time.monotonic() + self.lease_s
         for delivery, endpoint, event, agent in claimed:
             self._held[endpoint.id] += 1
             self._queues[endpoint.id].append(
@@ -209,6 +216,21 @@ class WebhookWorker:
                 self._lanes[endpoint_id] += 1
                 self._track(self._lane(endpoint_id))
         return len(claimed)
+
+    async def _schedule(self) -> None:
+        """Give open events their deliveries. The events of an agent that is present (see
+        ``present``) are held back until they have gone ``grace_s`` unacknowledged: its
+        session may still confirm them."""
+        self._published = False
+        self._scheduled_at = now = self.hub.now()
+        present = sorted(self.present())
+        limit = CLAIM_LIMIT * 10
+        endpoints = self.hub.endpoints
+        scheduled = await endpoints.schedule(now, limit, not_agents=present)
+        if present:
+            scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
+        if scheduled >= limit:
+            self._published = True  # more to schedule: next round again
 
     def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
@@ -225,7 +247,7 @@ class WebhookWorker:
                 try:
                     # Sent only while the claim outlasts the request: once it runs out, another
                     # worker may send it, so it is left to whoever claims it next.
-                    if claimed.until - time.monotonic() > self.sender.timeout_s:
+                    if claimed.until - self.hub.now() > self.sender.timeout_s * 1000:
                         outcome = await self._deliver(claimed)
                         if outcome is not None and outcome.disable:
                             # The endpoint refuses for good: what is queued for it stays in
@@ -245,7 +267,7 @@ class WebhookWorker:
             if self._held[endpoint_id] <= 0:
                 self._held.pop(endpoint_id, None)
 
-    async def _deliver(self, claimed: _Claimed) -> Outcome | None:
+    async def _deliver(self, claimed: _Claimed) -> SendOutcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
         try:
             outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
@@ -256,7 +278,7 @@ class WebhookWorker:
             log.exception("delivering %s to %s failed", event.id, endpoint.url)
             return None
 
-    def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: Outcome) -> Finished:
+    def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()
         mechanism = endpoint.kind.value
         if outcome.ok:
@@ -289,7 +311,7 @@ class WebhookWorker:
             disable_failing_since=now - self.disable_after_ms,
         )
 
-    def _next(self, now: int, tries: int, outcome: Outcome) -> int:
+    def _next(self, now: int, tries: int, outcome: SendOutcome) -> int:
         delay = self.schedule_s[tries] * random.uniform(1 - JITTER, 1 + JITTER)
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
@@ -302,8 +324,8 @@ class _Claimed:
     endpoint: Endpoint
     event: Event
     agent: Agent
-    until: float
-    """When the claim runs out, on the monotonic clock."""
+    until: int
+    """When the claim runs out, by the hub's clock (milliseconds)."""
 
 
 class _Batches:
