@@ -11,7 +11,8 @@ import pytest
 from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
-from herald.delivery.engine import DeliveryReport, Notifier
+from herald.delivery.cascade import PushReport
+from herald.delivery.engine import Notifier
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
 from herald.validation import parse_new_event
@@ -53,7 +54,7 @@ async def test_claude_code_receives_a_channel_notification(hub: Hub, notifier: N
 
 
 async def test_a_form_is_answered_and_the_answer_goes_to_the_sender(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     bob, _ = await hub.create_agent("bob")
@@ -75,7 +76,7 @@ async def test_a_form_is_answered_and_the_answer_goes_to_the_sender(
 
 
 async def test_a_form_answered_off_the_form_is_a_reply_without_data(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     answer = types.ElicitResult(action="accept", content={"ok": "sure"})
@@ -91,7 +92,7 @@ async def test_a_form_answered_off_the_form_is_a_reply_without_data(
 
 
 async def test_a_declined_form_is_delivered_and_a_cancelled_one_falls_back_to_text(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     declined = types.ElicitResult(action="decline")
@@ -119,7 +120,7 @@ async def test_without_channel_or_forms_a_log_message_arrives(hub: Hub, notifier
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_a_client_that_asks_for_warnings_only_gets_no_log_deliveries(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     async with connect(notifier, alice) as (client, received):
