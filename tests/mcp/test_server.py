@@ -15,6 +15,7 @@ from herald.delivery.cascade import PushReport
 from herald.delivery.engine import Notifier
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
+from herald.testing import ManualClock
 from herald.validation import parse_new_event
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
@@ -221,12 +222,14 @@ async def test_a_2026_07_28_client_is_served_by_its_tools_and_its_events_wait(
 
 
 async def test_unread_events_are_flagged_on_the_next_tool_result(
-    hub: Hub, notifier: Notifier
+    hub: Hub, notifier: Notifier, clock: ManualClock
 ) -> None:
-    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 1})
+    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 60})
     async with connect(notifier, alice, name="claude-code") as (client, received):
         await hub.publish("alice", "t", "unacknowledged")
         assert (await received.next())[0] == "notifications/claude/channel"
+        clock.advance(60)
+        notifier.wake_agents({alice.id})
         method, _ = await received.next()  # after the ack timeout: the next way
         assert method == "notifications/message"
         result = await client.call_tool("send_message", {"to": "alice", "text": "note to self"})
@@ -234,9 +237,9 @@ async def test_unread_events_are_flagged_on_the_next_tool_result(
 
 
 async def test_an_applications_own_server_gets_herald_attached(
-    hub: Hub, notifier: Notifier
+    hub: Hub, notifier: Notifier, clock: ManualClock
 ) -> None:
-    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 1})
+    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 60})
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         schema = {"type": "object", "properties": {}}
@@ -260,6 +263,8 @@ async def test_an_applications_own_server_gets_herald_attached(
         assert text_of(await client.call_tool("weather", {})) == "sunny"
         await hub.publish("alice", "t", "from the forum")
         assert (await received.next())[0] == "notifications/claude/channel"
+        clock.advance(60)
+        notifier.wake_agents({alice.id})
         await received.next()
         assert "1 unread event" in text_of(await client.call_tool("weather", {}))
 
