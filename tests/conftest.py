@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from herald import Hub, Notifier, open_store
-from herald.delivery.engine import DeliveryReport
+from herald.delivery.cascade import PushReport
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -112,13 +112,13 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
 
 
 @pytest.fixture
-def reports(notifier: Notifier) -> asyncio.Queue[DeliveryReport]:
+def reports(notifier: Notifier) -> asyncio.Queue[PushReport]:
     """Every attempt the test's ``notifier`` records, once its outcome is in the store."""
-    queue: asyncio.Queue[DeliveryReport] = asyncio.Queue()
+    queue: asyncio.Queue[PushReport] = asyncio.Queue()
     notifier.observe(queue.put_nowait)
     return queue
 
 
-async def next_report(reports: asyncio.Queue[DeliveryReport]) -> DeliveryReport:
+async def next_report(reports: asyncio.Queue[PushReport]) -> PushReport:
     async with asyncio.timeout(10):
         return await reports.get()

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities, detect, parse_overrides
+from herald.delivery.base import EVERY_PUSH_PATH, NO_PUSH_PATH
 from herald.errors import InvalidInput
+from herald.mcp.peer import push_paths_for
 
 RECORDED = Path(__file__).resolve().parent / "data" / "clients"
 
@@ -32,13 +34,13 @@ def from_initialize(message: dict[str, Any], **overrides: Any) -> Any:
 
 def test_claude_code_gets_channel_and_forms_on_the_legacy_era() -> None:
     caps = from_initialize(recorded("claude-code-2.1.328.initialize.json"))
-    assert caps.era == "legacy" and caps.can_push
+    assert caps.era == "legacy" and push_paths_for(caps.protocol_version) == EVERY_PUSH_PATH
     assert caps.channel and caps.elicitation_form and caps.elicitation_url and caps.log
     assert not caps.stream
     assert caps.ack_timeout_s == DEFAULT_ACK_TIMEOUT_S
 
 
-def test_the_claude_code_probe_on_2026_07_28_has_no_push_path() -> None:
+def test_the_claude_code_probe_on_2026_07_28_declares_forms_but_has_no_push_path() -> None:
     meta = recorded("claude-code-2.1.328.server-discover.json")["params"]["_meta"]
     caps = detect(
         transport="stdio",
@@ -46,8 +48,8 @@ def test_the_claude_code_probe_on_2026_07_28_has_no_push_path() -> None:
         client_info=meta["io.modelcontextprotocol/clientInfo"],
         client_capabilities=meta["io.modelcontextprotocol/clientCapabilities"],
     )
-    assert caps.era == "modern" and not caps.can_push
-    assert not (caps.channel or caps.elicitation_form or caps.stream or caps.log)
+    assert caps.era == "modern" and push_paths_for(caps.protocol_version) == NO_PUSH_PATH
+    assert caps.elicitation_form and caps.elicitation_url and not caps.stream
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,7 @@ def test_a_client_declares_the_event_stream_itself() -> None:
     assert caps.stream and caps.era == "legacy"
 
 
-def test_agent_overrides_switch_ways_but_never_make_a_push_path() -> None:
+def test_agent_overrides_switch_ways_whatever_the_era() -> None:
     claude = recorded("claude-code-2.1.328.initialize.json")
     caps = from_initialize(claude, channel=False, elicitation=False, ack_timeout_s=30)
     assert not caps.channel and not caps.elicitation_form and caps.ack_timeout_s == 30
@@ -108,7 +110,7 @@ def test_agent_overrides_switch_ways_but_never_make_a_push_path() -> None:
         client_capabilities=None,
         overrides={"channel": True},
     )
-    assert not modern.channel
+    assert modern.channel  # declared; pushed only if its peer offers a push path
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,12 @@
 """What one session can take, worked out once when it connects.
 
-Declared capabilities decide (elicitation form and url, the era's push path); a table of known
+Declared capabilities decide (elicitation form and url, the event stream); a table of known
 client profiles fills only what no handshake says (Claude Code does not announce channels); the
 agent's own delivery overrides have the last word. A client that changes with an update changes
 one row of ``CLIENT_PROFILES``, not code.
+
+Whether anything can be pushed at all is not the client's declaration but its connection's: the
+session's peer says which push paths it offers (``herald.delivery.base.Peer``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 from herald.errors import InvalidInput
 
 LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
-"""Protocol versions negotiated with ``initialize``: the server may push at any time."""
+"""Protocol versions negotiated with ``initialize``: a session in which the server may push at
+any time (``herald.mcp.peer.push_paths_for``)."""
 
 STREAM_CAPABILITY = "herald/events"
 """An ``experimental`` client capability: the client shows ``notifications/herald/event``."""
@@ -78,10 +82,6 @@ class DeliveryCapabilities:
     def era(self) -> str:
         return "legacy" if self.protocol_version in LEGACY_VERSIONS else "modern"
 
-    @property
-    def can_push(self) -> bool:
-        return self.era == "legacy"
-
     def logs(self, level: str = LOG_NOTICE) -> bool:
         """Whether a log message at ``level`` may be sent: the client reads logs and did not ask
         for more severe ones only."""
@@ -124,8 +124,9 @@ def detect(
 ) -> DeliveryCapabilities:
     """Work out what a session can take from its handshake (wire-shaped dicts, camelCase).
 
-    On a 2026-07-28 connection nothing can be pushed: the session is served by its tool calls
-    and its events wait in the store.
+    This is what the client declared, whatever its era; whether its connection can carry a push
+    is its peer's to say (on a 2026-07-28 connection nothing can be pushed today: the session is
+    served by its tool calls and its events wait in the store).
     """
     info = client_info or {}
     declared = client_capabilities or {}
@@ -136,8 +137,6 @@ def detect(
         client_name=info.get("name"),
         client_version=info.get("version"),
     )
-    if not caps.can_push:
-        return caps
     elicitation = declared.get("elicitation")
     if isinstance(elicitation, dict):
         # {} means form only (the 2025-06-18 reading); otherwise each mode is declared.
@@ -160,18 +159,18 @@ def detect(
 
 
 def apply_overrides(caps: DeliveryCapabilities, overrides: dict[str, Any]) -> DeliveryCapabilities:
-    """Switch ways on or off for one agent. A switched-on way still needs a push path."""
+    """Switch ways on or off for one agent. A switched-on way still needs a push path, which
+    only the session's connection (its peer) can offer."""
     changes: dict[str, Any] = {}
     if "ack_timeout_s" in overrides:
         changes["ack_timeout_s"] = float(overrides["ack_timeout_s"])
-    if caps.can_push:
-        for key in ("channel", "stream", "log"):
-            if key in overrides:
-                changes[key] = bool(overrides[key])
-        if overrides.get("elicitation") is False:
-            changes["elicitation_form"] = changes["elicitation_url"] = False
-        elif overrides.get("elicitation") is True:
-            changes["elicitation_form"] = True
+    for key in ("channel", "stream", "log"):
+        if key in overrides:
+            changes[key] = bool(overrides[key])
+    if overrides.get("elicitation") is False:
+        changes["elicitation_form"] = changes["elicitation_url"] = False
+    elif overrides.get("elicitation") is True:
+        changes["elicitation_form"] = True
     return replace(caps, **changes)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterable
 from typing import Any
 
-from herald.delivery.base import FormAnswer
+from herald.delivery.base import EVERY_PUSH_PATH, FormAnswer
 
 
 class ManualClock:
@@ -35,13 +36,19 @@ class RecordingPeer:
     Args:
         answer: what a form gets back (default: decline); an exception instance is raised instead.
         ready: whether pushes can reach it (flip ``peer.is_ready`` to change it later).
+        push_paths: what its connection offers (default: notifications and forms, as an MCP
+            session of the 2025 era); none, as a 2026-07-28 session: nothing is pushed to it.
     """
 
     def __init__(
-        self, answer: FormAnswer | BaseException | None = None, ready: bool = True
+        self,
+        answer: FormAnswer | BaseException | None = None,
+        ready: bool = True,
+        push_paths: Iterable[str] = EVERY_PUSH_PATH,
     ) -> None:
         self.answer = answer if answer is not None else FormAnswer("decline")
         self.is_ready = ready
+        self.push_paths = frozenset(push_paths)
         self.received: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
 
     def ready(self) -> bool:

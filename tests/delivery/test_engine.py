@@ -1,25 +1,36 @@
-"""The cascade, driven through the notification service with recording peers."""
+"""The cascade, driven through the notification service with recording peers. Time is the
+hub's clock, moved by hand: a deadline passes when the test says so."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from herald import EventStatus, Hub
 from herald.capabilities import DeliveryCapabilities, detect
-from herald.delivery.base import FormAnswer
-from herald.delivery.engine import DeliveryReport, Notifier
+from herald.delivery.base import NO_PUSH_PATH, FormAnswer
+from herald.delivery.cascade import PushReport
+from herald.delivery.engine import Notifier
+from herald.delivery.mechanisms import Channel, Elicitation, Log
 from herald.models import Agent, Event, Reply
-from herald.testing import RecordingPeer
+from herald.testing import ManualClock, RecordingPeer
 from herald.validation import parse_new_event
 from tests.conftest import next_report
 
 pytestmark = pytest.mark.anyio
 
 FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+ACK_TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
+    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -57,7 +68,7 @@ async def attempts(hub: Hub, event_id: str) -> list[tuple[str, str]]:
 
 
 async def test_a_claude_code_session_gets_a_channel_tag_and_the_event_is_only_sent(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice = await agent(hub)
     peer = RecordingPeer()
@@ -74,7 +85,7 @@ async def test_a_claude_code_session_gets_a_channel_tag_and_the_event_is_only_se
 
 
 async def test_an_interactive_event_becomes_a_form_whose_answer_is_a_reply(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice = await agent(hub)
     replies: list[tuple[Event, Reply]] = []
@@ -100,7 +111,7 @@ async def test_an_interactive_event_becomes_a_form_whose_answer_is_a_reply(
 
 
 async def test_an_instant_cancel_falls_through_to_text(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice = await agent(hub)
     peer = RecordingPeer(answer=FormAnswer("cancel"))
@@ -116,7 +127,7 @@ async def test_an_instant_cancel_falls_through_to_text(
 
 
 async def test_a_failing_form_falls_through_and_the_failure_is_recorded(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice = await agent(hub)
     peer = RecordingPeer(answer=RuntimeError("client went away"))
@@ -132,27 +143,53 @@ async def test_a_failing_form_falls_through_and_the_failure_is_recorded(
     assert found[0].outcome == "failed" and "client went away" in (found[0].error or "")
 
 
-async def test_without_a_push_path_the_event_waits_in_the_store(
+async def test_without_a_push_path_nothing_is_pushed_whatever_the_client_declared(
     hub: Hub, notifier: Notifier
 ) -> None:
     alice = await agent(hub)
     modern = detect(
         transport="memory",
         protocol_version="2026-07-28",
-        client_info=None,
-        client_capabilities=None,
+        client_info={"name": "claude-code", "version": "1"},
+        client_capabilities={"elicitation": {"form": {}}},
+        overrides={"channel": True},
     )
-    notifier.connect("s1", alice, modern, RecordingPeer())
+    assert modern.channel and modern.elicitation_form and modern.log  # declared, switched on
+    peer = RecordingPeer(push_paths=NO_PUSH_PATH)
+    notifier.connect("s1", alice, modern, peer)
     published = await hub.publish("alice", "t", "waits")
+    # Its tool results are all it gets: they flag every open event at once.
+    assert await notifier.reminder(alice, "s1") == (
+        "herald: 1 unread event: call inbox to read, then ack."
+    )
     assert [e.id for e in await hub.inbox(alice)] == [published.event.id]
+    assert peer.received.empty()
 
 
-async def test_unacknowledged_pushes_escalate_and_are_flagged(hub: Hub, notifier: Notifier) -> None:
+async def test_a_session_that_can_be_pushed_to_is_flagged_only_of_overdue_events(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
+) -> None:
+    alice = await agent(hub)
+    notifier.connect("s1", alice, caps("claude-code"), RecordingPeer())
+    await hub.publish("alice", "t", "pushed just now")
+    await next_report(reports)
+    assert await notifier.reminder(alice, "s1") is None
+
+
+async def test_unacknowledged_pushes_escalate_when_their_deadline_passes_and_are_flagged(
+    hub: Hub, notifier: Notifier, clock: ManualClock
+) -> None:
     alice = await agent(hub)
     peer = RecordingPeer()
-    notifier.connect("s1", alice, caps("claude-code", ack_timeout_s=0.05), peer)
+    notifier.connect("s1", alice, caps("claude-code", ack_timeout_s=ACK_TIMEOUT_S), peer)
     published = await hub.publish("alice", "t", "are you there?")
     assert (await peer.next())[0] == "notifications/claude/channel"
+    clock.advance(ACK_TIMEOUT_S - 1)
+    await hub.publish("alice", "t", "a second one")  # wakes the session: the first is not due
+    method, params = await peer.next()
+    assert method == "notifications/claude/channel" and params["meta"]["seq"] == "2"
+    clock.advance(1)
+    notifier.wake_session("s1")
     method, params = await peer.next()
     assert method == "notifications/message" and params["data"]["event_id"] == published.event.id
     assert await notifier.reminder(alice) == "herald: 1 unread event: call inbox to read, then ack."
@@ -160,16 +197,46 @@ async def test_unacknowledged_pushes_escalate_and_are_flagged(hub: Hub, notifier
     assert await notifier.reminder(alice) is None
 
 
-async def test_an_acknowledged_push_does_not_escalate(hub: Hub, notifier: Notifier) -> None:
+async def test_an_acknowledged_push_does_not_escalate(
+    hub: Hub, notifier: Notifier, clock: ManualClock
+) -> None:
     alice = await agent(hub)
     peer = RecordingPeer()
-    notifier.connect("s1", alice, caps("claude-code", ack_timeout_s=0.05), peer)
+    notifier.connect("s1", alice, caps("claude-code", ack_timeout_s=ACK_TIMEOUT_S), peer)
     first = await hub.publish("alice", "t", "one")
     await peer.next()
     await hub.ack(alice, ids=[first.event.id])
     await hub.publish("alice", "t", "two")
     method, params = await peer.next()
     assert method == "notifications/claude/channel" and params["meta"]["seq"] == "2"
+    clock.advance(ACK_TIMEOUT_S)
+    notifier.wake_session("s1")
+    method, params = await peer.next()  # only the second is still unacknowledged
+    assert method == "notifications/message" and params["data"]["seq"] == 2
+
+
+async def test_a_cancel_after_the_person_took_their_time_is_an_answer(hub: Hub) -> None:
+    reaction = ManualClock()
+
+    class SlowPerson(RecordingPeer):
+        async def elicit(
+            self, message: str, schema: dict[str, Any], timeout_s: float
+        ) -> FormAnswer:
+            reaction.advance(5)
+            return await super().elicit(message, schema, timeout_s)
+
+    service = Notifier(hub, mechanisms=[Channel(), Elicitation(timer=reaction), Log()])
+    reports: asyncio.Queue[PushReport] = asyncio.Queue()
+    service.observe(reports.put_nowait)
+    try:
+        alice = await agent(hub)
+        service.connect("s1", alice, caps(elicitation=True), SlowPerson(FormAnswer("cancel")))
+        (published,) = await hub.publish_many([_interactive("alice")])
+        report = await next_report(reports)
+        assert (report.mechanism, report.result.outcome.value) == ("elicitation", "delivered")
+        assert (await hub.get_event(published.event.id))[0].status is EventStatus.DELIVERED
+    finally:
+        await service.close()
 
 
 async def test_a_long_backlog_arrives_as_one_summary(hub: Hub, notifier: Notifier) -> None:

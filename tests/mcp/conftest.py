@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -17,6 +18,7 @@ from herald import Hub
 from herald.delivery.engine import Notifier
 from herald.mcp import create_server
 from herald.models import Agent
+from herald.testing import ManualClock
 from mcp import Client
 
 
@@ -58,6 +60,13 @@ class HeraldNotifications(ClientExtension):
             return NotificationBinding(method=method, params_type=AnyParams, handler=handler)
 
         return [binding("notifications/claude/channel"), binding("notifications/herald/event")]
+
+
+@pytest.fixture
+async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
+    """A hub whose clock moves only when the test says: deadlines pass at once, when told."""
+    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as opened:
+        yield opened
 
 
 @pytest.fixture

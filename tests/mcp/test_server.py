@@ -11,9 +11,11 @@ import pytest
 from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
-from herald.delivery.engine import DeliveryReport, Notifier
+from herald.delivery.cascade import PushReport
+from herald.delivery.engine import Notifier
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
+from herald.testing import ManualClock
 from herald.validation import parse_new_event
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
@@ -53,7 +55,7 @@ async def test_claude_code_receives_a_channel_notification(hub: Hub, notifier: N
 
 
 async def test_a_form_is_answered_and_the_answer_goes_to_the_sender(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     bob, _ = await hub.create_agent("bob")
@@ -75,7 +77,7 @@ async def test_a_form_is_answered_and_the_answer_goes_to_the_sender(
 
 
 async def test_a_form_answered_off_the_form_is_a_reply_without_data(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     answer = types.ElicitResult(action="accept", content={"ok": "sure"})
@@ -91,7 +93,7 @@ async def test_a_form_answered_off_the_form_is_a_reply_without_data(
 
 
 async def test_a_declined_form_is_delivered_and_a_cancelled_one_falls_back_to_text(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     declined = types.ElicitResult(action="decline")
@@ -119,7 +121,7 @@ async def test_without_channel_or_forms_a_log_message_arrives(hub: Hub, notifier
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_a_client_that_asks_for_warnings_only_gets_no_log_deliveries(
-    hub: Hub, notifier: Notifier, reports: asyncio.Queue[DeliveryReport]
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice, _ = await hub.create_agent("alice")
     async with connect(notifier, alice) as (client, received):
@@ -220,12 +222,14 @@ async def test_a_2026_07_28_client_is_served_by_its_tools_and_its_events_wait(
 
 
 async def test_unread_events_are_flagged_on_the_next_tool_result(
-    hub: Hub, notifier: Notifier
+    hub: Hub, notifier: Notifier, clock: ManualClock
 ) -> None:
-    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 1})
+    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 60})
     async with connect(notifier, alice, name="claude-code") as (client, received):
         await hub.publish("alice", "t", "unacknowledged")
         assert (await received.next())[0] == "notifications/claude/channel"
+        clock.advance(60)
+        notifier.wake_agents({alice.id})
         method, _ = await received.next()  # after the ack timeout: the next way
         assert method == "notifications/message"
         result = await client.call_tool("send_message", {"to": "alice", "text": "note to self"})
@@ -233,9 +237,9 @@ async def test_unread_events_are_flagged_on_the_next_tool_result(
 
 
 async def test_an_applications_own_server_gets_herald_attached(
-    hub: Hub, notifier: Notifier
+    hub: Hub, notifier: Notifier, clock: ManualClock
 ) -> None:
-    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 1})
+    alice, _ = await hub.create_agent("alice", delivery={"ack_timeout_s": 60})
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         schema = {"type": "object", "properties": {}}
@@ -259,6 +263,8 @@ async def test_an_applications_own_server_gets_herald_attached(
         assert text_of(await client.call_tool("weather", {})) == "sunny"
         await hub.publish("alice", "t", "from the forum")
         assert (await received.next())[0] == "notifications/claude/channel"
+        clock.advance(60)
+        notifier.wake_agents({alice.id})
         await received.next()
         assert "1 unread event" in text_of(await client.call_tool("weather", {}))
 

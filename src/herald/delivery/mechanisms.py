@@ -8,8 +8,16 @@ from typing import ClassVar
 
 from herald.capabilities import LOG_NOTICE, DeliveryCapabilities
 from herald.delivery import render
-from herald.delivery.base import Mechanism, Outcome, Peer, Result
+from herald.delivery.base import (
+    REQUESTS,
+    Mechanism,
+    Notification,
+    Peer,
+    PushOutcome,
+    PushResult,
+)
 from herald.models import Event
+from herald.times import Clock
 
 CHANNEL_METHOD = "notifications/claude/channel"
 STREAM_METHOD = "notifications/herald/event"
@@ -21,40 +29,65 @@ class Channel(Mechanism):
 
     name: ClassVar[str] = "channel"
 
-    def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
-        return caps.can_push and caps.channel
+    def reaches(self, caps: DeliveryCapabilities) -> bool:
+        return caps.channel
 
-    async def send(self, peer: Peer, event: Event) -> Result:
+    async def send(self, peer: Peer, event: Event) -> PushResult:
         params = {"content": render.channel_content(event), "meta": render.channel_meta(event)}
         await peer.notify(CHANNEL_METHOD, params)
-        return Result(Outcome.SENT)
+        return PushResult(PushOutcome.SENT)
+
+    def backlog_summary(self, count: int, oldest: Event) -> Notification:
+        meta = {"type": "herald.backlog", "unread": str(count)}
+        return Notification(
+            CHANNEL_METHOD, {"content": render.summary(count, oldest), "meta": meta}
+        )
 
 
 class Elicitation(Mechanism):
     """A form for an interactive event. Accept or decline is delivered (an accepted answer is
-    routed back as a reply); an instant cancel means no one is there, and falls through."""
+    routed back as a reply); an instant cancel means no one is there, and falls through.
+
+    Args:
+        timeout_s: how long a form may wait for its answer.
+        instant_cancel_s: a cancel sooner than this is no one's answer but the client's.
+        timer: measures how long the person took. A reaction time is a duration on this
+            process, not a deadline kept in the store, so it is the monotonic clock: the hub's
+            wall clock may jump, and a test's hand-moved clock stands still while a real
+            client answers.
+    """
 
     name: ClassVar[str] = "elicitation"
+    needs: ClassVar[frozenset[str]] = frozenset({REQUESTS})
+    waits_for_answer: ClassVar[bool] = True
 
-    def __init__(self, timeout_s: float = 600.0, instant_cancel_s: float = 1.0) -> None:
+    def __init__(
+        self, timeout_s: float = 600.0, instant_cancel_s: float = 1.0, timer: Clock = time.monotonic
+    ) -> None:
         self.timeout_s = timeout_s
         self.instant_cancel_s = instant_cancel_s
+        self.timer = timer
+
+    def reaches(self, caps: DeliveryCapabilities) -> bool:
+        return caps.elicitation_form
 
     def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
-        return caps.can_push and caps.elicitation_form and event.interactive
+        return self.reaches(caps) and event.interactive
 
-    async def send(self, peer: Peer, event: Event) -> Result:
+    async def send(self, peer: Peer, event: Event) -> PushResult:
         assert event.reply_schema is not None
-        started = time.monotonic()
+        started = self.timer()
         try:
             answer = await peer.elicit(render.headline(event), event.reply_schema, self.timeout_s)
         except Exception as exc:  # any failure of the client falls through to text
-            return Result(Outcome.FAILED, f"elicitation failed: {exc or type(exc).__name__}")
+            return PushResult(
+                PushOutcome.FAILED, f"elicitation failed: {exc or type(exc).__name__}"
+            )
         if answer.action in ("accept", "decline"):
-            return Result(Outcome.DELIVERED, answer=answer)
-        if time.monotonic() - started < self.instant_cancel_s:
-            return Result(Outcome.FAILED, "cancelled at once: no one is there to answer")
-        return Result(Outcome.DELIVERED, answer=answer)
+            return PushResult(PushOutcome.DELIVERED, answer=answer)
+        if self.timer() - started < self.instant_cancel_s:
+            return PushResult(PushOutcome.FAILED, "cancelled at once: no one is there to answer")
+        return PushResult(PushOutcome.DELIVERED, answer=answer)
 
 
 class Stream(Mechanism):
@@ -62,12 +95,16 @@ class Stream(Mechanism):
 
     name: ClassVar[str] = "stream"
 
-    def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
-        return caps.can_push and caps.stream
+    def reaches(self, caps: DeliveryCapabilities) -> bool:
+        return caps.stream
 
-    async def send(self, peer: Peer, event: Event) -> Result:
+    async def send(self, peer: Peer, event: Event) -> PushResult:
         await peer.notify(STREAM_METHOD, {"event": event.to_json(), "text": render.as_text(event)})
-        return Result(Outcome.SENT)
+        return PushResult(PushOutcome.SENT)
+
+    def backlog_summary(self, count: int, oldest: Event) -> Notification:
+        text = render.summary(count, oldest)
+        return Notification(STREAM_METHOD, {"summary": {"unread": count}, "text": text})
 
 
 class Log(Mechanism):
@@ -75,13 +112,17 @@ class Log(Mechanism):
 
     name: ClassVar[str] = "log"
 
-    def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
-        return caps.can_push and caps.logs(LOG_NOTICE)
+    def reaches(self, caps: DeliveryCapabilities) -> bool:
+        return caps.logs(LOG_NOTICE)
 
-    async def send(self, peer: Peer, event: Event) -> Result:
+    async def send(self, peer: Peer, event: Event) -> PushResult:
         data = {"text": render.as_text(event), "event_id": event.id, "seq": event.seq}
         await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": data})
-        return Result(Outcome.SENT)
+        return PushResult(PushOutcome.SENT)
+
+    def backlog_summary(self, count: int, oldest: Event) -> Notification:
+        text = render.summary(count, oldest)
+        return Notification(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": text})
 
 
 def default_mechanisms() -> list[Mechanism]:

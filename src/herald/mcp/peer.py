@@ -9,7 +9,8 @@ import mcp_types as types
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 
-from herald.delivery.base import FormAnswer
+from herald.capabilities import LEGACY_VERSIONS
+from herald.delivery.base import EVERY_PUSH_PATH, NO_PUSH_PATH, FormAnswer
 
 
 def connection_of(session: ServerSession) -> Connection:
@@ -25,14 +26,24 @@ def session_id_of(session: ServerSession) -> str:
     return connection.session_id or f"conn-{id(connection):x}"
 
 
+def push_paths_for(protocol_version: str) -> frozenset[str]:
+    """What an MCP session of this protocol version lets the server send unasked: anything in
+    the 2025 era (notifications, and requests such as a form); nothing on 2026-07-28, whose
+    server only answers. A push path of that era (``subscriptions/listen``, MCP Events) would be
+    a peer of its own."""
+    return EVERY_PUSH_PATH if protocol_version in LEGACY_VERSIONS else NO_PUSH_PATH
+
+
 class SessionPeer:
     """Pushes through one MCP connection. ``ready`` says whether a push can reach the client
-    now (over streamable HTTP: whether its GET stream is open)."""
+    now (over streamable HTTP: whether its GET stream is open); the push paths follow from the
+    session's protocol version."""
 
     def __init__(self, session: ServerSession, ready: Callable[[], bool] = lambda: True) -> None:
         self._session = session
         self._connection = connection_of(session)
         self._ready = ready
+        self.push_paths = push_paths_for(session.protocol_version)
 
     def ready(self) -> bool:
         return self._ready()

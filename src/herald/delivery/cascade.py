@@ -1,0 +1,192 @@
+"""The cascade: for one event and one session, the ways richest first, until one gets through.
+
+It asks each way what it declares (the push paths it needs, what the session must have declared,
+whether it waits for an answer, how it tells of a backlog) and never names one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
+from herald.delivery.sessions import LiveSession, Unconfirmed
+from herald.errors import InvalidInput
+from herald.hub import Hub
+from herald.models import Attempt, Event, EventStatus
+
+log = logging.getLogger("herald.delivery")
+
+NO_WAY = PushResult(PushOutcome.FAILED, "no way to push: waits for inbox")
+"""Recorded as the ``store`` attempt when every way failed or none fits."""
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """One recorded attempt: which session, which event, which way, what came of it."""
+
+    session_id: str
+    event: Event
+    mechanism: str
+    result: PushResult
+
+
+@dataclass
+class PendingWrites:
+    """What a round of pushes leaves for the store: written together, in one or two trips."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    reports: list[PushReport] = field(default_factory=list)
+
+    def add(self, attempt: Attempt, sent: str | None, report: PushReport) -> None:
+        self.attempts.append(attempt)
+        if sent is not None:
+            self.sent.append(sent)
+        self.reports.append(report)
+
+
+class Cascade:
+    """Walks the ways, richest first, for one event to one session, and records each attempt.
+
+    Args:
+        hub: where attempts and their outcomes are written.
+        mechanisms: the ways, richest first.
+    """
+
+    def __init__(self, hub: Hub, mechanisms: list[Mechanism]) -> None:
+        self.hub = hub
+        self.mechanisms = mechanisms
+        self._observers: list[Callable[[PushReport], None]] = []
+
+    def observe(self, observer: Callable[[PushReport], None]) -> None:
+        self._observers.append(observer)
+
+    def _ways(self, session: LiveSession, start: int = 0) -> list[tuple[int, Mechanism]]:
+        """The ways, from ``start``, that this session's peer and declarations allow."""
+        return [
+            (index, mechanism)
+            for index, mechanism in enumerate(self.mechanisms)
+            if index >= start and mechanism.fits(session.peer) and mechanism.reaches(session.caps)
+        ]
+
+    def pushes_now(self, session: LiveSession) -> bool:
+        """Whether any event can be pushed to the session now, one way or another (a way that
+        waits for an answer only asks, and only some events)."""
+        ways = self._ways(session)
+        return session.peer.ready() and any(not m.waits_for_answer for _, m in ways)
+
+    async def offer(
+        self, session: LiveSession, event: Event, writes: PendingWrites, start: int = 0
+    ) -> None:
+        """Push ``event`` the richest way that takes it, from the ``start``-th way on."""
+        for index, mechanism in self._ways(session, start):
+            if not mechanism.can_serve(session.caps, event):
+                continue
+            if mechanism.waits_for_answer:
+                # It waits for a person: it must not hold up the events behind it.
+                session.run_beside(self._ask(session, event, index))
+                return
+            if await self._try(session, event, index, writes) is not PushOutcome.FAILED:
+                return
+        writes.add(*self._written(session, event, "store", NO_WAY, sent=False))
+
+    async def summarise(self, session: LiveSession, count: int, oldest: Event) -> None:
+        """Tell the session of a backlog of ``count`` events in one notification, the richest
+        way that can, instead of one push each."""
+        for _, mechanism in self._ways(session):
+            summary = mechanism.backlog_summary(count, oldest)
+            if summary is not None:
+                await session.peer.notify(summary.method, summary.params)
+                break
+        attempt = Attempt(
+            oldest.id, self.hub.now(), "summary", "sent", session.id, f"{count} unread"
+        )
+        await self.hub.record_attempts([attempt])
+
+    async def _ask(self, session: LiveSession, event: Event, index: int) -> None:
+        writes = PendingWrites()
+        try:
+            if await self._try(session, event, index, writes) is PushOutcome.FAILED:
+                await self.offer(session, event, writes, index + 1)
+            await self.flush(session, writes)
+        except Exception:  # a task of its own: log, and leave the event in the store
+            log.exception("form delivery of %s to session %s failed", event.id, session.id)
+
+    async def _try(
+        self, session: LiveSession, event: Event, index: int, writes: PendingWrites
+    ) -> PushOutcome:
+        mechanism = self.mechanisms[index]
+        try:
+            result = await mechanism.send(session.peer, event)
+        except Exception as exc:  # a mechanism's failure is recorded and the next way tried
+            result = PushResult(PushOutcome.FAILED, f"{type(exc).__name__}: {exc}")
+        if result.outcome is PushOutcome.DELIVERED:
+            await self._confirmed(session, event, mechanism.name, result, writes)
+            return result.outcome
+        sent = result.outcome is PushOutcome.SENT
+        writes.add(*self._written(session, event, mechanism.name, result, sent=sent))
+        if sent:
+            session.unconfirmed[event.id] = Unconfirmed(event, index, self.hub.clock())
+        return result.outcome
+
+    async def _confirmed(
+        self,
+        session: LiveSession,
+        event: Event,
+        mechanism: str,
+        result: PushResult,
+        writes: PendingWrites,
+    ) -> None:
+        """Written at once: what came before, the attempt, then what it confirms."""
+        await self.flush(session, writes)
+        attempt, _, report = self._written(session, event, mechanism, result, sent=False)
+        await self.hub.record_attempts([attempt])
+        answer = result.answer
+        if answer is not None and answer.action == "accept":
+            await self._reply_with(session, event, answer)
+        else:
+            await self.hub.confirm(session.agent.id, event.id, session.id)
+        self._report(report)
+
+    async def _reply_with(self, session: LiveSession, event: Event, answer: FormAnswer) -> None:
+        """An accepted form is the agent's reply. Content that does not fit the form (a client
+        that did not check it) is kept as the reply's text, not passed on as data the sender
+        would misread."""
+        text = _answer_text(answer)
+        try:
+            await self.hub.reply(session.agent, event.id, text, answer.content)
+        except InvalidInput as exc:
+            log.warning("session %s answered %s off its form: %s", session.id, event.id, exc)
+            await self.hub.reply(session.agent, event.id, text, None)
+
+    def _written(
+        self, session: LiveSession, event: Event, mechanism: str, result: PushResult, *, sent: bool
+    ) -> tuple[Attempt, str | None, PushReport]:
+        """The attempt to record, the event to mark sent (a pending one pushed), the report."""
+        attempt = Attempt(
+            event.id, self.hub.now(), mechanism, result.outcome.value, session.id, result.error
+        )
+        marks = event.id if sent and event.status is EventStatus.PENDING else None
+        return attempt, marks, PushReport(session.id, event, mechanism, result)
+
+    async def flush(self, session: LiveSession, writes: PendingWrites) -> None:
+        """Write a round's attempts and sent marks at once, then tell the observers."""
+        if writes.sent:
+            await self.hub.mark_sent(session.agent.id, writes.sent)
+        if writes.attempts:
+            await self.hub.record_attempts(writes.attempts)
+        reports, writes.reports = writes.reports, []
+        writes.attempts, writes.sent = [], []
+        for report in reports:
+            self._report(report)
+
+    def _report(self, report: PushReport) -> None:
+        for observer in self._observers:
+            observer(report)
+
+
+def _answer_text(answer: FormAnswer) -> str:
+    fields = ", ".join(f"{key}={value}" for key, value in (answer.content or {}).items())
+    return f"answered the form: {fields}" if fields else "answered the form"

@@ -1,0 +1,115 @@
+"""What runs for one live session: its backlog first, then each new event, and the escalation of
+pushes not acknowledged in time.
+
+The store is the truth: the worker reads open events after what it has offered, so a lost
+wake-up costs latency (until the next poll), never an event. Deadlines are kept by the hub's
+clock; only the worker's waits between looks are real time, and bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from herald.delivery.cascade import Cascade, PendingWrites
+from herald.delivery.sessions import LiveSession
+from herald.hub import Hub
+
+log = logging.getLogger("herald.delivery")
+
+PAGE = 100
+
+
+class SessionWorker:
+    """Offers one session its agent's events through the cascade, for as long as it lives.
+
+    Args:
+        hub: where the events are read.
+        cascade: how each event is pushed.
+        session: the session served.
+        backlog_limit: a backlog longer than this arrives as one summary.
+        poll_interval_s: the longest wait between looks at the store without a wake-up.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        cascade: Cascade,
+        session: LiveSession,
+        *,
+        backlog_limit: int,
+        poll_interval_s: float,
+    ) -> None:
+        self.hub = hub
+        self.cascade = cascade
+        self.session = session
+        self.backlog_limit = backlog_limit
+        self.poll_interval_s = poll_interval_s
+
+    async def run(self) -> None:
+        """Serve until cancelled (the session ended)."""
+        session = self.session
+        try:
+            backlog_offered = False
+            while True:
+                if session.peer.ready():
+                    if not backlog_offered:
+                        await self.offer_backlog()
+                        backlog_offered = True
+                    await self.offer_new()
+                    await self.escalate()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.next_wait()):
+                        await session.wake.wait()
+                session.wake.clear()
+        except Exception:  # the worker's top level: log, and leave the events in the store
+            log.exception("delivery to session %s stopped", session.id)
+
+    def next_wait(self) -> float:
+        """Real seconds until the next look: the poll interval, or less when a push falls due
+        (by the hub's clock) sooner."""
+        wait = self.poll_interval_s
+        now = self.hub.clock()
+        timeout = self.session.caps.ack_timeout_s
+        for pushed in self.session.unconfirmed.values():
+            wait = min(wait, pushed.at + timeout - now)
+        return max(wait, 0.0)
+
+    async def offer_backlog(self) -> None:
+        """A backlog longer than the limit is told in one summary and not pushed one by one;
+        a shorter one is left to ``offer_new``, in order."""
+        session = self.session
+        agent_id = session.agent.id
+        first = await self.hub.open_events(agent_id, 0, self.backlog_limit + 1)
+        if len(first) <= self.backlog_limit:
+            return
+        count, last = len(first), first[-1]
+        while page := await self.hub.open_events(agent_id, last.seq, PAGE):
+            count, last = count + len(page), page[-1]
+        await self.cascade.summarise(session, count, first[0])
+        session.offered_through = last.seq
+
+    async def offer_new(self) -> None:
+        session = self.session
+        while events := await self.hub.open_events(session.agent.id, session.offered_through, PAGE):
+            writes = PendingWrites()
+            for event in events:
+                await self.cascade.offer(session, event, writes)
+                session.offered_through = event.seq
+            await self.cascade.flush(session, writes)
+
+    async def escalate(self) -> None:
+        """Events sent but not acknowledged in time go on down the cascade."""
+        session = self.session
+        now = self.hub.clock()
+        timeout = session.caps.ack_timeout_s
+        due = [p for p in session.unconfirmed.values() if now - p.at >= timeout]
+        writes = PendingWrites()
+        for pushed in due:
+            del session.unconfirmed[pushed.event.id]
+            current = await self.hub.find_event(pushed.event.id)
+            if current is None or not current.status.is_open:
+                continue
+            await self.cascade.offer(session, current, writes, pushed.mechanism_index + 1)
+        await self.cascade.flush(session, writes)

@@ -1,0 +1,157 @@
+"""The live sessions of this process: where each session starts and ends, who waits for them,
+and how they are woken. What is pushed to a session is its worker's business."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from herald.capabilities import DeliveryCapabilities
+from herald.delivery.base import Peer
+from herald.models import Agent, Event
+from herald.times import Clock
+
+log = logging.getLogger("herald.delivery")
+
+
+@dataclass
+class Unconfirmed:
+    """An event pushed to a session that cannot confirm, and not acknowledged yet."""
+
+    event: Event
+    mechanism_index: int
+    """Where in the cascade it went: an escalation goes on from the next way."""
+    at: float
+    """When, by the hub's clock (seconds)."""
+
+
+@dataclass(eq=False)
+class LiveSession:
+    """A live connection of an agent's client: presence, where to push, and what it was offered."""
+
+    id: str
+    agent: Agent
+    caps: DeliveryCapabilities
+    peer: Peer
+    connected_at: float
+    """When it connected, by the hub's clock (seconds)."""
+    offered_through: int = 0
+    unconfirmed: dict[str, Unconfirmed] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    awaiting_answers: set[asyncio.Task[None]] = field(default_factory=set)
+    """Pushes that wait for a person (forms), run beside the session's loop."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "agent": self.agent.id, "capabilities": self.caps.to_json()}
+
+    def run_beside(self, work: Awaitable[None]) -> None:
+        """Run ``work`` beside the session's loop; it ends with the session."""
+        task = asyncio.ensure_future(work)
+        self.awaiting_answers.add(task)
+        task.add_done_callback(self.awaiting_answers.discard)
+
+
+Serve = Callable[[LiveSession], Coroutine[Any, Any, None]]
+"""What runs for a session whose peer can be pushed to, for as long as it lives."""
+
+
+class SessionRegistry:
+    """The live sessions of this process, by id and by agent.
+
+    ``connect`` and ``disconnect`` are the one place a session starts and ends.
+
+    Args:
+        clock: the hub's clock, for when a session connected.
+        serve: run for each session whose peer offers a push path, cancelled when it ends.
+    """
+
+    def __init__(self, clock: Clock, serve: Serve) -> None:
+        self._clock = clock
+        self._serve = serve
+        self._sessions: dict[str, LiveSession] = {}
+        self._by_agent: dict[str, set[str]] = {}
+        self._presence = asyncio.Condition()
+        self._background: set[asyncio.Task[None]] = set()
+
+    def connect(
+        self, session_id: str, agent: Agent, caps: DeliveryCapabilities, peer: Peer
+    ) -> LiveSession:
+        """Register a live session (one of the same id ends first) and start serving it."""
+        self.disconnect(session_id)
+        session = LiveSession(session_id, agent, caps, peer, connected_at=self._clock())
+        self._sessions[session_id] = session
+        self._by_agent.setdefault(agent.id, set()).add(session_id)
+        if peer.push_paths:
+            session.task = asyncio.create_task(
+                self._serve(session), name=f"herald-session-{session_id}"
+            )
+        log.info("session %s of %s connected: %s", session_id, agent.handle, caps.to_json())
+        self._announce_presence()
+        return session
+
+    def disconnect(self, session_id: str) -> None:
+        """Forget a session; what it did not confirm stays open in the store."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        ids = self._by_agent.get(session.agent.id, set())
+        ids.discard(session_id)
+        if not ids:
+            self._by_agent.pop(session.agent.id, None)
+        for task in [session.task, *session.awaiting_answers]:
+            if task is not None:
+                task.cancel()
+        log.info("session %s of %s disconnected", session_id, session.agent.handle)
+        self._announce_presence()
+
+    def disconnect_all(self) -> None:
+        for session_id in list(self._sessions):
+            self.disconnect(session_id)
+
+    def _announce_presence(self) -> None:
+        async def announce() -> None:
+            async with self._presence:
+                self._presence.notify_all()
+
+        with contextlib.suppress(RuntimeError):  # no running loop: nobody can be waiting
+            task = asyncio.get_running_loop().create_task(announce())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def wait_for_sessions(
+        self, agent_id: str, count: int = 1, timeout_s: float = 10.0
+    ) -> None:
+        """Wait until the agent has ``count`` live sessions (exactly).
+
+        Raises:
+            TimeoutError: it did not happen in time.
+        """
+        async with asyncio.timeout(timeout_s), self._presence:
+            await self._presence.wait_for(lambda: len(self.sessions_of(agent_id)) == count)
+
+    def session(self, session_id: str) -> LiveSession | None:
+        return self._sessions.get(session_id)
+
+    def present_agents(self) -> set[str]:
+        """The agents with a live session in this process."""
+        return set(self._by_agent)
+
+    def sessions_of(self, agent_id: str) -> list[LiveSession]:
+        return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]
+
+    def wake_session(self, session_id: str) -> None:
+        """Have a session look again now (its stream opened, say)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.wake.set()
+
+    def wake_agents(self, agent_ids: set[str]) -> None:
+        """Have every session of these agents look again now (they have new events)."""
+        for agent_id in agent_ids:
+            for session in self.sessions_of(agent_id):
+                session.wake.set()
