@@ -12,9 +12,9 @@ from herald import EventStatus, Hub
 from herald.capabilities import DeliveryCapabilities, detect
 from herald.delivery.base import FormAnswer
 from herald.delivery.engine import DeliveryReport, Notifier
+from herald.inputs.events import parse_new_event
 from herald.models import Agent, Event, Reply
 from herald.testing import RecordingPeer
-from herald.validation import parse_new_event
 from tests.conftest import next_report
 
 pytestmark = pytest.mark.anyio

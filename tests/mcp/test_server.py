@@ -12,9 +12,9 @@ from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
 from herald.delivery.engine import DeliveryReport, Notifier
+from herald.inputs.events import parse_new_event
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
-from herald.validation import parse_new_event
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
 
