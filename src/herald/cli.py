@@ -239,6 +239,7 @@ def _run(coroutine: object) -> None:
 
 async def _serve(args: argparse.Namespace) -> None:
     from herald.delivery.engine import Notifier
+    from herald.http.fanout import Fanout
     from herald.http import create_app
     from herald.http.connections import (
         MAX_HEAD_BYTES,
@@ -247,7 +248,6 @@ async def _serve(args: argparse.Namespace) -> None:
         guarded_protocol,
         raise_file_limit,
     )
-    from herald.http.fanout import Fanout
     from herald.http.limits import KeyLimits
     from herald.hub import Hub
     from herald.webhooks.addresses import AddressPolicy
