@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, PrivateAttr, TypeAdapter, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter
 
 from herald.errors import InvalidInput, TooLarge
 from herald.inputs.fields import DedupeKey, EventData, EventType, Form, Handle, Text, Ttl
-from herald.inputs.refusals import Input, Says, parse, parse_list, refuse
+from herald.inputs.refusals import Input, Says, checked, refuse
 from herald.models import NewEvent
 from herald.validation import MAX_BATCH, MAX_EVENT_BYTES
 
@@ -34,58 +34,66 @@ class EventInput(Input):
         Says("must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"),
     ] = None
 
-    _data_json: str = PrivateAttr("null")
-    _reply_json: str | None = PrivateAttr(None)
 
-    @model_validator(mode="after")
-    def _storable(self) -> EventInput:
-        """What every backend can store and every client can read back: JSON text, no NUL,
-        at most 256 KiB in all."""
-        self._data_json = _json(self.data, " holds what JSON text cannot carry")
-        if self.reply is not None:
-            self._reply_json = _json(
-                self.reply,
-                ".reply holds what JSON text cannot carry (NaN, Infinity or an unpaired surrogate)",
-            )
-        # PostgreSQL refuses NUL in text and JSONB.
-        if any("\x00" in part for part in (self.text, self.dedupe_key or "")) or (
-            "\\u0000" in self._data_json or "\x00" in self._data_json
-        ):
-            raise refuse(" holds a NUL character (U+0000), which herald does not store")
-        # Everything the event stores counts: a form or a key is held in memory as much as data.
-        parts = (self.to, self.type, self.text, self._data_json, self._reply_json)
-        try:
-            size = sum(
-                len(part.encode())
-                for part in (*parts, self.dedupe_key, self.sender)
-                if part is not None
-            )
-        except UnicodeEncodeError as exc:
-            raise refuse(f" holds what JSON text cannot carry: {exc}") from exc
-        if size > MAX_EVENT_BYTES:
-            raise refuse(
-                f" is {size} bytes (text, data, reply form and the rest together); the limit"
-                f" is {MAX_EVENT_BYTES} (256 KiB)",
-                too_large=True,
-            )
-        return self
-
-    def new_event(self) -> NewEvent:
-        """The checked event, as the store takes it."""
-        return NewEvent(
-            self.to,
-            self.type,
-            self.text,
-            self.data,
-            self.dedupe_key,
-            self.ttl_s,
-            self._data_json,
-            self._reply_json,
-            sender=self.sender,
+def _storable(event: EventInput) -> NewEvent:
+    """The checked event as the store takes it, once it is shown to be what every backend can
+    store and every client read back: JSON text, no NUL, at most 256 KiB in all. (Done here, not
+    in a validator of the model, so that the JSON made for the check is kept: private attributes
+    would cost more than the rest of the checks.)"""
+    data_json = (
+        "null" if event.data is None else _json(event.data, " holds what JSON text cannot carry")
+    )
+    reply_json = None
+    if event.reply is not None:
+        reply_json = _json(
+            event.reply,
+            ".reply holds what JSON text cannot carry (NaN, Infinity or an unpaired surrogate)",
         )
+    # PostgreSQL refuses NUL in text and JSONB.
+    if (
+        "\x00" in event.text
+        or "\x00" in (event.dedupe_key or "")
+        or "\\u0000" in data_json
+        or "\x00" in data_json
+    ):
+        raise refuse(" holds a NUL character (U+0000), which herald does not store")
+    # Everything the event stores counts: a form or a key is held in memory as much as data.
+    parts = (
+        event.to,
+        event.type,
+        event.text,
+        data_json,
+        reply_json,
+        event.dedupe_key,
+        event.sender,
+    )
+    try:
+        size = sum(len(part.encode()) for part in parts if part is not None)
+    except UnicodeEncodeError as exc:
+        raise refuse(f" holds what JSON text cannot carry: {exc}") from exc
+    if size > MAX_EVENT_BYTES:
+        raise refuse(
+            f" is {size} bytes (text, data, reply form and the rest together); the limit"
+            f" is {MAX_EVENT_BYTES} (256 KiB)",
+            too_large=True,
+        )
+    return NewEvent(
+        event.to,
+        event.type,
+        event.text,
+        event.data,
+        event.dedupe_key,
+        event.ttl_s,
+        data_json,
+        reply_json,
+        sender=event.sender,
+    )
 
 
-_BATCH = TypeAdapter(list[EventInput])
+_STORABLE: Any = Annotated[EventInput, AfterValidator(_storable)]
+"""An ``EventInput`` checked whole, made a ``NewEvent``."""
+_ONE: TypeAdapter[NewEvent] = TypeAdapter(_STORABLE)
+_BATCH: TypeAdapter[list[NewEvent]] = TypeAdapter(list[_STORABLE])
 
 
 def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
@@ -95,7 +103,7 @@ def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
         InvalidInput: a field is missing, unknown or malformed; the message names it.
         TooLarge: the event is over 256 KiB.
     """
-    return parse(EventInput, raw, where).new_event()
+    return checked(_ONE, EventInput, raw, where)
 
 
 def parse_batch(raw: list[Any]) -> list[NewEvent]:
@@ -109,7 +117,7 @@ def parse_batch(raw: list[Any]) -> list[NewEvent]:
         raise InvalidInput("a batch must hold at least one event")
     if len(raw) > MAX_BATCH:
         raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
-    return [event.new_event() for event in parse_list(_BATCH, EventInput, raw, "events")]
+    return checked(_BATCH, EventInput, raw, "events")
 
 
 def _json(value: Any, refusal: str) -> str:

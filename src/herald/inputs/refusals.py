@@ -46,6 +46,7 @@ class Input(BaseModel):
 
 
 M = TypeVar("M", bound=Input)
+T = TypeVar("T")
 
 
 def refuse(tail: str, *, too_large: bool = False) -> PydanticCustomError:
@@ -80,9 +81,9 @@ def parse(model: type[M], raw: Any, where: str | None = None) -> M:
         raise invalid_input(exc, model, where or model.where) from exc
 
 
-def parse_list(adapter: TypeAdapter[list[M]], model: type[M], raw: Any, where: str) -> list[M]:
-    """A list of ``model`` checked in one call (``adapter`` is ``TypeAdapter(list[model])``);
-    a refusal names the item by its index: ``events[3].type``.
+def checked(adapter: TypeAdapter[T], model: type[Input], raw: Any, where: str) -> T:
+    """``raw`` checked by ``adapter``, a type made of ``model`` (such as a list of it, checked
+    in one call however long): a refusal names an item of a list by its index (``events[3]``).
 
     Raises:
         InvalidInput: the first fault of the first item at fault (TooLarge: its size).
