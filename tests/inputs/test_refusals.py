@@ -11,7 +11,7 @@ from herald.errors import InvalidInput, TooLarge
 from herald.inputs.agents import DeliveryOverrides, NewAgentInput, RotationInput
 from herald.inputs.channel import ChannelAckInput, HeartbeatInput, PermissionInput
 from herald.inputs.events import EventInput, parse_batch, parse_new_event
-from herald.inputs.refusals import Input, parse
+from herald.inputs.refusals import Input, _model_in, _says, parse
 
 EVENT = {"to": "alice", "type": "t", "text": "x"}
 
@@ -92,3 +92,21 @@ def test_null_is_a_left_out_field_where_the_field_has_a_default() -> None:
     assert parse(HeartbeatInput, {"limit": None}).limit == 20
     assert "leave cursor out" in refusal(HeartbeatInput, {"cursor": None})
     assert refusal(DeliveryOverrides, {"log": None}) == "delivery.log must be true or false"
+
+
+def _inputs(model: type[Input] = Input) -> list[type[Input]]:
+    return [found for sub in model.__subclasses__() for found in (sub, *_inputs(sub))]
+
+
+def test_every_field_says_what_to_send() -> None:
+    import herald.inputs.agents
+    import herald.inputs.channel
+    import herald.inputs.events  # noqa: F401 (every model, so that each is found)
+
+    silent = [
+        f"{model.__name__}.{name}"
+        for model in _inputs()
+        for name in model.model_fields
+        if _says(model, name) is None and _model_in(model.model_fields[name].annotation) is None
+    ]
+    assert silent == []
