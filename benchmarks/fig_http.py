@@ -38,7 +38,7 @@ from benchmarks.results import (
 )
 from benchmarks.server import Server, ServerFailure, create_agent, herald_server
 from herald import Hub
-from herald.validation import parse_new_event
+from herald.inputs.events import parse_new_event
 
 OK = {200, 202}
 SINGLE_EVENT = {"type": "bench.tick", "text": "hello from the load generator", "data": {"n": 1}}

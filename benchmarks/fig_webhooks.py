@@ -27,8 +27,8 @@ from benchmarks.config import Sizes
 from benchmarks.cpu import Probe
 from benchmarks.results import Figure, Measurement, Target
 from herald import Hub
+from herald.inputs.events import parse_new_event
 from herald.models import Agent, Endpoint, Event
-from herald.validation import parse_new_event
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender, SendOutcome

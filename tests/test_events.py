@@ -9,7 +9,7 @@ import pytest
 
 from herald.errors import InvalidInput
 from herald.ids import new_id
-from herald.validation import parse_new_event
+from herald.inputs.events import parse_new_event
 
 
 def test_ids_are_unique_and_sort_by_creation_time() -> None:

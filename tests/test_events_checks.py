@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from herald import json_input
 from herald.capabilities import parse_overrides
 from herald.errors import InvalidInput
-from herald.validation import check_form_schema, parse_new_event
+from herald.inputs.events import parse_new_event
+from herald.validation import check_form_schema
 from tests.http.hostile import either, encode, forms, objects, strings, ttls, values
 
 CHECKS = settings(max_examples=400, derandomize=True, database=None, deadline=None)

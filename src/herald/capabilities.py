@@ -12,11 +12,11 @@ session's peer says which push paths it offers (``herald.delivery.base.Peer``).
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from herald.errors import InvalidInput
+from herald.inputs.agents import DeliveryOverrides
+from herald.inputs.refusals import parse
 
 LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 """Protocol versions negotiated with ``initialize``: a session in which the server may push at
@@ -51,8 +51,6 @@ CLIENT_PROFILES: dict[str, ClientProfile] = {
         elicitation=False, note="has auto-declined elicitations: do not count on a human"
     ),
 }
-
-OVERRIDE_KEYS = {"channel", "elicitation", "stream", "log", "ack_timeout_s"}
 
 
 MCP_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -180,24 +178,4 @@ def parse_overrides(raw: Any) -> str:
     Raises:
         InvalidInput: an unknown key or a wrong type, named.
     """
-    if not isinstance(raw, dict):
-        raise InvalidInput(
-            'delivery must be an object such as {"channel": true, "ack_timeout_s": 120}'
-        )
-    unknown = sorted(set(raw) - OVERRIDE_KEYS)
-    if unknown:
-        allowed = ", ".join(sorted(OVERRIDE_KEYS))
-        raise InvalidInput(f"delivery has unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
-    for key, value in raw.items():
-        if key == "ack_timeout_s":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 1 <= value <= 86400
-            ):
-                raise InvalidInput(
-                    "delivery.ack_timeout_s must be a number of seconds from 1 to 86400"
-                )
-        elif not isinstance(value, bool):
-            raise InvalidInput(f"delivery.{key} must be true or false")
-    return json.dumps(raw, separators=(",", ":"))
+    return parse(DeliveryOverrides, raw).to_json()

@@ -9,11 +9,14 @@ and a permission request is built by the hub from checked fields, never from an 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from herald.errors import InvalidInput
+from herald.inputs.events import parse_new_event
 from herald.models import NewEvent
-from herald.validation import parse_new_event
+
+if TYPE_CHECKING:  # herald.inputs.channel checks its fields with this module's rules
+    from herald.inputs.channel import PermissionInput
 
 REPLY_TYPE = "reply.received"
 PERMISSION_TYPE = "permission.request"
@@ -25,7 +28,6 @@ REQUEST_ID = re.compile(r"[a-km-z]{5}")
 MAX_TOOL_NAME_CHARS = 256
 MAX_DESCRIPTION_CHARS = 2000
 MAX_INPUT_PREVIEW_CHARS = 2000
-PERMISSION_FIELDS = frozenset({"to", "request_id", "tool_name", "description", "input_preview"})
 PERMISSION_FORM = {
     "type": "object",
     "properties": {"behavior": {"type": "string", "enum": ["allow", "deny"]}},
@@ -48,34 +50,19 @@ def refuse_reserved_type(type_: str, where: str = "message") -> None:
         )
 
 
-def permission_request(
-    to: Any, request_id: Any, tool_name: Any, description: Any = "", input_preview: Any = ""
-) -> NewEvent:
-    """The ``permission.request`` event for the agent ``to``: its text, data and allow/deny
+def permission_request(asked: PermissionInput) -> NewEvent:
+    """The ``permission.request`` event for the agent ``asked.to``: its text, data and allow/deny
     form, all made here from checked fields.
 
     Raises:
-        InvalidInput: a field is missing, of the wrong type or too long; the message names it.
+        InvalidInput: ``asked.to`` is not a handle (it is checked once more as an event's).
     """
-    if not isinstance(request_id, str) or not REQUEST_ID.fullmatch(request_id):
-        raise InvalidInput(
-            "permission.request_id must be 5 letters a-z without l, as Claude Code sends it"
-        )
-    tool = _text(tool_name, "tool_name", 1, MAX_TOOL_NAME_CHARS)
-    said = _text(description, "description", 0, MAX_DESCRIPTION_CHARS)
-    preview = _text(input_preview, "input_preview", 0, MAX_INPUT_PREVIEW_CHARS)
     data = {
-        "request_id": request_id,
-        "tool_name": tool,
-        "description": said,
-        "input_preview": preview,
+        "request_id": asked.request_id,
+        "tool_name": asked.tool_name,
+        "description": asked.description,
+        "input_preview": asked.input_preview,
     }
-    text = f"Claude Code asks to use {tool}: {said}. Allow or deny?"
+    text = f"Claude Code asks to use {asked.tool_name}: {asked.description}. Allow or deny?"
     fields = {"type": PERMISSION_TYPE, "text": text, "data": data, "reply": PERMISSION_FORM}
-    return parse_new_event({"to": to, **fields}, "permission")
-
-
-def _text(value: Any, name: str, low: int, high: int) -> str:
-    if not isinstance(value, str) or not low <= len(value) <= high:
-        raise InvalidInput(f"permission.{name} must be a string of {low}-{high} characters")
-    return value
+    return parse_new_event({"to": asked.to, **fields}, "permission")

@@ -1,15 +1,14 @@
-"""The checks on what comes in: a published event, its data and its reply form, a form's answer.
-Each refusal names the field and says what to send."""
+"""The rules on what comes in that a type alone cannot say: the bounds of an event, its data's
+depth, a reply form (what an elicitation can show) and a form's answer. Each refusal names the
+field and says what to send. The models of ``herald.inputs`` apply them."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 from typing import Any
 
-from herald.errors import InvalidInput, TooLarge
-from herald.models import NewEvent
+from herald.errors import InvalidInput
 
 MAX_EVENT_BYTES = 256 * 1024
 MAX_BATCH = 1000
@@ -20,7 +19,6 @@ MAX_TTL_S = 365 * 24 * 3600
 MAX_DEPTH = 64
 """How deeply an event's data (or reply form) may nest: objects and arrays in each other."""
 
-_EVENT_FIELDS = {"to", "type", "text", "data", "dedupe_key", "ttl_s", "reply", "from"}
 _FORM_TYPES = {"string", "number", "integer", "boolean"}
 _FORM_FORMATS = {"email", "uri", "date", "date-time"}
 _FORM_KEYWORDS = {
@@ -36,97 +34,6 @@ _FORM_KEYWORDS = {
     "minLength",
     "maxLength",
 }
-
-
-def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
-    """Check one publish body and turn it into a NewEvent.
-
-    Raises:
-        InvalidInput: a field is missing, unknown or malformed; the message names it.
-        TooLarge: the event is over 256 KiB.
-    """
-    if not isinstance(raw, dict):
-        raise InvalidInput(f"{where} must be a JSON object with to, type and text")
-    unknown = sorted(set(raw) - _EVENT_FIELDS)
-    if unknown:
-        raise InvalidInput(
-            f"{where} has unknown field(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(_EVENT_FIELDS))}"
-        )
-    to = _required_str(raw, "to", where)
-    if not HANDLE_PATTERN.fullmatch(to):
-        raise InvalidInput(f"{where}.to must be an agent handle matching [a-z0-9_-]{{1,64}}")
-    type_ = _required_str(raw, "type", where)
-    if not TYPE_PATTERN.fullmatch(type_):
-        raise InvalidInput(
-            f"{where}.type must be 1-128 characters of letters, digits and _ . : - "
-            "(for example dm.received)"
-        )
-    text = _required_str(raw, "text", where)
-    data = raw.get("data")
-    if data is not None and not isinstance(data, (dict, list)):
-        raise InvalidInput(f"{where}.data must be a JSON object or array when given")
-    dedupe_key = raw.get("dedupe_key")
-    if dedupe_key is not None and (
-        not isinstance(dedupe_key, str) or not 1 <= len(dedupe_key) <= MAX_DEDUPE_KEY
-    ):
-        raise InvalidInput(f"{where}.dedupe_key must be a string of 1-{MAX_DEDUPE_KEY} characters")
-    ttl_s = raw.get("ttl_s")
-    if ttl_s is not None and (
-        isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s <= MAX_TTL_S
-    ):
-        raise InvalidInput(f"{where}.ttl_s must be a number of seconds in (0, {MAX_TTL_S}]")
-    check_depth(data, f"{where}.data")
-    try:
-        data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        (dedupe_key or "").encode()
-    except (ValueError, UnicodeEncodeError) as exc:
-        raise InvalidInput(f"{where} holds what JSON text cannot carry: {exc}") from exc
-    # Every backend must store what one accepts; PostgreSQL refuses NUL in text and JSONB.
-    if (
-        "\x00" in text
-        or "\\u0000" in data_json
-        or "\x00" in data_json
-        or "\x00" in (dedupe_key or "")
-    ):
-        raise InvalidInput(f"{where} holds a NUL character (U+0000), which herald does not store")
-    reply = raw.get("reply")
-    reply_schema_json = None
-    if reply is not None:
-        check_depth(reply, f"{where}.reply")
-        check_form_schema(reply, f"{where}.reply")
-        try:
-            reply_schema_json = json.dumps(
-                reply, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
-            reply_schema_json.encode()
-        except (ValueError, UnicodeEncodeError) as exc:
-            raise InvalidInput(
-                f"{where}.reply holds what JSON text cannot carry (NaN, Infinity or an unpaired"
-                f" surrogate): {exc}"
-            ) from exc
-    sender = raw.get("from")
-    if sender is not None and (not isinstance(sender, str) or not HANDLE_PATTERN.fullmatch(sender)):
-        raise InvalidInput(
-            f"{where}.from must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"
-        )
-    # Everything the event stores counts: a form or a key is held in memory as much as data.
-    try:
-        size = sum(
-            len(part.encode())
-            for part in (to, type_, text, data_json, reply_schema_json, dedupe_key, sender)
-            if part is not None
-        )
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{where} holds what JSON text cannot carry: {exc}") from exc
-    if size > MAX_EVENT_BYTES:
-        raise TooLarge(
-            f"{where} is {size} bytes (text, data, reply form and the rest together); the limit"
-            f" is {MAX_EVENT_BYTES} (256 KiB)"
-        )
-    return NewEvent(
-        to, type_, text, data, dedupe_key, ttl_s, data_json, reply_schema_json, sender=sender
-    )
 
 
 def check_depth(value: Any, where: str) -> None:
@@ -257,24 +164,3 @@ def _check_answer_field(prop: dict[str, Any], value: Any, where: str) -> None:
 
 def _unit(value: Any) -> str:
     return " characters long" if isinstance(value, str) else ""
-
-
-def parse_batch(raw: list[Any]) -> list[NewEvent]:
-    """Check a batch publish body.
-
-    Raises:
-        InvalidInput: the batch is empty or one event is malformed (named by its index).
-        TooLarge: more than 1,000 events, or one event over 256 KiB.
-    """
-    if not raw:
-        raise InvalidInput("a batch must hold at least one event")
-    if len(raw) > MAX_BATCH:
-        raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
-    return [parse_new_event(item, f"events[{index}]") for index, item in enumerate(raw)]
-
-
-def _required_str(raw: dict[str, Any], name: str, where: str) -> str:
-    value = raw.get(name)
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{where}.{name} is required and must be a non-empty string")
-    return value

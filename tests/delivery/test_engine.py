@@ -16,9 +16,9 @@ from herald.delivery.base import NO_PUSH_PATH, FormAnswer
 from herald.delivery.cascade import PushReport
 from herald.delivery.engine import Notifier
 from herald.delivery.mechanisms import Channel, Elicitation, Log
+from herald.inputs.events import parse_new_event
 from herald.models import Agent, Event, Reply
 from herald.testing import ManualClock, RecordingPeer
-from herald.validation import parse_new_event
 from tests.conftest import next_report
 
 pytestmark = pytest.mark.anyio

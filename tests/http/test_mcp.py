@@ -165,3 +165,30 @@ async def test_inbox_marks_delivered_only_what_its_answer_shows(herald: HeraldPr
         ]
     assert statuses[0] == statuses[2] == "delivered"
     assert statuses[1] in {"pending", "sent"}  # still owed to the agent
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"type": "reply.received"},
+        {"type": "not a type"},
+        {"type": 7},
+        {"data": [1]},
+        {"reply": {"type": "array"}},
+        {"colour": "red"},
+        {"to": "Not A Handle"},
+        {"text": ""},
+    ],
+)
+async def test_send_message_over_mcp_is_refused_as_post_channel_send_is(
+    herald: HeraldProcess, change: dict[str, Any]
+) -> None:
+    sender, addressee = new_agent(herald), new_agent(herald)
+    arguments = {"to": addressee["handle"], "text": "hello", **change}
+    async with session(herald, sender["api_key"]) as (client, _):
+        over_mcp = await client.call_tool("send_message", arguments)
+    with herald.client(sender["api_key"]) as agent:
+        over_http = agent.post("/channel/send", json=arguments)
+    assert over_mcp.is_error and over_http.status_code == 422, over_http.text
+    said = "".join(c.text for c in over_mcp.content if isinstance(c, types.TextContent))
+    assert said == over_http.json()["error"]["message"]

@@ -13,10 +13,10 @@ from mcp.server.lowlevel import Server
 from herald import EventStatus, Hub
 from herald.delivery.cascade import PushReport
 from herald.delivery.engine import Notifier
+from herald.inputs.events import parse_new_event
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
 from herald.testing import ManualClock
-from herald.validation import parse_new_event
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
 

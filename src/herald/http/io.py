@@ -132,15 +132,3 @@ class AnswerUnexpectedErrors:
                 "internal", "herald failed on this request; the error is logged", 500
             )
             await answer(scope, receive, send)
-
-
-def strict_object(body: Any, allowed: set[str], name: str) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidInput(f"the {name} body must be a JSON object")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidInput(
-            f"{name} has unknown field(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
-    return body

@@ -21,6 +21,9 @@ from herald.capabilities import parse_overrides
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.endpoints import EndpointBook
 from herald.ids import is_id, new_id
+from herald.inputs.channel import PermissionInput
+from herald.inputs.events import parse_new_event
+from herald.inputs.refusals import parse
 from herald.keys import (
     ADMIN_PREFIX,
     AGENT_PREFIX,
@@ -33,7 +36,7 @@ from herald.models import Agent, Attempt, Drained, Event, NewEvent, Published, R
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
 from herald.times import Clock
-from herald.validation import HANDLE_PATTERN, check_form_answer, parse_new_event
+from herald.validation import HANDLE_PATTERN, check_form_answer
 
 log = logging.getLogger("herald")
 
@@ -256,8 +259,8 @@ class Hub:
         return published
 
     async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
-        """Store checked events (``herald.validation.parse_new_event``) in one transaction: all or,
-        on error, none.
+        """Store checked events (``herald.inputs.events``) in one transaction: all or, on error,
+        none.
 
         Raises:
             NotFound: an addressee does not exist.
@@ -307,7 +310,17 @@ class Hub:
             InvalidInput: a malformed field (``request_id`` is 5 letters a-z without l).
             NotFound: no agent has the handle ``to``.
         """
-        event = permission_request(to, request_id, tool_name, description, input_preview)
+        asked = parse(
+            PermissionInput,
+            {
+                "to": to,
+                "request_id": request_id,
+                "tool_name": tool_name,
+                "description": description,
+                "input_preview": input_preview,
+            },
+        )
+        event = permission_request(asked)
         (published,) = await self.publish_many([replace(event, sender=sender.handle)])
         return published
 

@@ -15,6 +15,15 @@ from herald import json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
+from herald.inputs.channel import (
+    DEFAULT_MESSAGE_TYPE,
+    AckInput,
+    InboxInput,
+    ReplyInput,
+    SendMessageInput,
+)
+from herald.inputs.refusals import Input, parse
+from herald.inputs.schema import tool_schema
 from herald.models import Agent, Event, EventStatus, Published, Reply
 
 log = logging.getLogger("herald.mcp")
@@ -31,7 +40,15 @@ class AgentApi(Protocol):
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply: ...
 
-    async def send_message(self, to: str, text: str, data: dict[str, Any] | None) -> Published: ...
+    async def send_message(
+        self,
+        to: str,
+        text: str,
+        data: dict[str, Any] | None,
+        *,
+        reply: dict[str, Any] | None = None,
+        type: str = DEFAULT_MESSAGE_TYPE,
+    ) -> Published: ...
 
 
 class LocalApi:
@@ -51,11 +68,17 @@ class LocalApi:
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply:
         return await self.hub.reply(self.agent, event_id, text, data)
 
-    async def send_message(self, to: str, text: str, data: dict[str, Any] | None) -> Published:
-        return await self.hub.send_message(self.agent, to, text, data)
+    async def send_message(
+        self,
+        to: str,
+        text: str,
+        data: dict[str, Any] | None,
+        *,
+        reply: dict[str, Any] | None = None,
+        type: str = DEFAULT_MESSAGE_TYPE,
+    ) -> Published:
+        return await self.hub.send_message(self.agent, to, text, data, reply=reply, type=type)
 
-
-_EVENT_ID = {"type": "string", "description": "an event id, as in event_id=... of a notification"}
 
 TOOLS = [
     types.Tool(
@@ -64,13 +87,7 @@ TOOLS = [
             "Read your pending herald events, oldest first. Reading is delivery: the events "
             "returned are marked delivered. Call it when told events are waiting."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
-            },
-            "additionalProperties": False,
-        },
+        input_schema=tool_schema(InboxInput),
     ),
     types.Tool(
         name="ack",
@@ -78,58 +95,37 @@ TOOLS = [
             "Acknowledge herald events you have handled, by ids or everything up to a seq "
             "(cursor). Unacknowledged events are sent again another way."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "ids": {"type": "array", "items": _EVENT_ID, "maxItems": 1000},
-                "cursor": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "ack every event up to this seq",
-                },
-            },
-            "additionalProperties": False,
-        },
+        input_schema=tool_schema(AckInput),
     ),
     types.Tool(
         name="reply",
         description="Answer a herald event; the answer goes back to whoever sent it.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "event_id": _EVENT_ID,
-                "text": {"type": "string", "minLength": 1},
-                "data": {
-                    "type": "object",
-                    "description": "structured answer, if the event asked for one",
-                },
-            },
-            "required": ["event_id", "text"],
-            "additionalProperties": False,
-        },
+        input_schema=tool_schema(ReplyInput),
     ),
     types.Tool(
         name="send_message",
-        description="Send a message to another agent by its handle.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "to": {"type": "string", "description": "the other agent's handle"},
-                "text": {"type": "string", "minLength": 1},
-                "data": {"type": "object"},
-            },
-            "required": ["to", "text"],
-            "additionalProperties": False,
-        },
+        description=(
+            "Send a message to another agent by its handle; with reply (a form schema), ask it"
+            " for a structured answer."
+        ),
+        input_schema=tool_schema(SendMessageInput),
     ),
 ]
+TOOL_INPUTS: dict[str, type[Input]] = {
+    "inbox": InboxInput,
+    "ack": AckInput,
+    "reply": ReplyInput,
+    "send_message": SendMessageInput,
+}
+"""The model each tool's arguments are checked with, and its input schema made from."""
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
 
 
 async def call(api: AgentApi, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     """Run one of herald's tools. Bad arguments come back as a tool error that
     says what to fix; nothing is changed. The arguments arrive parsed by the ``mcp`` SDK, so
-    they are checked here as an HTTP body is (``herald.json_input``)."""
+    they are checked here as an HTTP body is (``herald.json_input``), then by the tool's model
+    (``TOOL_INPUTS``)."""
     try:
         json_input.check(arguments, "arguments")
         return await _dispatch(api, name, arguments)
@@ -153,36 +149,26 @@ def text_result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
 
 
 async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.CallToolResult:
-    if name == "inbox":
-        _only(args, {"limit"}, name)
-        limit = _int(args, "limit", 1, 100, 20)
-        return await _inbox(api, limit or 20)
-    if name == "ack":
-        _only(args, {"ids", "cursor"}, name)
-        ids = args.get("ids") or []
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
-            raise InvalidInput("ids must be a list of at most 1000 event ids")
-        cursor = _int(args, "cursor", 0, 2**62, None)
-        if cursor is None and not ids:
-            raise InvalidInput("give ids or a cursor (every event up to that seq)")
-        acked = await api.ack(ids, cursor)
+    if name not in TOOL_INPUTS:
+        raise InvalidInput(f"unknown tool {name!r}; herald has {', '.join(sorted(TOOL_NAMES))}")
+    checked = parse(TOOL_INPUTS[name], args)  # refused as the same body over HTTP would be
+    if isinstance(checked, InboxInput):
+        return await _inbox(api, checked.limit)
+    if isinstance(checked, AckInput):
+        acked = await api.ack(checked.ids or [], checked.cursor)
         return text_result(f"Acknowledged {acked} event(s).", {"acked": acked})
-    if name == "reply":
-        _only(args, {"event_id", "text", "data"}, name)
-        event_id, text = _str(args, "event_id"), _str(args, "text")
-        reply = await api.reply(event_id, text, _object(args, "data"))
+    if isinstance(checked, ReplyInput):
+        reply = await api.reply(checked.event_id, checked.text, checked.data)
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
         return text_result(f"Reply sent {where}.", reply.to_json())
-    if name == "send_message":
-        _only(args, {"to", "text", "data"}, name)
-        published = await api.send_message(
-            _str(args, "to"), _str(args, "text"), _object(args, "data")
-        )
-        return text_result(
-            f"Message sent to @{args['to']}.",
-            {"id": published.event.id, "seq": published.event.seq},
-        )
-    raise InvalidInput(f"unknown tool {name!r}; herald has {', '.join(sorted(TOOL_NAMES))}")
+    assert isinstance(checked, SendMessageInput)
+    published = await api.send_message(
+        checked.to, checked.text, checked.data, reply=checked.reply, type=checked.type
+    )
+    return text_result(
+        f"Message sent to @{checked.to}.",
+        {"id": published.event.id, "seq": published.event.seq},
+    )
 
 
 async def _inbox(api: AgentApi, limit: int) -> types.CallToolResult:
@@ -209,33 +195,3 @@ async def _inbox(api: AgentApi, limit: int) -> types.CallToolResult:
     text = "\n\n".join([text for _, text, _ in shown] + notes)
     views = [view for _, _, view in shown]
     return text_result(text, {"events": views, "cursor": shown[-1][0].seq if shown else None})
-
-
-def _only(args: dict[str, Any], allowed: set[str], tool: str) -> None:
-    unknown = sorted(set(args) - allowed)
-    if unknown:
-        takes = ", ".join(sorted(allowed))
-        raise InvalidInput(f"{tool} takes no argument(s) {', '.join(unknown)}; it takes {takes}")
-
-
-def _str(args: dict[str, Any], name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(f"{name} is required and must be a non-empty string")
-    return value
-
-
-def _int(args: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
-    value = args.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"{name} must be an integer from {low} to {high}")
-    return value
-
-
-def _object(args: dict[str, Any], name: str) -> dict[str, Any] | None:
-    value = args.get(name)
-    if value is not None and not isinstance(value, dict):
-        raise InvalidInput(f"{name} must be an object when given")
-    return value

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from herald.errors import InvalidInput, NotFound
+from herald.errors import NotFound
 from herald.hub import Hub
 from herald.ids import new_id
+from herald.inputs.agents import DEFAULT_ROTATION_GRACE_S, OpenClawMode
 from herald.models import Endpoint, Kind
 from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.checks import check_secret, check_url, new_secret
 
-DEFAULT_ROTATION_GRACE_S = 24 * 3600
 
-
-async def admit(guard: AddressGuard, url: Any, name: str = "url") -> str | None:
+async def admit(guard: AddressGuard, url: str, name: str = "url") -> str | None:
     """Check a target URL as it is set, before anything changes: its form, and where it points
     under the policy. A host that does not resolve now is accepted (DNS may be down; each
     delivery checks it again, and retries): the answer is then a warning saying so.
@@ -28,7 +25,7 @@ async def admit(guard: AddressGuard, url: Any, name: str = "url") -> str | None:
 
 
 async def set_webhook(
-    hub: Hub, agent_id: str, url: Any, secret: Any = None
+    hub: Hub, agent_id: str, url: str, secret: str | None = None
 ) -> tuple[Endpoint, str]:
     """Point the agent's webhook at ``url``; returns it with its signing secret (generated when
     not given), which is shown this once.
@@ -46,21 +43,15 @@ async def set_webhook(
 
 
 async def set_openclaw(
-    hub: Hub, agent_id: str, url: Any, token: Any, mode: Any = "wake"
+    hub: Hub, agent_id: str, url: str, token: str, mode: OpenClawMode = "wake"
 ) -> Endpoint:
     """Point the agent at an OpenClaw gateway (its base URL, its hooks token, ``wake`` or
-    ``agent`` mode).
+    ``agent`` mode), as ``herald.inputs.agents.OpenClawInput`` checked them.
 
     Raises:
-        InvalidInput: a malformed field. NotFound: no such agent.
+        InvalidInput: a malformed URL. NotFound: no such agent.
     """
     await hub.get_agent(agent_id)
-    if not isinstance(token, str) or not token:
-        raise InvalidInput("token is required: the gateway's hooks token")
-    if mode not in ("wake", "agent"):
-        raise InvalidInput(
-            'mode must be "wake" (a nudge to drain) or "agent" (the event as a turn)'
-        )
     endpoint = Endpoint(
         new_id("end_"), agent_id, Kind.OPENCLAW, check_url(url, "url"), token, hub.now(), mode
     )
@@ -69,20 +60,15 @@ async def set_openclaw(
 
 
 async def rotate_webhook_secret(
-    hub: Hub, agent_id: str, grace_s: Any = DEFAULT_ROTATION_GRACE_S, secret: Any = None
+    hub: Hub, agent_id: str, grace_s: float = DEFAULT_ROTATION_GRACE_S, secret: str | None = None
 ) -> tuple[Endpoint, str]:
-    """A new signing secret; the old one keeps signing for ``grace_s`` so that receivers can
-    switch. Returns the endpoint and the new secret, shown this once.
+    """A new signing secret; the old one keeps signing for ``grace_s`` (checked by
+    ``herald.inputs.agents.RotationInput``) so that receivers can switch. Returns the endpoint
+    and the new secret, shown this once.
 
     Raises:
-        InvalidInput: a bad grace or secret. NotFound: the agent has no webhook.
+        InvalidInput: a bad secret. NotFound: the agent has no webhook.
     """
-    if (
-        isinstance(grace_s, bool)
-        or not isinstance(grace_s, (int, float))
-        or not 0 <= grace_s <= 30 * 86400
-    ):
-        raise InvalidInput("grace_s must be a number of seconds from 0 to 30 days")
     secret = check_secret(secret) if secret is not None else new_secret()
     webhook = await _endpoint(hub, agent_id, Kind.WEBHOOK)
     rotated = await hub.endpoints.rotate_secret(webhook.id, secret, hub.now() + int(grace_s * 1000))

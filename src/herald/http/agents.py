@@ -1,0 +1,77 @@
+"""The admin's routes for agents: create, list, read, delete, their delivery overrides and
+their live sessions."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from herald.http.auth import require_admin
+from herald.http.endpoints import with_warning
+from herald.http.io import json_response, read_json
+from herald.http.services import services
+from herald.inputs.agents import DeliveryInput, NewAgentInput
+from herald.inputs.refusals import parse
+from herald.webhooks import manage
+
+
+async def create_agent(request: Request) -> Response:
+    hub, guard = services(request).hub, services(request).guard
+    await require_admin(hub, request)
+    body = parse(NewAgentInput, await read_json(request))
+    url = body.webhook_url
+    warning = await manage.admit(guard, url, "webhook_url") if url is not None else None
+    delivery = body.delivery.model_dump(exclude_unset=True) if body.delivery else None
+    agent, key = await hub.create_agent(body.handle, delivery=delivery)
+    if url is None:
+        return json_response({**agent.to_json(), "api_key": key}, 201)
+    webhook, secret = await manage.set_webhook(hub, agent.id, url)
+    webhook_json = with_warning({**webhook.to_json(), "secret": secret}, warning)
+    agent = await hub.get_agent(agent.id)
+    return json_response({**agent.to_json(), "api_key": key, "webhook": webhook_json}, 201)
+
+
+async def list_agents(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    return json_response({"agents": [agent.to_json() for agent in await hub.list_agents()]})
+
+
+async def get_agent(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    return json_response((await hub.get_agent(request.path_params["agent_id"])).to_json())
+
+
+async def delete_agent(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    await hub.delete_agent(request.path_params["agent_id"])
+    return Response(status_code=204)
+
+
+async def set_delivery(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    body = parse(DeliveryInput, await read_json(request))
+    delivery = body.delivery.model_dump(exclude_unset=True)
+    agent = await hub.set_delivery(request.path_params["agent_id"], delivery)
+    return json_response(agent.to_json())
+
+
+async def agent_sessions(request: Request) -> Response:
+    hub, notifier = services(request).hub, services(request).notifier
+    await require_admin(hub, request)
+    agent = await hub.get_agent(request.path_params["agent_id"])
+    return json_response({"sessions": [s.to_json() for s in notifier.sessions_of(agent.id)]})
+
+
+ROUTES = [
+    Route("/v1/agents", create_agent, methods=["POST"]),
+    Route("/v1/agents", list_agents, methods=["GET"]),
+    Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),
+    Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+    Route("/v1/agents/{agent_id}", set_delivery, methods=["PATCH"]),
+    Route("/v1/agents/{agent_id}/sessions", agent_sessions, methods=["GET"]),
+]

@@ -1,0 +1,86 @@
+"""An agent's own routes: drain (heartbeat), acknowledge, reply, write to another agent, relay a
+permission prompt. Each body is the model an MCP tool takes for the same thing."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from herald.http.auth import require_agent
+from herald.http.io import json_response, read_json
+from herald.http.services import services
+from herald.inputs.channel import (
+    ChannelAckInput,
+    HeartbeatInput,
+    PermissionInput,
+    ReplyInput,
+    SendMessageInput,
+)
+from herald.inputs.refusals import parse
+
+
+async def heartbeat(request: Request) -> Response:
+    hub = services(request).hub
+    agent = await require_agent(hub, request)
+    body = parse(HeartbeatInput, await read_json(request, optional=True) or {})
+    drained = await hub.heartbeat(
+        agent, cursor=body.cursor, limit=body.limit, consumer=body.consumer
+    )
+    return json_response(
+        {"events": [e.to_json() for e in drained.events], "cursor": drained.cursor}
+    )
+
+
+async def ack(request: Request) -> Response:
+    hub = services(request).hub
+    agent = await require_agent(hub, request)
+    body = parse(ChannelAckInput, await read_json(request))
+    acked = await hub.ack(agent, ids=body.ids or [], cursor=body.cursor, consumer=body.consumer)
+    return json_response({"acked": acked})
+
+
+async def reply(request: Request) -> Response:
+    hub, limits = services(request).hub, services(request).limits
+    agent = await require_agent(hub, request)
+    body = parse(ReplyInput, await read_json(request))
+    limits.publish.take(agent.id, 1)
+    return json_response(
+        (await hub.reply(agent, body.event_id, body.text, body.data)).to_json(), 201
+    )
+
+
+async def send_message(request: Request) -> Response:
+    hub, limits = services(request).hub, services(request).limits
+    agent = await require_agent(hub, request)
+    body = parse(SendMessageInput, await read_json(request))
+    limits.publish.take(agent.id, 1)
+    published = await hub.send_message(
+        agent, body.to, body.text, body.data, reply=body.reply, type=body.type
+    )
+    return json_response(published.event.to_json(), 202)
+
+
+async def ask_permission(request: Request) -> Response:
+    hub, limits = services(request).hub, services(request).limits
+    agent = await require_agent(hub, request)
+    body = parse(PermissionInput, await read_json(request))
+    limits.publish.take(agent.id, 1)
+    published = await hub.ask_permission(
+        agent,
+        body.to,
+        request_id=body.request_id,
+        tool_name=body.tool_name,
+        description=body.description,
+        input_preview=body.input_preview,
+    )
+    return json_response(published.event.to_json(), 202)
+
+
+ROUTES = [
+    Route("/channel/heartbeat", heartbeat, methods=["POST"]),
+    Route("/channel/ack", ack, methods=["POST"]),
+    Route("/channel/reply", reply, methods=["POST"]),
+    Route("/channel/send", send_message, methods=["POST"]),
+    Route("/channel/permission", ask_permission, methods=["POST"]),
+]

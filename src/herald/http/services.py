@@ -1,0 +1,30 @@
+"""What the HTTP handlers work with, assembled once by ``create_app`` and kept on the app's
+state: the handlers are plain functions of a request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from herald.delivery.engine import Notifier
+from herald.http.limits import Limits
+from herald.hub import Hub
+from herald.webhooks.addresses import AddressGuard
+
+
+@dataclass(frozen=True)
+class Services:
+    hub: Hub
+    notifier: Notifier
+    limits: Limits
+    """What each key may hold or do at once."""
+    guard: AddressGuard
+    """Where webhook and OpenClaw targets may point, checked as they are set."""
+
+
+def services(request: Request) -> Services:
+    """The services of the app that serves ``request``."""
+    found = request.app.state.services
+    assert isinstance(found, Services), "create_app stores the services on the app's state"
+    return found

@@ -1,0 +1,168 @@
+"""What an agent sends: the MCP tools' arguments and the ``/channel/*`` bodies, one model for
+each thing it does whichever way it does it (the stdio bridge sends its tools' arguments on to
+the channel routes)."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from herald.inputs.fields import (
+    MAX_ACK_IDS,
+    Consumer,
+    Cursor,
+    EventType,
+    Form,
+    Handle,
+    Limit,
+    ObjectData,
+    Text,
+    whole,
+)
+from herald.inputs.refusals import Input, Says, refuse, refused_by
+from herald.reserved import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_INPUT_PREVIEW_CHARS,
+    MAX_TOOL_NAME_CHARS,
+    REQUEST_ID,
+    refuse_reserved_type,
+)
+
+DEFAULT_MESSAGE_TYPE = "message.received"
+
+
+def _not_reserved(type_: str) -> str:
+    # refuse_reserved_type names the field as "<where>.type"; with where empty, ".type".
+    refused_by(lambda value, _: refuse_reserved_type(value, ""), type_, ".type")
+    return type_
+
+
+EVENT_ID_HELP = "an event id, as in event_id=... of a notification"
+EventId = Annotated[
+    str,
+    Field(min_length=1, description=EVENT_ID_HELP),
+    Says("must be an event id, as in event_id=... of its notification"),
+]
+
+
+class InboxInput(Input):
+    """The ``inbox`` tool: read the next open events."""
+
+    where: ClassVar[str] = "inbox"
+
+    limit: Limit = 20
+
+
+class AckInput(Input):
+    """The ``ack`` tool: events handled, by id or up to a seq."""
+
+    where: ClassVar[str] = "ack"
+
+    ids: (
+        Annotated[
+            list[Annotated[str, Field(description=EVENT_ID_HELP)]],
+            Field(max_length=MAX_ACK_IDS),
+            Says(f"must be a list of at most {MAX_ACK_IDS} event ids (ack more with a cursor)"),
+        ]
+        | None
+    ) = None
+    cursor: Annotated[Cursor, Field(description="ack every event up to this seq")] | None = None
+
+    @model_validator(mode="after")
+    def _says_what(self) -> AckInput:
+        if self.cursor is None and not self.ids:
+            raise refuse(" needs ids or a cursor (every event up to that seq)")
+        return self
+
+
+class ChannelAckInput(AckInput):
+    """``POST /channel/ack``: the ``ack`` tool's arguments, and the drainer whose events they
+    are (the one a heartbeat named)."""
+
+    consumer: Consumer | None = None
+
+
+class HeartbeatInput(Input):
+    """``POST /channel/heartbeat``: acknowledge up to a cursor, drain the next events."""
+
+    where: ClassVar[str] = "heartbeat"
+
+    cursor: Cursor | None = None
+    limit: Limit = 20
+    consumer: Consumer | None = None
+
+    @field_validator("cursor", mode="before")
+    @classmethod
+    def _not_null(cls, cursor: object) -> object:
+        if cursor is None:
+            # Most likely a client's unset cursor: drained at most once, a crash would lose
+            # the events. Leaving the field out says that on purpose.
+            raise refuse(
+                " is null: send 0 (or the cursor you got) to acknowledge what you handled, or"
+                " leave cursor out to drain at most once"
+            )
+        return cursor
+
+
+class ReplyInput(Input):
+    """The ``reply`` tool and ``POST /channel/reply``: answer an event."""
+
+    where: ClassVar[str] = "reply"
+
+    event_id: EventId
+    text: Text
+    data: (
+        Annotated[ObjectData, Field(description="structured answer, if the event asked for one")]
+        | None
+    ) = None
+
+
+class SendMessageInput(Input):
+    """The ``send_message`` tool and ``POST /channel/send``: write to another agent."""
+
+    where: ClassVar[str] = "message"
+
+    to: Annotated[Handle, Field(description="the other agent's handle")]
+    text: Text
+    data: ObjectData | None = None
+    reply: (
+        Annotated[
+            Form,
+            Field(description="a form schema: ask for a structured answer, which comes as a reply"),
+        ]
+        | None
+    ) = None
+    type: Annotated[
+        EventType,
+        AfterValidator(_not_reserved),
+        Field(description="the event's type; herald's own (reply.received, herald.*) are refused"),
+    ] = DEFAULT_MESSAGE_TYPE
+
+
+class PermissionInput(Input):
+    """``POST /channel/permission``: a Claude Code permission prompt to relay to ``to``."""
+
+    where: ClassVar[str] = "permission"
+
+    to: Handle
+    request_id: Annotated[
+        str,
+        Field(pattern=whole(REQUEST_ID)),
+        Says("must be 5 letters a-z without l, as Claude Code sends it"),
+    ]
+    tool_name: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS),
+        Says(f"must be a string of 1-{MAX_TOOL_NAME_CHARS} characters"),
+    ]
+    description: Annotated[
+        str,
+        Field(max_length=MAX_DESCRIPTION_CHARS),
+        Says(f"must be a string of 0-{MAX_DESCRIPTION_CHARS} characters"),
+    ] = ""
+    input_preview: Annotated[
+        str,
+        Field(max_length=MAX_INPUT_PREVIEW_CHARS),
+        Says(f"must be a string of 0-{MAX_INPUT_PREVIEW_CHARS} characters"),
+    ] = ""

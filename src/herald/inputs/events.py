@@ -1,0 +1,129 @@
+"""What a publisher sends: one event (``POST /v1/events`` with an object, ``Hub.publish``) or a
+batch of them (with an array), checked in one call however long the batch."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, Field, TypeAdapter
+
+from herald.errors import InvalidInput, TooLarge
+from herald.inputs.fields import DedupeKey, EventData, EventType, Form, Handle, Text, Ttl
+from herald.inputs.refusals import Input, Says, checked, refuse
+from herald.models import NewEvent
+from herald.validation import MAX_BATCH, MAX_EVENT_BYTES
+
+
+class EventInput(Input):
+    """One event to publish."""
+
+    where: ClassVar[str] = "event"
+    shape: ClassVar[str] = "a JSON object with to, type and text"
+
+    to: Annotated[Handle, Field(description="the handle of the agent the event is for")]
+    type: EventType
+    text: Annotated[Text, Field(description="a one-line summary that every client can show")]
+    data: EventData | None = None
+    dedupe_key: DedupeKey | None = None
+    ttl_s: Ttl | None = None
+    reply: Annotated[Form | None, Field(description="a form schema: the answer it asks for")] = None
+    sender: Annotated[
+        Handle | None,
+        Field(alias="from", description="the agent that gets the replies"),
+        Says("must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"),
+    ] = None
+
+
+def _storable(event: EventInput) -> NewEvent:
+    """The checked event as the store takes it, once it is shown to be what every backend can
+    store and every client read back: JSON text, no NUL, at most 256 KiB in all. (Done here, not
+    in a validator of the model, so that the JSON made for the check is kept: private attributes
+    would cost more than the rest of the checks.)"""
+    data_json = (
+        "null" if event.data is None else _json(event.data, " holds what JSON text cannot carry")
+    )
+    reply_json = None
+    if event.reply is not None:
+        reply_json = _json(
+            event.reply,
+            ".reply holds what JSON text cannot carry (NaN, Infinity or an unpaired surrogate)",
+        )
+    # PostgreSQL refuses NUL in text and JSONB.
+    if (
+        "\x00" in event.text
+        or "\x00" in (event.dedupe_key or "")
+        or "\\u0000" in data_json
+        or "\x00" in data_json
+    ):
+        raise refuse(" holds a NUL character (U+0000), which herald does not store")
+    # Everything the event stores counts: a form or a key is held in memory as much as data.
+    parts = (
+        event.to,
+        event.type,
+        event.text,
+        data_json,
+        reply_json,
+        event.dedupe_key,
+        event.sender,
+    )
+    try:
+        size = sum(len(part.encode()) for part in parts if part is not None)
+    except UnicodeEncodeError as exc:
+        raise refuse(f" holds what JSON text cannot carry: {exc}") from exc
+    if size > MAX_EVENT_BYTES:
+        raise refuse(
+            f" is {size} bytes (text, data, reply form and the rest together); the limit"
+            f" is {MAX_EVENT_BYTES} (256 KiB)",
+            too_large=True,
+        )
+    return NewEvent(
+        event.to,
+        event.type,
+        event.text,
+        event.data,
+        event.dedupe_key,
+        event.ttl_s,
+        data_json,
+        reply_json,
+        sender=event.sender,
+    )
+
+
+_STORABLE: Any = Annotated[EventInput, AfterValidator(_storable)]
+"""An ``EventInput`` checked whole, made a ``NewEvent``."""
+_ONE: TypeAdapter[NewEvent] = TypeAdapter(_STORABLE)
+_BATCH: TypeAdapter[list[NewEvent]] = TypeAdapter(list[_STORABLE])
+
+
+def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
+    """Check one publish body and turn it into a NewEvent.
+
+    Raises:
+        InvalidInput: a field is missing, unknown or malformed; the message names it.
+        TooLarge: the event is over 256 KiB.
+    """
+    return checked(_ONE, EventInput, raw, where)
+
+
+def parse_batch(raw: list[Any]) -> list[NewEvent]:
+    """Check a batch publish body.
+
+    Raises:
+        InvalidInput: the batch is empty or one event is malformed (named by its index).
+        TooLarge: more than 1,000 events, or one event over 256 KiB.
+    """
+    if not raw:
+        raise InvalidInput("a batch must hold at least one event")
+    if len(raw) > MAX_BATCH:
+        raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
+    return checked(_BATCH, EventInput, raw, "events")
+
+
+def _json(value: Any, refusal: str) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text.encode()
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise refuse(f"{refusal}: {exc}") from exc
+    return text

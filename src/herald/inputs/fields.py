@@ -1,0 +1,122 @@
+"""The kinds of value herald's inputs are made of, each with its bounds and the words a refusal
+of it ends with. Patterns are anchored: pydantic searches, herald's checks match whole values."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
+from pydantic_core import PydanticCustomError, PydanticUseDefault
+
+from herald.inputs.refusals import Says, refused_by
+from herald.validation import (
+    HANDLE_PATTERN,
+    MAX_DEDUPE_KEY,
+    MAX_TTL_S,
+    TYPE_PATTERN,
+    check_depth,
+    check_form_schema,
+)
+from herald.webhooks.checks import check_secret, check_url
+
+MAX_CURSOR = 2**62
+MAX_ACK_IDS = 1000
+MAX_GRACE_S = 30 * 86400
+MAX_ACK_TIMEOUT_S = 86400
+
+
+def whole(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as pydantic (and JSON Schema) must be given it to match whole values."""
+    return f"^(?:{pattern.pattern})$"
+
+
+def _null_is_default(value: Any) -> Any:
+    if value is None:
+        raise PydanticUseDefault()
+    return value
+
+
+def _null_refused(value: Any) -> Any:
+    if value is None:
+        raise PydanticCustomError("null_given", "null is not a value here")
+    return value
+
+
+NullIsDefault = BeforeValidator(_null_is_default)
+"""A null is taken as the field left out (as MCP clients send unset arguments)."""
+NullRefused = BeforeValidator(_null_refused)
+"""The field may be left out, but not sent as null (refused with the words of its ``Says``)."""
+
+
+def _checked_depth(value: Any, info: ValidationInfo) -> Any:
+    refused_by(check_depth, value, info.field_name or "value")
+    return value
+
+
+def _checked_form(value: Any, info: ValidationInfo) -> Any:
+    refused_by(check_depth, value, info.field_name or "reply")
+    refused_by(check_form_schema, value, info.field_name or "reply")
+    return value
+
+
+def _checked_url(value: str, info: ValidationInfo) -> str:
+    return str(refused_by(check_url, value, info.field_name or "url"))
+
+
+def _checked_secret(value: str) -> str:
+    return str(refused_by(lambda secret, _: check_secret(secret), value, "secret"))
+
+
+Handle = Annotated[
+    str,
+    Field(pattern=whole(HANDLE_PATTERN)),
+    Says("must be an agent handle matching [a-z0-9_-]{1,64}"),
+]
+EventType = Annotated[
+    str,
+    Field(pattern=whole(TYPE_PATTERN)),
+    Says("must be 1-128 characters of letters, digits and _ . : - (for example dm.received)"),
+]
+Text = Annotated[str, Field(min_length=1), Says("must be a non-empty string")]
+DedupeKey = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_DEDUPE_KEY),
+    Says(f"must be a string of 1-{MAX_DEDUPE_KEY} characters"),
+]
+Ttl = Annotated[
+    Annotated[int, Field(gt=0, le=MAX_TTL_S)] | Annotated[float, Field(gt=0, le=MAX_TTL_S)],
+    Says(f"must be a number of seconds in (0, {MAX_TTL_S}]"),
+]
+EventData = Annotated[
+    dict[str, Any] | list[Any],
+    AfterValidator(_checked_depth),
+    Says("must be a JSON object or array when given"),
+]
+ObjectData = Annotated[
+    dict[str, Any], AfterValidator(_checked_depth), Says("must be an object when given")
+]
+Form = Annotated[
+    dict[str, Any],
+    AfterValidator(_checked_form),
+    Says('must be a form schema: {"type": "object", "properties": ...}'),
+]
+Cursor = Annotated[
+    int, Field(ge=0, le=MAX_CURSOR), Says(f"must be an integer from 0 to {MAX_CURSOR}")
+]
+Limit = Annotated[int, Field(ge=1, le=100), NullIsDefault, Says("must be an integer from 1 to 100")]
+Consumer = Annotated[
+    str,
+    Field(min_length=1, max_length=128),
+    Says("must be a string of 1-128 characters naming the drainer"),
+]
+Url = Annotated[
+    str,
+    AfterValidator(_checked_url),
+    Says("must be an http or https URL of at most 2048 characters"),
+]
+Secret = Annotated[
+    str,
+    AfterValidator(_checked_secret),
+    Says("must be a webhook secret: whsec_ followed by base64 of at least 24 bytes"),
+]

@@ -1,0 +1,64 @@
+"""herald's MCP tools as a client sees them: the input schema each advertises is made from the
+model its arguments are checked with, and send_message takes what POST /channel/send takes."""
+
+from __future__ import annotations
+
+import json
+
+import mcp_types as types
+import pytest
+
+from herald import Hub
+from herald.delivery.engine import Notifier
+from herald.inputs.schema import tool_schema
+from herald.mcp.tools import TOOL_INPUTS
+from tests.mcp.conftest import connect
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def test_each_tool_advertises_the_schema_of_the_model_that_checks_it(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    async with connect(notifier, alice) as (client, _):
+        advertised = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+    assert set(advertised) == set(TOOL_INPUTS)
+    for name, schema in advertised.items():
+        assert schema == tool_schema(TOOL_INPUTS[name]), name
+        assert schema["type"] == "object" and schema["additionalProperties"] is False, name
+        text = json.dumps(schema)
+        assert "$ref" not in text and "$defs" not in text and '"null"' not in text, name
+    assert set(advertised["send_message"]["properties"]) == {"to", "text", "data", "reply", "type"}
+
+
+async def test_send_message_takes_a_type_and_a_reply_form(hub: Hub, notifier: Notifier) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    form = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    async with connect(notifier, alice) as (client, _):
+        arguments = {"to": "bob", "text": "ship it?", "type": "release.asked", "reply": form}
+        sent = await client.call_tool("send_message", arguments)
+        assert not sent.is_error, text_of(sent)
+        plain = await client.call_tool("send_message", {"to": "bob", "text": "hi"})
+        assert not plain.is_error, text_of(plain)
+    asked, hello = (await hub.heartbeat(bob, cursor=0)).events
+    assert (asked.type, asked.sender, asked.reply_schema) == ("release.asked", "alice", form)
+    assert (hello.type, hello.reply_schema) == ("message.received", None)
+
+
+@pytest.mark.parametrize("kind", ["reply.received", "permission.request", "HERALD.backlog"])
+async def test_send_message_refuses_the_types_only_herald_sends(
+    hub: Hub, notifier: Notifier, kind: str
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    async with connect(notifier, alice) as (client, _):
+        refused = await client.call_tool("send_message", {"to": "bob", "text": "x", "type": kind})
+    assert refused.is_error and "message.type" in text_of(refused)
+    assert "reserved" in text_of(refused)
+    assert (await hub.heartbeat(bob, cursor=0)).events == []
