@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities, detect, parse_overrides
+from herald.capabilities import DeliveryCapabilities, detect, parse_overrides
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 
 RECORDED = Path(__file__).resolve().parent / "data" / "clients"
@@ -35,7 +36,7 @@ def test_claude_code_gets_channel_and_forms_on_the_legacy_era() -> None:
     assert caps.era == "legacy" and caps.can_push
     assert caps.channel and caps.elicitation_form and caps.elicitation_url and caps.log
     assert not caps.stream
-    assert caps.ack_timeout_s == DEFAULT_ACK_TIMEOUT_S
+    assert caps.ack_timeout_s == DEFAULTS.delivery.ack_timeout_s
 
 
 def test_the_claude_code_probe_on_2026_07_28_has_no_push_path() -> None:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 
 LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
@@ -20,8 +21,6 @@ LEGACY_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-
 
 STREAM_CAPABILITY = "herald/events"
 """An ``experimental`` client capability: the client shows ``notifications/herald/event``."""
-
-DEFAULT_ACK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class DeliveryCapabilities:
     log: bool = False
     log_level: str | None = None
     """The least severe log level the client asked for (``logging/setLevel``); None: any."""
-    ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
+    ack_timeout_s: float = DEFAULTS.delivery.ack_timeout_s
 
     @property
     def era(self) -> str:

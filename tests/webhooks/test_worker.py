@@ -11,12 +11,12 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.models import REFUSED_PREFIX, Finished, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.webhooks.receiver import HANG, Receiver
@@ -321,7 +321,7 @@ async def test_nothing_is_dropped_after_any_mix_of_failures(
     receiver.script = [(500, {}), (200, {}), (410, {})]
     ids = [(await hub.publish("alice", "t", f"e{n}")).event.id for n in range(5)]
     work = worker(hub, per_endpoint=1)
-    for _ in range(len(DEFAULT_SCHEDULE_S)):
+    for _ in range(len(DEFAULTS.webhooks.schedule_s)):
         await round_trip(work)
         clock.advance(40_000)
     drained = {e.id for e in (await hub.heartbeat(agent, cursor=0, limit=100)).events}

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, LOG_NOTICE, DeliveryCapabilities
+from herald.capabilities import LOG_NOTICE, DeliveryCapabilities
+from herald.config import DEFAULTS
 from herald.delivery import render
 from herald.delivery.base import FormAnswer, Mechanism, Outcome, Peer, Result
 from herald.delivery.mechanisms import LOG_METHOD, STREAM_METHOD, default_mechanisms
@@ -82,9 +83,9 @@ class Notifier:
         hub: Hub,
         *,
         mechanisms: list[Mechanism] | None = None,
-        backlog_limit: int = 10,
-        poll_interval_s: float = 5.0,
-        ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S,
+        backlog_limit: int = DEFAULTS.delivery.backlog_limit,
+        poll_interval_s: float = DEFAULTS.delivery.poll_interval_s,
+        ack_timeout_s: float = DEFAULTS.delivery.ack_timeout_s,
     ) -> None:
         self.hub = hub
         self.mechanisms = mechanisms if mechanisms is not None else default_mechanisms()
