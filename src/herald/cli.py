@@ -89,8 +89,8 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
     webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
     serve.add_argument(
         "--store",
-        default=os.environ.get("HERALD_STORE", DEFAULTS.store),
-        help=f"store URL (default {DEFAULTS.store}, or $HERALD_STORE)",
+        default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
+        help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
     )
     serve.add_argument(
         "--host", default=http.host, help=f"address to listen on (default {http.host})"
@@ -209,7 +209,8 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
         type=_int_from(1),
         default=limits.publish_burst,
         metavar="EVENTS",
-        help=f"events one key may publish at once, beyond its rate (default {limits.publish_burst})",
+        help="events one key may publish at once, beyond its rate"
+        f" (default {limits.publish_burst})",
     )
     serve.add_argument("--log-level", default=DEFAULTS.log_level, choices=LOG_LEVELS)
 
@@ -221,7 +222,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         InvalidInput: the webhook schedule, the address classes or a per-key limit is invalid.
     """
     return ServeConfig(
-        store=args.store,
+        store_url=args.store,
         log_level=args.log_level,
         http=HttpConfig(
             host=args.host,

@@ -5,7 +5,7 @@ program calls itself (``Hub``, ``Notifier``, ``Fanout``, ``WebhookWorker``, the 
 ``Sender``, ``KeyLimits``): a default changes in this file or nowhere. ``herald.serve.serve``
 runs a hub from a ``ServeConfig``, as ``herald serve`` does::
 
-    config = ServeConfig(store="postgresql://herald@db/herald", hub=HubConfig(lease_s=60))
+    config = ServeConfig(store_url="postgresql://herald@db/herald", hub=HubConfig(lease_s=60))
     await serve(config)
 """
 
@@ -125,7 +125,7 @@ class KeyLimits:
 class ServeConfig:
     """Everything ``herald serve`` can be told, grouped by the part of the hub it sets."""
 
-    store: str = "sqlite:///herald.db"
+    store_url: str = "sqlite:///herald.db"
     """The store's URL: ``sqlite:///PATH`` (relative to the working directory) or
     ``postgresql://...``."""
     log_level: str = "info"

@@ -5,8 +5,10 @@ is this with its flags read into a ``ServeConfig``; a Python program calls ``ser
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import uvicorn
 from starlette.applications import Starlette
@@ -39,8 +41,10 @@ async def serve(
     *,
     admin_key: str | None = None,
     announce: Callable[[str], None] = _say,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve the hub until the process is told to stop (SIGINT or SIGTERM).
+    """Serve the hub until the process is told to stop (SIGINT or SIGTERM), or ``stop`` is set;
+    either way open streams are ended first, then requests in flight get a few seconds.
 
     Every setting is checked before the port is taken, and the port before anything starts.
     ``admin_key`` replaces the stored admin key for good; without one, a first start generates
@@ -83,10 +87,33 @@ async def serve(
             f"{budget.files}); a request head must come within {config.http.head_timeout_s:g} s "
             f"and fit in {MAX_HEAD_BYTES // 1024} KiB"
         )
-        announce(f"herald: listening on http://{host}:{bound_port} (store {redact(config.store)})")
-        await server.serve(sockets=[sock])
+        announce(
+            f"herald: listening on http://{host}:{bound_port} (store {redact(config.store_url)})"
+        )
+        async with _exit_when(stop, server):
+            await server.serve(sockets=[sock])
     finally:
         await hub.close()
+
+
+@contextlib.asynccontextmanager
+async def _exit_when(stop: asyncio.Event | None, server: uvicorn.Server) -> AsyncIterator[None]:
+    """While inside, a set ``stop`` tells ``server`` to shut down as a signal would."""
+    if stop is None:
+        yield
+        return
+
+    async def watch(stop: asyncio.Event) -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(watch(stop))
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
 
 
 def build_hub(config: ServeConfig) -> Hub:
@@ -97,7 +124,7 @@ def build_hub(config: ServeConfig) -> Hub:
     """
     settings = config.hub
     return Hub.from_url(
-        config.store,
+        config.store_url,
         lease_s=settings.lease_s,
         retention_s=settings.retention_s,
         maintenance_interval_s=settings.maintenance_interval_s,

@@ -25,7 +25,9 @@ from herald.models import Agent, Attempt, Event, EventStatus
 
 log = logging.getLogger("herald.delivery")
 
-PAGE = 100
+OFFER_PAGE = 100
+"""Open events one read of the store takes for a session: each goes through the cascade (or is
+counted for a backlog summary) before the next read."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class Notifier:
         if len(first) <= self.backlog_limit:
             return  # offered one by one by _offer_new
         count, last = len(first), first[-1]
-        while page := await self.hub.open_events(agent_id, last.seq, PAGE):
+        while page := await self.hub.open_events(agent_id, last.seq, OFFER_PAGE):
             count, last = count + len(page), page[-1]
         await self._send_summary(session, count, first[0])
         session.offered_through = last.seq
@@ -266,7 +268,9 @@ class Notifier:
         )
 
     async def _offer_new(self, session: LiveSession) -> None:
-        while events := await self.hub.open_events(session.agent.id, session.offered_through, PAGE):
+        while events := await self.hub.open_events(
+            session.agent.id, session.offered_through, OFFER_PAGE
+        ):
             writes = _Writes()
             for event in events:
                 await self._cascade(session, event, 0, writes)

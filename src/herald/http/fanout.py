@@ -18,7 +18,9 @@ from herald.models import Event
 
 log = logging.getLogger("herald.fanout")
 
-PAGE = 500
+PUMP_PAGE = 500
+"""New events one read of the store takes into an agent's live buffer, shared by all of its
+streams: larger, since one read serves every subscriber."""
 
 
 class TooSlow(Exception):
@@ -172,7 +174,7 @@ class Fanout:
         while True:
             try:
                 found = False
-                while events := await self.hub.open_events(agent_id, topic.high_water, PAGE):
+                while events := await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE):
                     self._keep(topic, events, self.buffer_bytes)
                     found = True
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
