@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config = serve_config(args)
-        from herald.serve import serve
+        from herald.serve import serve  # here: bridge and drain need none of the server
 
         _run(serve(config, admin_key=os.environ.get("HERALD_ADMIN_KEY")))
     except HeraldError as exc:
