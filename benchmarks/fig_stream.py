@@ -39,7 +39,7 @@ from benchmarks.mcp_client import Inbox, Receipts, StreamProtocol, take_chunks
 from benchmarks.results import Figure, Measurement, Target
 from benchmarks.server import Server, herald_server, stream_server
 
-MARKER = b'"text":"K'
+MARKER = '"text":"K'
 OPEN_AT_ONCE = 200
 OPEN_TIMEOUT_S = 120.0
 PADDING = "x" * 40
@@ -52,22 +52,22 @@ class Arrivals(Receipts):
     count: dict[str, int] = field(default_factory=dict)
     last: dict[str, float] = field(default_factory=dict)
 
-    def add(self, payload: bytes, now: float) -> None:
+    def add(self, payload: str, now: float) -> None:
         start = payload.find(MARKER)
         if start < 0:
             self.other += 1
             return
         start += len(MARKER)
-        key = payload[start : payload.index(b'"', start)].decode()
+        key = payload[start : payload.index('"', start)]
         self.count[key] = self.count.get(key, 0) + 1
         self.at.setdefault(key, now)
         self.last[key] = now
 
 
 class SseProtocol(StreamProtocol):
-    """``mcp_client.StreamProtocol`` for LF-framed SSE (herald's and the baseline's): the
-    chunked body is decoded as it arrives and every ``data:`` line of each complete event goes
-    to the inbox, stamped with its arrival time."""
+    """``mcp_client.StreamProtocol`` for ``GET /channel/stream`` (herald's and the baseline's):
+    the chunked body is decoded as it arrives and the data of each complete event goes to the
+    inbox, stamped with its arrival time."""
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
@@ -88,14 +88,9 @@ class SseProtocol(StreamProtocol):
         events = self._events
         if not take_chunks(buffer, events):
             return
-        cut = events.rfind(b"\n\n")
-        if cut < 0:
-            return
-        block = bytes(events[:cut])
-        del events[: cut + 2]
-        for line in block.split(b"\n"):
-            if line[:6] == b"data: ":
-                self._inbox.receipts.add(line[6:], now)
+        for event in self._decoder.feed(events):
+            self._inbox.receipts.add(event.data, now)
+        events.clear()
 
 
 @dataclass

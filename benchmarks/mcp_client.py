@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from benchmarks.loadgen import HEAD_END, Address, HttpFailure
+from herald.sse import SSEDecoder
 
 PROTOCOL_VERSION = "2025-11-25"
 CLIENT_NAME = "claude-code"
-CHANNEL_METHOD = b'"method":"notifications/claude/channel"'
-EVENT_ID = b'"event_id":"'
+CHANNEL_METHOD = '"method":"notifications/claude/channel"'
+EVENT_ID = '"event_id":"'
 HANDSHAKE_TIMEOUT_S = 15.0
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -50,13 +51,13 @@ class Receipts:
     duplicates: int = 0
     other: int = 0
 
-    def add(self, payload: bytes, now: float) -> None:
+    def add(self, payload: str, now: float) -> None:
         start = payload.find(EVENT_ID)
         if start < 0 or CHANNEL_METHOD not in payload:
             self.other += 1  # a summary, a log line, anything but one event's channel push
             return
         start += len(EVENT_ID)
-        key = payload[start : payload.index(b'"', start)].decode()
+        key = payload[start : payload.index('"', start)]
         if key in self.at:
             self.duplicates += 1
         else:
@@ -97,14 +98,9 @@ def _head(head: bytes) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-def sse_payloads(text: bytes) -> list[bytes]:
-    """The data of each complete SSE event in ``text`` (CRLF or LF lines), empty data dropped."""
-    payloads = []
-    for block in text.replace(b"\r\n", b"\n").split(b"\n\n"):
-        data = [line[5:].removeprefix(b" ") for line in block.split(b"\n") if line[:5] == b"data:"]
-        if data and any(data):
-            payloads.append(b"\n".join(data))
-    return payloads
+def sse_payloads(body: bytes) -> list[str]:
+    """The data of each complete SSE event in ``body``, empty data dropped."""
+    return [event.data for event in SSEDecoder().feed(body) if event.data]
 
 
 class HandshakeConnection:
@@ -189,13 +185,15 @@ async def handshake(connection: HandshakeConnection, address: Address, token: st
 
 class StreamProtocol(asyncio.Protocol):
     """One session's GET ``/mcp``: writes the request, then decodes the chunked SSE answer as it
-    arrives and hands each event's data to the inbox, stamped with its arrival time."""
+    arrives (``herald.sse.SSEDecoder``) and hands each event's data to the inbox, stamped with
+    its arrival time."""
 
     def __init__(self, request: bytes, inbox: Inbox) -> None:
         self._request = request
         self._inbox = inbox
         self._buffer = bytearray()
         self._events = bytearray()
+        self._decoder = SSEDecoder()
         self._opened = False
         self.answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
@@ -225,15 +223,10 @@ class StreamProtocol(asyncio.Protocol):
         events = self._events
         if not take_chunks(buffer, events):
             return
-        while True:
-            end = events.find(b"\r\n\r\n")
-            if end < 0:
-                break
-            block = bytes(events[:end])
-            del events[: end + 4]
-            for line in block.split(b"\r\n"):
-                if line[:6] == b"data: " and len(line) > 6:
-                    self._inbox.receipts.add(line[6:], now)
+        for event in self._decoder.feed(events):
+            if event.data:
+                self._inbox.receipts.add(event.data, now)
+        events.clear()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._inbox.closed_streams += 1

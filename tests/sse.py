@@ -10,11 +10,15 @@ from typing import Any
 
 import httpx
 
+from herald.sse import SSEDecoder
+
 
 @dataclass(frozen=True)
 class Frame:
     event: str
     id: int | None
+    """The stream's last event id at this frame (a frame without an ``id`` carries the one
+    before it), as the client would resume from it."""
     data: Any
 
 
@@ -44,22 +48,11 @@ class SSEReader:
             response = self._client.send(self._request, stream=True)
             self.status = response.status_code
             self.opened.set()
-            fields: dict[str, str] = {}
-            for line in response.iter_lines():
-                if line == "":
-                    if "data" in fields:
-                        event_id = fields.get("id")
-                        self._frames.put(
-                            Frame(
-                                fields.get("event", "message"),
-                                int(event_id) if event_id else None,
-                                json.loads(fields["data"]),
-                            )
-                        )
-                    fields = {}
-                elif not line.startswith(":"):
-                    name, _, value = line.partition(":")
-                    fields[name] = value.removeprefix(" ")
+            decoder = SSEDecoder()
+            for chunk in response.iter_bytes():
+                for event in decoder.feed(chunk):
+                    event_id = int(event.last_event_id) if event.last_event_id else None
+                    self._frames.put(Frame(event.type, event_id, json.loads(event.data)))
             self._frames.put(None)
         except BaseException as exc:  # handed to the test
             self.opened.set()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities, detect, parse_overrides
+from herald.capabilities import DeliveryCapabilities, detect, parse_overrides
+from herald.config import DEFAULTS
 from herald.delivery.base import EVERY_PUSH_PATH, NO_PUSH_PATH
 from herald.errors import InvalidInput
 from herald.mcp.peer import push_paths_for
@@ -37,7 +38,7 @@ def test_claude_code_gets_channel_and_forms_on_the_legacy_era() -> None:
     assert caps.era == "legacy" and push_paths_for(caps.protocol_version) == EVERY_PUSH_PATH
     assert caps.channel and caps.elicitation_form and caps.elicitation_url and caps.log
     assert not caps.stream
-    assert caps.ack_timeout_s == DEFAULT_ACK_TIMEOUT_S
+    assert caps.ack_timeout_s == DEFAULTS.delivery.ack_timeout_s
 
 
 def test_the_claude_code_probe_on_2026_07_28_declares_forms_but_has_no_push_path() -> None:

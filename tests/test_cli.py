@@ -8,10 +8,13 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from herald.cli import build_parser, serve_config
+from herald.config import DEFAULTS, ServeConfig
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import HANG, Receiver
 
@@ -179,3 +182,54 @@ def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> 
     assert not store.exists(), "the store was opened although herald could not listen"
     assert bad_flag.returncode == 2
     assert "head timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr
+
+
+def serve_flags(*flags: str) -> ServeConfig:
+    return serve_config(build_parser().parse_args(["serve", *flags]))
+
+
+def test_herald_serve_without_flags_runs_on_the_defaults_of_serve_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HERALD_STORE", raising=False)
+    assert serve_flags() == ServeConfig()
+
+
+def test_herald_store_sets_the_default_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_STORE", "sqlite:///elsewhere.db")
+    assert serve_flags().store_url == "sqlite:///elsewhere.db"
+
+
+SETTINGS = [
+    (("--store", "postgresql://h@db/h"), lambda c: c.store_url, "postgresql://h@db/h"),
+    (("--host", "0.0.0.0"), lambda c: c.http.host, "0.0.0.0"),
+    (("--port", "9000"), lambda c: c.http.port, 9000),
+    (("--public-url", "https://h.example"), lambda c: c.http.public_url, "https://h.example"),
+    (("--head-timeout", "3"), lambda c: c.http.head_timeout_s, 3.0),
+    (("--lease", "7"), lambda c: c.hub.lease_s, 7.0),
+    (("--ack-timeout", "9"), lambda c: c.delivery.ack_timeout_s, 9.0),
+    (("--backlog-limit", "2"), lambda c: c.delivery.backlog_limit, 2),
+    (("--stream-buffer", "50"), lambda c: c.streams.buffer_size, 50),
+    (("--webhook-allow", "private"), lambda c: str(c.webhooks.allow), "private"),
+    (("--webhook-schedule", "0,1"), lambda c: c.webhooks.schedule_s, (0, 1)),
+    (("--webhook-disable-after", "60"), lambda c: c.webhooks.disable_after_s, 60.0),
+    (("--webhook-timeout", "2"), lambda c: c.webhooks.timeout_s, 2.0),
+    (("--webhook-concurrency", "1"), lambda c: c.webhooks.per_endpoint, 1),
+    (("--streams-per-key", "0"), lambda c: c.limits.streams, 0),
+    (("--sessions-per-key", "3"), lambda c: c.limits.sessions, 3),
+    (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),
+    (("--publish-burst", "6"), lambda c: c.limits.publish_burst, 6),
+    (("--log-level", "debug"), lambda c: c.log_level, "debug"),
+]
+
+
+@pytest.mark.parametrize(("flag", "setting", "value"), SETTINGS, ids=[s[0][0] for s in SETTINGS])
+def test_each_serve_flag_sets_its_setting_and_only_that(
+    flag: tuple[str, str], setting: Callable[[ServeConfig], object], value: object
+) -> None:
+    config = serve_flags("--store", DEFAULTS.store_url, *flag)
+    assert setting(config) == value != setting(DEFAULTS)
+    changed = [
+        (name, group) for name, group in vars(config).items() if group != getattr(DEFAULTS, name)
+    ]
+    assert len(changed) == 1, changed

@@ -133,3 +133,12 @@ def test_an_oversized_event_is_reported_by_its_id_and_the_next_one_is_whole(
         ("3", "", True),
         ("4", "last", False),
     ]
+
+
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+def test_the_data_lines_of_one_event_are_joined_with_lf_empty_ones_included(
+    chunk_size: int | None,
+) -> None:
+    stream = b'id: 5\ndata: {"a":\ndata:\ndata:  1}\n\ndata: next\n\n'
+    events = decode(stream, chunk_size)
+    assert [(e.data, e.last_event_id) for e in events] == [('{"a":\n\n 1}', "5"), ("next", "5")]

@@ -1,6 +1,7 @@
 """herald: get every event to every AI agent, over whatever its client can take, and lose none."""
 
 from herald.capabilities import DeliveryCapabilities, detect
+from herald.config import ServeConfig
 from herald.delivery.engine import Notifier
 from herald.errors import (
     Conflict,
@@ -37,6 +38,7 @@ __all__ = [
     "Published",
     "RateLimited",
     "Reply",
+    "ServeConfig",
     "Store",
     "StoreUnavailable",
     "TooLarge",

@@ -15,6 +15,7 @@ import fnmatch
 from dataclasses import dataclass, replace
 from typing import Any
 
+from herald.config import DEFAULTS
 from herald.inputs.agents import DeliveryOverrides
 from herald.inputs.refusals import parse
 
@@ -24,8 +25,6 @@ any time (``herald.mcp.peer.push_paths_for``)."""
 
 STREAM_CAPABILITY = "herald/events"
 """An ``experimental`` client capability: the client shows ``notifications/herald/event``."""
-
-DEFAULT_ACK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class DeliveryCapabilities:
     log: bool = False
     log_level: str | None = None
     """The least severe log level the client asked for (``logging/setLevel``); None: any."""
-    ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
+    ack_timeout_s: float = DEFAULTS.delivery.ack_timeout_s
 
     @property
     def era(self) -> str:

@@ -1,4 +1,4 @@
-"""The ``herald`` command."""
+"""The ``herald`` command: its arguments. What ``herald serve`` runs is ``herald.serve``."""
 
 from __future__ import annotations
 
@@ -7,137 +7,32 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-import uvicorn
-
+from herald.config import (
+    DEFAULTS,
+    DeliveryConfig,
+    HttpConfig,
+    HubConfig,
+    KeyLimits,
+    ServeConfig,
+    StreamConfig,
+    WebhookConfig,
+)
 from herald.errors import HeraldError
-from herald.webhooks.checks import DEFAULT_SCHEDULE_S, parse_schedule
+from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks.checks import parse_schedule
 
-DEFAULT_STORE = "sqlite:///herald.db"
-DEFAULT_PORT = 8787
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="herald", description="Get every event to every AI agent."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the hub: HTTP API and delivery")
-    serve.add_argument(
-        "--store",
-        default=os.environ.get("HERALD_STORE", DEFAULT_STORE),
-        help=f"store URL (default {DEFAULT_STORE}, or $HERALD_STORE)",
-    )
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
-    )
-    serve.add_argument(
-        "--port",
-        type=_int_from(0, 65535),
-        default=DEFAULT_PORT,
-        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
-    )
-    serve.add_argument(
-        "--lease",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long a drained event stays reserved for its consumer (default 30)",
-    )
-    serve.add_argument(
-        "--ack-timeout",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="how long a push may go unacknowledged before the next way is tried (default 300)",
-    )
-    serve.add_argument(
-        "--backlog-limit",
-        type=int,
-        default=10,
-        metavar="N",
-        help="on connect, a backlog longer than this arrives as one summary (default 10)",
-    )
-    serve.add_argument(
-        "--stream-buffer",
-        type=int,
-        default=2000,
-        metavar="N",
-        help="how many events a stream client may fall behind before it is cut off (default 2000)",
-    )
-    serve.add_argument(
-        "--public-url",
-        help="the hub's URL as agents reach it, told to OpenClaw agents (default: host and port)",
-    )
-    serve.add_argument(
-        "--webhook-allow",
-        default="",
-        metavar="CLASSES",
-        help="address classes webhooks may go to besides public ones: loopback, private"
-        " (link-local and cloud metadata addresses never)",
-    )
-    serve.add_argument(
-        "--webhook-schedule",
-        default=",".join(str(s) for s in DEFAULT_SCHEDULE_S),
-        metavar="SECONDS,...",
-        help="delays before each webhook try (default 0,5,300,1800,7200,18000,36000,36000)",
-    )
-    serve.add_argument(
-        "--webhook-disable-after",
-        type=float,
-        default=5 * 24 * 3600,
-        metavar="SECONDS",
-        help="disable an endpoint that keeps failing for this long (default 5 days)",
-    )
-    serve.add_argument("--webhook-timeout", type=float, default=15.0, metavar="SECONDS")
-    serve.add_argument(
-        "--webhook-concurrency",
-        type=_int_from(1),
-        default=4,
-        metavar="N",
-        help="requests in flight to one webhook or OpenClaw endpoint at most (default 4)",
-    )
-    serve.add_argument(
-        "--head-timeout",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="close a connection whose request head is not complete within this (default 10)",
-    )
-    serve.add_argument(
-        "--streams-per-key",
-        type=_int_from(0),
-        default=16,
-        metavar="N",
-        help="open GET /channel/stream per key at most (default 16; 0: no limit)",
-    )
-    serve.add_argument(
-        "--sessions-per-key",
-        type=_int_from(0),
-        default=64,
-        metavar="N",
-        help="live MCP sessions per key at most (default 64; 0: no limit)",
-    )
-    serve.add_argument(
-        "--publish-rate",
-        type=float,
-        default=1000.0,
-        metavar="EVENTS",
-        help="events per second one key may publish, each event of a batch counted "
-        "(default 1000; 0: no limit)",
-    )
-    serve.add_argument(
-        "--publish-burst",
-        type=_int_from(1),
-        default=5000,
-        metavar="EVENTS",
-        help="events one key may publish at once, beyond its rate (default 5000)",
-    )
-    serve.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    _add_serve(commands.add_parser("serve", help="run the hub: HTTP API and delivery"))
     bridge = commands.add_parser(
         "bridge", help="a stdio MCP server for Claude Code that follows a hub's events"
     )
@@ -163,7 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     drain.add_argument("--limit", type=int, default=100, help="events per heartbeat (1-100)")
     drain.add_argument("--follow", action="store_true", help="keep polling for new events")
     drain.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "bridge":
         return _bridge(args)
     if args.command == "drain":
@@ -172,13 +71,182 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        _run(_serve(args))
+        config = serve_config(args)
+        from herald.serve import serve  # here: bridge and drain need none of the server
+
+        _run(serve(config, admin_key=os.environ.get("HERALD_ADMIN_KEY")))
     except HeraldError as exc:
         print(f"herald: {exc.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _add_serve(serve: argparse.ArgumentParser) -> None:
+    """``herald serve``'s flags: each one sets a field of ``ServeConfig`` and defaults to it."""
+    http, hub, delivery = DEFAULTS.http, DEFAULTS.hub, DEFAULTS.delivery
+    webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
+    serve.add_argument(
+        "--store",
+        default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
+        help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
+    )
+    serve.add_argument(
+        "--host", default=http.host, help=f"address to listen on (default {http.host})"
+    )
+    serve.add_argument(
+        "--port",
+        type=_int_from(0, 65535),
+        default=http.port,
+        help=f"port to listen on (default {http.port}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--lease",
+        type=float,
+        default=hub.lease_s,
+        metavar="SECONDS",
+        help=f"how long a drained event stays reserved for its consumer (default {hub.lease_s:g})",
+    )
+    serve.add_argument(
+        "--ack-timeout",
+        type=float,
+        default=delivery.ack_timeout_s,
+        metavar="SECONDS",
+        help="how long a push may go unacknowledged before the next way is tried"
+        f" (default {delivery.ack_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--backlog-limit",
+        type=int,
+        default=delivery.backlog_limit,
+        metavar="N",
+        help="on connect, a backlog longer than this arrives as one summary"
+        f" (default {delivery.backlog_limit})",
+    )
+    serve.add_argument(
+        "--stream-buffer",
+        type=int,
+        default=DEFAULTS.streams.buffer_size,
+        metavar="N",
+        help="how many events a stream client may fall behind before it is cut off"
+        f" (default {DEFAULTS.streams.buffer_size})",
+    )
+    serve.add_argument(
+        "--public-url",
+        default=http.public_url,
+        help="the hub's URL as agents reach it, told to OpenClaw agents (default: host and port)",
+    )
+    serve.add_argument(
+        "--webhook-allow",
+        default=str(webhooks.allow),
+        metavar="CLASSES",
+        help="address classes webhooks may go to besides public ones: loopback, private"
+        " (link-local and cloud metadata addresses never)",
+    )
+    schedule = ",".join(str(s) for s in webhooks.schedule_s)
+    serve.add_argument(
+        "--webhook-schedule",
+        default=schedule,
+        metavar="SECONDS,...",
+        help=f"delays before each webhook try (default {schedule})",
+    )
+    serve.add_argument(
+        "--webhook-disable-after",
+        type=float,
+        default=webhooks.disable_after_s,
+        metavar="SECONDS",
+        help="disable an endpoint that keeps failing for this long"
+        f" (default {webhooks.disable_after_s:g}: {webhooks.disable_after_s / 86400:g} days)",
+    )
+    serve.add_argument(
+        "--webhook-timeout",
+        type=float,
+        default=webhooks.timeout_s,
+        metavar="SECONDS",
+        help=f"how long one webhook request may take (default {webhooks.timeout_s:g})",
+    )
+    serve.add_argument(
+        "--webhook-concurrency",
+        type=_int_from(1),
+        default=webhooks.per_endpoint,
+        metavar="N",
+        help="requests in flight to one webhook or OpenClaw endpoint at most"
+        f" (default {webhooks.per_endpoint})",
+    )
+    serve.add_argument(
+        "--head-timeout",
+        type=float,
+        default=http.head_timeout_s,
+        metavar="SECONDS",
+        help="close a connection whose request head is not complete within this"
+        f" (default {http.head_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--streams-per-key",
+        type=_int_from(0),
+        default=limits.streams,
+        metavar="N",
+        help=f"open GET /channel/stream per key at most (default {limits.streams}; 0: no limit)",
+    )
+    serve.add_argument(
+        "--sessions-per-key",
+        type=_int_from(0),
+        default=limits.sessions,
+        metavar="N",
+        help=f"live MCP sessions per key at most (default {limits.sessions}; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-rate",
+        type=float,
+        default=limits.publish_rate,
+        metavar="EVENTS",
+        help="events per second one key may publish, each event of a batch counted "
+        f"(default {limits.publish_rate:g}; 0: no limit)",
+    )
+    serve.add_argument(
+        "--publish-burst",
+        type=_int_from(1),
+        default=limits.publish_burst,
+        metavar="EVENTS",
+        help="events one key may publish at once, beyond its rate"
+        f" (default {limits.publish_burst})",
+    )
+    serve.add_argument("--log-level", default=DEFAULTS.log_level, choices=LOG_LEVELS)
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    """The ``ServeConfig`` that ``herald serve``'s flags say; what no flag sets keeps its default.
+
+    Raises:
+        InvalidInput: the webhook schedule, the address classes or a per-key limit is invalid.
+    """
+    return ServeConfig(
+        store_url=args.store,
+        log_level=args.log_level,
+        http=HttpConfig(
+            host=args.host,
+            port=args.port,
+            public_url=args.public_url,
+            head_timeout_s=args.head_timeout,
+        ),
+        hub=HubConfig(lease_s=args.lease),
+        delivery=DeliveryConfig(ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit),
+        streams=StreamConfig(buffer_size=args.stream_buffer),
+        webhooks=WebhookConfig(
+            allow=AddressPolicy.parse(args.webhook_allow),
+            schedule_s=parse_schedule(args.webhook_schedule),
+            disable_after_s=args.webhook_disable_after,
+            timeout_s=args.webhook_timeout,
+            per_endpoint=args.webhook_concurrency,
+        ),
+        limits=KeyLimits(
+            streams=args.streams_per_key,
+            sessions=args.sessions_per_key,
+            publish_rate=args.publish_rate,
+            publish_burst=args.publish_burst,
+        ),
+    )
 
 
 def _bridge(args: argparse.Namespace) -> int:
@@ -237,100 +305,6 @@ def _run(coroutine: object) -> None:
         runner.run(coroutine)  # type: ignore[arg-type]
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    from herald.delivery.engine import Notifier
-    from herald.http import create_app
-    from herald.http.connections import (
-        MAX_HEAD_BYTES,
-        ConnectionBudget,
-        ConnectionGuard,
-        guarded_protocol,
-        raise_file_limit,
-    )
-    from herald.http.fanout import Fanout
-    from herald.http.limits import KeyLimits
-    from herald.hub import Hub
-    from herald.webhooks.addresses import AddressPolicy
-    from herald.webhooks.sender import Sender
-    from herald.webhooks.worker import WebhookWorker
-
-    store_url, host, port = args.store, args.host, args.port
-    # Every flag is checked before the port is taken, and the port before anything starts.
-    hub = Hub.from_url(store_url, lease_s=args.lease)
-    limits = KeyLimits(
-        streams=args.streams_per_key,
-        sessions=args.sessions_per_key,
-        publish_rate=args.publish_rate,
-        publish_burst=args.publish_burst,
-    )
-    budget = ConnectionBudget.for_files(raise_file_limit())
-    guard = ConnectionGuard(budget.max_connections, args.head_timeout)
-    schedule_s = parse_schedule(args.webhook_schedule)
-    policy = AddressPolicy.parse(args.webhook_allow)
-    sock = _listen(host, port)
-    await hub.open()
-    try:
-        generated = await hub.setup_admin_key(os.environ.get("HERALD_ADMIN_KEY"))
-        if generated:
-            print(
-                f"herald: new admin key (shown once, stored only hashed): {generated}\n"
-                "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents.",
-                flush=True,
-            )
-        notifier = Notifier(hub, ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit)
-        bound_port = sock.getsockname()[1]
-        fanout = Fanout(hub, buffer_size=args.stream_buffer)
-        public_url = args.public_url or f"http://{host}:{bound_port}"
-        sender = Sender(public_url, policy, args.webhook_timeout, clock=hub.clock)
-        webhooks = WebhookWorker(
-            hub,
-            sender,
-            schedule_s=schedule_s,
-            disable_after_s=args.webhook_disable_after,
-            per_endpoint=args.webhook_concurrency,
-            grace_s=args.ack_timeout,
-            present=notifier.present_agents,
-        )
-        config = uvicorn.Config(
-            create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks, limits=limits),
-            log_level=args.log_level,
-            access_log=False,
-            timeout_graceful_shutdown=5,
-            http=guarded_protocol(guard),
-            ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
-            backlog=budget.backlog,
-        )
-        server = _Server(config, on_shutdown=fanout.close)
-        print(
-            f"herald: at most {budget.max_connections} open connections (the open-file limit is "
-            f"{budget.files}); a request head must come within {args.head_timeout:g} s and fit "
-            f"in {MAX_HEAD_BYTES // 1024} KiB",
-            flush=True,
-        )
-        print(
-            f"herald: listening on http://{host}:{bound_port} (store {_redact(store_url)})",
-            flush=True,
-        )
-        await server.serve(sockets=[sock])
-    finally:
-        await hub.close()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket.
-
-    Raises:
-        HeraldError: the address cannot be taken (in use, not this machine's, not allowed).
-    """
-    try:
-        return socket.create_server((host, port), reuse_port=False)
-    except OSError as exc:
-        # create_server repeats the address after the reason: the line says it once.
-        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
-        reason = reason[:1].lower() + reason[1:]
-        raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
-
-
 def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` (to ``high``)."""
     bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
@@ -345,28 +319,6 @@ def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-class _Server(uvicorn.Server):
-    """uvicorn waits for open requests before it shuts down; streams never end by themselves, so
-    they are told to end (resume later) first."""
-
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], Awaitable[None]]) -> None:
-        super().__init__(config)
-        self._on_shutdown = on_shutdown
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._on_shutdown()
-        await super().shutdown(sockets)
-
-
-def _redact(url: str) -> str:
-    """The store URL without a password, fit for a log line."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, location = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ JSON-RPC error, and a refused call changes nothing."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from herald.errors import HeraldError
+from herald.sse import SSEDecoder
 from tests.backends import BACKENDS
 from tests.http.fuzzing import (
     FUZZ,
@@ -129,10 +129,9 @@ def call_tool(world: World, era: str, tool: str, arguments: bytes) -> httpx.Resp
 def jsonrpc_answer(response: httpx.Response) -> dict[str, Any]:
     """The JSON-RPC answer, whether sent as JSON or as an SSE event."""
     if response.headers["content-type"].startswith("text/event-stream"):
-        # SSE ends lines with CR, LF or CRLF only: str.splitlines would split U+2028 too.
-        for line in re.split(r"\r\n|\r|\n", response.text):
-            if line.startswith("data:") and line[5:].strip():
-                message = strict_json(line[5:].strip().encode())
+        for sse_event in SSEDecoder().feed(response.content):
+            if sse_event.data.strip():
+                message = strict_json(sse_event.data.strip().encode())
                 if message.get("id") == 7:
                     return dict(message)
         raise AssertionError(f"no answer in {response.text[:500]}")

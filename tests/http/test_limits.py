@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from herald.sse import SSEDecoder
 from tests.herald_process import HeraldProcess
 
 WAIT_S = 30.0
@@ -130,7 +131,7 @@ def call_tool(http: httpx.Client, key: str, name: str, arguments: dict[str, Any]
     }
     answer = http.post("/mcp", json=call, headers=headers)
     assert answer.status_code == 200, answer.text
-    data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+    data = [event.data for event in SSEDecoder().feed(answer.content)]
     return json.loads(data[-1] if data else answer.text)["result"]
 
 

@@ -13,12 +13,12 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.models import REFUSED_PREFIX, Finished, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.webhooks.receiver import HANG, Received, Receiver
@@ -333,7 +333,7 @@ async def test_nothing_is_dropped_after_any_mix_of_failures(
     receiver.script = [(500, {}), (200, {}), (410, {})]
     ids = [(await hub.publish("alice", "t", f"e{n}")).event.id for n in range(5)]
     work = worker(hub, per_endpoint=1)
-    for _ in range(len(DEFAULT_SCHEDULE_S)):
+    for _ in range(len(DEFAULTS.webhooks.schedule_s)):
         await round_trip(work)
         clock.advance(40_000)
     drained = {e.id for e in (await hub.heartbeat(agent, cursor=0, limit=100)).events}
@@ -424,11 +424,11 @@ async def test_each_retry_waits_its_step_of_the_schedule_give_or_take_the_jitter
 ) -> None:
     agent, _ = await hub.create_agent("alice")
     await manage.set_webhook(hub, agent.id, receiver.url)
-    receiver.script = [(500, {})] * len(DEFAULT_SCHEDULE_S)
+    receiver.script = [(500, {})] * len(DEFAULTS.webhooks.schedule_s)
     published = await hub.publish("alice", "t", "never answered well")
     work = worker(hub)
     assert await round_trip(work) == 1  # the first try, at once
-    for step_s in DEFAULT_SCHEDULE_S[1:]:
+    for step_s in DEFAULTS.webhooks.schedule_s[1:]:
         (delivery,) = await hub.endpoints.deliveries(published.event.id)
         wait_ms = delivery.next_at - hub.now()
         assert step_s * 900 <= wait_ms <= step_s * 1100

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from herald.capabilities import DEFAULT_ACK_TIMEOUT_S, DeliveryCapabilities
+from herald.capabilities import DeliveryCapabilities
+from herald.config import DEFAULTS
 from herald.delivery import render
 from herald.delivery.base import Mechanism, Peer
 from herald.delivery.cascade import Cascade, PushReport
@@ -37,9 +38,9 @@ class Notifier:
         hub: Hub,
         *,
         mechanisms: list[Mechanism] | None = None,
-        backlog_limit: int = 10,
-        poll_interval_s: float = 5.0,
-        ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S,
+        backlog_limit: int = DEFAULTS.delivery.backlog_limit,
+        poll_interval_s: float = DEFAULTS.delivery.poll_interval_s,
+        ack_timeout_s: float = DEFAULTS.delivery.ack_timeout_s,
     ) -> None:
         self.hub = hub
         self.cascade = Cascade(hub, mechanisms if mechanisms is not None else default_mechanisms())

@@ -18,7 +18,9 @@ from herald.hub import Hub
 
 log = logging.getLogger("herald.delivery")
 
-PAGE = 100
+OFFER_PAGE = 100
+"""Open events one read of the store takes for a session: each goes through the cascade (or is
+counted for a backlog summary) before the next read."""
 
 
 class SessionWorker:
@@ -85,14 +87,16 @@ class SessionWorker:
         if len(first) <= self.backlog_limit:
             return
         count, last = len(first), first[-1]
-        while page := await self.hub.open_events(agent_id, last.seq, PAGE):
+        while page := await self.hub.open_events(agent_id, last.seq, OFFER_PAGE):
             count, last = count + len(page), page[-1]
         await self.cascade.summarise(session, count, first[0])
         session.offered_through = last.seq
 
     async def offer_new(self) -> None:
         session = self.session
-        while events := await self.hub.open_events(session.agent.id, session.offered_through, PAGE):
+        while events := await self.hub.open_events(
+            session.agent.id, session.offered_through, OFFER_PAGE
+        ):
             writes = PendingWrites()
             for event in events:
                 await self.cascade.offer(session, event, writes)

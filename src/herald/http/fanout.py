@@ -12,15 +12,15 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
+from herald.config import DEFAULTS
 from herald.hub import Hub
 from herald.models import Event
 
 log = logging.getLogger("herald.fanout")
 
-PAGE = 500
-BUFFER_BYTES = 32 * 1024 * 1024
-"""An agent's buffer also holds at most about this many bytes of events: 2,000 events of the
-largest size would be half a gigabyte."""
+PUMP_PAGE = 500
+"""New events one read of the store takes into an agent's live buffer, shared by all of its
+streams: larger, since one read serves every subscriber."""
 
 
 class TooSlow(Exception):
@@ -107,9 +107,9 @@ class Fanout:
         self,
         hub: Hub,
         *,
-        buffer_size: int = 2000,
-        buffer_bytes: int = BUFFER_BYTES,
-        poll_interval_s: float = 5.0,
+        buffer_size: int = DEFAULTS.streams.buffer_size,
+        buffer_bytes: int = DEFAULTS.streams.buffer_bytes,
+        poll_interval_s: float = DEFAULTS.streams.poll_interval_s,
     ) -> None:
         self.hub = hub
         self.buffer_size = buffer_size
@@ -174,7 +174,7 @@ class Fanout:
         while True:
             try:
                 found = False
-                while events := await self.hub.open_events(agent_id, topic.high_water, PAGE):
+                while events := await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE):
                     self._keep(topic, events, self.buffer_bytes)
                     found = True
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,

@@ -7,46 +7,18 @@ A key here is the caller: an agent (by its id) or the admin key.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from herald.errors import InvalidInput, RateLimited, TooLarge
+from herald.config import KeyLimits as KeyLimits  # re-exported: the app takes them from here
+from herald.errors import RateLimited, TooLarge
 
 ADMIN = "admin"
 """The key of the admin, as the limits count it (agent ids never take this form)."""
 
 STREAM_RETRY_AFTER_S = 5.0
 """A stream slot frees up when one of the key's streams closes: no time can be promised."""
-
-
-@dataclass(frozen=True)
-class KeyLimits:
-    """What one key may hold or do at once; 0 turns a limit off. The defaults are far above
-    what an agent or an application publishing for its agents needs.
-
-    Raises:
-        InvalidInput: a limit is negative, or the burst is below one event.
-    """
-
-    streams: int = 16
-    """Open ``GET /channel/stream`` connections per key."""
-    sessions: int = 64
-    """Live MCP sessions at ``/mcp`` per key."""
-    publish_rate: float = 1000.0
-    """Events per second per key, each event of a batch counted."""
-    publish_burst: int = 5000
-    """Events a key may publish at once after being idle: a full 1,000-event batch fits."""
-
-    def __post_init__(self) -> None:
-        if self.streams < 0 or self.sessions < 0:
-            raise InvalidInput("stream and session limits must be 0 (no limit) or more")
-        if not math.isfinite(self.publish_rate) or self.publish_rate < 0:
-            raise InvalidInput("the publish rate must be 0 (no limit) or more events per second")
-        if self.publish_burst < 1:
-            raise InvalidInput("the publish burst must be 1 event or more")
 
 
 class StreamSlots:

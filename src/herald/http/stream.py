@@ -21,7 +21,9 @@ from herald.http.limits import StreamSlots
 from herald.hub import Hub
 from herald.models import Agent, Event
 
-PAGE = 200
+BACKLOG_PAGE = 200
+"""Open events one read of the store takes while a stream replays its backlog: each is framed
+and written to one client before the next read."""
 RETRY_MS = 2000
 KEEPALIVE_S = 15.0
 SEND_TIMEOUT_S = 30.0
@@ -90,7 +92,7 @@ class StreamEndpoint:
         if gone:
             await write(_frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
-        while page := await self.hub.open_events(agent.id, last, PAGE):
+        while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
             for event in page:
                 await write(self.frames.frame(event))
             last = page[-1].seq

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from herald.capabilities import parse_overrides
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.endpoints import EndpointBook
 from herald.ids import is_id, new_id
@@ -62,9 +63,9 @@ class Hub:
         self,
         store: Store,
         *,
-        lease_s: float = 30.0,
-        retention_s: float = 7 * 24 * 3600,
-        maintenance_interval_s: float = 5.0,
+        lease_s: float = DEFAULTS.hub.lease_s,
+        retention_s: float = DEFAULTS.hub.retention_s,
+        maintenance_interval_s: float = DEFAULTS.hub.maintenance_interval_s,
     ) -> None:
         self._store = store
         self.endpoints = EndpointBook(store)

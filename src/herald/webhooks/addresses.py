@@ -164,6 +164,11 @@ class AddressPolicy:
             )
         return AddressPolicy("loopback" in words, "private" in words)
 
+    def __str__(self) -> str:
+        """The policy as ``parse`` reads it: ``""``, ``"loopback"``, ``"loopback,private"``."""
+        allowed = [("loopback", self.allow_loopback), ("private", self.allow_private)]
+        return ",".join(name for name, allows in allowed if allows)
+
     def allows(self, address_class: AddressClass) -> bool:
         return (
             address_class is AddressClass.PUBLIC

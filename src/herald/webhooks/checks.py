@@ -13,8 +13,6 @@ import httpx2
 from herald.errors import InvalidInput
 
 SECRET_PREFIX = "whsec_"
-DEFAULT_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
-"""When to try: at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h (about 27.6 h)."""
 _HOST = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:.]+")
 """A host name (IDNA-encoded), an IPv4 address or an IPv6 one (without its brackets)."""
 

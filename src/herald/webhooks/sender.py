@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx2
 from standardwebhooks import Webhook
 
+from herald.config import DEFAULTS
 from herald.models import REFUSED_PREFIX, Agent, Endpoint, Event, Kind
 from herald.times import Clock
 from herald.webhooks.addresses import (
@@ -26,7 +27,6 @@ from herald.webhooks.addresses import (
     resolve,
 )
 
-TIMEOUT_S = 15.0
 THROTTLED = {429, 502, 503, 504}
 MAX_RETRY_AFTER_S = 24 * 3600.0
 """A receiver asking to wait longer than a day is tried again after a day."""
@@ -67,7 +67,7 @@ class Sender:
         self,
         hub_url: str,
         policy: AddressPolicy,
-        timeout_s: float = TIMEOUT_S,
+        timeout_s: float = DEFAULTS.webhooks.timeout_s,
         *,
         resolver: Resolver = resolve,
         clock: Clock = time.time,

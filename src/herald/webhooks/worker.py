@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.hub import Hub
 from herald.ids import new_id
 from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
 from herald.webhooks.addresses import AddressRefused, Unresolvable
-from herald.webhooks.checks import DEFAULT_SCHEDULE_S
 from herald.webhooks.sender import Sender, SendOutcome
 
 log = logging.getLogger("herald.webhooks")
@@ -65,13 +65,13 @@ class WebhookWorker:
         hub: Hub,
         sender: Sender,
         *,
-        schedule_s: Sequence[float] = DEFAULT_SCHEDULE_S,
-        disable_after_s: float = 5 * 24 * 3600,
-        grace_s: float = 300.0,
+        schedule_s: Sequence[float] = DEFAULTS.webhooks.schedule_s,
+        disable_after_s: float = DEFAULTS.webhooks.disable_after_s,
+        grace_s: float = DEFAULTS.delivery.ack_timeout_s,
         present: PresentAgents | None = None,
-        per_endpoint: int = 4,
-        poll_interval_s: float = 1.0,
-        min_interval_s: float = 0.2,
+        per_endpoint: int = DEFAULTS.webhooks.per_endpoint,
+        poll_interval_s: float = DEFAULTS.webhooks.poll_interval_s,
+        min_interval_s: float = DEFAULTS.webhooks.min_interval_s,
         lease_s: float | None = None,
     ) -> None:
         self.hub = hub

@@ -1,0 +1,142 @@
+"""Every setting of a running hub, with its default, written once.
+
+``herald serve``'s flags take their defaults from here, and so do the constructors that a Python
+program calls itself (``Hub``, ``Notifier``, ``Fanout``, ``WebhookWorker``, the webhook
+``Sender``, ``KeyLimits``): a default changes in this file or nowhere. ``herald.serve.serve``
+runs a hub from a ``ServeConfig``, as ``herald serve`` does::
+
+    config = ServeConfig(store_url="postgresql://herald@db/herald", hub=HubConfig(lease_s=60))
+    await serve(config)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from herald.errors import InvalidInput
+from herald.webhooks.addresses import AddressPolicy
+
+DAY_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """Where the hub listens, and how long a connection may take to ask."""
+
+    host: str = "127.0.0.1"
+    """The address to listen on."""
+    port: int = 8787
+    """The port to listen on; 0 picks a free one."""
+    public_url: str | None = None
+    """The hub's URL as agents reach it, told to OpenClaw agents; None: ``http://host:port``."""
+    head_timeout_s: float = 10.0
+    """A connection whose request head is not complete within this is closed."""
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """The hub's hold on events in the store."""
+
+    lease_s: float = 30.0
+    """How long a drained event stays reserved for its consumer before it is offered again."""
+    retention_s: float = 7 * DAY_S
+    """How long delivered and expired events are kept before they are pruned."""
+    maintenance_interval_s: float = 5.0
+    """How often events are expired and pruned."""
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    """The cascade's pace for live sessions (MCP and the stdio bridge)."""
+
+    ack_timeout_s: float = 300.0
+    """How long a push may go unacknowledged before the next way is tried (an agent's
+    ``delivery.ack_timeout_s`` overrides it); also how long a webhook waits for a live session."""
+    backlog_limit: int = 10
+    """On (re)connect, a backlog longer than this arrives as one summary."""
+    poll_interval_s: float = 5.0
+    """How often a session looks at the store without a wake-up."""
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """The live buffer that every ``GET /channel/stream`` of one agent reads from."""
+
+    buffer_size: int = 2000
+    """How many events a stream client may fall behind before it is cut off (and resumes)."""
+    buffer_bytes: int = 32 * 1024 * 1024
+    """The most bytes of events kept per agent, whatever their number: 2,000 events of the
+    largest size would be half a gigabyte."""
+    poll_interval_s: float = 5.0
+    """How often an agent's buffer looks at the store without a wake-up."""
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Signed webhooks and OpenClaw wakes, for agents that hold no connection."""
+
+    allow: AddressPolicy = field(default_factory=AddressPolicy)
+    """Address classes webhooks may go to besides public ones (loopback, private); link-local
+    and cloud metadata addresses never."""
+    schedule_s: tuple[int, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+    """Delays before each try: at once, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h
+    (about 27.6 h); its length is the number of tries."""
+    disable_after_s: float = 5 * DAY_S
+    """An endpoint that keeps failing for this long is disabled (its events stay drainable)."""
+    timeout_s: float = 15.0
+    """How long one request to an endpoint may take."""
+    per_endpoint: int = 4
+    """Requests in flight to one endpoint at most."""
+    poll_interval_s: float = 1.0
+    """How often the worker looks for due deliveries without a wake-up."""
+    min_interval_s: float = 0.2
+    """The shortest pause between two of the worker's rounds."""
+
+
+@dataclass(frozen=True)
+class KeyLimits:
+    """What one key may hold or do at once; 0 turns a limit off. The defaults are far above
+    what an agent or an application publishing for its agents needs.
+
+    Raises:
+        InvalidInput: a limit is negative, or the burst is below one event.
+    """
+
+    streams: int = 16
+    """Open ``GET /channel/stream`` connections per key."""
+    sessions: int = 64
+    """Live MCP sessions at ``/mcp`` per key."""
+    publish_rate: float = 1000.0
+    """Events per second per key, each event of a batch counted."""
+    publish_burst: int = 5000
+    """Events a key may publish at once after being idle: a full 1,000-event batch fits."""
+
+    def __post_init__(self) -> None:
+        if self.streams < 0 or self.sessions < 0:
+            raise InvalidInput("stream and session limits must be 0 (no limit) or more")
+        if not math.isfinite(self.publish_rate) or self.publish_rate < 0:
+            raise InvalidInput("the publish rate must be 0 (no limit) or more events per second")
+        if self.publish_burst < 1:
+            raise InvalidInput("the publish burst must be 1 event or more")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``herald serve`` can be told, grouped by the part of the hub it sets."""
+
+    store_url: str = "sqlite:///herald.db"
+    """The store's URL: ``sqlite:///PATH`` (relative to the working directory) or
+    ``postgresql://...``."""
+    log_level: str = "info"
+    """The least severe log level written: debug, info, warning or error."""
+    http: HttpConfig = field(default_factory=HttpConfig)
+    hub: HubConfig = field(default_factory=HubConfig)
+    delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
+    streams: StreamConfig = field(default_factory=StreamConfig)
+    webhooks: WebhookConfig = field(default_factory=WebhookConfig)
+    limits: KeyLimits = field(default_factory=KeyLimits)
+
+
+DEFAULTS = ServeConfig()
+"""The defaults, for constructors' signatures and the CLI's flags."""

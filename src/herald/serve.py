@@ -1,0 +1,208 @@
+"""Running a hub from a ``ServeConfig``: the store, the delivery engine, the stream fan-out, the
+webhook worker and the HTTP server with its connection guard, wired together. ``herald serve``
+is this with its flags read into a ``ServeConfig``; a Python program calls ``serve`` the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import uvicorn
+from starlette.applications import Starlette
+
+from herald.config import DEFAULTS, ServeConfig
+from herald.delivery.engine import Notifier
+from herald.errors import HeraldError
+from herald.http import create_app
+from herald.http.connections import (
+    MAX_HEAD_BYTES,
+    ConnectionBudget,
+    ConnectionGuard,
+    guarded_protocol,
+    raise_file_limit,
+)
+from herald.http.fanout import Fanout
+from herald.hub import Hub
+from herald.webhooks.sender import Sender
+from herald.webhooks.worker import WebhookWorker
+
+GRACEFUL_SHUTDOWN_S = 5
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def serve(
+    config: ServeConfig = DEFAULTS,
+    *,
+    admin_key: str | None = None,
+    announce: Callable[[str], None] = _say,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve the hub until the process is told to stop (SIGINT or SIGTERM), or ``stop`` is set;
+    either way open streams are ended first, then requests in flight get a few seconds.
+
+    Every setting is checked before the port is taken, and the port before anything starts.
+    ``admin_key`` replaces the stored admin key for good; without one, a first start generates
+    one and announces it once. ``announce`` gets the lines an operator should see (by default
+    they are printed).
+
+    Raises:
+        HeraldError: a setting is invalid (the store URL, the head timeout, the webhook
+            concurrency), the address cannot be taken, or the admin key is too short.
+        StoreUnavailable: the store cannot be opened.
+    """
+    hub = build_hub(config)
+    budget = ConnectionBudget.for_files(raise_file_limit())
+    guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
+    host = config.http.host
+    sock = listen(host, config.http.port)
+    await hub.open()
+    try:
+        generated = await hub.setup_admin_key(admin_key)
+        if generated:
+            announce(
+                f"herald: new admin key (shown once, stored only hashed): {generated}\n"
+                "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents."
+            )
+        bound_port = sock.getsockname()[1]
+        public_url = config.http.public_url or f"http://{host}:{bound_port}"
+        app, fanout = build_app(hub, config, public_url)
+        server_config = uvicorn.Config(
+            app,
+            log_level=config.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            http=guarded_protocol(guard),
+            ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
+            backlog=budget.backlog,
+        )
+        server = _Server(server_config, on_shutdown=fanout.close)
+        announce(
+            f"herald: at most {budget.max_connections} open connections (the open-file limit is "
+            f"{budget.files}); a request head must come within {config.http.head_timeout_s:g} s "
+            f"and fit in {MAX_HEAD_BYTES // 1024} KiB"
+        )
+        announce(
+            f"herald: listening on http://{host}:{bound_port} (store {redact(config.store_url)})"
+        )
+        async with _exit_when(stop, server):
+            await server.serve(sockets=[sock])
+    finally:
+        await hub.close()
+
+
+@contextlib.asynccontextmanager
+async def _exit_when(stop: asyncio.Event | None, server: uvicorn.Server) -> AsyncIterator[None]:
+    """While inside, a set ``stop`` tells ``server`` to shut down as a signal would."""
+    if stop is None:
+        yield
+        return
+
+    async def watch(stop: asyncio.Event) -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(watch(stop))
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
+def build_hub(config: ServeConfig) -> Hub:
+    """An unopened hub on the configured store.
+
+    Raises:
+        InvalidInput: the store URL names no backend herald has.
+    """
+    settings = config.hub
+    return Hub.from_url(
+        config.store_url,
+        lease_s=settings.lease_s,
+        retention_s=settings.retention_s,
+        maintenance_interval_s=settings.maintenance_interval_s,
+    )
+
+
+def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette, Fanout]:
+    """The HTTP app over an opened hub, with the delivery engine, the stream fan-out and the
+    webhook worker set as ``config`` says; the fan-out is returned too, to be closed before the
+    server waits for its requests to end (streams never end by themselves).
+
+    ``public_url`` is the hub's URL as agents reach it (told to OpenClaw agents).
+
+    Raises:
+        InvalidInput: the webhook concurrency is below 1.
+    """
+    delivery, webhook = config.delivery, config.webhooks
+    notifier = Notifier(
+        hub,
+        ack_timeout_s=delivery.ack_timeout_s,
+        backlog_limit=delivery.backlog_limit,
+        poll_interval_s=delivery.poll_interval_s,
+    )
+    streams = config.streams
+    fanout = Fanout(
+        hub,
+        buffer_size=streams.buffer_size,
+        buffer_bytes=streams.buffer_bytes,
+        poll_interval_s=streams.poll_interval_s,
+    )
+    sender = Sender(public_url, webhook.allow, webhook.timeout_s, clock=hub.clock)
+    webhooks = WebhookWorker(
+        hub,
+        sender,
+        schedule_s=webhook.schedule_s,
+        disable_after_s=webhook.disable_after_s,
+        grace_s=delivery.ack_timeout_s,
+        present=notifier.present_agents,
+        per_endpoint=webhook.per_endpoint,
+        poll_interval_s=webhook.poll_interval_s,
+        min_interval_s=webhook.min_interval_s,
+    )
+    app = create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks, limits=config.limits)
+    return app, fanout
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket.
+
+    Raises:
+        HeraldError: the address cannot be taken (in use, not this machine's, not allowed).
+    """
+    try:
+        return socket.create_server((host, port), reuse_port=False)
+    except OSError as exc:
+        # create_server repeats the address after the reason: the line says it once.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+        reason = reason[:1].lower() + reason[1:]
+        raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
+
+
+def redact(url: str) -> str:
+    """The store URL without a password, fit for a log line."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn waits for open requests before it shuts down; streams never end by themselves, so
+    they are told to end (resume later) first."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(config)
+        self._on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._on_shutdown()
+        await super().shutdown(sockets)

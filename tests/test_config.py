@@ -1,0 +1,82 @@
+"""``ServeConfig`` holds every default: the constructors a Python program calls use the same ones
+as ``herald serve`` (whose flags are compared in tests/test_cli.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from herald import Hub, Notifier, ServeConfig
+from herald.capabilities import DeliveryCapabilities
+from herald.config import DEFAULTS, KeyLimits
+from herald.http.fanout import Fanout
+from herald.http.limits import Limits
+from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks.sender import Sender
+from herald.webhooks.worker import WebhookWorker
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def unopened_hub(tmp_path: Path) -> AsyncIterator[Hub]:
+    hub = Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}")
+    yield hub
+
+
+def test_the_defaults_are_a_serve_config_built_with_no_arguments() -> None:
+    assert ServeConfig() == DEFAULTS
+
+
+async def test_the_hub_notifier_and_fanout_default_to_the_config(unopened_hub: Hub) -> None:
+    hub = unopened_hub
+    assert hub.lease_ms == DEFAULTS.hub.lease_s * 1000
+    assert hub.retention_ms == DEFAULTS.hub.retention_s * 1000
+    assert hub.maintenance_interval_s == DEFAULTS.hub.maintenance_interval_s
+    notifier = Notifier(hub)
+    delivery = DEFAULTS.delivery
+    assert (notifier.ack_timeout_s, notifier.backlog_limit, notifier.poll_interval_s) == (
+        delivery.ack_timeout_s,
+        delivery.backlog_limit,
+        delivery.poll_interval_s,
+    )
+    assert DeliveryCapabilities("http", "2025-11-25").ack_timeout_s == delivery.ack_timeout_s
+    fanout = Fanout(hub)
+    streams = DEFAULTS.streams
+    assert (fanout.buffer_size, fanout.buffer_bytes, fanout.poll_interval_s) == (
+        streams.buffer_size,
+        streams.buffer_bytes,
+        streams.poll_interval_s,
+    )
+
+
+async def test_the_webhook_sender_and_worker_default_to_the_config(unopened_hub: Hub) -> None:
+    webhooks = DEFAULTS.webhooks
+    sender = Sender("http://127.0.0.1:8787", AddressPolicy())
+    assert sender.timeout_s == webhooks.timeout_s
+    worker = WebhookWorker(unopened_hub, sender)
+    assert worker.schedule_s == webhooks.schedule_s
+    assert worker.disable_after_ms == webhooks.disable_after_s * 1000
+    assert worker.per_endpoint == webhooks.per_endpoint
+    assert worker.poll_interval_s == webhooks.poll_interval_s
+    assert worker.min_interval_s == webhooks.min_interval_s
+    # A webhook waits for a live session as long as a push waits for its acknowledgement.
+    assert worker.grace_ms == DEFAULTS.delivery.ack_timeout_s * 1000
+    await sender.close()
+
+
+def test_the_per_key_limits_default_to_the_config() -> None:
+    limits = Limits()
+    assert limits.config == DEFAULTS.limits == KeyLimits()
+    assert limits.streams.limit == DEFAULTS.limits.streams
+    assert (limits.publish.rate, limits.publish.burst) == (
+        DEFAULTS.limits.publish_rate,
+        DEFAULTS.limits.publish_burst,
+    )
+
+
+def test_the_address_policy_reads_back_as_the_text_it_was_parsed_from() -> None:
+    for text in ["", "loopback", "private", "loopback,private"]:
+        assert str(AddressPolicy.parse(text)) == text
