@@ -342,11 +342,11 @@ async def _api_drain(sizes: Sizes, workdir: Path) -> Run:
             await hub.publish_many([parse_new_event(_event("bench", i)) for i in range(count)])
         watch = Stopwatch()
         deadline = watch.wall + sizes.drain_seconds
-        drained = await hub.heartbeat(agent, cursor=0, limit=sizes.drain_limit)
+        drained = await hub.drain(agent, cursor=0, limit=sizes.drain_limit)
         events = 0
         while drained.events and time.perf_counter() < deadline:
             events += len(drained.events)
-            drained = await hub.heartbeat(agent, cursor=drained.cursor, limit=sizes.drain_limit)
+            drained = await hub.drain(agent, cursor=drained.cursor, limit=sizes.drain_limit)
         return watch.run(events)
     finally:
         await hub.close()
@@ -405,7 +405,7 @@ async def drain_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = 
                 f"{sizes.drainers} agents drained in parallel", parallel, share * sizes.drainers
             ),
             Measurement(
-                f"Hub.heartbeat(cursor, limit={limit}) in process",
+                f"Hub.drain(cursor, limit={limit}) in process",
                 api.rate,
                 "events/s",
                 details=api.details(),

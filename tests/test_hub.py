@@ -27,7 +27,7 @@ async def test_publish_checks_its_input_and_stores_nothing_bad(hub: Hub) -> None
         await hub.publish("alice", "t", "x" * (256 * 1024 + 1))
     with pytest.raises(NotFound, match="bob"):
         await hub.publish("bob", "t", "x")
-    assert (await hub.heartbeat(agent, cursor=0)).events == []
+    assert (await hub.drain(agent, cursor=0)).events == []
 
 
 async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(
@@ -35,11 +35,11 @@ async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(
 ) -> None:
     agent, _ = await hub.create_agent("alice")
     published = await hub.publish("alice", "t", "one")
-    first = await hub.heartbeat(agent, cursor=0, consumer="a")
+    first = await hub.drain(agent, cursor=0, consumer="a")
     assert [e.id for e in first.events] == [published.event.id]
-    assert (await hub.heartbeat(agent, cursor=0, consumer="b")).events == []
+    assert (await hub.drain(agent, cursor=0, consumer="b")).events == []
     clock.advance(10.5)
-    assert [e.id for e in (await hub.heartbeat(agent, cursor=0, consumer="b")).events] == [
+    assert [e.id for e in (await hub.drain(agent, cursor=0, consumer="b")).events] == [
         published.event.id
     ]
 
@@ -113,7 +113,7 @@ async def test_agents_cannot_send_herald_s_own_types_but_can_ask_permission(hub:
     asked = await hub.ask_permission(
         asker, "approver", request_id="abcde", tool_name="Bash", description="list files"
     )
-    (event,) = (await hub.heartbeat(approver, cursor=0)).events
+    (event,) = (await hub.drain(approver, cursor=0)).events
     assert event.id == asked.event.id and event.type == "permission.request"
     assert event.sender == "asker" and event.interactive
     assert event.data == {

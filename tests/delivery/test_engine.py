@@ -159,7 +159,7 @@ async def test_without_a_push_path_nothing_is_pushed_whatever_the_client_declare
     notifier.connect("s1", alice, modern, peer)
     published = await hub.publish("alice", "t", "waits")
     # Its tool results are all it gets: they flag every open event at once.
-    assert await notifier.reminder(alice, "s1") == (
+    assert await notifier.unread_notice(alice, "s1") == (
         "herald: 1 unread event: call inbox to read, then ack."
     )
     assert [e.id for e in await hub.inbox(alice)] == [published.event.id]
@@ -173,7 +173,7 @@ async def test_a_session_that_can_be_pushed_to_is_flagged_only_of_overdue_events
     notifier.connect("s1", alice, caps("claude-code"), RecordingPeer())
     await hub.publish("alice", "t", "pushed just now")
     await next_report(reports)
-    assert await notifier.reminder(alice, "s1") is None
+    assert await notifier.unread_notice(alice, "s1") is None
 
 
 async def test_unacknowledged_pushes_escalate_when_their_deadline_passes_and_are_flagged(
@@ -192,9 +192,12 @@ async def test_unacknowledged_pushes_escalate_when_their_deadline_passes_and_are
     notifier.wake_session("s1")
     method, params = await peer.next()
     assert method == "notifications/message" and params["data"]["event_id"] == published.event.id
-    assert await notifier.reminder(alice) == "herald: 1 unread event: call inbox to read, then ack."
+    assert (
+        await notifier.unread_notice(alice)
+        == "herald: 1 unread event: call inbox to read, then ack."
+    )
     await hub.ack(alice, ids=[published.event.id])
-    assert await notifier.reminder(alice) is None
+    assert await notifier.unread_notice(alice) is None
 
 
 async def test_an_acknowledged_push_does_not_escalate(

@@ -46,7 +46,7 @@ async def test_send_message_takes_a_type_and_a_reply_form(hub: Hub, notifier: No
         assert not sent.is_error, text_of(sent)
         plain = await client.call_tool("send_message", {"to": "bob", "text": "hi"})
         assert not plain.is_error, text_of(plain)
-    asked, hello = (await hub.heartbeat(bob, cursor=0)).events
+    asked, hello = (await hub.drain(bob, cursor=0)).events
     assert (asked.type, asked.sender, asked.reply_schema) == ("release.asked", "alice", form)
     assert (hello.type, hello.reply_schema) == ("message.received", None)
 
@@ -61,4 +61,4 @@ async def test_send_message_refuses_the_types_only_herald_sends(
         refused = await client.call_tool("send_message", {"to": "bob", "text": "x", "type": kind})
     assert refused.is_error and "message.type" in text_of(refused)
     assert "reserved" in text_of(refused)
-    assert (await hub.heartbeat(bob, cursor=0)).events == []
+    assert (await hub.drain(bob, cursor=0)).events == []

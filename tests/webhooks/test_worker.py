@@ -149,7 +149,7 @@ async def test_410_disables_the_endpoint_and_the_event_waits_for_the_drain(
     assert endpoint.state is State.DISABLED and "410" in (endpoint.disabled_reason or "")
     await hub.publish("alice", "t", "after")
     assert await round_trip(worker(hub)) == 0
-    drained = await hub.heartbeat(agent, cursor=0)
+    drained = await hub.drain(agent, cursor=0)
     queued = [f"queued {n}" for n in range(5)]
     assert [e.text for e in drained.events] == ["gone", *queued, "after"]
     _, attempts = await hub.get_event(published.event.id)
@@ -173,7 +173,7 @@ async def test_a_timeout_is_a_failure_and_all_tries_spent_leaves_it_undeliverabl
     assert attempts[0].error == "timed out" and delivery.state == "dead"
     (endpoint,) = await hub.store.endpoints(agent.id)
     assert endpoint.last_error and "500" in endpoint.last_error
-    assert [e.id for e in (await hub.heartbeat(agent, cursor=0)).events] == [published.event.id]
+    assert [e.id for e in (await hub.drain(agent, cursor=0)).events] == [published.event.id]
 
 
 async def test_an_endpoint_failing_too_long_is_disabled(
@@ -196,7 +196,7 @@ async def test_an_endpoint_failing_too_long_is_disabled(
     clock.advance(60)
     assert await round_trip(work) == 0  # its last try is never sent...
     assert len(receiver.requests) == 3
-    drained = await hub.heartbeat(agent, cursor=0)  # ...and the event waits for the drain
+    drained = await hub.drain(agent, cursor=0)  # ...and the event waits for the drain
     assert [e.id for e in drained.events] == [published.event.id]
 
 
@@ -319,9 +319,9 @@ async def test_openclaw_wake_and_agent_hooks(hub: Hub, receiver: Receiver) -> No
         event, attempts = await hub.get_event(published.event.id)
         assert event.status is EventStatus.SENT  # delivered only once drained
         assert attempts[-1].mechanism == "openclaw"
-    drained = await hub.heartbeat(waker, cursor=0)
+    drained = await hub.drain(waker, cursor=0)
     assert [e.id for e in drained.events] == [woken.event.id]
-    await hub.heartbeat(waker, cursor=drained.cursor)
+    await hub.drain(waker, cursor=drained.cursor)
     assert (await hub.get_event(woken.event.id))[0].status is EventStatus.DELIVERED
 
 
@@ -336,7 +336,7 @@ async def test_nothing_is_dropped_after_any_mix_of_failures(
     for _ in range(len(DEFAULTS.webhooks.schedule_s)):
         await round_trip(work)
         clock.advance(40_000)
-    drained = {e.id for e in (await hub.heartbeat(agent, cursor=0, limit=100)).events}
+    drained = {e.id for e in (await hub.drain(agent, cursor=0, limit=100)).events}
     for event_id in ids:
         event, attempts = await hub.get_event(event_id)
         webhook_done = event.status is EventStatus.DELIVERED

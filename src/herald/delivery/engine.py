@@ -114,7 +114,7 @@ class Notifier:
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self.wake_agents)
 
-    async def reminder(self, agent: Agent, session_id: str | None = None) -> str | None:
+    async def unread_notice(self, agent: Agent, session_id: str | None = None) -> str | None:
         """The line flagged on an agent's tool results while events wait unread: those pushed
         and not acknowledged in time and, when the session calling the tool (``session_id``)
         cannot be pushed to now, every open event, since its tool results are all it gets."""
@@ -124,7 +124,7 @@ class Notifier:
         else:
             timeout = live.caps.ack_timeout_s if live else self._ack_timeout(agent)
         count = await self.hub.unread(agent, timeout)
-        return render.reminder(count) if count else None
+        return render.unread_notice(count) if count else None
 
     def _ack_timeout(self, agent: Agent) -> float:
         sessions = self.sessions_of(agent.id)

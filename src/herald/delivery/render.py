@@ -60,6 +60,6 @@ def summary(count: int, oldest: Event | None) -> str:
     return f"{count} unread herald events are waiting.{first} Call inbox to read them, then ack."
 
 
-def reminder(count: int) -> str:
+def unread_notice(count: int) -> str:
     noun = "event" if count == 1 else "events"
     return f"herald: {count} unread {noun}: call inbox to read, then ack."

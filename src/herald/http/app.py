@@ -20,9 +20,9 @@ from herald.http import agents, channel, endpoints, events, health
 from herald.http.fanout import Fanout
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
-from herald.http.mcp import McpEndpoint
+from herald.http.mcp import McpRoute
 from herald.http.services import Services
-from herald.http.stream import StreamEndpoint
+from herald.http.stream import StreamRoute
 from herald.hub import Hub
 from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.worker import WebhookWorker
@@ -42,7 +42,7 @@ def create_app(
     key may hold or do at once (the defaults of ``KeyLimits`` when not given)."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
-    mcp = McpEndpoint(
+    mcp = McpRoute(
         notifier, sessions_per_key=per_key.config.sessions, publish_check=per_key.publish.take
     )
     fanout = fanout or Fanout(hub)
@@ -67,7 +67,7 @@ def create_app(
         *agents.ROUTES,
         *events.ROUTES,
         *channel.ROUTES,
-        Route("/channel/stream", StreamEndpoint(hub, fanout, per_key.streams), methods=["GET"]),
+        Route("/channel/stream", StreamRoute(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         *endpoints.ROUTES,
     ]

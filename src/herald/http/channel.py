@@ -24,9 +24,7 @@ async def heartbeat(request: Request) -> Response:
     hub = services(request).hub
     agent = await require_agent(hub, request)
     body = parse(HeartbeatInput, await read_json(request, optional=True) or {})
-    drained = await hub.heartbeat(
-        agent, cursor=body.cursor, limit=body.limit, consumer=body.consumer
-    )
+    drained = await hub.drain(agent, cursor=body.cursor, limit=body.limit, consumer=body.consumer)
     return json_response(
         {"events": [e.to_json() for e in drained.events], "cursor": drained.cursor}
     )

@@ -95,7 +95,7 @@ class SessionsPerOwner(StreamableHTTPSessionManager):
         return super()._admit_session(requestor)
 
 
-class McpEndpoint:
+class McpRoute:
     """The ``/mcp`` ASGI endpoint: every request needs an agent's key; the MCP session it opens
     belongs to that agent (the SDK refuses its session id to any other key)."""
 

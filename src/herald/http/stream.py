@@ -30,7 +30,7 @@ SEND_TIMEOUT_S = 30.0
 """A client that takes no data for this long is not reading: the stream is closed."""
 
 
-class StreamEndpoint:
+class StreamRoute:
     """The ASGI endpoint. Each stream holds one subscription and one task that notices when
     the client goes away; every buffer on the way is bounded."""
 

@@ -421,7 +421,7 @@ class Hub:
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self._store.attempts(event_id)
 
-    async def heartbeat(
+    async def drain(
         self,
         agent: Agent,
         *,

@@ -132,9 +132,9 @@ def attach(
         else:
             return tools.error(f"unknown tool {params.name!r}")
         if agent is not None and params.name != "inbox":
-            reminder = await notifier.reminder(agent, session_id_of(ctx.session))
-            if reminder:
-                result.content.append(types.TextContent(type="text", text=reminder))
+            notice = await notifier.unread_notice(agent, session_id_of(ctx.session))
+            if notice:
+                result.content.append(types.TextContent(type="text", text=notice))
         return result
 
     async def on_initialized(
