@@ -57,6 +57,9 @@ class DeliveryConfig:
     """On (re)connect, a backlog longer than this arrives as one summary."""
     poll_interval_s: float = 5.0
     """How often a session looks at the store without a wake-up."""
+    presence_ttl_s: float = 30.0
+    """How long a live session stays registered in the store without a refresh (its process
+    refreshes it every third of this): the sessions of a process that died drop out within it."""
 
 
 @dataclass(frozen=True)

@@ -3,5 +3,6 @@
 
 from herald.hub.endpoints import EndpointBook
 from herald.hub.hub import Hub
+from herald.hub.presence import Presence
 
-__all__ = ["EndpointBook", "Hub"]
+__all__ = ["EndpointBook", "Hub", "Presence"]

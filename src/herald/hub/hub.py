@@ -21,6 +21,7 @@ from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.endpoints import EndpointBook
+from herald.hub.presence import Presence
 from herald.ids import is_id, new_id
 from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
@@ -69,6 +70,7 @@ class Hub:
     ) -> None:
         self._store = store
         self.endpoints = EndpointBook(store)
+        self.presence = Presence(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
