@@ -84,15 +84,18 @@ class EndpointStore:
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         now = self.now()
         only = list(agents) if agents is not None else None
+        args: list[object] = [now, before_ms, only, list(not_agents), limit]
+        query = queries.SCHEDULE_DELIVERIES
+        if push_grace_ms is not None:
+            query = queries.SCHEDULE_DELIVERIES_PUSH_GRACE
+            args.append(push_grace_ms)
 
         async def schedule(conn: Connection) -> int:
-            status = await conn.execute(
-                queries.SCHEDULE_DELIVERIES, now, before_ms, only, list(not_agents), limit
-            )
-            return count(status)
+            return count(await conn.execute(query, *args))
 
         return await self._run(schedule)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from herald.store.postgres.rows import column_list, names, placeholders
+from herald.store.tables import SESSIONS
+
 
 def agent_columns(table: str) -> str:
     """The values of ``Agent``'s fields, in order, from the agents table named ``table`` in the
@@ -225,12 +228,13 @@ LIST_ATTEMPTS = (
     " WHERE event_id = $1 ORDER BY id"
 )
 
-# Expire: $1 now. Prune: $1 the time before which finished events go.
-EXPIRE = (
-    "UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL,"
-    f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
-    " AND expires_at <= $1"
-)
+# Expire: $1 now; sessions whose expiry passed go in the same statement. Prune: $1 the time
+# before which finished events go.
+EXPIRE = f"""
+WITH gone AS (DELETE FROM sessions WHERE expires_at <= $1)
+UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_until = NULL
+WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
+"""
 PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"
 
 # Endpoints (webhooks, OpenClaw) and their delivery schedule
@@ -274,14 +278,31 @@ WHERE id = $1
 RETURNING {ENDPOINT_COLUMNS}
 """
 
+# Live sessions: presence. Put: the columns of ``SESSIONS`` in order. Refresh: $1 ids, $2 the
+# new expiry. Live: $1 agent, $2 now.
+PUT_SESSION = f"""
+INSERT INTO sessions ({names(SESSIONS)}) VALUES ({placeholders(SESSIONS)})
+ON CONFLICT (id) DO UPDATE SET
+{", ".join(f"{name} = excluded.{name}" for name in SESSIONS.names if name != "id")}
+"""
+REFRESH_SESSIONS = "UPDATE sessions SET expires_at = $2 WHERE id = ANY($1::text[])"
+REMOVE_SESSION = "DELETE FROM sessions WHERE id = $1"
+LIVE_SESSIONS = f"""
+SELECT {column_list(SESSIONS)} FROM sessions
+WHERE agent_id = $1 AND expires_at > $2
+ORDER BY connected_at, id COLLATE "C"
+"""
+
 # Schedule: $1 now, $2 last offered before, $3 only these agents (NULL: all), $4 not these agents,
-# $5 limit. Another process scheduling the same deliveries meanwhile makes none twice.
-SCHEDULE_DELIVERIES = f"""
+# $5 limit; with the grace, $6 how much earlier the events of an agent with a live session that
+# can push must have been offered. Another process scheduling the same deliveries meanwhile makes
+# none twice.
+_SCHEDULE = """
 INSERT INTO deliveries (endpoint_id, event_id, next_at)
 SELECT w.id, e.id, $1
 FROM events e
 JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active'
-WHERE e.{OPEN} AND e.status_at <= $2 AND (e.expires_at IS NULL OR e.expires_at > $1)
+WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expires_at > $1)
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
@@ -289,6 +310,13 @@ ORDER BY e.seq
 LIMIT $5
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
+SCHEDULE_DELIVERIES = _SCHEDULE.format(OPEN=OPEN, offered="$2")
+SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
+    OPEN=OPEN,
+    offered="""CASE WHEN EXISTS (
+    SELECT FROM sessions s WHERE s.agent_id = e.agent_id AND s.can_push AND s.expires_at > $1
+) THEN $2 - $6::bigint ELSE $2 END""",
+)
 
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
 # endpoints with requests in flight and how many. Each active endpoint's first due deliveries,

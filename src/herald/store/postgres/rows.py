@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 import asyncpg
 
 from herald.models import Agent, Delivery, Endpoint, Event, EventStatus, Kind, State
+from herald.store.tables import Table, Type
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -21,6 +22,30 @@ class Runner(Protocol):
     """Runs an operation on a pooled connection, in a transaction if asked."""
 
     async def __call__(self, operation: Operation[T], *, transaction: bool = False) -> T: ...
+
+
+def column_list(table: Table[Any], alias: str = "", prefix: str = "") -> str:
+    """The table's columns for a SELECT, JSON as text, each named ``prefix`` + its name:
+    ``id, data::text AS data`` (or ``e.id AS e_id, e.data::text AS e_data``)."""
+    source = f"{alias}." if alias else ""
+    return ", ".join(
+        f"{source}{c.name}{'::text' if c.type is Type.JSON else ''}"
+        + (f" AS {prefix}{c.name}" if prefix or c.type is Type.JSON else "")
+        for c in table.columns
+    )
+
+
+def names(table: Table[Any]) -> str:
+    """The table's column names, for an INSERT: ``id, agent_id, ...``."""
+    return ", ".join(table.names)
+
+
+def placeholders(table: Table[Any], first: int = 1) -> str:
+    """The parameters of one row of the table, numbered from ``first``, JSON cast to JSONB."""
+    return ", ".join(
+        f"${n}{'::jsonb' if c.type is Type.JSON else ''}"
+        for n, c in enumerate(table.columns, start=first)
+    )
 
 
 def event(row: asyncpg.Record) -> Event:

@@ -22,6 +22,7 @@ from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
+from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.writer import Writer
 from herald.times import Clock
 
@@ -32,7 +33,7 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(EndpointStore, Store):
+class PostgresStore(EndpointStore, SessionStore, Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:

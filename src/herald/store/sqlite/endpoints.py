@@ -130,11 +130,19 @@ class EndpointStore:
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         now = self.now()
 
         def schedule(conn: sqlite3.Connection) -> int:
+            offered = "?"
             params: list[Any] = [now, before_ms, now]
+            if push_grace_ms is not None:
+                offered = (
+                    "CASE WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = e.agent_id"
+                    " AND s.can_push AND s.expires_at > ?) THEN ? ELSE ? END"
+                )
+                params[1:2] = [now, before_ms - push_grace_ms, before_ms]
             where = ""
             if agents is not None:
                 where += f" AND e.agent_id IN ({', '.join('?' * len(agents)) or 'NULL'})"
@@ -148,7 +156,7 @@ class EndpointStore:
                 # cost nothing, however many events wait for them.
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
-                " AND e.status_at <= ?"
+                f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
                 " AND NOT EXISTS (SELECT 1 FROM deliveries d"

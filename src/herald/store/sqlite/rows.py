@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from herald.models import Event, EventStatus
+from herald.store.tables import Table
 
 T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]
@@ -34,6 +35,17 @@ def agent_columns(table: str) -> str:
 AGENT_COLUMNS = agent_columns("agents")
 OPEN = "status IN ('pending', 'sent')"
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
+
+
+def column_list(table: Table[Any], alias: str = "") -> str:
+    """The table's columns, for a SELECT or an INSERT: ``id, seq`` (or ``e.id, e.seq``)."""
+    return ", ".join(f"{alias}.{name}" if alias else name for name in table.names)
+
+
+def insert_sql(table: Table[Any], verb: str = "INSERT") -> str:
+    """An INSERT of one row of the table, its values in the order of its columns."""
+    marks = ", ".join("?" * len(table.names))
+    return f"{verb} INTO {table.name} ({column_list(table)}) VALUES ({marks})"
 
 
 def event(row: Sequence[Any]) -> Event:

@@ -25,11 +25,12 @@ from herald.store.sqlite.rows import (
     event,
     missing,
 )
+from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.worker import Worker
 from herald.times import Clock
 
 
-class SQLiteStore(EndpointStore, Store):
+class SQLiteStore(EndpointStore, SessionStore, Store):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 
@@ -331,6 +332,7 @@ class SQLiteStore(EndpointStore, Store):
         now = self.now()
 
         def mark(conn: sqlite3.Connection) -> int:
+            conn.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,))
             return conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
                 f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
