@@ -10,7 +10,7 @@ from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Fini
 from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
-from herald.store.rules import endpoint_notes
+from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 
 
 class EndpointStore:
@@ -129,9 +129,8 @@ class EndpointStore:
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
         notes = endpoint_notes(finished)
-        items = sorted(
-            finished, key=lambda item: (item.delivery.event_id, item.delivery.endpoint_id)
-        )
+        statuses = event_statuses(finished)
+        deliveries = delivery_updates(finished)
 
         async def finish(conn: Connection) -> None:
             await conn.executemany(
@@ -151,26 +150,13 @@ class EndpointStore:
                     )
             await conn.executemany(
                 queries.FINISH_DELIVERY_EVENT,
-                [
-                    (item.delivery.event_id, item.event_status, now)
-                    for item in items
-                    if item.event_status is not None
-                ],
+                [(event_id, status, now) for event_id, status in statuses],
             )
             await conn.executemany(
                 queries.FINISH_DELIVERY,
-                [
-                    (
-                        item.delivery.endpoint_id,
-                        item.delivery.event_id,
-                        item.next_at,
-                        item.state,
-                        item.attempt.error,
-                    )
-                    for item in items
-                ],
+                [(d.endpoint_id, d.event_id, d.next_at, d.state, d.error) for d in deliveries],
             )
-            await insert_attempts(conn, [item.attempt for item in items])
+            await insert_attempts(conn, [item.attempt for item in finished])
 
         await self._run(finish, transaction=True)
 

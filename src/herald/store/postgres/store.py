@@ -24,6 +24,7 @@ from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.writer import Writer
+from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.times import Clock
 
 TRANSACTION_TRIES = 3
@@ -206,9 +207,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
                 queries.LEASE, agent_id, consumer, now, limit, now + lease_ms, ack_up_to
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
-            )
+            await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
         return await self._run(lease, transaction=True)
@@ -219,9 +218,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
         async def deliver(conn: Connection) -> list[Event]:
             rows = await conn.fetch(queries.DELIVER, agent_id, session, now, limit)
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
-            )
+            await insert_attempts(conn, take_attempts(events, now, mechanism, session))
             return events
 
         return await self._run(deliver, transaction=True)
@@ -263,10 +260,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         async def select(conn: Connection) -> int:
             row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())
-            if row is None:
-                return 0
-            last_seq, stored, expired = row
-            return int(max(last_seq - after_seq - stored, 0) + expired)
+            return 0 if row is None else missing(row[0], after_seq, row[1], row[2])
 
         return await self._run(select)
 

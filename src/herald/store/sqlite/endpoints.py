@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, Kind, State
-from herald.store.rules import endpoint_notes
+from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
 from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, Operation, agent_columns, as_json, event
 
@@ -205,24 +205,8 @@ class EndpointStore:
         now = self.now()
         items = list(finished)
         notes = endpoint_notes(items)
-
-        # One statement per table for the whole batch. An event reached by two endpoints in one
-        # batch becomes delivered if either delivered it.
-        statuses: dict[str, str] = {}
-        for item in items:
-            if (
-                item.event_status is not None
-                and statuses.get(item.delivery.event_id) != "delivered"
-            ):
-                statuses[item.delivery.event_id] = item.event_status
-        deliveries = {
-            (item.delivery.endpoint_id, item.delivery.event_id): (
-                item.next_at,
-                item.state,
-                item.attempt.error,
-            )
-            for item in items
-        }
+        statuses = event_statuses(items)
+        deliveries = delivery_updates(items)
 
         def finish(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -243,7 +227,7 @@ class EndpointStore:
                 " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
                 f" AS s WHERE events.id = s.id AND events.{OPEN}"
                 " AND (s.new_status = 'delivered' OR events.status = 'pending')",
-                {"now": now, "rows": as_json(list(statuses.items()))},
+                {"now": now, "rows": as_json(statuses)},
             )
             conn.execute(
                 "UPDATE deliveries SET attempts = attempts + 1,"
@@ -253,7 +237,14 @@ class EndpointStore:
                 " value ->> 2 AS next_at, value ->> 3 AS state, value ->> 4 AS error"
                 " FROM json_each(?)) AS r WHERE deliveries.endpoint_id = r.endpoint_id"
                 " AND deliveries.event_id = r.event_id",
-                (as_json([(*key, *values) for key, values in deliveries.items()]),),
+                (
+                    as_json(
+                        [
+                            (d.endpoint_id, d.event_id, d.next_at, d.state, d.error)
+                            for d in deliveries
+                        ]
+                    ),
+                ),
             )
             insert_attempts(conn, [item.attempt for item in items])
 

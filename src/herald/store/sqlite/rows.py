@@ -78,14 +78,6 @@ def delivered(event: Event, now: int) -> Event:
     return replace(event, status=EventStatus.DELIVERED, status_at=now)
 
 
-def missing(row: Sequence[int] | None, after_seq: int) -> int:
-    """Events after ``after_seq`` that will never be offered: expired, or no longer stored."""
-    if row is None:
-        return 0
-    last_seq, stored, expired = row
-    return max(last_seq - after_seq - stored, 0) + expired
-
-
 def chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 

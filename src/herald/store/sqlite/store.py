@@ -10,6 +10,7 @@ from dataclasses import replace
 from herald.errors import Conflict, InvalidInput
 from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
 from herald.store.base import Store
+from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
 from herald.store.sqlite.endpoints import EndpointStore
@@ -23,7 +24,6 @@ from herald.store.sqlite.rows import (
     chunks,
     delivered,
     event,
-    missing,
 )
 from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.worker import Worker
@@ -194,9 +194,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                     [consumer, now + lease_ms, ack_up_to, agent_id, events[0].seq, events[-1].seq]
                     + [e.id for e in events],
                 )
-            insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
-            )
+            insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
         return await self._run(lease)
@@ -211,9 +209,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
-            insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
-            )
+            insert_attempts(conn, take_attempts(events, now, mechanism, session))
             return [delivered(event, now) for event in events]
 
         return await self._run(deliver)
@@ -274,7 +270,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 " WHERE a.id = :agent GROUP BY a.id",
                 {"agent": agent_id, "after": after_seq, "now": self.now()},
             ).fetchone()
-            return missing(row, after_seq)
+            return 0 if row is None else missing(row[0], after_seq, row[1], row[2])
 
         return await self._run(count)
 
