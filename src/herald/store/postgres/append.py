@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
-from herald.ids import new_id
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
@@ -24,7 +23,11 @@ from herald.store.appends import (
 )
 from herald.store.postgres import queries
 from herald.store.postgres.errors import refused
-from herald.store.postgres.rows import Connection, event
+from herald.store.postgres.rows import Connection, arrays, event
+from herald.store.tables import EVENTS, Type
+
+JSON_FIELDS = tuple((c.name, c.attribute) for c in EVENTS.columns if c.type is Type.JSON)
+"""The JSON columns of events and their fields: JSONB normalises what is stored in them."""
 
 
 @dataclass
@@ -101,42 +104,20 @@ async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
     read later."""
     if not stored:
         return stored
-    rows = await conn.fetch(
-        queries.INSERT_EVENTS,
-        [e.id for e in stored],
-        [e.agent_id for e in stored],
-        [e.seq for e in stored],
-        [e.type for e in stored],
-        [e.text for e in stored],
-        [e.data_json for e in stored],
-        [e.created_at for e in stored],
-        [e.dedupe_key for e in stored],
-        [e.expires_at for e in stored],
-        [e.sender for e in stored],
-        [e.reply_to for e in stored],
-        [e.reply_schema_json for e in stored],
-    )
-    normalised = {row["id"]: (row["data"], row["reply_schema"]) for row in rows}
+    rows = await conn.fetch(queries.INSERT_EVENTS, *arrays(EVENTS, stored))
+    normalised = {row["id"]: row for row in rows}
     return [
-        replace(e, data_json=normalised[e.id][0], reply_schema_json=normalised[e.id][1])
-        for e in stored
+        replace(e, **{field: normalised[e.id][name] for name, field in JSON_FIELDS}) for e in stored
     ]
 
 
 async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
+    values = dict(zip(EVENTS.names, EVENTS.values(new.stored("", 0, now)), strict=True))
     row = await conn.fetchrow(
         queries.APPEND_ONE,
         new.to,
         new.dedupe_key,
-        new_id("evt_"),
-        new.type,
-        new.text,
-        new.data_json,
-        now,
-        now + int(new.ttl_s * 1000) if new.ttl_s is not None else None,
-        new.sender,
-        new.reply_to,
-        new.reply_schema_json,
+        *(values[name] for name in queries.APPEND_ONE_COLUMNS),
     )
     if row is None:
         raise no_agent(new.to)

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from herald.models import Attempt
 from herald.store.postgres import queries
-from herald.store.postgres.rows import Connection
+from herald.store.postgres.rows import Connection, arrays
 from herald.store.rules import ack_attempts, check_cursor
+from herald.store.tables import ATTEMPTS
 
 
 async def acknowledge(
@@ -28,14 +29,5 @@ async def acknowledge(
 
 
 async def insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
-    if not attempts:
-        return
-    await conn.execute(
-        queries.INSERT_ATTEMPTS,
-        [a.event_id for a in attempts],
-        [a.at for a in attempts],
-        [a.mechanism for a in attempts],
-        [a.outcome for a in attempts],
-        [a.session for a in attempts],
-        [a.error for a in attempts],
-    )
+    if attempts:
+        await conn.execute(queries.INSERT_ATTEMPTS, *arrays(ATTEMPTS, attempts))

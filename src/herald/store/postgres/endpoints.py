@@ -11,6 +11,7 @@ from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
+from herald.store.tables import DELIVERIES, ENDPOINTS
 
 
 class EndpointStore:
@@ -22,23 +23,7 @@ class EndpointStore:
     async def put_endpoint(self, new: Endpoint) -> None:
         async def put(conn: Connection) -> None:
             await conn.execute(queries.DELETE_ENDPOINT, new.agent_id, new.kind.value)
-            await conn.execute(
-                queries.INSERT_ENDPOINT,
-                new.id,
-                new.agent_id,
-                new.kind.value,
-                new.url,
-                new.secret,
-                new.created_at,
-                new.mode,
-                new.previous_secret,
-                new.previous_until,
-                new.state.value,
-                new.disabled_reason,
-                new.failing_since,
-                new.last_error,
-                new.last_attempt_at,
-            )
+            await conn.execute(queries.INSERT_ENDPOINT, *ENDPOINTS.values(new))
 
         await self._run(put, transaction=True)
 
@@ -163,6 +148,6 @@ class EndpointStore:
     async def deliveries(self, event_id: str) -> list[Delivery]:
         async def select(conn: Connection) -> list[Delivery]:
             rows = await conn.fetch(queries.LIST_DELIVERIES, event_id)
-            return [Delivery(*row) for row in rows]
+            return [DELIVERIES.record(row) for row in rows]
 
         return await self._run(select)

@@ -25,6 +25,7 @@ from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.writer import Writer
 from herald.store.rules import lease_attempts, missing, take_attempts
+from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
 
 TRANSACTION_TRIES = 3
@@ -97,14 +98,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
     async def create_agent(self, agent: Agent) -> None:
         async def insert(conn: Connection) -> None:
             try:
-                await conn.execute(
-                    queries.INSERT_AGENT,
-                    agent.id,
-                    agent.handle,
-                    agent.key_hash,
-                    agent.created_at,
-                    agent.delivery_json,
-                )
+                await conn.execute(queries.INSERT_AGENT, *AGENTS.values(agent))
             except asyncpg.UniqueViolationError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
 
@@ -119,13 +113,13 @@ class PostgresStore(EndpointStore, SessionStore, Store):
     async def _one_agent(self, query: str, value: str) -> Agent | None:
         async def select(conn: Connection) -> Agent | None:
             row = await conn.fetchrow(query, value)
-            return Agent(*row) if row is not None else None
+            return AGENTS.record(row) if row is not None else None
 
         return await self._run(select)
 
     async def list_agents(self) -> list[Agent]:
         async def select(conn: Connection) -> list[Agent]:
-            return [Agent(*row) for row in await conn.fetch(queries.LIST_AGENTS)]
+            return [AGENTS.record(row) for row in await conn.fetch(queries.LIST_AGENTS)]
 
         return await self._run(select)
 
@@ -260,7 +254,11 @@ class PostgresStore(EndpointStore, SessionStore, Store):
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         async def select(conn: Connection) -> int:
             row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())
-            return 0 if row is None else missing(row[0], after_seq, row[1], row[2])
+            return (
+                0
+                if row is None
+                else missing(row["last_seq"], after_seq, row["stored"], row["expired"])
+            )
 
         return await self._run(select)
 
@@ -275,16 +273,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
             try:
                 published = (await append(conn, [routed], now))[0] if routed else None
                 stored = replace(reply, routed_event_id=published.event.id if published else None)
-                data = await conn.fetchval(
-                    queries.INSERT_REPLY,
-                    stored.id,
-                    stored.event_id,
-                    stored.agent_id,
-                    stored.text,
-                    stored.data_json,
-                    stored.created_at,
-                    stored.routed_event_id,
-                )
+                data = await conn.fetchval(queries.INSERT_REPLY, *REPLIES.values(stored))
             except asyncpg.DataError as exc:  # its message may quote the reply: not shown
                 raise InvalidInput(
                     "a reply holds what PostgreSQL cannot store: a NUL character in its text,"
@@ -296,7 +285,8 @@ class PostgresStore(EndpointStore, SessionStore, Store):
 
     async def replies(self, event_id: str) -> list[Reply]:
         async def select(conn: Connection) -> list[Reply]:
-            return [Reply(*row) for row in await conn.fetch(queries.LIST_REPLIES, event_id)]
+            rows = await conn.fetch(queries.LIST_REPLIES, event_id)
+            return [REPLIES.record(row) for row in rows]
 
         return await self._run(select)
 
@@ -305,7 +295,8 @@ class PostgresStore(EndpointStore, SessionStore, Store):
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         async def select(conn: Connection) -> list[Attempt]:
-            return [Attempt(*row) for row in await conn.fetch(queries.LIST_ATTEMPTS, event_id)]
+            rows = await conn.fetch(queries.LIST_ATTEMPTS, event_id)
+            return [ATTEMPTS.record(row) for row in rows]
 
         return await self._run(select)
 

@@ -14,7 +14,8 @@ from herald.store.appends import (
     no_agent,
     plan_append,
 )
-from herald.store.sqlite.rows import EVENT_COLUMNS, event, event_row
+from herald.store.sqlite.rows import EVENT_COLUMNS, INSERT_EVENT, event
+from herald.store.tables import EVENTS
 
 
 def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
@@ -26,10 +27,7 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     plan = plan_append(events, agents, earlier)
     added = plan.added
     stored = plan.numbered(events, _reserve_seqs(conn, added), [now] * len(events))
-    conn.executemany(
-        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-        [event_row(e) for e in stored],
-    )
+    conn.executemany(INSERT_EVENT, [EVENTS.values(e) for e in stored])
     return plan.answers(stored, earlier)
 
 

@@ -8,7 +8,18 @@ from typing import Any
 
 from herald.models import Attempt, Event
 from herald.store.rules import ack_attempts, check_cursor
-from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, as_json, chunks, event
+from herald.store.sqlite.rows import (
+    EVENT_COLUMNS,
+    OPEN,
+    UNEXPIRED,
+    as_json,
+    chunks,
+    event,
+    insert_json_sql,
+)
+from herald.store.tables import ATTEMPTS
+
+INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
 
 def acknowledge(
@@ -84,15 +95,5 @@ def claimable(
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
-    if not attempts:
-        return
-    conn.execute(
-        "INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)"
-        " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
-        " FROM json_each(?)",
-        (
-            as_json(
-                [(a.event_id, a.at, a.mechanism, a.outcome, a.session, a.error) for a in attempts]
-            ),
-        ),
-    )
+    if attempts:
+        conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))

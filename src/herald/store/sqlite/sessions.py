@@ -8,11 +8,11 @@ from typing import Any
 
 from herald.errors import NotFound
 from herald.models import SessionRecord
-from herald.store.sqlite.rows import Operation, as_json, column_list, insert_sql
+from herald.store.sqlite.rows import Operation, as_json, insert_sql, select_list
 from herald.store.tables import SESSIONS
 
 PUT_SESSION = insert_sql(SESSIONS, "INSERT OR REPLACE")
-SESSION_COLUMNS = column_list(SESSIONS)
+SESSION_COLUMNS = select_list(SESSIONS)
 
 
 class SessionStore:

@@ -24,10 +24,18 @@ from herald.store.sqlite.rows import (
     chunks,
     delivered,
     event,
+    insert_sql,
+    select_list,
 )
 from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.worker import Worker
+from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
+
+INSERT_AGENT = insert_sql(AGENTS)
+INSERT_REPLY = insert_sql(REPLIES)
+REPLY_COLUMNS = select_list(REPLIES)
+ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
 class SQLiteStore(EndpointStore, SessionStore, Store):
@@ -56,18 +64,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
     async def create_agent(self, agent: Agent) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             try:
-                conn.execute(
-                    "INSERT INTO agents (id, handle, key_hash, created_at, delivery, last_seq)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        agent.id,
-                        agent.handle,
-                        agent.key_hash,
-                        agent.created_at,
-                        agent.delivery_json,
-                        agent.last_seq,
-                    ),
-                )
+                conn.execute(INSERT_AGENT, AGENTS.values(agent))
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
 
@@ -85,14 +82,14 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}",
                 (value,),
             ).fetchone()
-            return Agent(*row) if row else None
+            return AGENTS.record(row) if row else None
 
         return await self._run(select)
 
     async def list_agents(self) -> list[Agent]:
         def select(conn: sqlite3.Connection) -> list[Agent]:
             rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle")
-            return [Agent(*row) for row in rows]
+            return [AGENTS.record(row) for row in rows]
 
         return await self._run(select)
 
@@ -264,13 +261,17 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         def count(conn: sqlite3.Connection) -> int:
             row = conn.execute(
-                "SELECT a.last_seq, count(e.id), coalesce(sum(e.status = 'expired'"
-                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0)"
+                "SELECT a.last_seq, count(e.id) AS stored, coalesce(sum(e.status = 'expired'"
+                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0) AS expired"
                 " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
                 " WHERE a.id = :agent GROUP BY a.id",
                 {"agent": agent_id, "after": after_seq, "now": self.now()},
             ).fetchone()
-            return 0 if row is None else missing(row[0], after_seq, row[1], row[2])
+            return (
+                0
+                if row is None
+                else missing(row["last_seq"], after_seq, row["stored"], row["expired"])
+            )
 
         return await self._run(count)
 
@@ -282,19 +283,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
         def insert(conn: sqlite3.Connection) -> tuple[Reply, Published | None]:
             published = append(conn, [routed], now)[0] if routed is not None else None
             stored = replace(reply, routed_event_id=published.event.id if published else None)
-            conn.execute(
-                "INSERT INTO replies (id, event_id, agent_id, text, data, created_at,"
-                " routed_event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    stored.id,
-                    stored.event_id,
-                    stored.agent_id,
-                    stored.text,
-                    stored.data_json,
-                    stored.created_at,
-                    stored.routed_event_id,
-                ),
-            )
+            conn.execute(INSERT_REPLY, REPLIES.values(stored))
             return stored, published
 
         return await self._run(insert)
@@ -302,11 +291,10 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
     async def replies(self, event_id: str) -> list[Reply]:
         def select(conn: sqlite3.Connection) -> list[Reply]:
             rows = conn.execute(
-                "SELECT id, event_id, agent_id, text, data, created_at, routed_event_id"
-                " FROM replies WHERE event_id = ? ORDER BY created_at, id",
+                f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = ? ORDER BY created_at, id",
                 (event_id,),
             )
-            return [Reply(*row) for row in rows]
+            return [REPLIES.record(row) for row in rows]
 
         return await self._run(select)
 
@@ -316,11 +304,10 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
             rows = conn.execute(
-                "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
-                " WHERE event_id = ? ORDER BY id",
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE event_id = ? ORDER BY id",
                 (event_id,),
             )
-            return [Attempt(*row) for row in rows]
+            return [ATTEMPTS.record(row) for row in rows]
 
         return await self._run(select)
 
