@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter, itemgetter
@@ -104,22 +105,27 @@ class Table(Generic[M]):
         return [(column, index) for index, column in enumerate(columns)]
 
     @cached_property
-    def _readers(self) -> dict[str, tuple[Callable[[Row], Any], tuple[tuple[int, Any], ...]]]:
-        """By prefix: what reads the model's fields from a row by name, in the order of the
-        model's fields, and the fields to convert."""
+    def _readers(self) -> dict[tuple[tuple[str, ...] | None, str], Callable[[Any], M]]:
         return {}
 
-    def _reader(self, prefix: str) -> tuple[Callable[[Row], Any], tuple[tuple[int, Any], ...]]:
-        reader = self._readers.get(prefix)
+    def _reader(self, names: tuple[str, ...] | None, prefix: str) -> Callable[[Any], M]:
+        """What makes the model of a row: by name, or (``names``: the row's columns in order)
+        by the positions of its fields' names among ``names``."""
+        reader = self._readers.get((names, prefix))
         if reader is None:
             keys = [prefix + column.name for column, _ in self._by_field]
+            if names is not None:
+                position = {name: index for index, name in enumerate(names)}
+                keys = [position[key] for key in keys]  # type: ignore[misc]
             reads = tuple((index, column.read) for column, index in self._by_field if column.read)
-            reader = self._readers[prefix] = (itemgetter(*keys), reads)
+            reader = self._readers[names, prefix] = functools.partial(
+                self._build, itemgetter(*keys), reads
+            )
         return reader
 
-    def record(self, row: Row, prefix: str = "") -> M:
-        """The model a row holds, its columns read by name (each ``prefix`` + name)."""
-        read_all, reads = self._reader(prefix)
+    def _build(
+        self, read_all: Callable[[Any], Any], reads: tuple[tuple[int, Any], ...], row: Any
+    ) -> M:
         values = read_all(row)
         if reads:
             values = list(values)
@@ -127,6 +133,15 @@ class Table(Generic[M]):
                 if values[index] is not None:
                     values[index] = read(values[index])
         return self.model(*values)
+
+    def record(self, row: Row, prefix: str = "") -> M:
+        """The model a row holds, its columns read by name (each ``prefix`` + name)."""
+        return self._reader(None, prefix)(row)
+
+    def reader(self, names: Sequence[str], prefix: str = "") -> Callable[[Any], M]:
+        """What makes the model of each row of a query whose columns are ``names``, in order:
+        the fields' columns are found by name once, then read by position."""
+        return self._reader(tuple(names), prefix)
 
 
 AGENTS = Table(

@@ -14,10 +14,10 @@ from herald.store.sqlite.rows import (
     UNEXPIRED,
     as_json,
     chunks,
-    event,
     insert_json_sql,
+    records,
 )
-from herald.store.tables import ATTEMPTS
+from herald.store.tables import ATTEMPTS, EVENTS
 
 INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
@@ -89,7 +89,7 @@ def claimable(
         " ORDER BY seq LIMIT :limit",
         {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1},
     )
-    found = [event(row) for row in rows]
+    found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]
     return others[:limit] if others else found
 

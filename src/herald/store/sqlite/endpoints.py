@@ -17,6 +17,7 @@ from herald.store.sqlite.rows import (
     as_json,
     insert_sql,
     json_object,
+    records,
     select_list,
 )
 from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, Table
@@ -57,7 +58,7 @@ class EndpointStore:
                 f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = ? ORDER BY kind",
                 (agent_id,),
             )
-            return [ENDPOINTS.record(row) for row in rows]
+            return records(ENDPOINTS, rows)
 
         result: list[Endpoint] = await self._run(select)
         return result
@@ -90,7 +91,7 @@ class EndpointStore:
                 " AND substr(disabled_reason, 1, ?) = ? ORDER BY id",
                 (len(REFUSED_PREFIX), REFUSED_PREFIX),
             )
-            return [ENDPOINTS.record(row) for row in rows]
+            return records(ENDPOINTS, rows)
 
         result: list[Endpoint] = await self._run(select)
         return result
@@ -248,7 +249,7 @@ class EndpointStore:
                 " ORDER BY endpoint_id",
                 (event_id,),
             )
-            return [DELIVERIES.record(row) for row in rows]
+            return records(DELIVERIES, rows)
 
         result: list[Delivery] = await self._run(select)
         return result

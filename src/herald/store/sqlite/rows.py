@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from herald.models import Event, EventStatus
-from herald.store.tables import AGENTS, EVENTS, Table
+from herald.store.tables import AGENTS, EVENTS, M, Table
 
 T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]
@@ -52,6 +52,19 @@ AGENT_COLUMNS = select_list(AGENTS)
 INSERT_EVENT = insert_sql(EVENTS)
 OPEN = "status IN ('pending', 'sent')"
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
+
+
+def records(table: Table[M], cursor: sqlite3.Cursor) -> list[M]:
+    """The models of a query's rows: each field's column found by name once per query (a
+    ``sqlite3.Row`` compares names anew at each lookup)."""
+    read = table.reader([column[0] for column in cursor.description])
+    return [read(row) for row in cursor]
+
+
+def record(table: Table[M], cursor: sqlite3.Cursor) -> M | None:
+    """The model of a query's one row, or None."""
+    found = records(table, cursor)
+    return found[0] if found else None
 
 
 def event(row: sqlite3.Row) -> Event:

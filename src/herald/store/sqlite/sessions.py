@@ -8,7 +8,7 @@ from typing import Any
 
 from herald.errors import NotFound
 from herald.models import SessionRecord
-from herald.store.sqlite.rows import Operation, as_json, insert_sql, select_list
+from herald.store.sqlite.rows import Operation, as_json, insert_sql, records, select_list
 from herald.store.tables import SESSIONS
 
 PUT_SESSION = insert_sql(SESSIONS, "INSERT OR REPLACE")
@@ -54,7 +54,7 @@ class SessionStore:
                 " ORDER BY connected_at, id",
                 (agent_id, now),
             )
-            return [SESSIONS.record(row) for row in rows]
+            return records(SESSIONS, rows)
 
         result: list[SessionRecord] = await self._run(select)
         return result

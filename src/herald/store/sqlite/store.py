@@ -25,11 +25,12 @@ from herald.store.sqlite.rows import (
     delivered,
     event,
     insert_sql,
+    records,
     select_list,
 )
 from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.worker import Worker
-from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
+from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
 
 INSERT_AGENT = insert_sql(AGENTS)
@@ -89,7 +90,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
     async def list_agents(self) -> list[Agent]:
         def select(conn: sqlite3.Connection) -> list[Agent]:
             rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle")
-            return [AGENTS.record(row) for row in rows]
+            return records(AGENTS, rows)
 
         return await self._run(select)
 
@@ -163,7 +164,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 f" AND seq > :after AND {UNEXPIRED} ORDER BY seq LIMIT :limit",
                 params,
             )
-            return [event(row) for row in rows]
+            return records(EVENTS, rows)
 
         return await self._run(select)
 
@@ -294,7 +295,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = ? ORDER BY created_at, id",
                 (event_id,),
             )
-            return [REPLIES.record(row) for row in rows]
+            return records(REPLIES, rows)
 
         return await self._run(select)
 
@@ -307,7 +308,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
                 f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE event_id = ? ORDER BY id",
                 (event_id,),
             )
-            return [ATTEMPTS.record(row) for row in rows]
+            return records(ATTEMPTS, rows)
 
         return await self._run(select)
 
