@@ -1,6 +1,6 @@
-"""The data herald keeps: agents, events, replies, delivery attempts, and the endpoints that
-agents without a connection are pushed to. Plain values: no I/O, no checks of input (those are in
-``herald.validation``)."""
+"""The data herald keeps: agents, events, replies, delivery attempts, live sessions, and the
+endpoints that agents without a connection are pushed to. Plain values: no I/O, no checks of
+input (those are in ``herald.validation``)."""
 
 from __future__ import annotations
 
@@ -221,6 +221,47 @@ class Attempt:
             "session": self.session,
             "outcome": self.outcome,
             "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A live session as the store keeps it, so that every process sharing the store sees it:
+    held by one process, which refreshes ``expires_at`` while the session lives. A session whose
+    process died disappears once its expiry passes."""
+
+    id: str
+    agent_id: str
+    process: str
+    """Which herald process holds the connection."""
+    transport: str
+    era: str
+    connected_at: int
+    seen_at: int
+    expires_at: int
+    client_name: str | None = None
+    client_version: str | None = None
+    capabilities_json: str = "{}"
+    can_push: bool = False
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        value = json.loads(self.capabilities_json)
+        return value if isinstance(value, dict) else {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent_id,
+            "process": self.process,
+            "transport": self.transport,
+            "era": self.era,
+            "client": {"name": self.client_name, "version": self.client_version},
+            "capabilities": self.capabilities,
+            "can_push": self.can_push,
+            "connected_at": iso_ms(self.connected_at),
+            "seen_at": iso_ms(self.seen_at),
+            "expires_at": iso_ms(self.expires_at),
         }
 
 

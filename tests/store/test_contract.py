@@ -134,6 +134,25 @@ async def test_a_repeated_dedupe_key_inside_one_batch_stores_once(store: Store) 
     assert len(await store.read_open(alice.id, 0, 10)) == 1
 
 
+async def test_a_batch_numbers_only_what_it_stores(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    (kept,) = await store.append([event("alice", "kept", dedupe_key="old")])
+    results = await store.append(
+        [
+            event("alice", "new1", dedupe_key="k"),
+            event("bob", "b1", dedupe_key="k"),
+            event("alice", "again", dedupe_key="old"),
+            event("alice", "repeat", dedupe_key="k"),
+            event("alice", "new2"),
+        ]
+    )
+    assert [r.created for r in results] == [True, True, False, False, True]
+    assert results[2].event.id == kept.event.id and results[3].event.id == results[0].event.id
+    assert [e.text for e in await store.read_open(alice.id, 0, 10)] == ["kept", "new1", "new2"]
+    assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [1, 2, 3]
+    assert [e.seq for e in await store.read_open(bob.id, 0, 10)] == [1]
+
+
 async def test_ack_up_to_a_cursor_delivers_that_far_and_no_further(store: Store) -> None:
     alice = await add_agent(store, "alice")
     await publish(store, "alice", 5)
@@ -330,6 +349,19 @@ async def test_every_attempt_is_recorded(store: Store) -> None:
         ("ack", "delivered"),
     ]
     assert attempts[0].session == "c1" and attempts[1].error == "HTTP 500"
+
+
+async def test_a_take_records_each_event_delivered_to_its_session(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    ids = await publish(store, "alice", 2)
+    await store.take(alice.id, 10, "inbox", "ses_1")
+    for event_id in ids:
+        (attempt,) = await store.attempts(event_id)
+        assert (attempt.mechanism, attempt.outcome, attempt.session) == (
+            "inbox",
+            "delivered",
+            "ses_1",
+        )
 
 
 async def test_expired_events_are_marked_and_no_longer_offered(

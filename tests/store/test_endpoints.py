@@ -322,3 +322,24 @@ async def test_a_batch_of_results_is_recorded_at_once_and_the_last_one_decides(
     assert failing.failing_since == store.now() != first_failure
     assert failing.last_error == "HTTP 503"
     assert [(await store.deliveries(i))[0].attempts for i in ids] == [1] * 5
+
+
+async def test_an_event_two_endpoints_finish_in_one_batch_is_delivered_if_either_delivered(
+    store: Store,
+) -> None:
+    agent, webhook = await setup(store)
+    openclaw = Endpoint(
+        new_id("end_"), agent.id, Kind.OPENCLAW, "https://example.com/oc", "tok", store.now()
+    )
+    await store.put_endpoint(openclaw)
+    (event_id,) = await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    claimed = {w.id: d for d, w, _, _ in await store.claim_deliveries("w", 10, 60_000)}
+
+    def result(endpoint: Endpoint, status: str) -> Finished:
+        attempt = Attempt(event_id, store.now(), endpoint.kind.value, status, endpoint.id)
+        return Finished(claimed[endpoint.id], attempt, None, status, endpoint_ok=True)
+
+    await store.finish_deliveries([result(webhook, "delivered"), result(openclaw, "sent")])
+    assert (await store.get_event(event_id)).status is EventStatus.DELIVERED  # type: ignore[union-attr]
+    assert {d.state for d in await store.deliveries(event_id)} == {"done"}

@@ -7,7 +7,9 @@ Every backend keeps the same promises, proven by one test suite run against each
   event at once, and an event whose lease ran out is offered again;
 - ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
   was handed, or what nobody holds; a cursor past the newest seq is refused);
-- every delivery attempt is recorded; expired events are marked, old finished ones pruned.
+- every delivery attempt is recorded; expired events are marked, old finished ones pruned;
+- live sessions are kept with an expiry that their process refreshes, so that every process
+  sharing the store sees them, and those of a process that died drop out once it passes.
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
 move time instead of sleeping.
@@ -30,6 +32,7 @@ from herald.models import (
     NewEvent,
     Published,
     Reply,
+    SessionRecord,
 )
 
 Clock = Callable[[], float]
@@ -217,11 +220,36 @@ class Store(ABC):
 
     @abstractmethod
     async def expire(self) -> int:
-        """Mark open events whose time ran out as expired; returns how many."""
+        """Mark open events whose time ran out as expired; returns how many. Sessions whose
+        expiry passed are deleted too (not counted)."""
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
         """Delete delivered and expired events finished before the given time; returns how many."""
+
+    # Live sessions: presence, across the processes that share the store
+
+    @abstractmethod
+    async def put_session(self, session: SessionRecord) -> None:
+        """Register a live session, or replace its record.
+
+        Raises:
+            NotFound: its agent does not exist (deleted meanwhile, say).
+        """
+
+    @abstractmethod
+    async def refresh_sessions(self, ids: Sequence[str], expires_at: int) -> int:
+        """Move the expiry of those sessions (a process's live ones, in one statement); returns
+        how many are still stored (one deleted after its expiry passed must be put again)."""
+
+    @abstractmethod
+    async def remove_session(self, session_id: str) -> bool:
+        """Forget a session that ended; False if it was not stored."""
+
+    @abstractmethod
+    async def live_sessions(self, agent_id: str) -> list[SessionRecord]:
+        """The agent's sessions whose expiry has not passed (by the store's clock), in
+        whichever process, oldest connection first."""
 
     # Endpoints (webhooks, OpenClaw) and their delivery schedule
 
@@ -260,10 +288,15 @@ class Store(ABC):
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         """Give each open event last offered before ``before_ms`` a delivery to each active
         endpoint of its agent, once (optionally only for, or not for, some agents). Returns how
-        many were scheduled."""
+        many were scheduled.
+
+        With ``push_grace_ms``, an agent with a live session that can push (held by any
+        process) has that long to acknowledge a push: its events are scheduled only once last
+        offered before ``before_ms - push_grace_ms``."""
 
     @abstractmethod
     async def claim_deliveries(

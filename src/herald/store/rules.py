@@ -1,11 +1,90 @@
-"""The rules every store backend keeps the same way, written once above them."""
+"""The rules every store backend keeps the same way, written once above them: what attempts
+claims, takes and acks record, when a cursor is refused, how many events a cursor missed, and
+what a batch of finished deliveries does to events, deliveries and endpoints. (How a batch of
+events is stored is in ``herald.store.appends``.)"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from herald.models import Finished
+from herald.errors import CursorAhead
+from herald.models import Attempt, Event, EventStatus, Finished
+
+LEASED = "leased"
+DELIVERED = EventStatus.DELIVERED.value
+ACK = "ack"
+"""The mechanism an acknowledgement is recorded under."""
+
+
+def lease_attempts(
+    events: Iterable[Event], now: int, mechanism: str, consumer: str
+) -> list[Attempt]:
+    """A claim records each event it hands out as leased to its consumer, through the way
+    that will carry it."""
+    return [Attempt(e.id, now, mechanism, LEASED, consumer) for e in events]
+
+
+def take_attempts(events: Iterable[Event], now: int, mechanism: str, session: str) -> list[Attempt]:
+    """A take records each event it hands out as delivered to the session: at most once."""
+    return [Attempt(e.id, now, mechanism, DELIVERED, session) for e in events]
+
+
+def ack_attempts(event_ids: Iterable[str], now: int, consumer: str | None) -> list[Attempt]:
+    """An ack records each event it finished as delivered, by whoever acknowledged it."""
+    return [Attempt(event_id, now, ACK, DELIVERED, consumer) for event_id in event_ids]
+
+
+def check_cursor(cursor: int, newest: int | None) -> None:
+    """Raises: CursorAhead: ``cursor`` is past the agent's newest seq (None: no such agent, no
+    check)."""
+    if newest is not None and cursor > newest:
+        raise CursorAhead(cursor, newest)
+
+
+def missing(last_seq: int, after_seq: int, stored: int, expired: int) -> int:
+    """Of an agent's events after ``after_seq``, those that will never be offered: the seqs no
+    longer stored (pruned) among the ``last_seq - after_seq`` given since, and the ``expired``
+    ones among the ``stored``."""
+    return max(last_seq - after_seq - stored, 0) + expired
+
+
+def event_statuses(finished: Sequence[Finished]) -> list[tuple[str, str]]:
+    """What each event of a batch becomes if it is still open, by event id: an event reached by
+    two endpoints in one batch becomes delivered if either delivered it."""
+    statuses: dict[str, str] = {}
+    for item in finished:
+        if item.event_status is not None and statuses.get(item.delivery.event_id) != DELIVERED:
+            statuses[item.delivery.event_id] = item.event_status
+    return sorted(statuses.items())
+
+
+@dataclass(frozen=True)
+class DeliveryUpdate:
+    """A delivery after one more attempt: when it is tried next (None: no more), its state and
+    the attempt's error."""
+
+    endpoint_id: str
+    event_id: str
+    next_at: int | None
+    state: str
+    error: str | None
+
+
+def delivery_updates(finished: Sequence[Finished]) -> list[DeliveryUpdate]:
+    """One update per delivery of a batch (the last attempt decides), by event then endpoint:
+    every process updates delivery rows in that order, so two batches cannot deadlock."""
+    updates = {
+        (item.delivery.event_id, item.delivery.endpoint_id): DeliveryUpdate(
+            item.delivery.endpoint_id,
+            item.delivery.event_id,
+            item.next_at,
+            item.state,
+            item.attempt.error,
+        )
+        for item in finished
+    }
+    return [updates[key] for key in sorted(updates)]
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from herald.errors import CursorAhead
 from herald.models import Attempt
 from herald.store.postgres import queries
-from herald.store.postgres.rows import Connection
+from herald.store.postgres.rows import Connection, arrays
+from herald.store.rules import ack_attempts, check_cursor
+from herald.store.tables import ATTEMPTS
 
 
 async def acknowledge(
@@ -20,26 +21,13 @@ async def acknowledge(
     unheld: bool = False,
 ) -> int:
     if up_to_seq is not None:
-        newest = await conn.fetchval(queries.LAST_SEQ, agent_id)
-        if newest is not None and up_to_seq > newest:
-            raise CursorAhead(up_to_seq, newest)
+        check_cursor(up_to_seq, await conn.fetchval(queries.LAST_SEQ, agent_id))
     rows = await conn.fetch(queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld)
     done = [row[0] for row in rows]
-    await insert_attempts(
-        conn, [Attempt(event_id, now, "ack", "delivered", consumer) for event_id in done]
-    )
+    await insert_attempts(conn, ack_attempts(done, now, consumer))
     return len(done)
 
 
 async def insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
-    if not attempts:
-        return
-    await conn.execute(
-        queries.INSERT_ATTEMPTS,
-        [a.event_id for a in attempts],
-        [a.at for a in attempts],
-        [a.mechanism for a in attempts],
-        [a.outcome for a in attempts],
-        [a.session for a in attempts],
-        [a.error for a in attempts],
-    )
+    if attempts:
+        await conn.execute(queries.INSERT_ATTEMPTS, *arrays(ATTEMPTS, attempts))

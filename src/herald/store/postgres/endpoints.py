@@ -10,7 +10,8 @@ from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Fini
 from herald.store.postgres import queries
 from herald.store.postgres.attempts import insert_attempts
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
-from herald.store.rules import endpoint_notes
+from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
+from herald.store.tables import DELIVERIES, ENDPOINTS
 
 
 class EndpointStore:
@@ -22,23 +23,7 @@ class EndpointStore:
     async def put_endpoint(self, new: Endpoint) -> None:
         async def put(conn: Connection) -> None:
             await conn.execute(queries.DELETE_ENDPOINT, new.agent_id, new.kind.value)
-            await conn.execute(
-                queries.INSERT_ENDPOINT,
-                new.id,
-                new.agent_id,
-                new.kind.value,
-                new.url,
-                new.secret,
-                new.created_at,
-                new.mode,
-                new.previous_secret,
-                new.previous_until,
-                new.state.value,
-                new.disabled_reason,
-                new.failing_since,
-                new.last_error,
-                new.last_attempt_at,
-            )
+            await conn.execute(queries.INSERT_ENDPOINT, *ENDPOINTS.values(new))
 
         await self._run(put, transaction=True)
 
@@ -84,15 +69,18 @@ class EndpointStore:
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         now = self.now()
         only = list(agents) if agents is not None else None
+        args: list[object] = [now, before_ms, only, list(not_agents), limit]
+        query = queries.SCHEDULE_DELIVERIES
+        if push_grace_ms is not None:
+            query = queries.SCHEDULE_DELIVERIES_PUSH_GRACE
+            args.append(push_grace_ms)
 
         async def schedule(conn: Connection) -> int:
-            status = await conn.execute(
-                queries.SCHEDULE_DELIVERIES, now, before_ms, only, list(not_agents), limit
-            )
-            return count(status)
+            return count(await conn.execute(query, *args))
 
         return await self._run(schedule)
 
@@ -126,9 +114,8 @@ class EndpointStore:
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
         notes = endpoint_notes(finished)
-        items = sorted(
-            finished, key=lambda item: (item.delivery.event_id, item.delivery.endpoint_id)
-        )
+        statuses = event_statuses(finished)
+        deliveries = delivery_updates(finished)
 
         async def finish(conn: Connection) -> None:
             await conn.executemany(
@@ -148,32 +135,19 @@ class EndpointStore:
                     )
             await conn.executemany(
                 queries.FINISH_DELIVERY_EVENT,
-                [
-                    (item.delivery.event_id, item.event_status, now)
-                    for item in items
-                    if item.event_status is not None
-                ],
+                [(event_id, status, now) for event_id, status in statuses],
             )
             await conn.executemany(
                 queries.FINISH_DELIVERY,
-                [
-                    (
-                        item.delivery.endpoint_id,
-                        item.delivery.event_id,
-                        item.next_at,
-                        item.state,
-                        item.attempt.error,
-                    )
-                    for item in items
-                ],
+                [(d.endpoint_id, d.event_id, d.next_at, d.state, d.error) for d in deliveries],
             )
-            await insert_attempts(conn, [item.attempt for item in items])
+            await insert_attempts(conn, [item.attempt for item in finished])
 
         await self._run(finish, transaction=True)
 
     async def deliveries(self, event_id: str) -> list[Delivery]:
         async def select(conn: Connection) -> list[Delivery]:
             rows = await conn.fetch(queries.LIST_DELIVERIES, event_id)
-            return [Delivery(*row) for row in rows]
+            return [DELIVERIES.record(row) for row in rows]
 
         return await self._run(select)

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from herald.errors import InvalidInput, NotFound
+from herald.errors import InvalidInput
 
 DRIVER_ERRORS = (
     asyncpg.PostgresError,
@@ -39,10 +39,6 @@ def without_password(url: str) -> str:
     if ":" in userinfo:
         userinfo = userinfo.split(":", 1)[0] + ":***"
     return repr(urlunsplit((parts.scheme, f"{userinfo}{at}{host}", parts.path, "", "")))
-
-
-def no_agent(handle: str) -> NotFound:
-    return NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
 
 
 def refused() -> InvalidInput:

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-
-def agent_columns(table: str) -> str:
-    """The values of ``Agent``'s fields, in order, from the agents table named ``table`` in the
-    query. Its webhook_url is its webhook endpoint's: the agents.webhook_url column is no longer
-    kept (a second copy went stale when the webhook changed)."""
-    return (
-        f"{table}.id, {table}.handle, {table}.key_hash, {table}.created_at,"
-        f" (SELECT hook.url FROM endpoints hook WHERE hook.agent_id = {table}.id"
-        " AND hook.kind = 'webhook'),"
-        f" {table}.delivery::text, {table}.last_seq"
-    )
-
-
-AGENT_COLUMNS = agent_columns("agents")
-EVENT_COLUMNS = (
-    "id, agent_id, seq, type, text, data::text, created_at, status, dedupe_key, expires_at,"
-    " status_at, sender, reply_to, reply_schema::text"
+from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
+from herald.store.tables import (
+    AGENTS,
+    ATTEMPTS,
+    DELIVERIES,
+    ENDPOINTS,
+    EVENTS,
+    REPLIES,
+    SESSIONS,
+    Type,
 )
-REPLY_COLUMNS = "id, event_id, agent_id, text, data::text, created_at, routed_event_id"
+
+AGENT_COLUMNS = column_list(AGENTS)
+EVENT_COLUMNS = column_list(EVENTS)
+REPLY_COLUMNS = column_list(REPLIES)
 OPEN = "status IN ('pending', 'sent')"
 
 # Migrations
@@ -38,10 +34,7 @@ RECORD_MIGRATION = "INSERT INTO herald_migrations (version, name, applied_at) VA
 
 # Agents and settings
 
-INSERT_AGENT = (
-    "INSERT INTO agents (id, handle, key_hash, created_at, delivery)"
-    " VALUES ($1, $2, $3, $4, $5::jsonb)"
-)
+INSERT_AGENT = f"INSERT INTO agents ({names(AGENTS)}) VALUES ({placeholders(AGENTS)})"
 AGENT_BY_ID = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"
 AGENT_BY_KEY_HASH = f"SELECT {AGENT_COLUMNS} FROM agents WHERE key_hash = $1"
 # Byte order, as SQLite sorts, whatever the database's collation.
@@ -57,7 +50,25 @@ SET_SETTING = (
     " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
 
-# Append one event in one statement: $1 handle, $2 dedupe_key, then the event's fields. The UPDATE
+APPEND_ONE_COLUMNS = tuple(name for name in EVENTS.names if name not in {"agent_id", "seq"})
+JSON_EVENT_COLUMNS = tuple(c.name for c in EVENTS.columns if c.type is Type.JSON)
+
+
+def _append_one_values() -> str:
+    """The values APPEND_ONE inserts: the agent's id and next seq from the agent's row, the
+    other columns from parameters $3 on."""
+    parameter = iter(range(3, 3 + len(APPEND_ONE_COLUMNS)))
+    given = {"agent_id": "id", "seq": "last_seq"}
+    return ", ".join(
+        given[c.name]
+        if c.name in given
+        else f"${next(parameter)}{'::jsonb' if c.type is Type.JSON else ''}"
+        for c in EVENTS.columns
+    )
+
+
+# Append one event in one statement: $1 handle, $2 dedupe_key, then the event's columns but its
+# agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives. The UPDATE
 # locks the agent's row and takes its next seq, unless an event already has the dedupe key. The
 # answer is that event or the new one; no row if there is no such agent. The statement's snapshot
 # may miss an event with the same key committed while it waited for the lock: the unique index
@@ -71,11 +82,8 @@ WITH earlier AS (
     WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
     RETURNING id, last_seq
 ), inserted AS (
-    INSERT INTO events (
-        id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at,
-        status_at, sender, reply_to, reply_schema
-    )
-    SELECT $3, id, last_seq, $4, $5, $6::jsonb, $7, 'pending', $2, $8, $7, $9, $10, $11::jsonb
+    INSERT INTO events ({names(EVENTS)})
+    SELECT {_append_one_values()}
     FROM advanced
     RETURNING *
 )
@@ -103,22 +111,10 @@ FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
 WHERE agents.id = batch.id
 RETURNING agents.id, agents.last_seq
 """
-INSERT_EVENTS = """
-INSERT INTO events (
-    id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,
-    sender, reply_to, reply_schema
-)
-SELECT
-    id, agent_id, seq, type, text, data::jsonb, created_at, 'pending', dedupe_key, expires_at,
-    created_at, sender, reply_to, reply_schema::jsonb
-FROM unnest(
-    $1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-    $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[]
-) AS batch (
-    id, agent_id, seq, type, text, data, created_at, dedupe_key, expires_at, sender, reply_to,
-    reply_schema
-)
-RETURNING id, data::text, reply_schema::text
+# The columns of ``EVENTS``, each an array; the answer is each event's JSON as JSONB made it.
+INSERT_EVENTS = f"""
+{unnest_insert(EVENTS)}
+RETURNING id, {", ".join(f"{name}::text AS {name}" for name in JSON_EVENT_COLUMNS)}
 """
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
@@ -196,8 +192,8 @@ MARK_SENT = (
 # Count overdue: $1 agent, $2 before, $3 now.
 # $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.
 MISSING_AFTER = f"""
-SELECT a.last_seq, count(e.id),
-    count(e.id) FILTER (WHERE e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3))
+SELECT a.last_seq, count(e.id) AS stored,
+    count(e.id) FILTER (WHERE e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3)) AS expired
 FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
 WHERE a.id = $1
 GROUP BY a.id
@@ -209,51 +205,34 @@ COUNT_OVERDUE = (
 
 # Replies and attempts
 
-INSERT_REPLY = """
-INSERT INTO replies (id, event_id, agent_id, text, data, created_at, routed_event_id)
-VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
+INSERT_REPLY = f"""
+INSERT INTO replies ({names(REPLIES)}) VALUES ({placeholders(REPLIES)})
 RETURNING data::text
 """
 LIST_REPLIES = f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = $1 ORDER BY created_at, id"
 
-INSERT_ATTEMPTS = """
-INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-"""
-LIST_ATTEMPTS = (
-    "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
-    " WHERE event_id = $1 ORDER BY id"
-)
+INSERT_ATTEMPTS = unnest_insert(ATTEMPTS)
+LIST_ATTEMPTS = f"SELECT {column_list(ATTEMPTS)} FROM attempts WHERE event_id = $1 ORDER BY id"
 
-# Expire: $1 now. Prune: $1 the time before which finished events go.
-EXPIRE = (
-    "UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL,"
-    f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
-    " AND expires_at <= $1"
-)
+# Expire: $1 now; sessions whose expiry passed go in the same statement. Prune: $1 the time
+# before which finished events go.
+EXPIRE = f"""
+WITH gone AS (DELETE FROM sessions WHERE expires_at <= $1)
+UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_until = NULL
+WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
+"""
 PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"
 
 # Endpoints (webhooks, OpenClaw) and their delivery schedule
 
-ENDPOINT_COLUMNS = (
-    "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
-    " disabled_reason, failing_since, last_error, last_attempt_at"
-)
-DELIVERY_COLUMNS = "endpoint_id, event_id, attempts, next_at, state, last_error"
-
-
-def prefixed(columns: str, alias: str) -> str:
-    """``columns`` of the table named ``alias`` in a join: ``id, seq`` as ``e.id, e.seq``."""
-    return ", ".join(f"{alias}.{name.strip()}" for name in columns.split(","))
+ENDPOINT_COLUMNS = column_list(ENDPOINTS)
+DELIVERY_COLUMNS = column_list(DELIVERIES)
 
 
 # An agent has at most one endpoint of each kind: putting one replaces the other (its deliveries
 # go with it, by cascade).
 DELETE_ENDPOINT = "DELETE FROM endpoints WHERE agent_id = $1 AND kind = $2"
-INSERT_ENDPOINT = f"""
-INSERT INTO endpoints ({ENDPOINT_COLUMNS})
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-"""
+INSERT_ENDPOINT = f"INSERT INTO endpoints ({names(ENDPOINTS)}) VALUES ({placeholders(ENDPOINTS)})"
 LIST_ENDPOINTS = (
     f'SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 ORDER BY kind COLLATE "C"'
 )
@@ -274,14 +253,31 @@ WHERE id = $1
 RETURNING {ENDPOINT_COLUMNS}
 """
 
+# Live sessions: presence. Put: the columns of ``SESSIONS`` in order. Refresh: $1 ids, $2 the
+# new expiry. Live: $1 agent, $2 now.
+PUT_SESSION = f"""
+INSERT INTO sessions ({names(SESSIONS)}) VALUES ({placeholders(SESSIONS)})
+ON CONFLICT (id) DO UPDATE SET
+{", ".join(f"{name} = excluded.{name}" for name in SESSIONS.names if name != "id")}
+"""
+REFRESH_SESSIONS = "UPDATE sessions SET expires_at = $2 WHERE id = ANY($1::text[])"
+REMOVE_SESSION = "DELETE FROM sessions WHERE id = $1"
+LIVE_SESSIONS = f"""
+SELECT {column_list(SESSIONS)} FROM sessions
+WHERE agent_id = $1 AND expires_at > $2
+ORDER BY connected_at, id COLLATE "C"
+"""
+
 # Schedule: $1 now, $2 last offered before, $3 only these agents (NULL: all), $4 not these agents,
-# $5 limit. Another process scheduling the same deliveries meanwhile makes none twice.
-SCHEDULE_DELIVERIES = f"""
+# $5 limit; with the grace, $6 how much earlier the events of an agent with a live session that
+# can push must have been offered. Another process scheduling the same deliveries meanwhile makes
+# none twice.
+_SCHEDULE = """
 INSERT INTO deliveries (endpoint_id, event_id, next_at)
 SELECT w.id, e.id, $1
 FROM events e
 JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active'
-WHERE e.{OPEN} AND e.status_at <= $2 AND (e.expires_at IS NULL OR e.expires_at > $1)
+WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expires_at > $1)
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
@@ -289,14 +285,21 @@ ORDER BY e.seq
 LIMIT $5
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
+SCHEDULE_DELIVERIES = _SCHEDULE.format(OPEN=OPEN, offered="$2")
+SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
+    OPEN=OPEN,
+    offered="""CASE WHEN EXISTS (
+    SELECT FROM sessions s WHERE s.agent_id = e.agent_id AND s.can_push AND s.expires_at > $1
+) THEN $2 - $6::bigint ELSE $2 END""",
+)
 
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
 # endpoints with requests in flight and how many. Each active endpoint's first due deliveries,
 # as many as it has room for, are read from its index range (the backlog of an endpoint with no
 # room is never read) and locked, skipping those another worker is claiming; one whose claim
 # committed meanwhile is checked again on its new version and left out. The answer is each
-# delivery with its endpoint, event and agent, in the column orders of ``DELIVERY_COLUMNS``,
-# ``ENDPOINT_COLUMNS``, ``EVENT_COLUMNS`` and ``AGENT_COLUMNS``.
+# delivery with its endpoint, event and agent, their columns named with the prefixes ``d_``,
+# ``w_``, ``e_`` and ``a_``.
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
@@ -324,10 +327,10 @@ WITH busy AS (
     RETURNING d.*
 )
 SELECT
-    {prefixed(DELIVERY_COLUMNS, "d")},
-    {prefixed(ENDPOINT_COLUMNS, "w")},
-    {prefixed(EVENT_COLUMNS, "e")},
-    {agent_columns("a")}
+    {column_list(DELIVERIES, "d", "d_")},
+    {column_list(ENDPOINTS, "w", "w_")},
+    {column_list(EVENTS, "e", "e_")},
+    {column_list(AGENTS, "a", "a_")}
 FROM claimed d
 JOIN endpoints w ON w.id = d.endpoint_id
 JOIN events e ON e.id = d.event_id

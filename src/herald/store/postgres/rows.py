@@ -1,13 +1,15 @@
-"""Pooled connections, the operations run on them, and the rows they answer with."""
+"""Pooled connections, the operations run on them, the SQL of each table's columns, and the rows
+they answer with: ``asyncpg.Record``s, read by column name."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import asyncpg
 
-from herald.models import Agent, Delivery, Endpoint, Event, EventStatus, Kind, State
+from herald.models import Agent, Delivery, Endpoint, Event
+from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, M, Table, Type
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -23,39 +25,70 @@ class Runner(Protocol):
     async def __call__(self, operation: Operation[T], *, transaction: bool = False) -> T: ...
 
 
-def event(row: asyncpg.Record) -> Event:
-    return Event(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        seq=row["seq"],
-        type=row["type"],
-        text=row["text"],
-        data_json=row["data"],
-        created_at=row["created_at"],
-        status=EventStatus(row["status"]),
-        dedupe_key=row["dedupe_key"],
-        expires_at=row["expires_at"],
-        status_at=row["status_at"],
-        sender=row["sender"],
-        reply_to=row["reply_to"],
-        reply_schema_json=row["reply_schema"],
+def column_list(table: Table[Any], alias: str = "", prefix: str = "") -> str:
+    """The table's columns and extra values for a SELECT, JSON as text, each named ``prefix`` +
+    its name: ``id, data::text AS data`` (or ``e.id AS e_id, e.data::text AS e_data``)."""
+    source = f"{alias}." if alias else ""
+    stored = [
+        f"{source}{c.name}{'::text' if c.type is Type.JSON else ''}"
+        + (f" AS {prefix}{c.name}" if prefix or c.type is Type.JSON else "")
+        for c in table.columns
+    ]
+    extra = [
+        f"{c.expression.format(table=alias or table.name)} AS {prefix}{c.name}" for c in table.extra
+    ]
+    return ", ".join(stored + extra)
+
+
+def names(table: Table[Any]) -> str:
+    """The table's column names, for an INSERT: ``id, agent_id, ...``."""
+    return ", ".join(table.names)
+
+
+def placeholders(table: Table[Any], first: int = 1) -> str:
+    """The parameters of one row of the table, numbered from ``first``, JSON cast to JSONB."""
+    return ", ".join(
+        f"${n}{'::jsonb' if c.type is Type.JSON else ''}"
+        for n, c in enumerate(table.columns, start=first)
     )
 
 
-def endpoint(values: Iterable[Any]) -> Endpoint:
-    """An endpoint from the values of ``ENDPOINT_COLUMNS``, in order."""
-    fields = list(values)
-    fields[2] = Kind(fields[2])
-    fields[9] = State(fields[9])
-    return Endpoint(*fields)
+def unnest_insert(table: Table[Any]) -> str:
+    """An INSERT of many rows of the table at once, each column's values one array parameter in
+    the order of its columns (see ``arrays``)."""
+    arrays = ", ".join(
+        f"${n}::{'text' if c.type is Type.JSON else c.type.value}[]"
+        for n, c in enumerate(table.columns, start=1)
+    )
+    values = ", ".join(f"{c.name}::jsonb" if c.type is Type.JSON else c.name for c in table.columns)
+    return (
+        f"INSERT INTO {table.name} ({names(table)}) SELECT {values}"
+        f" FROM unnest({arrays}) AS batch ({names(table)})"
+    )
+
+
+def arrays(table: Table[M], models: Sequence[M]) -> list[list[Any]]:
+    """The models' values as one list per column, for ``unnest_insert``."""
+    return [list(column) for column in zip(*map(table.values, models), strict=True)]
+
+
+def event(row: asyncpg.Record) -> Event:
+    return EVENTS.record(row)
+
+
+def endpoint(row: asyncpg.Record) -> Endpoint:
+    return ENDPOINTS.record(row)
 
 
 def claimed_delivery(row: asyncpg.Record) -> tuple[Delivery, Endpoint, Event, Agent]:
-    """A row of ``CLAIM_DELIVERIES``: delivery, endpoint, event and agent columns in turn."""
-    values = tuple(row)
-    fields = list(values[20:34])  # EVENT_COLUMNS, in the order of Event's fields
-    fields[7] = EventStatus(fields[7])
-    return Delivery(*values[:6]), endpoint(values[6:20]), Event(*fields), Agent(*values[34:])
+    """A row of ``CLAIM_DELIVERIES``: the delivery's columns (``d_``), its endpoint's (``w_``),
+    its event's (``e_``) and its agent's (``a_``)."""
+    return (
+        DELIVERIES.record(row, "d_"),
+        ENDPOINTS.record(row, "w_"),
+        EVENTS.record(row, "e_"),
+        AGENTS.record(row, "a_"),
+    )
 
 
 def count(status: str) -> int:

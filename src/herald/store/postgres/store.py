@@ -22,7 +22,10 @@ from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
+from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.writer import Writer
+from herald.store.rules import lease_attempts, missing, take_attempts
+from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
 
 TRANSACTION_TRIES = 3
@@ -32,7 +35,7 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(EndpointStore, Store):
+class PostgresStore(EndpointStore, SessionStore, Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:
@@ -95,14 +98,7 @@ class PostgresStore(EndpointStore, Store):
     async def create_agent(self, agent: Agent) -> None:
         async def insert(conn: Connection) -> None:
             try:
-                await conn.execute(
-                    queries.INSERT_AGENT,
-                    agent.id,
-                    agent.handle,
-                    agent.key_hash,
-                    agent.created_at,
-                    agent.delivery_json,
-                )
+                await conn.execute(queries.INSERT_AGENT, *AGENTS.values(agent))
             except asyncpg.UniqueViolationError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
 
@@ -117,13 +113,13 @@ class PostgresStore(EndpointStore, Store):
     async def _one_agent(self, query: str, value: str) -> Agent | None:
         async def select(conn: Connection) -> Agent | None:
             row = await conn.fetchrow(query, value)
-            return Agent(*row) if row is not None else None
+            return AGENTS.record(row) if row is not None else None
 
         return await self._run(select)
 
     async def list_agents(self) -> list[Agent]:
         async def select(conn: Connection) -> list[Agent]:
-            return [Agent(*row) for row in await conn.fetch(queries.LIST_AGENTS)]
+            return [AGENTS.record(row) for row in await conn.fetch(queries.LIST_AGENTS)]
 
         return await self._run(select)
 
@@ -205,9 +201,7 @@ class PostgresStore(EndpointStore, Store):
                 queries.LEASE, agent_id, consumer, now, limit, now + lease_ms, ack_up_to
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
-            )
+            await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
         return await self._run(lease, transaction=True)
@@ -218,9 +212,7 @@ class PostgresStore(EndpointStore, Store):
         async def deliver(conn: Connection) -> list[Event]:
             rows = await conn.fetch(queries.DELIVER, agent_id, session, now, limit)
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
-            )
+            await insert_attempts(conn, take_attempts(events, now, mechanism, session))
             return events
 
         return await self._run(deliver, transaction=True)
@@ -262,10 +254,11 @@ class PostgresStore(EndpointStore, Store):
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         async def select(conn: Connection) -> int:
             row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())
-            if row is None:
-                return 0
-            last_seq, stored, expired = row
-            return int(max(last_seq - after_seq - stored, 0) + expired)
+            return (
+                0
+                if row is None
+                else missing(row["last_seq"], after_seq, row["stored"], row["expired"])
+            )
 
         return await self._run(select)
 
@@ -280,16 +273,7 @@ class PostgresStore(EndpointStore, Store):
             try:
                 published = (await append(conn, [routed], now))[0] if routed else None
                 stored = replace(reply, routed_event_id=published.event.id if published else None)
-                data = await conn.fetchval(
-                    queries.INSERT_REPLY,
-                    stored.id,
-                    stored.event_id,
-                    stored.agent_id,
-                    stored.text,
-                    stored.data_json,
-                    stored.created_at,
-                    stored.routed_event_id,
-                )
+                data = await conn.fetchval(queries.INSERT_REPLY, *REPLIES.values(stored))
             except asyncpg.DataError as exc:  # its message may quote the reply: not shown
                 raise InvalidInput(
                     "a reply holds what PostgreSQL cannot store: a NUL character in its text,"
@@ -301,7 +285,8 @@ class PostgresStore(EndpointStore, Store):
 
     async def replies(self, event_id: str) -> list[Reply]:
         async def select(conn: Connection) -> list[Reply]:
-            return [Reply(*row) for row in await conn.fetch(queries.LIST_REPLIES, event_id)]
+            rows = await conn.fetch(queries.LIST_REPLIES, event_id)
+            return [REPLIES.record(row) for row in rows]
 
         return await self._run(select)
 
@@ -310,7 +295,8 @@ class PostgresStore(EndpointStore, Store):
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         async def select(conn: Connection) -> list[Attempt]:
-            return [Attempt(*row) for row in await conn.fetch(queries.LIST_ATTEMPTS, event_id)]
+            rows = await conn.fetch(queries.LIST_ATTEMPTS, event_id)
+            return [ATTEMPTS.record(row) for row in rows]
 
         return await self._run(select)
 

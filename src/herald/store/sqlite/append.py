@@ -1,55 +1,34 @@
-"""Storing events: duplicates answered with the first event, the rest given each agent's next
-seqs and inserted at once."""
+"""Storing events on SQLite: the batch planned by ``herald.store.appends``, the keys already
+stored read first, one seq reservation per agent, one multi-row insert for what is new."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
-from herald.errors import NotFound
-from herald.models import NewEvent, Published
-from herald.store.sqlite.rows import EVENT_COLUMNS, event, event_row
+from herald.models import Event, NewEvent, Published
+from herald.store.appends import (
+    DedupeKey,
+    dedupe_keys,
+    first_seqs,
+    no_agent,
+    plan_append,
+)
+from herald.store.sqlite.rows import EVENT_COLUMNS, INSERT_EVENT, event
+from herald.store.tables import EVENTS
 
 
 def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
-    """Store a batch: duplicates answered with the first event, then one seq reservation per
-    agent and one multi-row insert for what is new."""
+    """Store a batch: duplicates answered with the first event, the rest given each agent's next
+    seqs and inserted at once."""
     agents = _agent_ids(conn, {new.to for new in events})
-    results: list[Published | None] = []
-    fresh: list[tuple[int, NewEvent, str]] = []
-    first_of_key: dict[tuple[str, str], int] = {}
-    for index, new in enumerate(events):
-        agent_id = agents[new.to]
-        if new.dedupe_key is not None:
-            key = (agent_id, new.dedupe_key)
-            if key in first_of_key:  # repeated inside this batch: filled in below
-                results.append(None)
-                continue
-            row = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ? AND dedupe_key = ?", key
-            ).fetchone()
-            if row is not None:
-                results.append(Published(event(row), created=False))
-                continue
-            first_of_key[key] = index
-        results.append(None)
-        fresh.append((index, new, agent_id))
-    next_seq = _reserve_seqs(conn, Counter(agent_id for _, _, agent_id in fresh))
-    rows = []
-    for index, new, agent_id in fresh:
-        seq = next_seq[agent_id]
-        next_seq[agent_id] += 1
-        stored = new.stored(agent_id, seq, now)
-        rows.append(event_row(stored))
-        results[index] = Published(stored, created=True)
-    conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 14)})", rows)
-    for index, new in enumerate(events):
-        if results[index] is None:
-            first = results[first_of_key[(agents[new.to], new.dedupe_key or "")]]
-            assert first is not None
-            results[index] = Published(first.event, created=False)
-    return [result for result in results if result is not None]
+    keys = {key for key in dedupe_keys(events, agents) if key is not None}
+    earlier = _stored(conn, keys)
+    plan = plan_append(events, agents, earlier)
+    added = plan.added
+    stored = plan.numbered(events, _reserve_seqs(conn, added), [now] * len(events))
+    conn.executemany(INSERT_EVENT, [EVENTS.values(e) for e in stored])
+    return plan.answers(stored, earlier)
 
 
 def _agent_ids(conn: sqlite3.Connection, handles: set[str]) -> dict[str, str]:
@@ -57,18 +36,29 @@ def _agent_ids(conn: sqlite3.Connection, handles: set[str]) -> dict[str, str]:
     for handle in sorted(handles):
         row = conn.execute("SELECT id FROM agents WHERE handle = ?", (handle,)).fetchone()
         if row is None:
-            raise NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+            raise no_agent(handle)
         found[handle] = row[0]
     return found
 
 
-def _reserve_seqs(conn: sqlite3.Connection, counts: Counter[str]) -> dict[str, int]:
+def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[DedupeKey, Event]:
+    """The events already stored with those keys."""
+    found: dict[DedupeKey, Event] = {}
+    for key in keys:
+        row = conn.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ? AND dedupe_key = ?", key
+        ).fetchone()
+        if row is not None:
+            found[key] = event(row)
+    return found
+
+
+def _reserve_seqs(conn: sqlite3.Connection, added: Mapping[str, int]) -> dict[str, int]:
     """Advance each agent's last seq by its count; returns the first seq reserved for each."""
-    first: dict[str, int] = {}
-    for agent_id, count in counts.items():
-        (last,) = conn.execute(
+    last_seqs = {}
+    for agent_id, count in added.items():
+        (last_seqs[agent_id],) = conn.execute(
             "UPDATE agents SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq",
             (count, agent_id),
         ).fetchone()
-        first[agent_id] = last - count + 1
-    return first
+    return first_seqs(last_seqs, added)

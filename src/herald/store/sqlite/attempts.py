@@ -6,9 +6,20 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from herald.errors import CursorAhead
 from herald.models import Attempt, Event
-from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, UNEXPIRED, as_json, chunks, event
+from herald.store.rules import ack_attempts, check_cursor
+from herald.store.sqlite.rows import (
+    EVENT_COLUMNS,
+    OPEN,
+    UNEXPIRED,
+    as_json,
+    chunks,
+    insert_json_sql,
+    records,
+)
+from herald.store.tables import ATTEMPTS, EVENTS
+
+INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
 
 def acknowledge(
@@ -22,7 +33,10 @@ def acknowledge(
 ) -> int:
     done: list[str] = []
     if up_to_seq is not None:
-        check_cursor(conn, agent_id, up_to_seq)
+        (newest,) = conn.execute(
+            "SELECT max(last_seq) FROM agents WHERE id = ?", (agent_id,)
+        ).fetchone()
+        check_cursor(up_to_seq, newest)
         # What this consumer was handed before this cursor: never an event another consumer
         # was handed (even on an expired lease: it is offered again instead), nor one handed in
         # the answer to this same cursor, which comes again when that answer was lost (see
@@ -44,15 +58,8 @@ def acknowledge(
         named = {f"id{index}": value for index, value in enumerate(chunk)}
         marks = ", ".join(f":{name}" for name in named)
         done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
-    insert_attempts(conn, [Attempt(i, now, "ack", "delivered", consumer) for i in done])
+    insert_attempts(conn, ack_attempts(done, now, consumer))
     return len(done)
-
-
-def check_cursor(conn: sqlite3.Connection, agent_id: str, cursor: int) -> None:
-    """Raises: CursorAhead: ``cursor`` is past the agent's newest seq."""
-    row = conn.execute("SELECT last_seq FROM agents WHERE id = ?", (agent_id,)).fetchone()
-    if row is not None and cursor > row[0]:
-        raise CursorAhead(cursor, row[0])
 
 
 def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
@@ -82,21 +89,11 @@ def claimable(
         " ORDER BY seq LIMIT :limit",
         {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1},
     )
-    found = [event(row) for row in rows]
+    found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]
     return others[:limit] if others else found
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
-    if not attempts:
-        return
-    conn.execute(
-        "INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)"
-        " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
-        " FROM json_each(?)",
-        (
-            as_json(
-                [(a.event_id, a.at, a.mechanism, a.outcome, a.session, a.error) for a in attempts]
-            ),
-        ),
-    )
+    if attempts:
+        conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))

@@ -8,27 +8,32 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, Kind, State
-from herald.store.rules import endpoint_notes
+from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
+from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
-from herald.store.sqlite.rows import EVENT_COLUMNS, OPEN, Operation, agent_columns, as_json, event
-
-ENDPOINT_COLUMNS = (
-    "id, agent_id, kind, url, secret, created_at, mode, previous_secret, previous_until, state,"
-    " disabled_reason, failing_since, last_error, last_attempt_at"
+from herald.store.sqlite.rows import (
+    OPEN,
+    Operation,
+    as_json,
+    insert_sql,
+    json_object,
+    records,
+    select_list,
 )
-DELIVERY_COLUMNS = "endpoint_id, event_id, attempts, next_at, state, last_error"
+from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, Table
 
-
-def endpoint(row: Sequence[Any]) -> Endpoint:
-    values = list(row)
-    values[2] = Kind(values[2])
-    values[9] = State(values[9])
-    return Endpoint(*values)
-
-
-def _prefixed(columns: str, alias: str) -> str:
-    return ", ".join(f"{alias}.{name.strip()}" for name in columns.split(","))
+ENDPOINT_COLUMNS = select_list(ENDPOINTS)
+DELIVERY_COLUMNS = select_list(DELIVERIES)
+INSERT_ENDPOINT = insert_sql(ENDPOINTS)
+# Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
+CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
+CLAIMED_ROWS = (
+    "SELECT json_group_array(json_object("
+    + ", ".join(f"'{alias}', {json_object(table, alias)}" for alias, table in CLAIMED.items())
+    + ")) FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
+    " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
+    " WHERE d.rowid IN (SELECT value FROM json_each(?))"
+)
 
 
 class EndpointStore:
@@ -43,25 +48,7 @@ class EndpointStore:
                 "DELETE FROM endpoints WHERE agent_id = ? AND kind = ?",
                 (new.agent_id, new.kind.value),
             )
-            conn.execute(
-                f"INSERT INTO endpoints ({ENDPOINT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-                (
-                    new.id,
-                    new.agent_id,
-                    new.kind.value,
-                    new.url,
-                    new.secret,
-                    new.created_at,
-                    new.mode,
-                    new.previous_secret,
-                    new.previous_until,
-                    new.state.value,
-                    new.disabled_reason,
-                    new.failing_since,
-                    new.last_error,
-                    new.last_attempt_at,
-                ),
-            )
+            conn.execute(INSERT_ENDPOINT, ENDPOINTS.values(new))
 
         await self._run(put)
 
@@ -71,7 +58,7 @@ class EndpointStore:
                 f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = ? ORDER BY kind",
                 (agent_id,),
             )
-            return [endpoint(row) for row in rows]
+            return records(ENDPOINTS, rows)
 
         result: list[Endpoint] = await self._run(select)
         return result
@@ -92,7 +79,7 @@ class EndpointStore:
                 f" WHERE id = ? RETURNING {ENDPOINT_COLUMNS}",
                 (previous_until, secret, endpoint_id),
             ).fetchone()
-            return endpoint(row) if row else None
+            return ENDPOINTS.record(row) if row else None
 
         result: Endpoint | None = await self._run(rotate)
         return result
@@ -104,7 +91,7 @@ class EndpointStore:
                 " AND substr(disabled_reason, 1, ?) = ? ORDER BY id",
                 (len(REFUSED_PREFIX), REFUSED_PREFIX),
             )
-            return [endpoint(row) for row in rows]
+            return records(ENDPOINTS, rows)
 
         result: list[Endpoint] = await self._run(select)
         return result
@@ -130,11 +117,19 @@ class EndpointStore:
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         now = self.now()
 
         def schedule(conn: sqlite3.Connection) -> int:
+            offered = "?"
             params: list[Any] = [now, before_ms, now]
+            if push_grace_ms is not None:
+                offered = (
+                    "CASE WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.agent_id = e.agent_id"
+                    " AND s.can_push AND s.expires_at > ?) THEN ? ELSE ? END"
+                )
+                params[1:2] = [now, before_ms - push_grace_ms, before_ms]
             where = ""
             if agents is not None:
                 where += f" AND e.agent_id IN ({', '.join('?' * len(agents)) or 'NULL'})"
@@ -148,7 +143,7 @@ class EndpointStore:
                 # cost nothing, however many events wait for them.
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
-                " AND e.status_at <= ?"
+                f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
                 " AND NOT EXISTS (SELECT 1 FROM deliveries d"
@@ -186,7 +181,12 @@ class EndpointStore:
                 (worker, now + lease_ms, as_json(taken)),
             )
             return [
-                (Delivery(*row[:6]), endpoint(row[6:20]), event(row[20:34]), Agent(*row[34:]))
+                (
+                    DELIVERIES.record(row["d"]),
+                    ENDPOINTS.record(row["w"]),
+                    EVENTS.record(row["e"]),
+                    AGENTS.record(row["a"]),
+                )
                 for row in _claimed_rows(conn, taken)
             ]
 
@@ -197,24 +197,8 @@ class EndpointStore:
         now = self.now()
         items = list(finished)
         notes = endpoint_notes(items)
-
-        # One statement per table for the whole batch. An event reached by two endpoints in one
-        # batch becomes delivered if either delivered it.
-        statuses: dict[str, str] = {}
-        for item in items:
-            if (
-                item.event_status is not None
-                and statuses.get(item.delivery.event_id) != "delivered"
-            ):
-                statuses[item.delivery.event_id] = item.event_status
-        deliveries = {
-            (item.delivery.endpoint_id, item.delivery.event_id): (
-                item.next_at,
-                item.state,
-                item.attempt.error,
-            )
-            for item in items
-        }
+        statuses = event_statuses(items)
+        deliveries = delivery_updates(items)
 
         def finish(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -235,7 +219,7 @@ class EndpointStore:
                 " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
                 f" AS s WHERE events.id = s.id AND events.{OPEN}"
                 " AND (s.new_status = 'delivered' OR events.status = 'pending')",
-                {"now": now, "rows": as_json(list(statuses.items()))},
+                {"now": now, "rows": as_json(statuses)},
             )
             conn.execute(
                 "UPDATE deliveries SET attempts = attempts + 1,"
@@ -245,7 +229,14 @@ class EndpointStore:
                 " value ->> 2 AS next_at, value ->> 3 AS state, value ->> 4 AS error"
                 " FROM json_each(?)) AS r WHERE deliveries.endpoint_id = r.endpoint_id"
                 " AND deliveries.event_id = r.event_id",
-                (as_json([(*key, *values) for key, values in deliveries.items()]),),
+                (
+                    as_json(
+                        [
+                            (d.endpoint_id, d.event_id, d.next_at, d.state, d.error)
+                            for d in deliveries
+                        ]
+                    ),
+                ),
             )
             insert_attempts(conn, [item.attempt for item in items])
 
@@ -258,7 +249,7 @@ class EndpointStore:
                 " ORDER BY endpoint_id",
                 (event_id,),
             )
-            return [Delivery(*row) for row in rows]
+            return records(DELIVERIES, rows)
 
         result: list[Delivery] = await self._run(select)
         return result
@@ -291,23 +282,9 @@ def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
     (read as one JSON array: see ``as_json``)."""
     if not rowids:
         return []
-    columns = ", ".join(
-        [
-            _prefixed(DELIVERY_COLUMNS, "d"),
-            _prefixed(ENDPOINT_COLUMNS, "w"),
-            _prefixed(EVENT_COLUMNS, "e"),
-            agent_columns("a"),
-        ]
-    )
-    (rows,) = conn.execute(
-        f"SELECT json_group_array(json_array({columns}))"
-        " FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
-        " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
-        " WHERE d.rowid IN (SELECT value FROM json_each(?))",
-        (as_json(rowids),),
-    ).fetchone()
+    (rows,) = conn.execute(CLAIMED_ROWS, (as_json(rowids),)).fetchone()
     found: list[Any] = json.loads(rows)
-    found.sort(key=lambda row: (row[3], row[1]))
+    found.sort(key=lambda row: (row["d"]["next_at"], row["d"]["event_id"]))
     return found
 
 

@@ -1,4 +1,7 @@
-"""The connection's operations, the columns the store reads, and the rows it answers with."""
+"""The connection's operations, the SQL of each table's columns, and the rows it answers with.
+
+Rows are ``sqlite3.Row``s, read by column name; column lists and placeholders are made from the
+tables of ``herald.store.tables``."""
 
 from __future__ import annotations
 
@@ -9,69 +12,67 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from herald.models import Event, EventStatus
+from herald.store.tables import AGENTS, EVENTS, M, Table
 
 T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]
 
-EVENT_COLUMNS = (
-    "id, agent_id, seq, type, text, data, created_at, status, dedupe_key, expires_at, status_at,"
-    " sender, reply_to, reply_schema"
-)
+
+def select_list(table: Table[Any], alias: str = "") -> str:
+    """The table's columns and extra values, for a SELECT: ``id, seq`` (or ``e.id, e.seq``)."""
+    source = alias or table.name
+    stored = [f"{alias}.{name}" if alias else name for name in table.names]
+    extra = [f"{c.expression.format(table=source)} AS {c.name}" for c in table.extra]
+    return ", ".join(stored + extra)
 
 
-def agent_columns(table: str) -> str:
-    """The values of ``Agent``'s fields, in order, from the agents table named ``table`` in the
-    query. Its webhook_url is its webhook endpoint's: the agents.webhook_url column is no longer
-    kept (a second copy went stale when the webhook changed)."""
-    return (
-        f"{table}.id, {table}.handle, {table}.key_hash, {table}.created_at,"
-        f" (SELECT hook.url FROM endpoints hook WHERE hook.agent_id = {table}.id"
-        " AND hook.kind = 'webhook'),"
-        f" {table}.delivery, {table}.last_seq"
-    )
+def json_object(table: Table[Any], alias: str) -> str:
+    """The columns and extra values of the table named ``alias`` in the query as one JSON
+    object, keyed by column name."""
+    pairs = [f"'{name}', {alias}.{name}" for name in table.names]
+    pairs += [f"'{c.name}', {c.expression.format(table=alias)}" for c in table.extra]
+    return f"json_object({', '.join(pairs)})"
 
 
-AGENT_COLUMNS = agent_columns("agents")
+def insert_sql(table: Table[Any], verb: str = "INSERT") -> str:
+    """An INSERT of one row of the table, its values in the order of its columns."""
+    marks = ", ".join("?" * len(table.names))
+    return f"{verb} INTO {table.name} ({', '.join(table.names)}) VALUES ({marks})"
+
+
+def insert_json_sql(table: Table[Any]) -> str:
+    """An INSERT of many rows of the table at once, from one JSON array of ``table.values``
+    arrays (see ``as_json``)."""
+    values = ", ".join(f"value ->> {n}" for n in range(len(table.names)))
+    return f"INSERT INTO {table.name} ({', '.join(table.names)}) SELECT {values} FROM json_each(?)"
+
+
+EVENT_COLUMNS = select_list(EVENTS)
+AGENT_COLUMNS = select_list(AGENTS)
+INSERT_EVENT = insert_sql(EVENTS)
 OPEN = "status IN ('pending', 'sent')"
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
 
 
-def event(row: Sequence[Any]) -> Event:
-    values = list(row)
-    values[7] = EventStatus(values[7])
-    return Event(*values)
+def records(table: Table[M], cursor: sqlite3.Cursor) -> list[M]:
+    """The models of a query's rows: each field's column found by name once per query (a
+    ``sqlite3.Row`` compares names anew at each lookup)."""
+    read = table.reader([column[0] for column in cursor.description])
+    return [read(row) for row in cursor]
 
 
-def event_row(event: Event) -> tuple[Any, ...]:
-    """An event as the values of ``EVENT_COLUMNS``, in order."""
-    return (
-        event.id,
-        event.agent_id,
-        event.seq,
-        event.type,
-        event.text,
-        event.data_json,
-        event.created_at,
-        event.status.value,
-        event.dedupe_key,
-        event.expires_at,
-        event.status_at,
-        event.sender,
-        event.reply_to,
-        event.reply_schema_json,
-    )
+def record(table: Table[M], cursor: sqlite3.Cursor) -> M | None:
+    """The model of a query's one row, or None."""
+    found = records(table, cursor)
+    return found[0] if found else None
+
+
+def event(row: sqlite3.Row) -> Event:
+    return EVENTS.record(row)
 
 
 def delivered(event: Event, now: int) -> Event:
     return replace(event, status=EventStatus.DELIVERED, status_at=now)
-
-
-def missing(row: Sequence[int] | None, after_seq: int) -> int:
-    """Events after ``after_seq`` that will never be offered: expired, or no longer stored."""
-    if row is None:
-        return 0
-    last_seq, stored, expired = row
-    return max(last_seq - after_seq - stored, 0) + expired
 
 
 def chunks(items: list[str], size: int) -> list[list[str]]:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from herald.errors import Conflict, InvalidInput
 from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
 from herald.store.base import Store
+from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
 from herald.store.sqlite.endpoints import EndpointStore
@@ -23,13 +24,22 @@ from herald.store.sqlite.rows import (
     chunks,
     delivered,
     event,
-    missing,
+    insert_sql,
+    records,
+    select_list,
 )
+from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.worker import Worker
+from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
 
+INSERT_AGENT = insert_sql(AGENTS)
+INSERT_REPLY = insert_sql(REPLIES)
+REPLY_COLUMNS = select_list(REPLIES)
+ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
-class SQLiteStore(EndpointStore, Store):
+
+class SQLiteStore(EndpointStore, SessionStore, Store):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 
@@ -55,18 +65,7 @@ class SQLiteStore(EndpointStore, Store):
     async def create_agent(self, agent: Agent) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             try:
-                conn.execute(
-                    "INSERT INTO agents (id, handle, key_hash, created_at, delivery, last_seq)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        agent.id,
-                        agent.handle,
-                        agent.key_hash,
-                        agent.created_at,
-                        agent.delivery_json,
-                        agent.last_seq,
-                    ),
-                )
+                conn.execute(INSERT_AGENT, AGENTS.values(agent))
             except sqlite3.IntegrityError as exc:
                 raise Conflict(f"the handle {agent.handle!r} is taken; choose another") from exc
 
@@ -84,14 +83,14 @@ class SQLiteStore(EndpointStore, Store):
                 f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}",
                 (value,),
             ).fetchone()
-            return Agent(*row) if row else None
+            return AGENTS.record(row) if row else None
 
         return await self._run(select)
 
     async def list_agents(self) -> list[Agent]:
         def select(conn: sqlite3.Connection) -> list[Agent]:
             rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle")
-            return [Agent(*row) for row in rows]
+            return records(AGENTS, rows)
 
         return await self._run(select)
 
@@ -165,7 +164,7 @@ class SQLiteStore(EndpointStore, Store):
                 f" AND seq > :after AND {UNEXPIRED} ORDER BY seq LIMIT :limit",
                 params,
             )
-            return [event(row) for row in rows]
+            return records(EVENTS, rows)
 
         return await self._run(select)
 
@@ -193,9 +192,7 @@ class SQLiteStore(EndpointStore, Store):
                     [consumer, now + lease_ms, ack_up_to, agent_id, events[0].seq, events[-1].seq]
                     + [e.id for e in events],
                 )
-            insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "leased", consumer) for e in events]
-            )
+            insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
         return await self._run(lease)
@@ -210,9 +207,7 @@ class SQLiteStore(EndpointStore, Store):
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
-            insert_attempts(
-                conn, [Attempt(e.id, now, mechanism, "delivered", session) for e in events]
-            )
+            insert_attempts(conn, take_attempts(events, now, mechanism, session))
             return [delivered(event, now) for event in events]
 
         return await self._run(deliver)
@@ -267,13 +262,17 @@ class SQLiteStore(EndpointStore, Store):
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         def count(conn: sqlite3.Connection) -> int:
             row = conn.execute(
-                "SELECT a.last_seq, count(e.id), coalesce(sum(e.status = 'expired'"
-                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0)"
+                "SELECT a.last_seq, count(e.id) AS stored, coalesce(sum(e.status = 'expired'"
+                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0) AS expired"
                 " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
                 " WHERE a.id = :agent GROUP BY a.id",
                 {"agent": agent_id, "after": after_seq, "now": self.now()},
             ).fetchone()
-            return missing(row, after_seq)
+            return (
+                0
+                if row is None
+                else missing(row["last_seq"], after_seq, row["stored"], row["expired"])
+            )
 
         return await self._run(count)
 
@@ -285,19 +284,7 @@ class SQLiteStore(EndpointStore, Store):
         def insert(conn: sqlite3.Connection) -> tuple[Reply, Published | None]:
             published = append(conn, [routed], now)[0] if routed is not None else None
             stored = replace(reply, routed_event_id=published.event.id if published else None)
-            conn.execute(
-                "INSERT INTO replies (id, event_id, agent_id, text, data, created_at,"
-                " routed_event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    stored.id,
-                    stored.event_id,
-                    stored.agent_id,
-                    stored.text,
-                    stored.data_json,
-                    stored.created_at,
-                    stored.routed_event_id,
-                ),
-            )
+            conn.execute(INSERT_REPLY, REPLIES.values(stored))
             return stored, published
 
         return await self._run(insert)
@@ -305,11 +292,10 @@ class SQLiteStore(EndpointStore, Store):
     async def replies(self, event_id: str) -> list[Reply]:
         def select(conn: sqlite3.Connection) -> list[Reply]:
             rows = conn.execute(
-                "SELECT id, event_id, agent_id, text, data, created_at, routed_event_id"
-                " FROM replies WHERE event_id = ? ORDER BY created_at, id",
+                f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = ? ORDER BY created_at, id",
                 (event_id,),
             )
-            return [Reply(*row) for row in rows]
+            return records(REPLIES, rows)
 
         return await self._run(select)
 
@@ -319,11 +305,10 @@ class SQLiteStore(EndpointStore, Store):
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
             rows = conn.execute(
-                "SELECT event_id, at, mechanism, outcome, session, error FROM attempts"
-                " WHERE event_id = ? ORDER BY id",
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE event_id = ? ORDER BY id",
                 (event_id,),
             )
-            return [Attempt(*row) for row in rows]
+            return records(ATTEMPTS, rows)
 
         return await self._run(select)
 
@@ -331,6 +316,7 @@ class SQLiteStore(EndpointStore, Store):
         now = self.now()
 
         def mark(conn: sqlite3.Connection) -> int:
+            conn.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,))
             return conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
                 f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"

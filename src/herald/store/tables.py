@@ -1,0 +1,268 @@
+"""Each table's columns, named once, for every backend: the SQL that reads or writes a table's
+rows (its column lists, placeholders and casts) is made from these, and rows become models by
+column name. A column added to a table is added here, in the schema and in the model."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter, itemgetter
+from typing import Any, Generic, Protocol, TypeVar
+
+from herald.models import (
+    Agent,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    EventStatus,
+    Kind,
+    Reply,
+    SessionRecord,
+    State,
+)
+
+M = TypeVar("M")
+
+
+class Row(Protocol):
+    """A row whose values are read by column name: ``sqlite3.Row``, ``asyncpg.Record``, a dict."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+class Type(enum.Enum):
+    """How a column is stored; PostgreSQL casts by it, SQLite keeps JSON as text and booleans
+    as 0 or 1."""
+
+    TEXT = "text"
+    INT = "bigint"
+    BOOL = "boolean"
+    JSON = "jsonb"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: Type = Type.TEXT
+    field: str = ""
+    """The model's field, when its name differs from the column's."""
+    read: Callable[[Any], Any] | None = None
+    """Turns the stored value into the field's (an enum, a bool); None: as it is."""
+    expression: str = ""
+    """For a value read with the rows but not stored in the table: the SQL that reads it, with
+    ``{table}`` standing for the table's name or alias in the query."""
+
+    @property
+    def attribute(self) -> str:
+        return self.field or self.name
+
+
+@dataclass(frozen=True)
+class Table(Generic[M]):
+    """A table and the model its rows are: every field of the model is one of its columns or
+    extra values (checked when the table is made)."""
+
+    name: str
+    model: type[M]
+    columns: tuple[Column, ...]
+    extra: tuple[Column, ...] = field(default=())
+    """Fields of the model that are not columns of the table but read with its rows, each
+    from its ``expression`` (an agent's webhook URL, from its webhook endpoint)."""
+
+    def __post_init__(self) -> None:
+        covered = {column.attribute for column in (*self.columns, *self.extra)}
+        fields = {f.name for f in dataclasses.fields(self.model)}  # type: ignore[arg-type]
+        if covered != fields:
+            raise TypeError(
+                f"the {self.name} table's columns do not match {self.model.__name__}'s fields:"
+                f" {sorted(covered ^ fields)}"
+            )
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.columns)
+
+    @cached_property
+    def _getter(self) -> Callable[[M], Any]:
+        return attrgetter(*(column.attribute for column in self.columns))
+
+    def values(self, model: M) -> tuple[Any, ...]:
+        """The model's values of the table's columns, in order (enums are strings: stored as
+        they are)."""
+        values = self._getter(model)
+        return values if len(self.columns) > 1 else (values,)
+
+    @cached_property
+    def _by_field(self) -> list[tuple[Column, int]]:
+        """Each column or extra value, with the position of its field in the model."""
+        order = [f.name for f in dataclasses.fields(self.model)]  # type: ignore[arg-type]
+        columns = sorted((*self.columns, *self.extra), key=lambda c: order.index(c.attribute))
+        return [(column, index) for index, column in enumerate(columns)]
+
+    @cached_property
+    def _readers(self) -> dict[tuple[tuple[str, ...] | None, str], Callable[[Any], M]]:
+        return {}
+
+    def _reader(self, names: tuple[str, ...] | None, prefix: str) -> Callable[[Any], M]:
+        """What makes the model of a row: by name, or (``names``: the row's columns in order)
+        by the positions of its fields' names among ``names``."""
+        reader = self._readers.get((names, prefix))
+        if reader is None:
+            keys = [prefix + column.name for column, _ in self._by_field]
+            if names is not None:
+                position = {name: index for index, name in enumerate(names)}
+                keys = [position[key] for key in keys]  # type: ignore[misc]
+            reads = tuple((index, column.read) for column, index in self._by_field if column.read)
+            reader = self._readers[names, prefix] = functools.partial(
+                self._build, itemgetter(*keys), reads
+            )
+        return reader
+
+    def _build(
+        self, read_all: Callable[[Any], Any], reads: tuple[tuple[int, Any], ...], row: Any
+    ) -> M:
+        values = read_all(row)
+        if reads:
+            values = list(values)
+            for index, read in reads:
+                if values[index] is not None:
+                    values[index] = read(values[index])
+        return self.model(*values)
+
+    def record(self, row: Row, prefix: str = "") -> M:
+        """The model a row holds, its columns read by name (each ``prefix`` + name)."""
+        return self._reader(None, prefix)(row)
+
+    def reader(self, names: Sequence[str], prefix: str = "") -> Callable[[Any], M]:
+        """What makes the model of each row of a query whose columns are ``names``, in order:
+        the fields' columns are found by name once, then read by position."""
+        return self._reader(tuple(names), prefix)
+
+
+AGENTS = Table(
+    "agents",
+    Agent,
+    (
+        Column("id"),
+        Column("handle"),
+        Column("key_hash"),
+        Column("created_at", Type.INT),
+        Column("delivery", Type.JSON, field="delivery_json"),
+        Column("last_seq", Type.INT),
+    ),
+    # The agents.webhook_url column is no longer kept (a second copy went stale when the
+    # webhook changed): it is the webhook endpoint's.
+    extra=(
+        Column(
+            "webhook_url",
+            expression="(SELECT hook.url FROM endpoints hook"
+            " WHERE hook.agent_id = {table}.id AND hook.kind = 'webhook')",
+        ),
+    ),
+)
+
+EVENTS = Table(
+    "events",
+    Event,
+    (
+        Column("id"),
+        Column("agent_id"),
+        Column("seq", Type.INT),
+        Column("type"),
+        Column("text"),
+        Column("data", Type.JSON, field="data_json"),
+        Column("created_at", Type.INT),
+        Column("status", read=EventStatus),
+        Column("dedupe_key"),
+        Column("expires_at", Type.INT),
+        Column("status_at", Type.INT),
+        Column("sender"),
+        Column("reply_to"),
+        Column("reply_schema", Type.JSON, field="reply_schema_json"),
+    ),
+)
+
+REPLIES = Table(
+    "replies",
+    Reply,
+    (
+        Column("id"),
+        Column("event_id"),
+        Column("agent_id"),
+        Column("text"),
+        Column("data", Type.JSON, field="data_json"),
+        Column("created_at", Type.INT),
+        Column("routed_event_id"),
+    ),
+)
+
+ATTEMPTS = Table(
+    "attempts",
+    Attempt,
+    (
+        Column("event_id"),
+        Column("at", Type.INT),
+        Column("mechanism"),
+        Column("outcome"),
+        Column("session"),
+        Column("error"),
+    ),
+)
+
+ENDPOINTS = Table(
+    "endpoints",
+    Endpoint,
+    (
+        Column("id"),
+        Column("agent_id"),
+        Column("kind", read=Kind),
+        Column("url"),
+        Column("secret"),
+        Column("created_at", Type.INT),
+        Column("mode"),
+        Column("previous_secret"),
+        Column("previous_until", Type.INT),
+        Column("state", read=State),
+        Column("disabled_reason"),
+        Column("failing_since", Type.INT),
+        Column("last_error"),
+        Column("last_attempt_at", Type.INT),
+    ),
+)
+
+DELIVERIES = Table(
+    "deliveries",
+    Delivery,
+    (
+        Column("endpoint_id"),
+        Column("event_id"),
+        Column("attempts", Type.INT),
+        Column("next_at", Type.INT),
+        Column("state"),
+        Column("last_error"),
+    ),
+)
+
+SESSIONS = Table(
+    "sessions",
+    SessionRecord,
+    (
+        Column("id"),
+        Column("agent_id"),
+        Column("process"),
+        Column("transport"),
+        Column("era"),
+        Column("connected_at", Type.INT),
+        Column("seen_at", Type.INT),
+        Column("expires_at", Type.INT),
+        Column("client_name"),
+        Column("client_version"),
+        Column("capabilities", Type.JSON, field="capabilities_json"),
+        Column("can_push", Type.BOOL, read=bool),
+    ),
+)
