@@ -209,6 +209,7 @@ SETTINGS = [
     (("--lease", "7"), lambda c: c.hub.lease_s, 7.0),
     (("--ack-timeout", "9"), lambda c: c.delivery.ack_timeout_s, 9.0),
     (("--backlog-limit", "2"), lambda c: c.delivery.backlog_limit, 2),
+    (("--presence-ttl", "3"), lambda c: c.delivery.presence_ttl_s, 3.0),
     (("--stream-buffer", "50"), lambda c: c.streams.buffer_size, 50),
     (("--webhook-allow", "private"), lambda c: str(c.webhooks.allow), "private"),
     (("--webhook-schedule", "0,1"), lambda c: c.webhooks.schedule_s, (0, 1)),

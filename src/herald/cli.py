@@ -125,6 +125,15 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
         f" (default {delivery.backlog_limit})",
     )
     serve.add_argument(
+        "--presence-ttl",
+        type=float,
+        default=delivery.presence_ttl_s,
+        metavar="SECONDS",
+        help="how long a live session stays registered in the store without a refresh: the"
+        " sessions of a process that died drop out within it"
+        f" (default {delivery.presence_ttl_s:g})",
+    )
+    serve.add_argument(
         "--stream-buffer",
         type=int,
         default=DEFAULTS.streams.buffer_size,
@@ -231,7 +240,11 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
             head_timeout_s=args.head_timeout,
         ),
         hub=HubConfig(lease_s=args.lease),
-        delivery=DeliveryConfig(ack_timeout_s=args.ack_timeout, backlog_limit=args.backlog_limit),
+        delivery=DeliveryConfig(
+            ack_timeout_s=args.ack_timeout,
+            backlog_limit=args.backlog_limit,
+            presence_ttl_s=args.presence_ttl,
+        ),
         streams=StreamConfig(buffer_size=args.stream_buffer),
         webhooks=WebhookConfig(
             allow=AddressPolicy.parse(args.webhook_allow),

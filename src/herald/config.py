@@ -61,6 +61,10 @@ class DeliveryConfig:
     """How long a live session stays registered in the store without a refresh (its process
     refreshes it every third of this): the sessions of a process that died drop out within it."""
 
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.presence_ttl_s) or self.presence_ttl_s <= 0:
+            raise InvalidInput("the presence TTL must be a number of seconds above 0")
+
 
 @dataclass(frozen=True)
 class StreamConfig:

@@ -147,6 +147,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         ack_timeout_s=delivery.ack_timeout_s,
         backlog_limit=delivery.backlog_limit,
         poll_interval_s=delivery.poll_interval_s,
+        presence_ttl_s=delivery.presence_ttl_s,
     )
     streams = config.streams
     fanout = Fanout(

@@ -15,6 +15,7 @@ from herald.delivery import render
 from herald.delivery.base import Mechanism, Peer
 from herald.delivery.cascade import Cascade, PushReport
 from herald.delivery.mechanisms import default_mechanisms
+from herald.delivery.presence import PresenceKeeper
 from herald.delivery.session_worker import SessionWorker
 from herald.delivery.sessions import LiveSession, SessionRegistry
 from herald.hub import Hub
@@ -31,6 +32,8 @@ class Notifier:
         poll_interval_s: how often a session looks at the store without a wake-up.
         ack_timeout_s: how long a push may go unacknowledged before the next way is tried
             (an agent's ``delivery.ack_timeout_s`` overrides it).
+        presence_ttl_s: how long a session stays registered in the store without a refresh:
+            the sessions of a process that died drop out within it.
     """
 
     def __init__(
@@ -41,13 +44,15 @@ class Notifier:
         backlog_limit: int = DEFAULTS.delivery.backlog_limit,
         poll_interval_s: float = DEFAULTS.delivery.poll_interval_s,
         ack_timeout_s: float = DEFAULTS.delivery.ack_timeout_s,
+        presence_ttl_s: float = DEFAULTS.delivery.presence_ttl_s,
     ) -> None:
         self.hub = hub
         self.cascade = Cascade(hub, mechanisms if mechanisms is not None else default_mechanisms())
         self.backlog_limit = backlog_limit
         self.poll_interval_s = poll_interval_s
         self.ack_timeout_s = ack_timeout_s
-        self.sessions = SessionRegistry(hub.clock, self._serve)
+        self.presence = PresenceKeeper(hub, presence_ttl_s)
+        self.sessions = SessionRegistry(hub.clock, self._serve, self.presence)
         hub.add_listener(self.wake_agents)
 
     @property
@@ -111,6 +116,7 @@ class Notifier:
 
     async def close(self) -> None:
         self.sessions.disconnect_all()
+        await self.presence.close()
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self.wake_agents)
 

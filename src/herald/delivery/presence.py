@@ -53,6 +53,17 @@ class PresenceKeeper:
         if self._live.pop(session_id, None) is not None:
             self._change(session_id)
 
+    async def live(self, agent_id: str) -> list[SessionRecord]:
+        """The agent's live sessions in every process: this process's as it knows them now
+        (a change may not be written yet), the others' as the store has them."""
+        here = [record for record in self._live.values() if record.agent_id == agent_id]
+        elsewhere = [
+            record
+            for record in await self.hub.presence.live(agent_id)
+            if record.process != self.process
+        ]
+        return sorted(here + elsewhere, key=lambda record: (record.connected_at, record.id))
+
     async def settled(self, timeout_s: float = 10.0) -> None:
         """Wait until every change so far is written (or failed and left to the refresh).
 
@@ -77,9 +88,7 @@ class PresenceKeeper:
         self._settled.clear()
         self._changes.put_nowait(change)
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="herald-presence"
-            )
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="herald-presence")
 
     def _record(self, session: LiveSession) -> SessionRecord:
         caps, now = session.caps, self.hub.now()
@@ -109,7 +118,7 @@ class PresenceKeeper:
                     await self._apply(await self._changes.get())
                     continue
             refresh_at = loop.time() + self.refresh_every_s
-            await self._refresh()
+            await self.refresh()
 
     async def _apply(self, change: SessionRecord | str) -> None:
         try:
@@ -123,7 +132,9 @@ class PresenceKeeper:
         except Exception:  # the task's top level: the next refresh puts it again
             log.warning("could not register a change of session in the store", exc_info=True)
 
-    async def _refresh(self) -> None:
+    async def refresh(self) -> None:
+        """Move the expiry of every live session of this process on (the loop does it every
+        third of the TTL); put back any the store no longer has. A failure is logged."""
         ids = list(self._live)
         try:
             kept = await self.hub.presence.refresh(ids, self.hub.now() + self.ttl_ms)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from herald.capabilities import DeliveryCapabilities
 from herald.delivery.base import Peer
@@ -60,6 +60,14 @@ Serve = Callable[[LiveSession], Coroutine[Any, Any, None]]
 """What runs for a session whose peer can be pushed to, for as long as it lives."""
 
 
+class PresenceHooks(Protocol):
+    """Told of each session that starts and ends (to keep it registered in the store)."""
+
+    def joined(self, session: LiveSession) -> None: ...
+
+    def left(self, session_id: str) -> None: ...
+
+
 class SessionRegistry:
     """The live sessions of this process, by id and by agent.
 
@@ -68,11 +76,13 @@ class SessionRegistry:
     Args:
         clock: the hub's clock, for when a session connected.
         serve: run for each session whose peer offers a push path, cancelled when it ends.
+        presence: told of each session that starts and ends.
     """
 
-    def __init__(self, clock: Clock, serve: Serve) -> None:
+    def __init__(self, clock: Clock, serve: Serve, presence: PresenceHooks | None = None) -> None:
         self._clock = clock
         self._serve = serve
+        self._presence_hooks = presence
         self._sessions: dict[str, LiveSession] = {}
         self._by_agent: dict[str, set[str]] = {}
         self._presence = asyncio.Condition()
@@ -90,6 +100,8 @@ class SessionRegistry:
             session.task = asyncio.create_task(
                 self._serve(session), name=f"herald-session-{session_id}"
             )
+        if self._presence_hooks is not None:
+            self._presence_hooks.joined(session)
         log.info("session %s of %s connected: %s", session_id, agent.handle, caps.to_json())
         self._announce_presence()
         return session
@@ -106,6 +118,8 @@ class SessionRegistry:
         for task in [session.task, *session.awaiting_answers]:
             if task is not None:
                 task.cancel()
+        if self._presence_hooks is not None:
+            self._presence_hooks.left(session_id)
         log.info("session %s of %s disconnected", session_id, session.agent.handle)
         self._announce_presence()
 

@@ -64,7 +64,8 @@ async def agent_sessions(request: Request) -> Response:
     hub, notifier = services(request).hub, services(request).notifier
     await require_admin(hub, request)
     agent = await hub.get_agent(request.path_params["agent_id"])
-    return json_response({"sessions": [s.to_json() for s in notifier.sessions_of(agent.id)]})
+    sessions = await notifier.presence.live(agent.id)
+    return json_response({"sessions": [session.to_json() for session in sessions]})
 
 
 ROUTES = [

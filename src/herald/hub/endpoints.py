@@ -49,11 +49,13 @@ class EndpointBook:
         *,
         agents: Sequence[str] | None = None,
         not_agents: Sequence[str] = (),
+        push_grace_ms: int | None = None,
     ) -> int:
         """Give each open event last offered before ``before_ms`` a delivery to each active
-        endpoint of its agent, once. Returns how many were scheduled."""
+        endpoint of its agent, once; with ``push_grace_ms``, an agent with a live session that
+        can be pushed to (in any process) gets that long more. Returns how many were scheduled."""
         return await self._store.schedule_deliveries(
-            before_ms, limit, agents=agents, not_agents=not_agents
+            before_ms, limit, agents=agents, not_agents=not_agents, push_grace_ms=push_grace_ms
         )
 
     async def claim(

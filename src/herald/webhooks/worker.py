@@ -218,15 +218,18 @@ class WebhookWorker:
         return len(claimed)
 
     async def _schedule(self) -> None:
-        """Give open events their deliveries. The events of an agent that is present (see
-        ``present``) are held back until they have gone ``grace_s`` unacknowledged: its
-        session may still confirm them."""
+        """Give open events their deliveries. The events of an agent with a live session that
+        can be pushed to, in any process (the store's presence), or here (``present``), are held
+        back until they have gone ``grace_s`` unacknowledged: its session may still confirm
+        them."""
         self._published = False
         self._scheduled_at = now = self.hub.now()
         present = sorted(self.present())
         limit = CLAIM_LIMIT * 10
         endpoints = self.hub.endpoints
-        scheduled = await endpoints.schedule(now, limit, not_agents=present)
+        scheduled = await endpoints.schedule(
+            now, limit, not_agents=present, push_grace_ms=self.grace_ms
+        )
         if present:
             scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
         if scheduled >= limit:
