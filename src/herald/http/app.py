@@ -4,10 +4,8 @@ beside them for as long as the app does."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,6 +22,7 @@ from herald.http.mcp import McpRoute
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
+from herald.tasks import running
 from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.worker import WebhookWorker
 
@@ -55,7 +54,7 @@ def create_app(
             if maintenance:
                 await stack.enter_async_context(hub.maintenance())
             if webhooks is not None:
-                await stack.enter_async_context(_running(webhooks.run()))
+                await stack.enter_async_context(running(webhooks.run(), "herald-webhooks"))
             try:
                 yield
             finally:
@@ -79,14 +78,3 @@ def create_app(
     )
     app.state.services = Services(hub, notifier, per_key, guard)
     return app
-
-
-@contextlib.asynccontextmanager
-async def _running(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    task = asyncio.create_task(work)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

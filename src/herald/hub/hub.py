@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -37,6 +37,7 @@ from herald.keys import (
 from herald.models import Agent, Attempt, Drained, Event, NewEvent, Published, Reply
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
+from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
 
@@ -519,13 +520,6 @@ class Hub:
                 )
             await asyncio.sleep(self.maintenance_interval_s)
 
-    @contextlib.asynccontextmanager
-    async def maintenance(self) -> AsyncIterator[None]:
+    def maintenance(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Run the maintenance loop for as long as the block lasts."""
-        task = asyncio.create_task(self.run_maintenance(), name="herald-maintenance")
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        return running(self.run_maintenance(), "herald-maintenance")
