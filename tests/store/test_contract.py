@@ -519,9 +519,9 @@ async def test_overdue_events_are_counted_from_their_last_push(
     clock.advance(10)
     await store.mark_sent(alice.id, [ids[0]])
     await store.ack(alice.id, ids=[ids[1]])
-    assert await store.count_overdue(alice.id, store.now() - 5_000) == 1
+    assert await store.count_unread(alice.id, store.now() - 5_000) == 1
     clock.advance(10)
-    assert await store.count_overdue(alice.id, store.now() - 5_000) == 2
+    assert await store.count_unread(alice.id, store.now() - 5_000) == 2
 
 
 async def test_a_reply_is_stored_with_the_event_that_routes_it(store: Store) -> None:

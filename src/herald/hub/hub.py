@@ -404,7 +404,7 @@ class Hub:
 
     async def unread(self, agent: Agent, older_than_s: float) -> int:
         """Open events last offered more than ``older_than_s`` ago."""
-        return await self._store.count_overdue(
+        return await self._store.count_unread(
             agent.id, self._store.now() - int(older_than_s * 1000)
         )
 

@@ -188,7 +188,7 @@ class Store(ABC):
         delivered ones stay delivered. Returns how many changed."""
 
     @abstractmethod
-    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+    async def count_unread(self, agent_id: str, before_ms: int) -> int:
         """How many open, unexpired events of the agent were created or last sent before the
         given time: the unread events an agent is reminded of."""
 

@@ -189,7 +189,7 @@ MARK_SENT = (
     "UPDATE events SET status = 'sent', status_at = $3"
     " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
 )
-# Count overdue: $1 agent, $2 before, $3 now.
+# Count unread: $1 agent, $2 before, $3 now.
 # $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.
 MISSING_AFTER = f"""
 SELECT a.last_seq, count(e.id) AS stored,

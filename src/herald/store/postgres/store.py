@@ -243,7 +243,7 @@ class PostgresStore(EndpointStore, SessionStore, Store):
 
         return await self._run(mark)
 
-    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+    async def count_unread(self, agent_id: str, before_ms: int) -> int:
         now = self.now()
 
         async def select(conn: Connection) -> int:

@@ -245,7 +245,7 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
 
         return await self._run(mark)
 
-    async def count_overdue(self, agent_id: str, before_ms: int) -> int:
+    async def count_unread(self, agent_id: str, before_ms: int) -> int:
         params = {"agent": agent_id, "before": before_ms, "now": self.now()}
 
         def count(conn: sqlite3.Connection) -> int:
