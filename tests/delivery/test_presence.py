@@ -3,7 +3,10 @@ process that died drop out once their expiry passes. Time is the hub's clock, mo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -11,6 +14,7 @@ from herald import Hub
 from herald.capabilities import DeliveryCapabilities, detect
 from herald.delivery.base import NO_PUSH_PATH
 from herald.delivery.engine import Notifier
+from herald.hub.presence import Presence
 from herald.store import open_store
 from herald.testing import ManualClock, RecordingPeer
 
@@ -126,4 +130,55 @@ async def test_the_sessions_of_a_deleted_agent_are_not_kept(here: Hub) -> None:
         await notifier.presence.refresh()  # the put it tries again is refused: not kept
         assert await here.presence.live(agent.id) == []
     finally:
+        await notifier.close()
+
+
+class HeldRemovals:
+    """The hub's presence part, whose removals wait until let go (a store that is slow to
+    answer): to see what the keeper does with a write still in flight when a refresh falls
+    due. Everything else, and the removal once let go, is the real store's."""
+
+    def __init__(self, presence: Presence) -> None:
+        self._presence = presence
+        self.started = asyncio.Event()
+        self.let_go = asyncio.Event()
+        self.cut_short = asyncio.Event()
+
+    async def remove(self, session_id: str) -> bool:
+        self.started.set()
+        try:
+            await self.let_go.wait()
+        except asyncio.CancelledError:
+            self.cut_short.set()
+            raise
+        return await self._presence.remove(session_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._presence, name)
+
+
+async def test_a_removal_still_being_written_when_a_refresh_falls_due_is_not_cut_short(
+    here: Hub, elsewhere: Hub
+) -> None:
+    agent, _ = await here.create_agent("alice")
+    ttl_s = 0.3  # a refresh every 0.1 s of real time
+    notifier = Notifier(here, presence_ttl_s=ttl_s)
+    held = HeldRemovals(here.presence)
+    try:
+        notifier.connect("s1", agent, caps(), RecordingPeer())
+        await notifier.presence.settled()
+        here.presence = held  # type: ignore[assignment]
+        notifier.disconnect("s1")
+        async with asyncio.timeout(5):
+            await held.started.wait()
+        # Three refreshes fall due while the removal is held.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ttl_s):
+                await held.cut_short.wait()
+        held.let_go.set()
+        await notifier.presence.settled()
+        assert not held.cut_short.is_set()
+        assert await elsewhere.presence.live(agent.id) == []
+    finally:
+        held.let_go.set()
         await notifier.close()

@@ -208,6 +208,19 @@ def test_a_bad_heartbeat_is_refused(herald: HeraldProcess, admin: httpx.Client, 
     assert response.status_code == 422 and error_code(response) == "invalid_input"
 
 
+@pytest.mark.parametrize("body", ["null", "false", "0", '""', "[]"])
+def test_a_heartbeat_body_that_is_not_an_object_is_refused_and_drains_nothing(
+    herald: HeraldProcess, admin: httpx.Client, body: str
+) -> None:
+    agent = new_agent(admin)
+    event_id = publish(admin, agent["handle"]).json()["id"]
+    with herald.client(agent["api_key"]) as client:
+        response = client.post("/channel/heartbeat", content=body)
+    assert response.status_code == 422 and error_code(response) == "invalid_input"
+    assert "heartbeat must be a JSON object" in response.json()["error"]["message"]
+    assert admin.get(f"/v1/events/{event_id}").json()["status"] == "pending"
+
+
 def test_ack_by_ids_and_by_cursor(herald: HeraldProcess, admin: httpx.Client) -> None:
     agent = new_agent(admin)
     ids = [publish(admin, agent["handle"], f"e{n}").json()["id"] for n in range(4)]

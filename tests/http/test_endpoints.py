@@ -40,6 +40,19 @@ def test_an_agents_webhook_is_set_shown_rotated_and_removed(admin: httpx.Client)
     assert admin.get(f"{url}/endpoints").json() == {"endpoints": []}
 
 
+@pytest.mark.parametrize("body", ["null", "[]", "0"])
+def test_a_rotation_body_that_is_not_an_object_is_refused_and_rotates_nothing(
+    admin: httpx.Client, body: str
+) -> None:
+    agent = new_agent(admin, webhook_url="https://example.com/hook")
+    url = f"/v1/agents/{agent['id']}"
+    response = admin.post(f"{url}/webhook/rotate", content=body)
+    assert response.status_code == 422
+    assert "rotation must be a JSON object" in response.json()["error"]["message"]
+    (endpoint,) = admin.get(f"{url}/endpoints").json()["endpoints"]
+    assert endpoint.get("rotating_until") is None
+
+
 @pytest.mark.parametrize(
     ("path", "body", "fragment"),
     [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from herald.errors import InvalidInput, TooLarge
-from herald.inputs.agents import DeliveryOverrides, NewAgentInput, RotationInput
+from herald.inputs.agents import DeliveryInput, DeliveryOverrides, NewAgentInput, RotationInput
 from herald.inputs.channel import ChannelAckInput, HeartbeatInput, PermissionInput
 from herald.inputs.events import EventInput, parse_batch, parse_new_event
 from herald.inputs.refusals import Input, _model_in, _says, parse
@@ -42,6 +42,13 @@ def test_an_unknown_field_is_named_before_the_other_faults_of_its_object() -> No
 def test_a_missing_field_is_named_with_what_to_send() -> None:
     assert refusal(EventInput, {"type": "t", "text": "x"}) == (
         "event.to is required and must be an agent handle matching [a-z0-9_-]{1,64}"
+    )
+
+
+def test_a_missing_object_is_named_with_the_shape_to_send() -> None:
+    assert refusal(DeliveryInput, {}) == (
+        'agent.delivery is required and must be an object such as {"channel": true,'
+        ' "ack_timeout_s": 120}'
     )
 
 

@@ -113,9 +113,17 @@ class PresenceKeeper:
         while True:
             if self._changes.empty():
                 self._settled.set()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(refresh_at - loop.time(), 0.0)):
-                    await self._apply(await self._changes.get())
+            wait = refresh_at - loop.time()
+            if wait > 0:
+                try:
+                    async with asyncio.timeout(wait):
+                        change = await self._changes.get()
+                except TimeoutError:
+                    pass
+                else:
+                    # Written outside the refresh's deadline: a write cut short would leave
+                    # an ended session registered until it expires.
+                    await self._apply(change)
                     continue
             refresh_at = loop.time() + self.refresh_every_s
             await self.refresh()

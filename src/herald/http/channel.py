@@ -23,7 +23,7 @@ from herald.inputs.refusals import parse
 async def heartbeat(request: Request) -> Response:
     hub = services(request).hub
     agent = await require_agent(hub, request)
-    body = parse(HeartbeatInput, await read_json(request, optional=True) or {})
+    body = parse(HeartbeatInput, await read_json(request, if_empty={}))
     drained = await hub.drain(agent, cursor=body.cursor, limit=body.limit, consumer=body.consumer)
     return json_response(
         {"events": [e.to_json() for e in drained.events], "cursor": drained.cursor}

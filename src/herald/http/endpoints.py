@@ -32,7 +32,7 @@ async def put_webhook(request: Request) -> Response:
 async def rotate_secret(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
-    body = parse(RotationInput, await read_json(request, optional=True) or {})
+    body = parse(RotationInput, await read_json(request, if_empty={}))
     endpoint, secret = await manage.rotate_webhook_secret(
         hub, request.path_params["agent_id"], body.grace_s, body.secret
     )

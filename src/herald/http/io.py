@@ -25,14 +25,20 @@ RETRY_AFTER_S = 5
 over in seconds, and clients that all retry at once would prolong it."""
 
 
-async def read_json(request: Request, *, optional: bool = False) -> Any:
-    """The request body as JSON, checked by ``herald.json_input``.
+_NEEDED: Any = object()
+"""``read_json``'s default: a body must be sent."""
+
+
+async def read_json(request: Request, *, if_empty: Any = _NEEDED) -> Any:
+    """The request body as JSON, checked by ``herald.json_input``; ``if_empty`` when there is no
+    body at all and one is not needed. (A body of JSON ``null``, ``false`` or ``[]`` is a body:
+    it is returned as it is, for the route to refuse.)
 
     Raises:
         TooLarge: the body is over 32 MiB.
-        InvalidInput: the body is missing (unless ``optional``), not JSON, or holds what herald
-            does not take (nesting over 100 levels, NUL, an unpaired surrogate, a number JSON
-            cannot carry); the message names the JSON path.
+        InvalidInput: the body is missing (and ``if_empty`` not given), not JSON, or holds
+            what herald does not take (nesting over 100 levels, NUL, an unpaired surrogate, a
+            number JSON cannot carry); the message names the JSON path.
     """
     if _declared_over_limit(request.headers.get("content-length")):
         raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
@@ -45,8 +51,8 @@ async def read_json(request: Request, *, optional: bool = False) -> Any:
         chunks.append(chunk)
     body = b"".join(chunks)
     if not body.strip():
-        if optional:
-            return None
+        if if_empty is not _NEEDED:
+            return if_empty
         raise InvalidInput("the request needs a JSON body")
     return json_input.loads(body)
 

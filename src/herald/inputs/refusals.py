@@ -110,7 +110,9 @@ def invalid_input(exc: ValidationError, model: type[Input], where: str) -> Inval
         return InvalidInput(f"{path} holds what JSON text cannot carry: an unpaired surrogate")
     if kind in _NOT_AN_OBJECT and reached is not None:
         return InvalidInput(f"{path} must be {reached.shape}")
-    says = _says(owner, field) or f"is malformed: {first['msg']}"
+    # A field that is a model of its own says what to send by the model's shape.
+    shape = f"must be {reached.shape}" if reached is not None and field is not None else None
+    says = _says(owner, field) or shape or f"is malformed: {first['msg']}"
     return InvalidInput(f"{path} is required and {says}" if kind == "missing" else f"{path} {says}")
 
 
