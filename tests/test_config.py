@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from herald import Hub, Notifier, ServeConfig
+from herald import Hub, InvalidInput, Notifier, ServeConfig
 from herald.capabilities import DeliveryCapabilities
-from herald.config import DEFAULTS, KeyLimits
+from herald.config import DEFAULTS, DeliveryConfig, KeyLimits
 from herald.http.fanout import Fanout
 from herald.http.limits import Limits
 from herald.webhooks.addresses import AddressPolicy
@@ -80,3 +80,9 @@ def test_the_per_key_limits_default_to_the_config() -> None:
 def test_the_address_policy_reads_back_as_the_text_it_was_parsed_from() -> None:
     for text in ["", "loopback", "private", "loopback,private"]:
         assert str(AddressPolicy.parse(text)) == text
+
+
+@pytest.mark.parametrize("ttl_s", [0.0, 0.5, -1.0, float("nan"), float("inf")])
+def test_a_presence_ttl_under_a_second_is_refused(ttl_s: float) -> None:
+    with pytest.raises(InvalidInput, match="presence TTL must be at least 1 s"):
+        DeliveryConfig(presence_ttl_s=ttl_s)

@@ -18,6 +18,7 @@ from herald.errors import InvalidInput
 from herald.webhooks.addresses import AddressPolicy
 
 DAY_S = 24 * 3600
+MIN_PRESENCE_TTL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,11 @@ class DeliveryConfig:
     refreshes it every third of this): the sessions of a process that died drop out within it."""
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.presence_ttl_s) or self.presence_ttl_s <= 0:
-            raise InvalidInput("the presence TTL must be a number of seconds above 0")
+        if not math.isfinite(self.presence_ttl_s) or self.presence_ttl_s < MIN_PRESENCE_TTL_S:
+            raise InvalidInput(
+                f"the presence TTL must be at least {MIN_PRESENCE_TTL_S:g} s: a process refreshes"
+                " its sessions every third of it"
+            )
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         schedule_s=webhook.schedule_s,
         disable_after_s=webhook.disable_after_s,
         grace_s=delivery.ack_timeout_s,
-        present=notifier.present_agents,
+        present=notifier.pushable_agents,
         per_endpoint=webhook.per_endpoint,
         poll_interval_s=webhook.poll_interval_s,
         min_interval_s=webhook.min_interval_s,

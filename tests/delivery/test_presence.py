@@ -76,6 +76,10 @@ async def test_a_session_that_cannot_be_pushed_to_is_registered_as_such(here: Hu
         await notifier.presence.settled()
         (seen,) = await here.presence.live(agent.id)
         assert seen.can_push is False
+        # Nothing is pushed to it, so its webhook need not wait: here as in the store.
+        assert notifier.pushable_agents() == set()
+        notifier.connect("s2", agent, caps(), RecordingPeer())
+        assert notifier.pushable_agents() == {agent.id}
     finally:
         await notifier.close()
 

@@ -95,9 +95,9 @@ class Notifier:
     def session(self, session_id: str) -> LiveSession | None:
         return self.sessions.session(session_id)
 
-    def present_agents(self) -> set[str]:
-        """The agents with a live session in this process."""
-        return self.sessions.present_agents()
+    def pushable_agents(self) -> set[str]:
+        """The agents with a live session in this process that can be pushed to."""
+        return self.sessions.pushable_agents()
 
     def sessions_of(self, agent_id: str) -> list[LiveSession]:
         return self.sessions.sessions_of(agent_id)

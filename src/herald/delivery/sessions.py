@@ -151,9 +151,10 @@ class SessionRegistry:
     def session(self, session_id: str) -> LiveSession | None:
         return self._sessions.get(session_id)
 
-    def present_agents(self) -> set[str]:
-        """The agents with a live session in this process."""
-        return set(self._by_agent)
+    def pushable_agents(self) -> set[str]:
+        """The agents with a live session in this process that can be pushed to (the ones
+        whose webhooks wait the ack timeout, as the store's presence counts them too)."""
+        return {session.agent.id for session in self._sessions.values() if session.peer.push_paths}
 
     def sessions_of(self, agent_id: str) -> list[LiveSession]:
         return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]

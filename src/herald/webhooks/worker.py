@@ -53,8 +53,8 @@ class WebhookWorker:
         store for the drain.
     grace_s: how long an agent with a live session has to acknowledge a push before the
         webhook is used too (agents without one get the webhook at once).
-    present: who has such a session (``Notifier.present_agents``: those of this process); the
-        one place the hold-back asks.
+    present: who has such a session in this process (``Notifier.pushable_agents``), known
+        before the store's presence has it; the store's presence counts every process.
     per_endpoint: how many requests may be in flight to one endpoint.
     lease_s: how long a claim keeps other workers away; by default long enough for a claimed
         delivery to wait for the requests queued ahead of it and then make its own.
