@@ -34,12 +34,17 @@ class ClientProfile:
 
     channel: bool | None = None
     elicitation: bool | None = None
+    era: str | None = None
+    """The protocol era to keep it on when it probes with ``server/discover``: ``legacy`` (the
+    probe is refused, so that it falls back to ``initialize``), or None: 2026-07-28."""
     note: str = ""
 
 
 CLIENT_PROFILES: dict[str, ClientProfile] = {
     "claude-code": ClientProfile(
-        channel=True, note="shows <channel> tags when started with --channels"
+        channel=True,
+        era="legacy",
+        note="shows <channel> tags when started with --channels, on the legacy era only",
     ),
     "local-agent-mode-*": ClientProfile(
         channel=False, note="Claude desktop Code tab: no elicitation"

@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 
 from herald.config import (
     DEFAULTS,
+    MCP_ERAS,
     DeliveryConfig,
     HttpConfig,
     HubConfig,
     KeyLimits,
+    McpConfig,
     ServeConfig,
     StreamConfig,
     WebhookConfig,
@@ -123,6 +125,15 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="on connect, a backlog longer than this arrives as one summary"
         f" (default {delivery.backlog_limit})",
+    )
+    serve.add_argument(
+        "--mcp-era",
+        choices=MCP_ERAS,
+        default=DEFAULTS.mcp.era,
+        help="which MCP protocol era a client probing with server/discover gets: auto (by its"
+        " client profile: Claude Code stays on the legacy era, where herald can push to it;"
+        " others get 2026-07-28), legacy (the probe is refused) or modern (it is answered)"
+        f" (default {DEFAULTS.mcp.era})",
     )
     serve.add_argument(
         "--presence-ttl",
@@ -245,6 +256,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
             backlog_limit=args.backlog_limit,
             presence_ttl_s=args.presence_ttl,
         ),
+        mcp=McpConfig(era=args.mcp_era),
         streams=StreamConfig(buffer_size=args.stream_buffer),
         webhooks=WebhookConfig(
             allow=AddressPolicy.parse(args.webhook_allow),

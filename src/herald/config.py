@@ -71,6 +71,37 @@ class DeliveryConfig:
 
 
 @dataclass(frozen=True)
+class EventsConfig:
+    """The pace of MCP Events subscriptions (``events/poll``, ``events/stream``)."""
+
+    heartbeat_s: float = 25.0
+    """An ``events/stream`` that pushed nothing for this long sends a heartbeat with its cursor
+    (the standard asks for one at least every 30 s)."""
+    poll_idle_ms: int = 10_000
+    """The ``nextPollMs`` of a poll that found nothing."""
+    poll_flowing_ms: int = 1_000
+    """The ``nextPollMs`` of a poll that found events but not a full page: more may follow."""
+
+
+MCP_ERAS = ("auto", "legacy", "modern")
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """How ``/mcp`` and the stdio bridge meet a client."""
+
+    era: str = "auto"
+    """Which MCP protocol era a client that probes with ``server/discover`` gets: ``auto`` (its
+    client profile decides: Claude Code stays on the legacy era, where herald can push to it;
+    any other client gets 2026-07-28), ``legacy`` (the probe is refused: every client falls
+    back to ``initialize``) or ``modern`` (the probe is answered, whoever sends it)."""
+
+    def __post_init__(self) -> None:
+        if self.era not in MCP_ERAS:
+            raise InvalidInput(f"the MCP era must be one of {', '.join(MCP_ERAS)}")
+
+
+@dataclass(frozen=True)
 class StreamConfig:
     """The live buffer that every ``GET /channel/stream`` of one agent reads from."""
 
@@ -144,6 +175,8 @@ class ServeConfig:
     http: HttpConfig = field(default_factory=HttpConfig)
     hub: HubConfig = field(default_factory=HubConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+    events: EventsConfig = field(default_factory=EventsConfig)
     streams: StreamConfig = field(default_factory=StreamConfig)
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
     limits: KeyLimits = field(default_factory=KeyLimits)

@@ -5,6 +5,7 @@ input (those are in ``herald.validation``)."""
 from __future__ import annotations
 
 import enum
+import fnmatch
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,6 +280,39 @@ class Drained:
 
     events: list[Event]
     cursor: int
+
+
+@dataclass(frozen=True)
+class EventMatch:
+    """Which of an agent's events a subscription takes: those whose type matches one of
+    ``types`` (globs where ``*`` is any run of characters and ``?`` one character; none: every
+    type), and, with ``sender``, only those from that handle."""
+
+    types: tuple[str, ...] = ()
+    sender: str | None = None
+
+    @property
+    def everything(self) -> bool:
+        return not self.types and self.sender is None
+
+    def matches(self, event: Event) -> bool:
+        if self.sender is not None and event.sender != self.sender:
+            return False
+        return not self.types or any(fnmatch.fnmatchcase(event.type, t) for t in self.types)
+
+
+EVERY_EVENT = EventMatch()
+
+
+@dataclass(frozen=True)
+class StartPosition:
+    """Where a subscription starts: just before the agent's oldest open matching event (its
+    newest seq when none is open), how many open matching events wait after it, and how many
+    it skips as too old."""
+
+    cursor: int
+    waiting: int
+    skipped: int
 
 
 # Endpoints: where herald pushes to agents that hold no connection (a signed webhook, an

@@ -168,7 +168,15 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         poll_interval_s=webhook.poll_interval_s,
         min_interval_s=webhook.min_interval_s,
     )
-    app = create_app(hub, notifier=notifier, fanout=fanout, webhooks=webhooks, limits=config.limits)
+    app = create_app(
+        hub,
+        notifier=notifier,
+        fanout=fanout,
+        webhooks=webhooks,
+        limits=config.limits,
+        mcp_era=config.mcp.era,
+        events_config=config.events,
+    )
     return app, fanout
 
 

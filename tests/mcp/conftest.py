@@ -59,7 +59,19 @@ class HeraldNotifications(ClientExtension):
 
             return NotificationBinding(method=method, params_type=AnyParams, handler=handler)
 
-        return [binding("notifications/claude/channel"), binding("notifications/herald/event")]
+        return [
+            binding(method)
+            for method in (
+                "notifications/claude/channel",
+                "notifications/herald/event",
+                *EVENTS_NOTIFICATIONS,
+            )
+        ]
+
+
+EVENTS_NOTIFICATIONS = tuple(
+    f"notifications/events/{kind}" for kind in ("active", "event", "heartbeat", "terminated")
+)
 
 
 @pytest.fixture

@@ -11,7 +11,16 @@ import pytest
 from herald import open_store
 from herald.errors import Conflict, CursorAhead, NotFound
 from herald.ids import new_id
-from herald.models import Agent, Attempt, EventStatus, NewEvent, Published, Reply
+from herald.models import (
+    Agent,
+    Attempt,
+    EventMatch,
+    EventStatus,
+    NewEvent,
+    Published,
+    Reply,
+    StartPosition,
+)
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -593,3 +602,62 @@ async def test_history_lost_after_a_cursor_is_counted(store: Store, clock: Manua
     assert await store.missing_after(alice.id, 1) == 1
     assert short.event.seq == 4
     assert (await store.get_agent(alice.id)).last_seq == 4  # type: ignore[union-attr]
+
+
+def typed(to: str, type_: str, text: str, sender: str | None = None) -> NewEvent:
+    return NewEvent(to=to, type=type_, text=text, sender=sender)
+
+
+async def test_a_match_narrows_what_is_claimed_and_what_its_cursor_acknowledges(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    await store.append(
+        [
+            typed("alice", "dm.received", "dm from bob", "bob"),
+            typed("alice", "build.failed", "red"),
+            typed("alice", "dm_read", "underscore is no wildcard"),
+            typed("alice", "dm.received", "dm from carol", "carol"),
+        ]
+    )
+    bobs_dms = EventMatch(("dm.*",), "bob")
+    claimed = await store.claim(alice.id, "dms", 10, 60_000, "poll", match=bobs_dms)
+    assert [e.text for e in claimed] == ["dm from bob"]
+    any_dm = EventMatch(("dm?received", "nothing*"))
+    assert [
+        e.text for e in await store.claim(alice.id, "any", 10, 60_000, "poll", match=any_dm)
+    ] == [
+        "dm from carol"  # the one from bob is leased to another consumer
+    ]
+    # Up to seq 4, pushed (unheld) and handed-out matching events are acknowledged; not the rest.
+    await store.claim(
+        alice.id, "dms", 10, 60_000, "poll", ack_up_to=4, ack_unheld=True, match=bobs_dms
+    )
+    open_texts = [e.text for e in await store.read_open(alice.id, 0, 10)]
+    assert open_texts == ["red", "underscore is no wildcard", "dm from carol"]
+    acked = await store.ack(alice.id, up_to_seq=4, unheld=True, match=EventMatch(("build.*",)))
+    assert acked == 1
+    assert [e.text for e in await store.read_open(alice.id, 0, 10)] == [
+        "underscore is no wildcard",
+        "dm from carol",
+    ]
+
+
+async def test_a_subscription_starts_before_the_oldest_open_matching_event(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    assert await store.start_position(alice.id, EventMatch()) == StartPosition(0, 0, 0)
+    await store.append([typed("alice", "old.one", "old")])
+    clock.advance(60)
+    floor = store.now()
+    await store.append([typed("alice", "dm.received", "a"), typed("alice", "old.two", "b")])
+    assert await store.start_position(alice.id, EventMatch()) == StartPosition(0, 3, 0)
+    assert await store.start_position(alice.id, EventMatch(), floor) == StartPosition(1, 2, 1)
+    assert await store.start_position(alice.id, EventMatch(("old.*",)), floor) == StartPosition(
+        2, 1, 1
+    )
+    await store.ack(alice.id, up_to_seq=3, unheld=True)
+    assert await store.start_position(alice.id, EventMatch()) == StartPosition(3, 0, 0)
+    with pytest.raises(NotFound):
+        await store.start_position(new_id("agt_"), EventMatch())

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.errors import HeraldError
 from herald.http import agents, channel, endpoints, events, health
@@ -35,16 +36,25 @@ def create_app(
     webhooks: WebhookWorker | None = None,
     maintenance: bool = True,
     limits: KeyLimits | None = None,
+    mcp_era: str = DEFAULTS.mcp.era,
+    events_config: EventsConfig = DEFAULTS.events,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
-    key may hold or do at once (the defaults of ``KeyLimits`` when not given)."""
+    key may hold or do at once (the defaults of ``KeyLimits`` when not given); ``mcp_era`` is
+    which era a client probing ``/mcp`` with ``server/discover`` gets (``McpConfig.era``);
+    ``events_config`` the pace of MCP Events subscriptions."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
-    mcp = McpRoute(
-        notifier, sessions_per_key=per_key.config.sessions, publish_check=per_key.publish.take
-    )
     fanout = fanout or Fanout(hub)
+    mcp = McpRoute(
+        notifier,
+        sessions_per_key=per_key.config.sessions,
+        publish_check=per_key.publish.take,
+        era=mcp_era,
+        fanout=fanout,
+        events_config=events_config,
+    )
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 
     @contextlib.asynccontextmanager

@@ -16,9 +16,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.errors import HeraldError, RateLimited
 from herald.http.auth import require_agent
+from herald.http.fanout import Fanout
 from herald.http.io import error_headers, error_response
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, create_server
 
@@ -105,11 +107,19 @@ class McpRoute:
         *,
         sessions_per_key: int = 0,
         publish_check: PublishCheck | None = None,
+        era: str = DEFAULTS.mcp.era,
+        fanout: Fanout | None = None,
+        events_config: EventsConfig = DEFAULTS.events,
     ) -> None:
         self.notifier = notifier
         self.streams = StreamTracker(notifier.wake_session)
         self.server = create_server(
-            notifier, ready=self.streams.ready_check, publish_check=publish_check
+            notifier,
+            ready=self.streams.ready_check,
+            publish_check=publish_check,
+            era=era,
+            fanout=fanout,
+            events_config=events_config,
         )
         self.manager = SessionsPerOwner(
             app=self.server,

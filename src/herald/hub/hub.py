@@ -34,7 +34,17 @@ from herald.keys import (
     matches,
     new_key,
 )
-from herald.models import Agent, Attempt, Drained, Event, NewEvent, Published, Reply
+from herald.models import (
+    Agent,
+    Attempt,
+    Drained,
+    Event,
+    EventMatch,
+    NewEvent,
+    Published,
+    Reply,
+    StartPosition,
+)
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
 from herald.tasks import running
@@ -449,6 +459,56 @@ class Hub:
             agent.id, consumer, limit, self.lease_ms, "heartbeat", ack_up_to=cursor
         )
         return Drained(events, events[-1].seq if events else cursor)
+
+    async def poll(
+        self,
+        agent: Agent,
+        subscription: str,
+        match: EventMatch,
+        *,
+        cursor: int,
+        limit: int,
+    ) -> Drained:
+        """A drain of the agent's events that ``match``, for one subscription (its consumer):
+        the cursor acknowledges every matching event up to it that this subscription was handed
+        or that nobody holds (pushed ones), then the oldest open matching events are leased to
+        it; the same cursor again gets the same events.
+
+        Raises:
+            CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
+        """
+        events = await self._store.claim(
+            agent.id,
+            subscription,
+            limit,
+            self.lease_ms,
+            "poll",
+            ack_up_to=cursor,
+            ack_unheld=True,
+            match=match,
+        )
+        return Drained(events, events[-1].seq if events else cursor)
+
+    async def acknowledge_through(
+        self, agent: Agent, subscription: str, match: EventMatch, cursor: int
+    ) -> int:
+        """What ``poll`` acknowledges with ``cursor``, and nothing more: the matching events up
+        to it that this subscription was handed, or that nobody holds (pushed ones).
+
+        Raises:
+            CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
+        """
+        return await self._store.ack(
+            agent.id, up_to_seq=cursor, consumer=subscription, unheld=True, match=match
+        )
+
+    async def start_position(
+        self, agent: Agent, match: EventMatch, not_before_ms: int | None = None
+    ) -> StartPosition:
+        """Where a new subscription to the agent's events that ``match`` starts: just before
+        its oldest open one (created at ``not_before_ms`` or later), so that nothing pending is
+        skipped but what is too old."""
+        return await self._store.start_position(agent.id, match, not_before_ms)
 
     async def ack(
         self,

@@ -8,22 +8,25 @@ session with the notification service.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_INFO_META_KEY
 
 import herald
-from herald.capabilities import LEGACY_VERSIONS, detect
+from herald.capabilities import LEGACY_VERSIONS, detect, profile_for
+from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.errors import RateLimited
-from herald.mcp import tools
+from herald.http.fanout import Fanout
+from herald.mcp import events, tools
 from herald.mcp.peer import SessionPeer, connection_of, session_id_of
 from herald.models import Agent
 
@@ -85,8 +88,12 @@ def attach(
     ready: ReadyCheck | None = None,
     transport: str = "streamable-http",
     publish_check: PublishCheck | None = None,
+    era: str = DEFAULTS.mcp.era,
+    fanout: Fanout | None = None,
+    events_config: EventsConfig = DEFAULTS.events,
 ) -> None:
-    """Give ``server`` herald's tools and register each of its sessions with ``notifier``.
+    """Give ``server`` herald's tools and Events, and register each of its sessions with
+    ``notifier``.
 
     Args:
         server: a low-level ``mcp`` Server; its own tools keep working beside herald's. Use
@@ -96,6 +103,9 @@ def attach(
         ready: for a session id, a check that pushes can reach it now (see ``herald.http``).
         transport: the name recorded in each session's capabilities.
         publish_check: counts each event the tools publish for an agent (its rate limit).
+        era: which era a client probing with ``server/discover`` gets (``McpConfig.era``).
+        fanout: the agents' live events, for ``events/stream`` (one of its own if not given).
+        events_config: the pace of Events subscriptions.
     """
     hub = notifier.hub
     previous_list = server.get_request_handler("tools/list")
@@ -186,7 +196,34 @@ def attach(
     if server.get_request_handler("logging/setLevel") is None:
         # Declares the logging capability that log delivery needs.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
-    server.middleware.insert(0, refuse_discovery)
+    server.middleware.insert(0, era_gate(era))
+    events.attach(server, hub, identify, fanout or Fanout(hub), events_config)
+
+
+def era_gate(era: str) -> ServerMiddleware[Any]:
+    """The middleware that decides which era a client probing with ``server/discover`` gets
+    (``McpConfig.era``): answered, it goes on with 2026-07-28; refused, with ``initialize``."""
+
+    async def gate(
+        ctx: ServerRequestContext[Any],
+        call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]],
+    ) -> Any:
+        if ctx.method == "server/discover" and not serves_modern(era, ctx.params):
+            return await refuse_discovery(ctx, call_next)
+        return await call_next(ctx)
+
+    return gate
+
+
+def serves_modern(era: str, params: Mapping[str, Any] | None) -> bool:
+    """Whether a ``server/discover`` with these params is answered: by the operator's choice,
+    else by the client's profile (named in the request's ``_meta``)."""
+    if era != "auto":
+        return era == "modern"
+    meta = (params or {}).get("_meta")
+    info = meta.get(CLIENT_INFO_META_KEY) if isinstance(meta, Mapping) else None
+    name = info.get("name") if isinstance(info, Mapping) else None
+    return profile_for(name if isinstance(name, str) else None).era != "legacy"
 
 
 async def refuse_discovery(
@@ -194,7 +231,7 @@ async def refuse_discovery(
 ) -> Any:
     """Answer ``server/discover`` with 'method not found', so that a probing client (Claude Code)
     falls back to ``initialize`` and the 2025-11-25 era, the one that can carry pushes. A client
-    that speaks 2026-07-28 without probing is still served, by its tool calls."""
+    that speaks 2026-07-28 without probing is still served."""
     if ctx.method == "server/discover":
         raise MCPError(
             code=types.METHOD_NOT_FOUND, message="Method not found", data="server/discover"
@@ -210,6 +247,9 @@ def create_server(
     ready: ReadyCheck | None = None,
     transport: str = "streamable-http",
     publish_check: PublishCheck | None = None,
+    era: str = DEFAULTS.mcp.era,
+    fanout: Fanout | None = None,
+    events_config: EventsConfig = DEFAULTS.events,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
     server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
@@ -220,6 +260,9 @@ def create_server(
         ready=ready,
         transport=transport,
         publish_check=publish_check,
+        era=era,
+        fanout=fanout,
+        events_config=events_config,
     )
     return server
 

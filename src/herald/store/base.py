@@ -23,16 +23,19 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from herald.models import (
+    EVERY_EVENT,
     Agent,
     Attempt,
     Delivery,
     Endpoint,
     Event,
+    EventMatch,
     Finished,
     NewEvent,
     Published,
     Reply,
     SessionRecord,
+    StartPosition,
 )
 
 Clock = Callable[[], float]
@@ -140,19 +143,36 @@ class Store(ABC):
         mechanism: str,
         *,
         ack_up_to: int | None = None,
+        ack_unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> list[Event]:
         """Lease the oldest open events not under another consumer's live lease, oldest first
-        (an event whose lease ran out unacknowledged is offered again).
+        (an event whose lease ran out unacknowledged is offered again). Only events that
+        ``match``, both what is acknowledged and what is leased.
 
         Events already leased to ``consumer`` are handed out again (a lost response costs
         nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
-        ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
+        ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer, unheld=ack_unheld)`` is done
+        first, in the same
         transaction; the event at seq ``ack_up_to`` is then handed out only alone, and what is
         handed out is not acknowledged by ``ack_up_to`` itself when it comes again (a lost
         answer), only by the next cursor (the event at seq ``ack_up_to`` excepted).
 
         Raises:
             CursorAhead: ``ack_up_to`` is past the agent's newest seq; nothing changes.
+        """
+
+    @abstractmethod
+    async def start_position(
+        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+    ) -> StartPosition:
+        """Where a subscription to the agent's events that ``match`` starts: the seq just before
+        its oldest open, unexpired matching event created at ``not_before_ms`` or later (the
+        agent's newest seq when there is none), and how many open matching events were created
+        before ``not_before_ms`` (skipped).
+
+        Raises:
+            NotFound: no such agent.
         """
 
     @abstractmethod
@@ -169,8 +189,9 @@ class Store(ABC):
         up_to_seq: int | None = None,
         consumer: str | None = None,
         unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
-        """Mark open events of the agent delivered: those in ``ids``, and those with
+        """Mark open events of the agent delivered: those in ``ids``, and those that ``match`` with
         ``seq <= up_to_seq`` that ``consumer`` was handed before this cursor (its lease live or
         run out), and, with ``unheld``, those nobody holds (pushed ones, which lease nothing):
         never one handed to another consumer, nor one handed in the answer to a claim with this

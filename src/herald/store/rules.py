@@ -35,6 +35,12 @@ def ack_attempts(event_ids: Iterable[str], now: int, consumer: str | None) -> li
     return [Attempt(event_id, now, ACK, DELIVERED, consumer) for event_id in event_ids]
 
 
+def like_patterns(globs: Iterable[str]) -> list[str]:
+    """herald's type globs (``*`` any run, ``?`` one character; event types hold neither ``%``
+    nor a backslash) as SQL LIKE patterns."""
+    return [g.replace("_", "\\_").replace("*", "%").replace("?", "_") for g in globs]
+
+
 def check_cursor(cursor: int, newest: int | None) -> None:
     """Raises: CursorAhead: ``cursor`` is past the agent's newest seq (None: no such agent, no
     check)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from herald.models import Attempt
+from herald.models import EVERY_EVENT, Attempt, EventMatch
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, arrays
-from herald.store.rules import ack_attempts, check_cursor
+from herald.store.rules import ack_attempts, check_cursor, like_patterns
 from herald.store.tables import ATTEMPTS
 
 
@@ -19,10 +19,13 @@ async def acknowledge(
     consumer: str | None,
     now: int,
     unheld: bool = False,
+    match: EventMatch = EVERY_EVENT,
 ) -> int:
     if up_to_seq is not None:
         check_cursor(up_to_seq, await conn.fetchval(queries.LAST_SEQ, agent_id))
-    rows = await conn.fetch(queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld)
+    rows = await conn.fetch(
+        queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld, *matching(match)
+    )
     done = [row[0] for row in rows]
     await insert_attempts(conn, ack_attempts(done, now, consumer))
     return len(done)
@@ -31,3 +34,8 @@ async def acknowledge(
 async def insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:
     if attempts:
         await conn.execute(queries.INSERT_ATTEMPTS, *arrays(ATTEMPTS, attempts))
+
+
+def matching(match: EventMatch) -> tuple[list[str], str | None]:
+    """The parameters of ``queries.MATCHING``."""
+    return like_patterns(match.types), match.sender

@@ -124,21 +124,30 @@ READ_OPEN = (
     " AND seq > $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY seq LIMIT $4"
 )
 
+# Which events a subscription takes (``rules.like_patterns``): $7 type patterns (none: every
+# type), $8 the sender (NULL: anyone).
+MATCHING = """
+  AND (cardinality($7::text[]) = 0 OR type LIKE ANY($7::text[]))
+  AND ($8::text IS NULL OR sender = $8::text)"""
+
+MATCHING_45 = MATCHING.replace("$7", "$4").replace("$8", "$5")
+
 # Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
 CLAIMABLE = f"""
 SELECT id, seq FROM events
 WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
-  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3)
+  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3){{matching}}
 ORDER BY seq
 LIMIT {{limit}}
 FOR UPDATE SKIP LOCKED
 """
-# Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none). In the answer to a
+# Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none), $7 and $8 as in
+# MATCHING. In the answer to a
 # cursor, the event at that seq only alone: the answer's cursor (its last seq) must differ from
 # the one sent, so that the next request tells a retry from a follow-up; or be that very event,
 # which the consumer had seen already (its cursor says so).
 LEASE = f"""
-WITH found AS MATERIALIZED ({CLAIMABLE.format(limit="$4 + 1")}),
+WITH found AS MATERIALIZED ({CLAIMABLE.format(limit="$4 + 1", matching=MATCHING)}),
 claimed AS (
     SELECT id FROM found
     WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
@@ -150,13 +159,14 @@ WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
 """
 DELIVER = f"""
-WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4")})
+WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4", matching="")})
 UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
 WHERE id IN (SELECT id FROM taken)
 RETURNING {EVENT_COLUMNS}
 """
 
-# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now, $6 also what nobody holds. A cursor
+# Ack: $1 agent, $2 ids, $3 up_to_seq, $4 consumer, $5 now, $6 also what nobody holds, $7 and $8
+# as in MATCHING (for the cursor only). A cursor
 # acknowledges what its consumer was handed before this cursor: never an event another consumer
 # was handed (even on an expired lease: it is offered again instead), nor one handed in the
 # answer to this same cursor, which comes again when that answer was lost, unless it is the event
@@ -175,10 +185,24 @@ WHERE agent_id = $1 AND {OPEN}
           lease_owner = $4::text
           AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint OR seq = $3::bigint)
         )
-      )
+      ){MATCHING}
     )
   )
 RETURNING id
+"""
+
+# Where a subscription starts: $1 agent, $2 now, $3 created no earlier than, $4 and $5 as $7 and
+# $8 in MATCHING.
+START_POSITION = f"""
+SELECT a.last_seq, e.oldest, e.waiting, e.skipped
+FROM agents a, (
+    SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
+        count(*) FILTER (WHERE created_at >= $3) AS waiting,
+        count(*) FILTER (WHERE created_at < $3) AS skipped
+    FROM events WHERE agent_id = $1 AND {OPEN}
+        AND (expires_at IS NULL OR expires_at > $2){MATCHING_45}
+) e
+WHERE a.id = $1
 """
 
 # The agent's newest seq, against which a cursor is checked: $1 agent.

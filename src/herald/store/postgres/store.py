@@ -11,12 +11,22 @@ from dataclasses import replace
 
 import asyncpg
 
-from herald.errors import Conflict, HeraldError, InvalidInput, StoreUnavailable
-from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
+from herald.models import (
+    EVERY_EVENT,
+    Agent,
+    Attempt,
+    Event,
+    EventMatch,
+    NewEvent,
+    Published,
+    Reply,
+    StartPosition,
+)
 from herald.store.base import Store
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
-from herald.store.postgres.attempts import acknowledge, insert_attempts
+from herald.store.postgres.attempts import acknowledge, insert_attempts, matching
 from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.listener import Listener
@@ -191,14 +201,23 @@ class PostgresStore(EndpointStore, SessionStore, Store):
         mechanism: str,
         *,
         ack_up_to: int | None = None,
+        ack_unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> list[Event]:
         now = self.now()
 
         async def lease(conn: Connection) -> list[Event]:
             if ack_up_to is not None:
-                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
+                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now, ack_unheld, match)
             rows = await conn.fetch(
-                queries.LEASE, agent_id, consumer, now, limit, now + lease_ms, ack_up_to
+                queries.LEASE,
+                agent_id,
+                consumer,
+                now,
+                limit,
+                now + lease_ms,
+                ack_up_to,
+                *matching(match),
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
             await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
@@ -225,14 +244,35 @@ class PostgresStore(EndpointStore, SessionStore, Store):
         up_to_seq: int | None = None,
         consumer: str | None = None,
         unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
         now = self.now()
         ids = list(ids)
 
         async def finish(conn: Connection) -> int:
-            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld)
+            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
 
         return await self._run(finish, transaction=True)
+
+    async def start_position(
+        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+    ) -> StartPosition:
+        now = self.now()
+
+        async def select(conn: Connection) -> StartPosition:
+            row = await conn.fetchrow(
+                queries.START_POSITION, agent_id, now, not_before_ms or 0, *matching(match)
+            )
+            if row is None:
+                raise NotFound(f"no agent {agent_id}")
+            oldest = row["oldest"]
+            return StartPosition(
+                row["last_seq"] if oldest is None else oldest - 1,
+                int(row["waiting"]),
+                int(row["skipped"]),
+            )
+
+        return await self._run(select)
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
         now = self.now()

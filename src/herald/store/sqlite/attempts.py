@@ -6,7 +6,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from herald.models import Attempt, Event
+from herald.errors import NotFound
+from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.rules import ack_attempts, check_cursor
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
@@ -15,6 +16,7 @@ from herald.store.sqlite.rows import (
     as_json,
     chunks,
     insert_json_sql,
+    match_sql,
     records,
 )
 from herald.store.tables import ATTEMPTS, EVENTS
@@ -30,6 +32,7 @@ def acknowledge(
     consumer: str | None,
     now: int,
     unheld: bool = False,
+    match: EventMatch = EVERY_EVENT,
 ) -> int:
     done: list[str] = []
     if up_to_seq is not None:
@@ -42,16 +45,18 @@ def acknowledge(
         # the answer to this same cursor, which comes again when that answer was lost (see
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
         # nobody holds: events pushed (by a stream, over MCP), which lease nothing.
+        matching, match_params = match_sql(match)
         done += _mark_delivered(
             conn,
             "seq <= :up_to AND ((:unheld AND lease_owner IS NULL) OR (lease_owner = :consumer"
-            " AND (lease_cursor IS NULL OR lease_cursor <> :up_to OR seq = :up_to)))",
+            f" AND (lease_cursor IS NULL OR lease_cursor <> :up_to OR seq = :up_to))){matching}",
             {
                 "now": now,
                 "agent": agent_id,
                 "up_to": up_to_seq,
                 "consumer": consumer,
                 "unheld": unheld,
+                **match_params,
             },
         )
     for chunk in chunks(ids, 500):
@@ -78,16 +83,18 @@ def claimable(
     limit: int,
     now: int,
     cursor: int | None = None,
+    match: EventMatch = EVERY_EVENT,
 ) -> list[Event]:
     """The oldest open events not under another consumer's live lease. In the answer to a
     ``cursor``, the event at that seq only alone: the answer's cursor (its last seq) must differ
     from the one sent, so that the next request tells a retry from a follow-up; or be that very
     event, which the consumer had seen already (its cursor says so)."""
+    matching, match_params = match_sql(match)
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
-        " AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now)"
+        f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
         " ORDER BY seq LIMIT :limit",
-        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1},
+        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1, **match_params},
     )
     found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]
@@ -97,3 +104,20 @@ def claimable(
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
     if attempts:
         conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))
+
+
+def start_position(
+    conn: sqlite3.Connection, agent_id: str, match: EventMatch, not_before: int | None, now: int
+) -> StartPosition:
+    row = conn.execute("SELECT last_seq FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no agent {agent_id}")
+    matching, match_params = match_sql(match)
+    params = {"agent": agent_id, "now": now, "floor": not_before or 0, **match_params}
+    oldest, waiting, skipped = conn.execute(
+        "SELECT min(seq) FILTER (WHERE created_at >= :floor),"
+        " count(*) FILTER (WHERE created_at >= :floor), count(*) FILTER (WHERE created_at < :floor)"
+        f" FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}{matching}",
+        params,
+    ).fetchone()
+    return StartPosition(row[0] if oldest is None else oldest - 1, waiting, skipped)

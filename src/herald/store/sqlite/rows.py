@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from herald.models import Event, EventStatus
+from herald.models import Event, EventMatch, EventStatus
 from herald.store.tables import AGENTS, EVENTS, M, Table
 
 T = TypeVar("T")
@@ -52,6 +52,23 @@ AGENT_COLUMNS = select_list(AGENTS)
 INSERT_EVENT = insert_sql(EVENTS)
 OPEN = "status IN ('pending', 'sent')"
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
+
+
+def match_sql(match: EventMatch) -> tuple[str, dict[str, Any]]:
+    """The condition (`` AND ...``, or nothing) and named parameters that keep the events that
+    ``match``. GLOB, like herald's globs, is case-sensitive with ``*`` and ``?``."""
+    if match.everything:
+        return "", {}
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if match.types:
+        names = {f"match_type{index}": glob for index, glob in enumerate(match.types)}
+        parts.append("(" + " OR ".join(f"type GLOB :{name}" for name in names) + ")")
+        params.update(names)
+    if match.sender is not None:
+        parts.append("sender = :match_sender")
+        params["match_sender"] = match.sender
+    return " AND " + " AND ".join(parts), params
 
 
 def records(table: Table[M], cursor: sqlite3.Cursor) -> list[M]:

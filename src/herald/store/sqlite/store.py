@@ -8,11 +8,26 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from herald.errors import Conflict, InvalidInput
-from herald.models import Agent, Attempt, Event, NewEvent, Published, Reply
+from herald.models import (
+    EVERY_EVENT,
+    Agent,
+    Attempt,
+    Event,
+    EventMatch,
+    NewEvent,
+    Published,
+    Reply,
+    StartPosition,
+)
 from herald.store.base import Store
 from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.store.sqlite.append import append
-from herald.store.sqlite.attempts import acknowledge, claimable, insert_attempts
+from herald.store.sqlite.attempts import (
+    acknowledge,
+    claimable,
+    insert_attempts,
+    start_position,
+)
 from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
@@ -177,13 +192,15 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
         mechanism: str,
         *,
         ack_up_to: int | None = None,
+        ack_unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> list[Event]:
         now = self.now()
 
         def lease(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
-                acknowledge(conn, agent_id, [], ack_up_to, consumer, now)
-            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to)
+                acknowledge(conn, agent_id, [], ack_up_to, consumer, now, ack_unheld, match)
+            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match)
             if events:
                 conn.execute(
                     "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
@@ -220,12 +237,21 @@ class SQLiteStore(EndpointStore, SessionStore, Store):
         up_to_seq: int | None = None,
         consumer: str | None = None,
         unheld: bool = False,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
         now = self.now()
         ids = list(ids)
 
         return await self._run(
-            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld)
+            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
+        )
+
+    async def start_position(
+        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+    ) -> StartPosition:
+        now = self.now()
+        return await self._run(
+            lambda conn: start_position(conn, agent_id, match, not_before_ms, now)
         )
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:

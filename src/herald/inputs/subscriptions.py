@@ -1,0 +1,104 @@
+"""What an MCP Events client sends: the params of ``events/*`` and the arguments of each entry of
+herald's event catalogue. The SEP's params are camelCase on the wire; so are these models'."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
+
+from herald.inputs.fields import Handle, Limit, NullIsDefault, whole
+from herald.inputs.refusals import Input, Says
+
+GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
+MAX_GLOBS = 20
+MAX_NAME_CHARS = 256
+MAX_CURSOR_CHARS = 256
+MAX_AGE_MS = 366 * 86_400_000
+
+TypeGlob = Annotated[
+    str,
+    Field(pattern=whole(GLOB_PATTERN)),
+    Says(
+        "must be an event-type glob: 1-128 letters, digits and _ . : - where * stands for any"
+        " run of characters and ? for one (for example dm.* or build.failed)"
+    ),
+]
+Sender = Annotated[
+    Handle,
+    Field(alias="from", description="only events sent by this agent handle"),
+]
+
+
+class DeclaredTypeArguments(Input):
+    """The arguments of a subscription to one declared event type."""
+
+    where: ClassVar[str] = "arguments"
+    item: ClassVar[str] = "argument"
+
+    sender: Sender | None = None
+
+
+class HeraldEventArguments(DeclaredTypeArguments):
+    """The arguments of ``herald.event``: which of the agent's events, by type and sender."""
+
+    types: (
+        Annotated[
+            list[TypeGlob],
+            Field(
+                min_length=1,
+                max_length=MAX_GLOBS,
+                description="only events whose type matches one of these globs (* and ?)",
+            ),
+            Says(f'must be a list of 1-{MAX_GLOBS} event-type globs (for example ["dm.*"])'),
+        ]
+        | None
+    ) = None
+
+
+EventName = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_NAME_CHARS),
+    Says("must be the name of an entry of events/list (herald.event, or a declared type)"),
+]
+Arguments = Annotated[
+    dict[str, Any], NullIsDefault, Says("must be an object of the entry's arguments")
+]
+EventsCursor = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CURSOR_CHARS),
+    Says("must be a cursor an earlier answer gave, or null to start"),
+]
+MaxAge = Annotated[
+    int,
+    Field(ge=0, le=MAX_AGE_MS),
+    Says(f"must be a number of milliseconds from 0 to {MAX_AGE_MS}"),
+]
+
+
+class ListInput(Input):
+    """``events/list``: one page of the catalogue."""
+
+    where: ClassVar[str] = "params"
+
+    cursor: Annotated[str, Says("must be the nextCursor of an earlier page")] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class StreamInput(Input):
+    """``events/stream``: acknowledge up to a cursor, then have what comes after it pushed."""
+
+    where: ClassVar[str] = "params"
+
+    name: EventName
+    arguments: Arguments = Field(default_factory=dict)
+    cursor: EventsCursor | None = None
+    max_age_ms: MaxAge | None = Field(default=None, alias="maxAgeMs")
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class PollInput(StreamInput):
+    """``events/poll``: acknowledge up to a cursor, and read what comes after it."""
+
+    max_events: Limit | None = Field(default=None, alias="maxEvents")

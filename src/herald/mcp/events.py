@@ -1,0 +1,170 @@
+"""The MCP Events extension (SEP-3415) on an MCP server: ``events/list``, ``events/poll`` and
+``events/stream`` for the authenticated agent, advertised on both protocol eras.
+
+The SEP defines the extension for 2026-07-28 under ``capabilities.extensions``; published
+clients also read a top-level ``capabilities.events`` and use it after a legacy ``initialize``,
+so herald advertises both keys, on both eras. The SDK's per-version result sieve drops keys it
+does not know, so the advertisement is added to the wire result by a middleware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from herald import json_input
+from herald.config import DEFAULTS, EventsConfig
+from herald.errors import (
+    Forbidden,
+    HeraldError,
+    InvalidInput,
+    NotFound,
+    RateLimited,
+    TooLarge,
+    Unauthorized,
+)
+from herald.http.fanout import Fanout
+from herald.hub import Hub
+from herald.inputs.refusals import parse
+from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
+from herald.models import Agent
+from herald.subscriptions import catalogue
+from herald.subscriptions.poll import poll
+from herald.subscriptions.stream import stream
+
+EXTENSION = "io.modelcontextprotocol/events"
+SETTINGS: dict[str, Any] = {"listChanged": False}
+"""What herald's Events support declares (no list-change notifications yet)."""
+
+# The SEP's error codes.
+NOT_FOUND = -32023
+FORBIDDEN = -32024
+RESOURCE_EXHAUSTED = -32025
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]
+CallNext = Callable[[ServerRequestContext[Any]], Awaitable[Any]]
+ADVERTISED_IN = frozenset({"initialize", "server/discover"})
+
+
+def refusal(exc: HeraldError) -> MCPError:
+    """herald's error as the SEP's JSON-RPC error: its message still says what to change."""
+    if isinstance(exc, NotFound):
+        return MCPError(NOT_FOUND, exc.message, {"kind": "event"})
+    if isinstance(exc, InvalidInput) and not isinstance(exc, TooLarge):
+        return MCPError(types.INVALID_PARAMS, exc.message)
+    if isinstance(exc, (Forbidden, Unauthorized)):
+        return MCPError(FORBIDDEN, exc.message)
+    if isinstance(exc, (RateLimited, TooLarge)):
+        return MCPError(RESOURCE_EXHAUSTED, exc.message, {"limit": exc.code})
+    return MCPError(types.INTERNAL_ERROR, exc.message, {"code": exc.code})
+
+
+def advertise(result: Any) -> Any:
+    """Add Events to an ``initialize`` or ``server/discover`` wire result."""
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    if isinstance(capabilities, dict):
+        capabilities.setdefault("extensions", {})[EXTENSION] = dict(SETTINGS)
+        capabilities["events"] = dict(SETTINGS)
+    return result
+
+
+def attach(
+    server: Server[Any],
+    hub: Hub,
+    identify: Identify,
+    fanout: Fanout,
+    config: EventsConfig = DEFAULTS.events,
+) -> None:
+    """Serve ``events/list``, ``events/poll`` and ``events/stream`` on ``server`` for the agent
+    ``identify`` finds; streams read the agents' live events from ``fanout``."""
+
+    async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
+        agent = await identify(ctx)
+        if agent is None:
+            raise MCPError(FORBIDDEN, "herald's events need an agent: connect with its key")
+        return agent
+
+    def params_of(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
+        params = dict(ctx.params or {})
+        json_input.check(params, "params")
+        return params
+
+    async def list_events(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
+        await agent_of(ctx)
+        try:
+            body = parse(ListInput, params_of(ctx))
+            offset = _offset(body.cursor)
+            entries, following = await catalogue.page(hub, offset)
+        except HeraldError as exc:
+            raise refusal(exc) from exc
+        result: dict[str, Any] = {"events": entries}
+        if following is not None:
+            result["nextCursor"] = str(following)
+        return result
+
+    async def poll_events(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
+        agent = await agent_of(ctx)
+        try:
+            return await poll(
+                hub,
+                agent,
+                parse(PollInput, params_of(ctx)),
+                idle_ms=config.poll_idle_ms,
+                flowing_ms=config.poll_flowing_ms,
+            )
+        except HeraldError as exc:
+            raise refusal(exc) from exc
+
+    async def advertised(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+        result = await call_next(ctx)
+        return advertise(result) if ctx.method in ADVERTISED_IN else result
+
+    async def stream_events(
+        ctx: ServerRequestContext[Any], _: types.RequestParams
+    ) -> dict[str, Any]:
+        agent = await agent_of(ctx)
+        tag = {SUBSCRIPTION_ID: ctx.request_id}
+        started = False
+
+        async def notify(method: str, params: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            notification = _Notification(method=method, params={**params, "_meta": tag})
+            # The SDK sends any Notification subclass; its union type names only the spec's.
+            await ctx.session.send_notification(
+                notification,  # type: ignore[arg-type]
+                related_request_id=ctx.request_id,
+            )
+
+        try:
+            body = parse(StreamInput, params_of(ctx))
+            await stream(hub, fanout, agent, body, notify, heartbeat_s=config.heartbeat_s)
+        except HeraldError as exc:
+            if not started:
+                raise refusal(exc) from exc
+            error = refusal(exc).error.model_dump(exclude_none=True)
+            await notify("notifications/events/terminated", {"error": error})
+        return {"_meta": tag}
+
+    server.add_request_handler("events/list", types.RequestParams, list_events)
+    server.add_request_handler("events/poll", types.RequestParams, poll_events)
+    server.add_request_handler("events/stream", types.RequestParams, stream_events)
+    server.middleware.insert(0, advertised)
+
+
+class _Notification(types.Notification[dict[str, Any], str]):
+    """A notification of the extension, which the SDK has no model for."""
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 9:
+        raise InvalidInput("params.cursor must be the nextCursor of an earlier page, or left out")
+    return int(cursor)

@@ -1,0 +1,71 @@
+"""``events/poll``: the cursor acknowledges, then the next events come, as a heartbeat drains.
+
+A null cursor starts a subscription: no events, and a cursor just before the agent's oldest
+unacknowledged matching event, so that nothing pending is skipped (but what ``maxAgeMs`` says is
+too old: ``truncated``). Each later cursor acknowledges the matching events up to it that this
+subscription was handed or that were pushed, and the oldest open matching events are leased to
+it; the same cursor again (a lost answer) gets the same events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from herald.config import DEFAULTS
+from herald.hub import Hub
+from herald.inputs.subscriptions import PollInput
+from herald.models import Agent, StartPosition
+from herald.subscriptions import catalogue, cursors
+from herald.subscriptions.catalogue import Subscription
+
+DEFAULT_MAX_EVENTS = 20
+
+
+async def start(
+    hub: Hub, agent: Agent, subscription: Subscription, max_age_ms: int | None
+) -> StartPosition:
+    """Where a subscription with a null cursor starts: just before the oldest open matching
+    event not older than ``max_age_ms``."""
+    floor = hub.now() - max_age_ms if max_age_ms is not None else None
+    return await hub.start_position(agent, subscription.match, floor)
+
+
+async def poll(
+    hub: Hub,
+    agent: Agent,
+    params: PollInput,
+    *,
+    idle_ms: int = DEFAULTS.events.poll_idle_ms,
+    flowing_ms: int = DEFAULTS.events.poll_flowing_ms,
+) -> dict[str, Any]:
+    """The ``events/poll`` result for ``agent``, wire-shaped. ``idle_ms`` and ``flowing_ms`` are
+    the ``nextPollMs`` after a poll that found nothing, and after one that found some events.
+
+    Raises:
+        NotFound: no entry of that name.
+        InvalidInput: bad arguments, a cursor herald did not give this agent, or one past the
+            agent's newest event (CursorAhead); nothing changes.
+    """
+    subscription = await catalogue.resolve(hub, params.name, params.arguments)
+    if params.cursor is None:
+        position = await start(hub, agent, subscription, params.max_age_ms)
+        events: list[dict[str, Any]] = []
+        cursor, truncated, has_more = position.cursor, position.skipped > 0, position.waiting > 0
+    else:
+        limit = params.max_events or DEFAULT_MAX_EVENTS
+        drained = await hub.poll(
+            agent,
+            subscription.key,
+            subscription.match,
+            cursor=cursors.decode(params.cursor, agent),
+            limit=limit,
+        )
+        events = [catalogue.occurrence(event, params.name) for event in drained.events]
+        cursor, truncated, has_more = drained.cursor, False, len(drained.events) == limit
+    return {
+        "events": events,
+        "cursor": cursors.encode(agent, cursor),
+        "truncated": truncated,
+        "hasMore": has_more,
+        "nextPollMs": 0 if has_more else flowing_ms if events else idle_ms,
+    }

@@ -1,0 +1,118 @@
+"""``events/stream``: an agent's matching events pushed as they commit, for as long as the client
+holds the request open.
+
+First ``notifications/events/active`` with the cursor the stream starts from (a null cursor
+starts as a poll does; a given one acknowledges as a poll's does), then the backlog after it,
+then live events from the agent's shared buffer (``Fanout``), and a heartbeat with the cursor
+whenever nothing came for ``heartbeat_s``. A pushed event is ``sent``: the cursor the client
+polls or streams with later acknowledges it. The stream ends when the client goes away (the
+request is cancelled), or, with ``notifications/events/terminated``, when herald cannot go on
+(the agent was deleted, herald shuts down, the client fell out of the buffer): the client
+resumes from its cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from herald.config import DEFAULTS
+from herald.http.fanout import Fanout, TooSlow
+from herald.hub import Hub
+from herald.inputs.subscriptions import StreamInput
+from herald.models import Agent, Attempt, Event
+from herald.subscriptions import catalogue, cursors
+from herald.subscriptions.catalogue import Subscription
+from herald.subscriptions.poll import start
+
+Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+BACKLOG_PAGE = 200
+MECHANISM = "events.stream"
+UNAVAILABLE = -32603
+
+
+async def stream(
+    hub: Hub,
+    fanout: Fanout,
+    agent: Agent,
+    params: StreamInput,
+    notify: Notify,
+    *,
+    session: str | None = None,
+    heartbeat_s: float = DEFAULTS.events.heartbeat_s,
+) -> None:
+    """Push the subscription's events through ``notify`` until cancelled or ended by herald.
+
+    Raises (before anything is pushed, so that the request fails plainly):
+        NotFound: no entry of that name.
+        InvalidInput: bad arguments, or a cursor herald did not give this agent, or one past
+            its newest event (CursorAhead); nothing changes.
+    """
+    subscription = await catalogue.resolve(hub, params.name, params.arguments)
+    if params.cursor is None:
+        position = await start(hub, agent, subscription, params.max_age_ms)
+        cursor, truncated = position.cursor, position.skipped > 0
+    else:
+        cursor = cursors.decode(params.cursor, agent)
+        await hub.acknowledge_through(agent, subscription.key, subscription.match, cursor)
+        truncated = await hub.missing_after(agent, cursor) > 0
+    newest = (await hub.get_agent(agent.id)).last_seq
+    live = fanout.subscribe(agent.id, newest)
+    pusher = _Pusher(hub, agent, subscription, notify, session or subscription.key)
+    try:
+        await notify(
+            "notifications/events/active",
+            {"cursor": cursors.encode(agent, cursor), "truncated": truncated},
+        )
+        last = cursor
+        while page := await hub.open_events(agent.id, last, BACKLOG_PAGE):
+            await pusher.push(page)
+            last = page[-1].seq
+        # Everything open up to where the live buffer began was in that backlog.
+        last = max(last, live.covered_through)
+        while True:
+            try:
+                events = await live.next_after(last, heartbeat_s)
+            except (TooSlow, ConnectionAbortedError) as exc:
+                await notify(
+                    "notifications/events/terminated",
+                    {"error": {"code": UNAVAILABLE, "message": f"{exc}; resume with your cursor"}},
+                )
+                return
+            if events:
+                await pusher.push(events)
+                last = events[-1].seq
+            else:
+                await notify("notifications/events/heartbeat", {"cursor": pusher.cursor(last)})
+    finally:
+        fanout.unsubscribe(live)
+
+
+class _Pusher:
+    """Sends one subscription's matching events and records them sent."""
+
+    def __init__(
+        self, hub: Hub, agent: Agent, subscription: Subscription, notify: Notify, session: str
+    ) -> None:
+        self.hub = hub
+        self.agent = agent
+        self.subscription = subscription
+        self.notify = notify
+        self.session = session
+
+    def cursor(self, seq: int) -> str:
+        return cursors.encode(self.agent, seq)
+
+    async def push(self, events: Sequence[Event]) -> None:
+        matching = [e for e in events if self.subscription.match.matches(e)]
+        for event in matching:
+            occurrence = catalogue.occurrence(event, self.subscription.name)
+            await self.notify(
+                "notifications/events/event", {**occurrence, "cursor": self.cursor(event.seq)}
+            )
+        if matching:
+            now = self.hub.now()
+            await self.hub.mark_sent(self.agent.id, [e.id for e in matching])
+            await self.hub.record_attempts(
+                [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in matching]
+            )

@@ -1,0 +1,153 @@
+"""MCP Events on ``/mcp`` of a real ``herald serve``, in raw JSON-RPC on both eras: which era a
+probing client gets, the advertisement, and a poll whose cursor acknowledges."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from herald.mcp.events import EXTENSION
+from tests.herald_process import HeraldProcess
+from tests.http.test_mcp import CLIENTS, MCP_HEADERS, new_agent, publish
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+
+
+def meta(client: str = "events-test") -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response, whether sent as JSON or as one SSE event."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(data[-1]))
+    return dict(response.json())
+
+
+async def modern(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    response = await http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": meta(), **params}},
+        headers={"mcp-protocol-version": MODERN, "mcp-method": method},
+    )
+    return answer(response)
+
+
+@contextlib.asynccontextmanager
+async def agent_http(herald: HeraldProcess, key: str) -> AsyncIterator[httpx.AsyncClient]:
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=herald.url, headers=headers, timeout=30) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def modern_herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    path: Path = tmp_path_factory.mktemp("modern") / "herald.db"
+    process = HeraldProcess(f"sqlite:///{path}", extra_args=("--mcp-era", "modern"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def legacy_herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    path: Path = tmp_path_factory.mktemp("legacy") / "herald.db"
+    process = HeraldProcess(f"sqlite:///{path}", extra_args=("--mcp-era", "legacy"))
+    yield process
+    process.stop()
+
+
+async def discover(herald: HeraldProcess, key: str, client_name: str) -> dict[str, Any]:
+    probe = json.loads((CLIENTS / "claude-code-2.1.328.server-discover.json").read_text())
+    probe["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"] = client_name
+    async with agent_http(herald, key) as http:
+        response = await http.post(
+            "/mcp",
+            json=probe,
+            headers={"mcp-protocol-version": MODERN, "mcp-method": "server/discover"},
+        )
+    return answer(response)
+
+
+async def test_an_unknown_client_probing_gets_2026_07_28_with_events_under_both_keys(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    result = (await discover(herald, agent["api_key"], "some-new-client"))["result"]
+    assert MODERN in result["supportedVersions"]
+    capabilities = result["capabilities"]
+    assert capabilities["extensions"][EXTENSION] == capabilities["events"]
+    assert "tools" in capabilities
+
+
+async def test_claude_code_stays_on_the_legacy_era_where_events_are_advertised_too(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    refused = await discover(herald, agent["api_key"], "claude-code")
+    assert refused["error"]["code"] == -32601
+    initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+    async with agent_http(herald, agent["api_key"]) as http:
+        result = answer(await http.post("/mcp", json=initialize))["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["capabilities"]["extensions"][EXTENSION] == result["capabilities"]["events"]
+
+
+async def test_the_operator_chooses_the_era_over_the_profile(
+    modern_herald: HeraldProcess, legacy_herald: HeraldProcess
+) -> None:
+    on_modern = new_agent(modern_herald)
+    answered = await discover(modern_herald, on_modern["api_key"], "claude-code")
+    assert MODERN in answered["result"]["supportedVersions"]
+    on_legacy = new_agent(legacy_herald)
+    refused = await discover(legacy_herald, on_legacy["api_key"], "some-new-client")
+    assert refused["error"]["code"] == -32601
+
+
+async def test_a_2026_07_28_client_polls_and_its_cursor_acknowledges(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    first = publish(herald, agent["handle"], "first")
+    async with agent_http(herald, agent["api_key"]) as http:
+        listed = await modern(http, "events/list", {})
+        assert "herald.event" in [e["name"] for e in listed["result"]["events"]]
+        start = (await modern(http, "events/poll", {"name": "herald.event", "cursor": None}))[
+            "result"
+        ]
+        assert start["resultType"] == "complete" and start["events"] == []
+        page = (await modern(http, "events/poll", {"name": "herald.event", **start}))["result"]
+        assert [e["eventId"] for e in page["events"]] == [first]
+        await modern(http, "events/poll", {"name": "herald.event", "cursor": page["cursor"]})
+    with herald.client(herald.admin_key) as admin:
+        assert admin.get(f"/v1/events/{first}").json()["status"] == "delivered"
+
+
+async def test_a_legacy_session_polls_too(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    first = publish(herald, agent["handle"], "first")
+    initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+    async with agent_http(herald, agent["api_key"]) as http:
+        opened = await http.post("/mcp", json=initialize)
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+        )
+
+        async def legacy(params: dict[str, Any]) -> dict[str, Any]:
+            body = {"jsonrpc": "2.0", "id": 2, "method": "events/poll", "params": params}
+            return answer(await http.post("/mcp", json=body, headers=session))["result"]
+
+        start = await legacy({"name": "herald.event"})
+        page = await legacy({"name": "herald.event", "cursor": start["cursor"]})
+    assert [e["eventId"] for e in page["events"]] == [first]

@@ -1,0 +1,336 @@
+"""MCP Events on herald's server, in process, with the ``mcp`` SDK's client on both eras:
+the catalogue, and polls whose cursors acknowledge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp_types as types
+import pydantic
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from herald import Hub
+from herald.config import EventsConfig
+from herald.delivery.engine import Notifier
+from herald.mcp import create_server
+from herald.mcp.events import EXTENSION, NOT_FOUND
+from herald.models import Agent, EventStatus
+from herald.testing import ManualClock
+from mcp import Client
+from tests.mcp.conftest import Received, connect
+
+pytestmark = pytest.mark.anyio
+ERAS = ["legacy", "auto"]
+
+
+class RawParams(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class EventsRequest(types.Request[RawParams, str]):
+    """An ``events/*`` request, which the SDK has no model for."""
+
+
+ANY_RESULT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
+
+
+async def call(client: Client, method: str, **params: Any) -> dict[str, Any]:
+    request = EventsRequest(method=method, params=RawParams(**params))
+    result = await client.session.send_request(request, ANY_RESULT)
+    return {k: v for k, v in result.items() if k not in ("_meta", "resultType")}
+
+
+async def poll(client: Client, cursor: str | None, **params: Any) -> dict[str, Any]:
+    return await call(
+        client, "events/poll", name="herald.event", arguments={}, cursor=cursor, **params
+    )
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_events_are_advertised_under_both_keys(notifier: Notifier, mode: str) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, agent, mode=mode) as (client, _):
+        capabilities = client.server_capabilities
+        assert capabilities.extensions is not None and EXTENSION in capabilities.extensions
+        raw = client.session.discover_result or client.session.initialize_result
+        assert raw is not None
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_catalogue_lists_herald_event_with_its_schemas(
+    notifier: Notifier, mode: str
+) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, agent, mode=mode) as (client, _):
+        listed = await call(client, "events/list")
+    (entry,) = [e for e in listed["events"] if e["name"] == "herald.event"]
+    assert entry["delivery"] == ["poll"]
+    assert set(entry["inputSchema"]["properties"]) == {"types", "from"}
+    assert entry["inputSchema"]["additionalProperties"] is False
+    assert {"type", "text", "data", "from", "seq"} <= set(entry["payloadSchema"]["required"])
+    assert "nextCursor" not in listed
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_null_cursor_starts_before_the_oldest_unacknowledged_event(
+    notifier: Notifier, mode: str
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    first = await hub.publish("alice", "dm.received", "one")
+    await hub.publish("alice", "dm.received", "two")
+    await hub.ack(agent, ids=[first.event.id])
+    async with connect(notifier, agent, mode=mode) as (client, _):
+        start = await poll(client, None)
+        assert start["events"] == [] and start["truncated"] is False
+        assert start["hasMore"] is True and start["nextPollMs"] == 0
+        page = await poll(client, start["cursor"])
+    assert [e["data"]["text"] for e in page["events"]] == ["two"]
+    (occurrence,) = page["events"]
+    assert occurrence["name"] == "herald.event"
+    assert occurrence["eventId"].startswith("evt_")
+    assert occurrence["data"]["seq"] == 2 and occurrence["data"]["type"] == "dm.received"
+
+
+async def test_the_cursor_acknowledges_what_came_before_it_and_a_repeat_gets_the_same_events(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    published = [await hub.publish("alice", "t", f"event {n}") for n in range(5)]
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        start = await poll(client, None)
+        page = await poll(client, start["cursor"], maxEvents=2)
+        again = await poll(client, start["cursor"], maxEvents=2)  # the answer was lost
+        assert again["events"] == page["events"] and again["cursor"] == page["cursor"]
+        assert page["hasMore"] is True and page["nextPollMs"] == 0
+        rest = await poll(client, page["cursor"], maxEvents=10)
+        assert [e["data"]["text"] for e in rest["events"]] == ["event 2", "event 3", "event 4"]
+        assert rest["hasMore"] is False and rest["nextPollMs"] > 0
+        statuses = [(await hub.get_event(p.event.id))[0].status for p in published]
+        assert statuses[:2] == [EventStatus.DELIVERED] * 2
+        assert statuses[2:] == [EventStatus.PENDING] * 3
+        done = await poll(client, rest["cursor"])
+    assert done["events"] == [] and done["cursor"] == rest["cursor"]
+    for p in published:
+        assert (await hub.get_event(p.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_arguments_narrow_by_type_glob_and_sender_and_acknowledge_only_what_matches(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    red = await hub.publish("alice", "build.failed", "red")
+    dm = await hub.send_message(bob, "alice", "hi alice", None, type="dm.received")
+    anonymous = await hub.publish("alice", "dm.received", "from nobody")
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        args = {"types": ["dm.*"], "from": "bob"}
+        start = await call(client, "events/poll", name="herald.event", arguments=args)
+        page = await call(
+            client, "events/poll", name="herald.event", arguments=args, cursor=start["cursor"]
+        )
+        assert [e["eventId"] for e in page["events"]] == [dm.event.id]
+        await call(
+            client, "events/poll", name="herald.event", arguments=args, cursor=page["cursor"]
+        )
+    assert (await hub.get_event(dm.event.id))[0].status is EventStatus.DELIVERED
+    for other in (red, anonymous):
+        assert (await hub.get_event(other.event.id))[0].status is EventStatus.PENDING
+
+
+async def test_max_age_skips_older_pending_events_and_says_truncated(
+    notifier: Notifier, clock: ManualClock
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    await hub.publish("alice", "t", "old")
+    clock.advance(120)
+    await hub.publish("alice", "t", "new")
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        start = await poll(client, None, maxAgeMs=60_000)
+        assert start["truncated"] is True
+        page = await poll(client, start["cursor"])
+    assert [e["data"]["text"] for e in page["events"]] == ["new"]
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "says"),
+    [
+        ({"name": "nope.none", "arguments": {}}, NOT_FOUND, "events/list"),
+        ({"name": "herald.event", "arguments": {"kinds": []}}, -32602, "arguments.kinds"),
+        ({"name": "herald.event", "arguments": {"types": ["a[b]"]}}, -32602, "glob"),
+        ({"name": "herald.event", "arguments": {"from": 7}}, -32602, "arguments.from"),
+        ({"name": "herald.event", "cursor": "garbage"}, -32602, "cursor"),
+        ({"name": "herald.event", "cursor": "agt_OTHER~0"}, -32602, "another agent"),
+        ({"name": "herald.event", "maxEvents": 101}, -32602, "maxEvents"),
+        ({"name": "herald.event", "maxAgeMs": -1}, -32602, "maxAgeMs"),
+        ({"name": "herald.event", "extra": 1}, -32602, "extra"),
+    ],
+)
+async def test_bad_polls_are_refused_naming_what_to_change(
+    notifier: Notifier, params: dict[str, Any], code: int, says: str
+) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await call(client, "events/poll", **params)
+    assert refused.value.code == code
+    assert says in refused.value.message
+
+
+async def test_a_cursor_ahead_of_the_newest_event_is_refused_and_acknowledges_nothing(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    published = await hub.publish("alice", "t", "kept")
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await poll(client, f"{agent.id}~5")
+    assert refused.value.code == -32602
+    assert (await hub.get_event(published.event.id))[0].status is EventStatus.PENDING
+
+
+async def test_another_agents_cursor_is_refused(notifier: Notifier) -> None:
+    hub: Hub = notifier.hub
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    await hub.publish("bob", "t", "bob's")
+    async with connect(notifier, bob, mode="auto") as (client, _):
+        bobs = await poll(client, None)
+    async with connect(notifier, alice, mode="auto") as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await poll(client, bobs["cursor"])
+    assert "another agent" in refused.value.message
+
+
+@contextlib.asynccontextmanager
+async def streaming(
+    client: Client, cursor: str | None = None, **params: Any
+) -> AsyncIterator[asyncio.Task[dict[str, Any]]]:
+    """An ``events/stream`` request held open; leaving cancels it, as a client going away does."""
+    request = EventsRequest(
+        method="events/stream",
+        params=RawParams(name="herald.event", arguments={}, cursor=cursor, **params),
+    )
+    task = asyncio.create_task(client.session.send_request(request, ANY_RESULT))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, MCPError):
+            await task
+
+
+async def next_of(received: Received, method: str) -> dict[str, Any]:
+    """The next notification of the stream, which must be a ``method``."""
+    got, params = await received.next()
+    assert got == method, (got, params)
+    return params
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_sent(
+    notifier: Notifier, mode: str
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    waiting = await hub.publish("alice", "t", "waiting")
+    async with (
+        connect(notifier, agent, mode=mode) as (client, received),
+        streaming(client) as _,
+    ):
+        active = await next_of(received, "notifications/events/active")
+        assert active["truncated"] is False
+        backlog = await next_of(received, "notifications/events/event")
+        assert backlog["eventId"] == waiting.event.id and backlog["name"] == "herald.event"
+        subscription_id = backlog["_meta"]["io.modelcontextprotocol/subscriptionId"]
+        assert subscription_id == active["_meta"]["io.modelcontextprotocol/subscriptionId"]
+        live = await hub.publish("alice", "t", "live")
+        pushed = await next_of(received, "notifications/events/event")
+        assert pushed["eventId"] == live.event.id
+        assert pushed["data"]["text"] == "live"
+    for published in (waiting, live):
+        event, attempts = await hub.get_event(published.event.id)
+        assert event.status is EventStatus.SENT
+        assert ("events.stream", "sent") in [(a.mechanism, a.outcome) for a in attempts]
+    # The cursor of the last push, sent back on a poll, acknowledges both.
+    async with connect(notifier, agent, mode=mode) as (client, _):
+        await poll(client, pushed["cursor"])
+    for published in (waiting, live):
+        assert (await hub.get_event(published.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_a_stream_sends_a_heartbeat_with_its_cursor_when_nothing_comes(
+    hub: Hub,
+) -> None:
+    notifier = Notifier(hub)
+    agent, _ = await hub.create_agent("alice")
+
+    async def identify(ctx: Any) -> Agent:
+        return agent
+
+    server = create_server(
+        notifier,
+        identify=identify,
+        transport="memory",
+        events_config=EventsConfig(heartbeat_s=0.05),
+    )
+    await hub.publish("alice", "t", "one")
+    async with (
+        connect(notifier, agent, mode="auto", server=server) as (client, received),
+        streaming(client) as _,
+    ):
+        await next_of(received, "notifications/events/active")
+        pushed = await next_of(received, "notifications/events/event")
+        beat = await next_of(received, "notifications/events/heartbeat")
+        assert beat["cursor"] == pushed["cursor"]
+    await notifier.close()
+
+
+async def test_a_stream_with_a_cursor_acknowledges_up_to_it_and_pushes_only_what_follows(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    first = await hub.publish("alice", "t", "first")
+    second = await hub.publish("alice", "t", "second")
+    async with connect(notifier, agent, mode="auto") as (client, received):
+        async with streaming(client, f"{agent.id}~{first.event.seq}"):
+            await next_of(received, "notifications/events/active")
+            pushed = await next_of(received, "notifications/events/event")
+        assert pushed["eventId"] == second.event.id
+    assert (await hub.get_event(first.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_a_bad_stream_request_is_refused_before_anything_is_pushed(
+    notifier: Notifier,
+) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, agent, mode="auto") as (client, received):
+        async with streaming(client, f"{agent.id}~9") as task:
+            with pytest.raises(MCPError) as refused:
+                await task
+        assert refused.value.code == -32602 and "ahead" in refused.value.message
+        assert received.queue.empty()
+
+
+async def test_a_stream_ends_with_terminated_when_the_agent_is_deleted(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    async with connect(notifier, agent, mode="auto") as (client, received):
+        async with streaming(client) as task:
+            await next_of(received, "notifications/events/active")
+            await hub.delete_agent(agent.id)
+            terminated = await next_of(received, "notifications/events/terminated")
+            assert "deleted" in terminated["error"]["message"]
+            result = await task
+        assert "io.modelcontextprotocol/subscriptionId" in result.get("_meta", {})
