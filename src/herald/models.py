@@ -1,6 +1,6 @@
-"""The data herald keeps: agents, events, replies, delivery attempts, live sessions, and the
-endpoints that agents without a connection are pushed to. Plain values: no I/O, no checks of
-input (those are in ``herald.validation``)."""
+"""The data herald keeps: agents, events, replies, delivery attempts, live sessions, the
+endpoints that agents without a connection are pushed to, and the event types the operator
+declares. Plain values: no I/O, no checks of input (those are in ``herald.validation``)."""
 
 from __future__ import annotations
 
@@ -263,6 +263,32 @@ class SessionRecord:
             "connected_at": iso_ms(self.connected_at),
             "seen_at": iso_ms(self.seen_at),
             "expires_at": iso_ms(self.expires_at),
+        }
+
+
+@dataclass(frozen=True)
+class EventType:
+    """An event type the operator declared: what its events mean, and optionally the JSON Schema
+    their ``data`` must be valid against (checked as they are published)."""
+
+    name: str
+    description: str
+    payload_schema_json: str | None
+    created_at: int
+    updated_at: int
+
+    @property
+    def payload_schema(self) -> dict[str, Any] | None:
+        value = json.loads(self.payload_schema_json) if self.payload_schema_json else None
+        return value if isinstance(value, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "payload_schema": self.payload_schema,
+            "created_at": iso_ms(self.created_at),
+            "updated_at": iso_ms(self.updated_at),
         }
 
 

@@ -4,6 +4,7 @@ Agents read ``type`` to decide what an event is: a ``reply.received`` answers a 
 asked, a ``permission.request`` asks to allow a tool call. If any agent could send those types,
 it could forge an answer or a prompt. So agents may not send them (nor any ``herald.*`` type),
 and a permission request is built by the hub from checked fields, never from an agent's text.
+Nor may the operator declare them in the event-type catalogue: herald describes its own.
 """
 
 from __future__ import annotations
@@ -35,18 +36,40 @@ PERMISSION_FORM = {
 }
 
 
+def is_reserved(type_: str) -> bool:
+    """Whether only herald may send (and declare) the type, compared without regard to case."""
+    lowered = type_.lower() if isinstance(type_, str) else ""
+    return lowered in RESERVED_TYPES or lowered.startswith(RESERVED_PREFIX)
+
+
 def refuse_reserved_type(type_: str, where: str = "message") -> None:
     """Refuse a type that only herald may send (compared without regard to case).
 
     Raises:
         InvalidInput: ``type_`` is reserved; the message lists what is.
     """
-    lowered = type_.lower() if isinstance(type_, str) else ""
-    if lowered in RESERVED_TYPES or lowered.startswith(RESERVED_PREFIX):
+    if is_reserved(type_):
         reserved = ", ".join(sorted(RESERVED_TYPES))
         raise InvalidInput(
             f"{where}.type {type_!r} is reserved: only herald sends {reserved} and "
             f"{RESERVED_PREFIX}* events; use a type of your own, such as message.received"
+        )
+
+
+def refuse_reserved_declaration(name: str) -> None:
+    """Refuse to declare a type of herald's own in the catalogue: herald describes those itself
+    (``herald.event`` among them), and its own events must not be checked against an operator's
+    schema.
+
+    Raises:
+        InvalidInput: ``name`` is reserved; the message lists what is.
+    """
+    if is_reserved(name):
+        reserved = ", ".join(sorted(RESERVED_TYPES))
+        raise InvalidInput(
+            f"event type name {name!r} is reserved: herald declares its own types ({reserved}"
+            f" and {RESERVED_PREFIX}*, such as herald.event); choose a name of your own, such"
+            " as build.failed"
         )
 
 

@@ -34,6 +34,13 @@ FUZZ = settings(
     suppress_health_check=list(HealthCheck),
 )
 WATCHED_EVENTS = 8
+TYPED = "fuzz.typed"
+"""An event type the world declares with a payload schema: fuzzed events of it are checked."""
+TYPED_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "multipleOf": 0.5}, "tag": {"pattern": "^[a-z]+$"}},
+    "required": ["n"],
+}
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 _PLACEHOLDER = re.compile(rb"@([a-z0-9-]+)@")
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -60,6 +67,11 @@ class World:
         self.alice = self.new_agent("alice")
         self.bob = self.new_agent("bob")
         self.target = self.new_agent("target")
+        self.admin(
+            "PUT",
+            f"/v1/event-types/{TYPED}",
+            json={"description": "checked", "payload_schema": TYPED_SCHEMA},
+        )
         self.events: list[str] = []
         self.bob_event = self.publish(self.bob, "for bob only")
         self._sessions: dict[str, str] = {}
@@ -102,6 +114,7 @@ class World:
         return {
             "agents": sorted(agents, key=lambda agent: agent["id"]),
             "endpoints": [{k: e[k] for k in stable} for e in endpoints["endpoints"]],
+            "event_types": self.admin("GET", "/v1/event-types").json()["event_types"],
             "events": {
                 event_id: self._event_state(event_id) for event_id in [*self.events, self.bob_event]
             },

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from tests.backends import BACKENDS
 from tests.http.fuzzing import (
     FUZZ,
+    TYPED,
+    TYPED_SCHEMA,
     World,
     assert_herald_error,
     assert_unchanged,
@@ -33,11 +35,13 @@ from tests.http.hostile import (
     forms,
     handles,
     header_values,
+    keys,
     objects,
     path_ids,
     texts,
     ttls,
     urls,
+    values,
 )
 
 
@@ -102,7 +106,7 @@ consumers = either(st.text(min_size=1, max_size=8))
 events = objects(
     {
         "to": either(handles),
-        "type": either(st.sampled_from(["t", "dm.received", "reply.received"])),
+        "type": either(st.sampled_from(["t", "dm.received", "reply.received", TYPED])),
         "text": texts,
         "data": datas,
         "dedupe_key": either(st.text(min_size=1, max_size=10)),
@@ -111,6 +115,31 @@ events = objects(
         "from": either(handles),
     },
     required=("to", "type", "text"),
+)
+type_names = path_ids(st.sampled_from([TYPED, "fuzz.other", "herald.event"]))
+regexes = st.sampled_from(["^a", "(", "a{4294967296}", "(" * 600 + ")" * 600, "\\p{L}"])
+references = st.sampled_from(["#", "#/$defs/a", "#/nowhere", "#a", "http://127.0.0.1:9/x"])
+payload_schemas = either(
+    st.one_of(
+        st.just(TYPED_SCHEMA),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": either(st.sampled_from(["object", "integer", "nope"])),
+                "properties": st.dictionaries(
+                    keys, either(st.just({"type": "string"})), max_size=2
+                ),
+                "required": either(st.lists(either(st.just("a")), max_size=2)),
+                "pattern": either(regexes),
+                "$ref": either(references),
+                "$defs": either(st.just({"a": {"$anchor": "a", "type": "integer"}})),
+                "$id": either(st.just("https://127.0.0.1/s")),
+                "$schema": either(st.just("http://json-schema.org/draft-07/schema#")),
+                "multipleOf": either(st.sampled_from([0.1, 3])),
+                "const": values,
+            },
+        ),
+    )
 )
 stream = st.builds(
     Call,
@@ -206,7 +235,7 @@ ROUTES: dict[str, SearchStrategy[Call]] = {
                     "text": texts,
                     "data": datas,
                     "reply": forms(),
-                    "type": either(st.sampled_from(["message.received", "t"])),
+                    "type": either(st.sampled_from(["message.received", "t", TYPED])),
                 },
                 required=("to", "text"),
             )
@@ -246,6 +275,25 @@ ROUTES: dict[str, SearchStrategy[Call]] = {
     ),
     "DELETE /v1/agents/{id}/openclaw": call("DELETE", agent_path("target", "/openclaw"), "admin"),
     "GET /v1/agents/{id}/endpoints": call("GET", agent_path("target", "/endpoints"), "admin"),
+    "PUT /v1/event-types/{name}": call(
+        "PUT",
+        type_names.map(lambda name: f"/v1/event-types/{name}"),
+        "admin",
+        bodies(
+            objects(
+                {"description": texts, "payload_schema": payload_schemas},
+                required=("description",),
+            )
+        ),
+    ),
+    "GET /v1/event-types": call("GET", "/v1/event-types", "admin"),
+    "GET /v1/event-types/{name}": call(
+        "GET", type_names.map(lambda name: f"/v1/event-types/{name}"), "admin"
+    ),
+    # The world's own type would be gone for the routes after: one never declared stands for it.
+    "DELETE /v1/event-types/{name}": call(
+        "DELETE", path_ids(st.just("fuzz.never")).map(lambda n: f"/v1/event-types/{n}"), "admin"
+    ),
 }
 
 

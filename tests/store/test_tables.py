@@ -16,6 +16,7 @@ from herald.store.tables import (
     ATTEMPTS,
     DELIVERIES,
     ENDPOINTS,
+    EVENT_TYPES,
     EVENTS,
     REPLIES,
     SESSIONS,
@@ -26,7 +27,7 @@ from herald.store.tables import (
 
 pytestmark = pytest.mark.anyio
 
-TABLES = [AGENTS, ATTEMPTS, DELIVERIES, ENDPOINTS, EVENTS, REPLIES, SESSIONS]
+TABLES = [AGENTS, ATTEMPTS, DELIVERIES, ENDPOINTS, EVENT_TYPES, EVENTS, REPLIES, SESSIONS]
 SQLITE_TYPES = {Type.TEXT: "TEXT", Type.INT: "INTEGER", Type.BOOL: "INTEGER", Type.JSON: "TEXT"}
 
 

@@ -1,6 +1,6 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
-events, the channel, endpoints, health), the stream and ``/mcp`` endpoints, and what runs
-beside them for as long as the app does."""
+events, the channel, endpoints, event types, health), the stream and ``/mcp`` endpoints, and what
+runs beside them for as long as the app does."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from starlette.routing import Route
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.errors import HeraldError
-from herald.http import agents, channel, endpoints, events, health
+from herald.http import agents, channel, endpoints, event_types, events, health
 from herald.http.fanout import Fanout
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
@@ -79,6 +79,7 @@ def create_app(
         Route("/channel/stream", StreamRoute(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         *endpoints.ROUTES,
+        *event_types.ROUTES,
     ]
     app = Starlette(
         routes=routes,

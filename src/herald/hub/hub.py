@@ -20,6 +20,7 @@ from typing import Any
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
+from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.presence import Presence
 from herald.ids import is_id, new_id
@@ -82,6 +83,7 @@ class Hub:
         self._store = store
         self.endpoints = EndpointBook(store)
         self.presence = Presence(store)
+        self.event_types = Catalogue(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
@@ -110,9 +112,11 @@ class Hub:
 
     async def open(self) -> None:
         await self._store.open()
-        await self._store.listen(self._announce)
+        await self._store.listen(self._announce, self.event_types.heard)
+        await self.event_types.open()
 
     async def close(self) -> None:
+        await self.event_types.close()
         await self._store.close()
 
     async def check_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -263,7 +267,8 @@ class Hub:
         application can be one) that gets the replies as ``reply.received`` events.
 
         Raises:
-            InvalidInput: a field is malformed (TooLarge: over 256 KiB).
+            InvalidInput: a field is malformed (TooLarge: over 256 KiB), or ``data`` is not
+                valid against the payload schema its type declares.
             NotFound: no agent has the handle ``to``.
         """
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
@@ -277,8 +282,15 @@ class Hub:
         none.
 
         Raises:
+            InvalidInput: an event's data is not valid against the payload schema its type
+                declares (``event_types``); the message names the path and the event's index.
             NotFound: an addressee does not exist.
         """
+        return await self._publish(events, "event")
+
+    async def _publish(self, events: Sequence[NewEvent], where: str) -> list[Published]:
+        """``publish_many``; a refusal of the data of one event alone calls it ``where``."""
+        await self.event_types.check(events, where)
         published = await self._store.append(events)
         self._announce({p.event.agent_id for p in published if p.created})
         return published
@@ -297,13 +309,14 @@ class Hub:
         ``reply`` (a form schema) it asks for an answer, which comes back as a reply.
 
         Raises:
-            InvalidInput: a malformed field, or a type only herald sends (``reply.received``,
-                ``permission.request``, ``herald.*``). NotFound: no agent has the handle ``to``.
+            InvalidInput: a malformed field, a type only herald sends (``reply.received``,
+                ``permission.request``, ``herald.*``), or ``data`` not valid against the payload
+                schema its type declares. NotFound: no agent has the handle ``to``.
         """
         refuse_reserved_type(type)
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         event = parse_new_event(fields)
-        (published,) = await self.publish_many([replace(event, sender=sender.handle)])
+        (published,) = await self._publish([replace(event, sender=sender.handle)], "message")
         return published
 
     async def ask_permission(
@@ -335,7 +348,7 @@ class Hub:
             },
         )
         event = permission_request(asked)
-        (published,) = await self.publish_many([replace(event, sender=sender.handle)])
+        (published,) = await self._publish([replace(event, sender=sender.handle)], "permission")
         return published
 
     async def reply(
@@ -564,9 +577,11 @@ class Hub:
     # Upkeep
 
     async def maintain_once(self) -> tuple[int, int]:
-        """Expire what ran out of time and prune old finished events; returns both counts."""
+        """Expire what ran out of time and prune old finished events; returns both counts. The
+        event types are read again if their copy is 5 s old."""
         expired = await self._store.expire()
         pruned = await self._store.prune(self._store.now() - self.retention_ms)
+        await self.event_types.refresh()
         return expired, pruned
 
     async def run_maintenance(self) -> None:

@@ -9,7 +9,9 @@ Every backend keeps the same promises, proven by one test suite run against each
   was handed, or what nobody holds; a cursor past the newest seq is refused);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
 - live sessions are kept with an expiry that their process refreshes, so that every process
-  sharing the store sees them, and those of a process that died drop out once it passes.
+  sharing the store sees them, and those of a process that died drop out once it passes;
+- the event types the operator declares are kept by name; every process sharing the store is
+  told when they change (a hint, where the backend can tell).
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
 move time instead of sleeping.
@@ -30,6 +32,7 @@ from herald.models import (
     Endpoint,
     Event,
     EventMatch,
+    EventType,
     Finished,
     NewEvent,
     Published,
@@ -70,9 +73,14 @@ class Store(ABC):
     async def open(self) -> None:
         """Connect and apply pending migrations."""
 
-    async def listen(self, on_agents: Callable[[set[str]], None]) -> None:  # noqa: B027
+    async def listen(  # noqa: B027
+        self,
+        on_agents: Callable[[set[str]], None],
+        on_catalogue: Callable[[], None] | None = None,
+    ) -> None:
         """Call ``on_agents`` (it must not block) with the agents that got events committed by
-        other processes, as a hint. A backend shared by one process only has nothing to do."""
+        other processes, and ``on_catalogue`` after a process changed the event types, as
+        hints. A backend shared by one process only has nothing to do."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -342,3 +350,23 @@ class Store(ABC):
 
     @abstractmethod
     async def deliveries(self, event_id: str) -> list[Delivery]: ...
+
+    # The event types the operator declares
+
+    @abstractmethod
+    async def put_event_type(
+        self, name: str, description: str, payload_schema_json: str | None
+    ) -> tuple[EventType, bool]:
+        """Declare an event type, or replace its description and payload schema (it keeps its
+        ``created_at``; ``updated_at`` is now). Returns it as stored, and whether it is new."""
+
+    @abstractmethod
+    async def get_event_type(self, name: str) -> EventType | None: ...
+
+    @abstractmethod
+    async def list_event_types(self) -> list[EventType]:
+        """Every declared event type, by name (in byte order)."""
+
+    @abstractmethod
+    async def delete_event_type(self, name: str) -> bool:
+        """Forget an event type; False if it was not declared."""

@@ -20,6 +20,7 @@ from herald.models import (
     Endpoint,
     Event,
     EventStatus,
+    EventType,
     Kind,
     Reply,
     SessionRecord,
@@ -264,5 +265,17 @@ SESSIONS = Table(
         Column("client_version"),
         Column("capabilities", Type.JSON, field="capabilities_json"),
         Column("can_push", Type.BOOL, read=bool),
+    ),
+)
+
+EVENT_TYPES = Table(
+    "event_types",
+    EventType,
+    (
+        Column("name"),
+        Column("description"),
+        Column("payload_schema", Type.JSON, field="payload_schema_json"),
+        Column("created_at", Type.INT),
+        Column("updated_at", Type.INT),
     ),
 )

@@ -1,5 +1,6 @@
-"""LISTEN for other processes' events: a hint that wakes local streams and sessions sooner. A
-lost notification costs latency only, since every reader also polls the table."""
+"""LISTEN for other processes' events (a hint that wakes local streams and sessions sooner) and
+changes of the event-type catalogue. A lost notification costs latency only, since every reader
+also polls the table, and the catalogue is read again once its copy is a few seconds old."""
 
 from __future__ import annotations
 
@@ -16,15 +17,22 @@ from herald.store.postgres.errors import DRIVER_ERRORS
 log = logging.getLogger("herald.store.postgres")
 
 CHANNEL = "herald_events"
+CATALOGUE_CHANNEL = "herald_catalogue"
 MAX_BACKOFF_S = 30.0
 
 
 class Listener:
     """One connection that LISTENs, and reconnects (with backoff) when it is lost."""
 
-    def __init__(self, url: str, on_agents: Callable[[set[str]], None]) -> None:
+    def __init__(
+        self,
+        url: str,
+        on_agents: Callable[[set[str]], None],
+        on_catalogue: Callable[[], None] | None = None,
+    ) -> None:
         self.url = url
         self.on_agents = on_agents
+        self.on_catalogue = on_catalogue
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
 
@@ -59,6 +67,8 @@ class Listener:
         try:
             conn.add_termination_listener(lambda _conn: lost.set())
             await conn.add_listener(CHANNEL, self._notified)
+            if self.on_catalogue is not None:
+                await conn.add_listener(CATALOGUE_CHANNEL, self._catalogue_changed)
             self.listening.set()
             await lost.wait()
         finally:
@@ -67,3 +77,7 @@ class Listener:
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         self.on_agents({str(payload)})
+
+    def _catalogue_changed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if self.on_catalogue is not None:
+            self.on_catalogue()

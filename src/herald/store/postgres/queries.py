@@ -8,6 +8,7 @@ from herald.store.tables import (
     ATTEMPTS,
     DELIVERIES,
     ENDPOINTS,
+    EVENT_TYPES,
     EVENTS,
     REPLIES,
     SESSIONS,
@@ -291,6 +292,19 @@ SELECT {column_list(SESSIONS)} FROM sessions
 WHERE agent_id = $1 AND expires_at > $2
 ORDER BY connected_at, id COLLATE "C"
 """
+
+# Event types. Put: $1 name, $2 description, $3 payload schema (JSON text or NULL), $4 now;
+# answers the row and whether it is new (xmax = 0: no earlier version of the row was locked).
+EVENT_TYPE_COLUMNS = column_list(EVENT_TYPES)
+PUT_EVENT_TYPE = f"""
+INSERT INTO event_types ({names(EVENT_TYPES)}) VALUES ($1, $2, $3::jsonb, $4, $4)
+ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+    payload_schema = excluded.payload_schema, updated_at = excluded.updated_at
+RETURNING {EVENT_TYPE_COLUMNS}, (xmax = 0) AS created
+"""
+GET_EVENT_TYPE = f"SELECT {EVENT_TYPE_COLUMNS} FROM event_types WHERE name = $1"
+LIST_EVENT_TYPES = f'SELECT {EVENT_TYPE_COLUMNS} FROM event_types ORDER BY name COLLATE "C"'
+DELETE_EVENT_TYPE = "DELETE FROM event_types WHERE name = $1"
 
 # Schedule: $1 now, $2 last offered before, $3 only these agents (NULL: all), $4 not these agents,
 # $5 limit; with the grace, $6 how much earlier the events of an agent with a live session that

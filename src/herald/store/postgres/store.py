@@ -29,6 +29,7 @@ from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, insert_attempts, matching
 from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
+from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
@@ -45,7 +46,7 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(EndpointStore, SessionStore, Store):
+class PostgresStore(EndpointStore, SessionStore, EventTypeStore, Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:
@@ -60,10 +61,15 @@ class PostgresStore(EndpointStore, SessionStore, Store):
             return
         self._pool = await open_pool(self.url)
 
-    async def listen(self, on_agents: Callable[[set[str]], None]) -> None:
-        """Call ``on_agents`` with the agents that got events committed, by any process."""
+    async def listen(
+        self,
+        on_agents: Callable[[set[str]], None],
+        on_catalogue: Callable[[], None] | None = None,
+    ) -> None:
+        """Call ``on_agents`` with the agents that got events committed, and ``on_catalogue``
+        after the event types changed, by any process."""
         if self._listener is None:
-            self._listener = Listener(self.url, on_agents)
+            self._listener = Listener(self.url, on_agents, on_catalogue)
             self._listener.start()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LISTEN_READY_S):

@@ -29,6 +29,7 @@ from herald.store.sqlite.attempts import (
     start_position,
 )
 from herald.store.sqlite.endpoints import EndpointStore
+from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -54,7 +55,7 @@ REPLY_COLUMNS = select_list(REPLIES)
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
-class SQLiteStore(EndpointStore, SessionStore, Store):
+class SQLiteStore(EndpointStore, SessionStore, EventTypeStore, Store):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 
