@@ -11,7 +11,7 @@ import pytest
 from herald import Hub, InvalidInput, Notifier, ServeConfig
 from herald.capabilities import DeliveryCapabilities
 from herald.config import DEFAULTS, DeliveryConfig, KeyLimits
-from herald.http.fanout import Fanout
+from herald.delivery.fanout import Fanout
 from herald.http.limits import Limits
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender

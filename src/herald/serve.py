@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 
 from herald.config import DEFAULTS, ServeConfig
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
 from herald.http import create_app
 from herald.http.connections import (
@@ -24,7 +25,6 @@ from herald.http.connections import (
     guarded_protocol,
     raise_file_limit,
 )
-from herald.http.fanout import Fanout
 from herald.hub import Hub
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from herald.mcp.events import EXTENSION
+from herald.sse import SSEDecoder
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import CLIENTS, MCP_HEADERS, new_agent, publish
 
@@ -126,7 +127,9 @@ async def test_a_2026_07_28_client_polls_and_its_cursor_acknowledges(herald: Her
             "result"
         ]
         assert start["resultType"] == "complete" and start["events"] == []
-        page = (await modern(http, "events/poll", {"name": "herald.event", **start}))["result"]
+        page = (
+            await modern(http, "events/poll", {"name": "herald.event", "cursor": start["cursor"]})
+        )["result"]
         assert [e["eventId"] for e in page["events"]] == [first]
         await modern(http, "events/poll", {"name": "herald.event", "cursor": page["cursor"]})
     with herald.client(herald.admin_key) as admin:
@@ -151,3 +154,58 @@ async def test_a_legacy_session_polls_too(herald: HeraldProcess) -> None:
         start = await legacy({"name": "herald.event"})
         page = await legacy({"name": "herald.event", "cursor": start["cursor"]})
     assert [e["eventId"] for e in page["events"]] == [first]
+
+
+@contextlib.asynccontextmanager
+async def stream_messages(
+    http: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
+) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    """The JSON-RPC messages of an SSE response, read as they come; leaving aborts the request."""
+    async with http.stream("POST", "/mcp", json=body, headers=headers) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+
+        async def messages() -> AsyncIterator[dict[str, Any]]:
+            decoder = SSEDecoder()
+            async for chunk in response.aiter_raw():
+                for event in decoder.feed(chunk):
+                    if event.data:
+                        yield json.loads(event.data)
+
+        yield messages()
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_stream_pushes_live_events_over_http_on_both_eras(
+    herald: HeraldProcess, era: str
+) -> None:
+    agent = new_agent(herald)
+    async with agent_http(herald, agent["api_key"]) as http:
+        if era == "modern":
+            headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+            params: dict[str, Any] = {"_meta": meta()}
+        else:
+            initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+            opened = await http.post("/mcp", json=initialize)
+            headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post("/mcp", json=initialized, headers=headers)
+            params = {}
+        body = {
+            "jsonrpc": "2.0",
+            "id": "stream-1",
+            "method": "events/stream",
+            "params": {**params, "name": "herald.event", "cursor": None},
+        }
+        async with stream_messages(http, body, headers) as messages:
+            active = await anext(messages)
+            assert active["method"] == "notifications/events/active"
+            tag = active["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+            assert tag == "stream-1"
+            event_id = publish(herald, agent["handle"], "live over HTTP")
+            pushed = await anext(messages)
+        assert pushed["method"] == "notifications/events/event"
+        assert pushed["params"]["eventId"] == event_id
+    with herald.client(herald.admin_key) as admin:
+        shown = admin.get(f"/v1/events/{event_id}").json()
+    assert shown["status"] in {"sent", "delivered"}
+    assert "events.stream" in [a["mechanism"] for a in shown["attempts"]]

@@ -108,7 +108,9 @@ def _inputs(model: type[Input] = Input) -> list[type[Input]]:
 def test_every_field_says_what_to_send() -> None:
     import herald.inputs.agents
     import herald.inputs.channel
-    import herald.inputs.events  # noqa: F401 (every model, so that each is found)
+    import herald.inputs.event_types
+    import herald.inputs.events
+    import herald.inputs.subscriptions  # noqa: F401 (every model, so that each is found)
 
     silent = [
         f"{model.__name__}.{name}"

@@ -14,9 +14,9 @@ from starlette.routing import Route
 
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
 from herald.http import agents, channel, endpoints, event_types, events, health
-from herald.http.fanout import Fanout
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute

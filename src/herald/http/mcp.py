@@ -18,9 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, RateLimited
 from herald.http.auth import require_agent
-from herald.http.fanout import Fanout
 from herald.http.io import error_headers, error_response
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, create_server
 

@@ -13,9 +13,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http.auth import require_agent
-from herald.http.fanout import Fanout, Subscription, TooSlow
 from herald.http.io import error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub

@@ -25,10 +25,6 @@ TypeGlob = Annotated[
         " run of characters and ? for one (for example dm.* or build.failed)"
     ),
 ]
-Sender = Annotated[
-    Handle,
-    Field(alias="from", description="only events sent by this agent handle"),
-]
 
 
 class DeclaredTypeArguments(Input):
@@ -37,7 +33,9 @@ class DeclaredTypeArguments(Input):
     where: ClassVar[str] = "arguments"
     item: ClassVar[str] = "argument"
 
-    sender: Sender | None = None
+    sender: Handle | None = Field(
+        default=None, alias="from", description="only events sent by this agent handle"
+    )
 
 
 class HeraldEventArguments(DeclaredTypeArguments):
@@ -77,13 +75,16 @@ MaxAge = Annotated[
 ]
 
 
+Meta = Annotated[dict[str, Any], Says("must be an object: the request's metadata")]
+
+
 class ListInput(Input):
     """``events/list``: one page of the catalogue."""
 
     where: ClassVar[str] = "params"
 
     cursor: Annotated[str, Says("must be the nextCursor of an earlier page")] | None = None
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    meta: Meta | None = Field(default=None, alias="_meta")
 
 
 class StreamInput(Input):
@@ -95,7 +96,7 @@ class StreamInput(Input):
     arguments: Arguments = Field(default_factory=dict)
     cursor: EventsCursor | None = None
     max_age_ms: MaxAge | None = Field(default=None, alias="maxAgeMs")
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    meta: Meta | None = Field(default=None, alias="_meta")
 
 
 class PollInput(StreamInput):

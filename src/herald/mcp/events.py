@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from herald import json_input
 from herald.config import DEFAULTS, EventsConfig
+from herald.delivery.fanout import Fanout
 from herald.errors import (
     Forbidden,
     HeraldError,
@@ -28,7 +29,6 @@ from herald.errors import (
     TooLarge,
     Unauthorized,
 )
-from herald.http.fanout import Fanout
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput

@@ -24,8 +24,8 @@ import herald
 from herald.capabilities import LEGACY_VERSIONS, detect, profile_for
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.errors import RateLimited
-from herald.http.fanout import Fanout
 from herald.mcp import events, tools
 from herald.mcp.peer import SessionPeer, connection_of, session_id_of
 from herald.models import Agent

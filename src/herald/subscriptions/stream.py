@@ -13,11 +13,12 @@ resumes from its cursor.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.config import DEFAULTS
-from herald.http.fanout import Fanout, TooSlow
+from herald.delivery.fanout import Fanout, TooSlow
 from herald.hub import Hub
 from herald.inputs.subscriptions import StreamInput
 from herald.models import Agent, Attempt, Event
@@ -111,8 +112,20 @@ class _Pusher:
                 "notifications/events/event", {**occurrence, "cursor": self.cursor(event.seq)}
             )
         if matching:
-            now = self.hub.now()
-            await self.hub.mark_sent(self.agent.id, [e.id for e in matching])
-            await self.hub.record_attempts(
-                [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in matching]
-            )
+            # What went out is recorded even if the client leaves at this moment (the request
+            # is cancelled): a push without its record would look like one never made.
+            recording = asyncio.create_task(self._record(matching))
+            _RECORDING.add(recording)
+            recording.add_done_callback(_RECORDING.discard)
+            await asyncio.shield(recording)
+
+    async def _record(self, events: Sequence[Event]) -> None:
+        now = self.hub.now()
+        await self.hub.mark_sent(self.agent.id, [e.id for e in events])
+        await self.hub.record_attempts(
+            [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in events]
+        )
+
+
+_RECORDING: set[asyncio.Task[None]] = set()
+"""Records of pushes still being written, kept referenced until they are."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from herald import Hub
-from herald.http.fanout import Fanout, TooSlow, event_bytes
+from herald.delivery.fanout import Fanout, TooSlow, event_bytes
 
 pytestmark = pytest.mark.anyio
 
