@@ -16,10 +16,13 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
+from herald.mcp.events import EXTENSION, NOT_FOUND, SETTINGS
 from mcp import Client, StdioServerParameters
 from tests.herald_process import HeraldProcess
 from tests.mcp.conftest import HeraldNotifications, Received
+from tests.mcp.test_events import call, next_of, streaming
 from tests.sse import SSEReader
 from tests.sse_server import CraftedStream, event_frame
 
@@ -124,6 +127,8 @@ def test_the_bridge_refuses_the_probe_and_accepts_initialize(hub: Hub) -> None:
     init = answers[1]["result"]
     assert init["protocolVersion"] == "2025-11-25"
     assert init["capabilities"]["experimental"] == {"claude/channel": {}}
+    assert init["capabilities"]["events"] == SETTINGS
+    assert init["capabilities"]["extensions"][EXTENSION] == SETTINGS
     assert "ack" in init["instructions"] and "<channel" in init["instructions"]
 
 
@@ -321,3 +326,28 @@ def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) ->
     finally:
         peer.close()
         boss_stream.close()
+
+
+async def test_the_bridge_serves_mcp_events_from_the_hub(hub: Hub) -> None:
+    waiting = hub.publish("waiting for a poll")
+    async with bridge(hub) as (client, received):
+        listed = await call(client, "events/list")
+        assert "herald.event" in [entry["name"] for entry in listed["events"]]
+        start = await call(client, "events/poll", name="herald.event", cursor=None)
+        page = await call(client, "events/poll", name="herald.event", cursor=start["cursor"])
+        assert [e["eventId"] for e in page["events"]] == [waiting["id"]]
+        with pytest.raises(MCPError) as refused:
+            await call(client, "events/poll", name="no.such.entry")
+        assert refused.value.code == NOT_FOUND
+        async with streaming(client, page["cursor"]):
+            active = await next_of(received, "notifications/events/active")
+            tag = active["_meta"]["io.modelcontextprotocol/subscriptionId"]
+            live = hub.publish("pushed through the bridge")
+            pushed = await next_of(received, "notifications/events/event")
+        assert pushed["eventId"] == live["id"]
+        assert pushed["_meta"]["io.modelcontextprotocol/subscriptionId"] == tag
+        # The stream was cancelled (notifications/cancelled); the bridge goes on serving.
+        again = await call(client, "events/poll", name="herald.event", cursor=pushed["cursor"])
+        assert again["events"] == []
+    event = hub.admin("GET", f"/v1/events/{live['id']}")
+    assert event["status"] == "delivered"  # the poll's cursor acknowledged the pushed event

@@ -21,6 +21,7 @@ import pydantic
 from mcp.server.context import ServerRequestContext
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 import herald
 from herald import reserved
@@ -28,7 +29,7 @@ from herald.client import HeraldClient, StreamItem
 from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
 from herald.errors import HeraldError, HubUnreachable
-from herald.mcp import tools
+from herald.mcp import events, tools
 from herald.mcp.peer import connection_of
 from herald.mcp.server import HeraldServer, refuse_discovery
 
@@ -63,6 +64,9 @@ class Bridge:
             "tools/list", types.PaginatedRequestParams, self._list_tools
         )
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
+        for method in EVENTS_METHODS:
+            self.server.add_request_handler(method, types.RequestParams, self._events)
+        self.server.middleware.insert(0, events.advertised)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._initialized
         )
@@ -190,6 +194,47 @@ class Bridge:
     ) -> types.CallToolResult:
         return await tools.call(self.client, params.name, params.arguments or {})
 
+    async def _events(
+        self, ctx: ServerRequestContext[Any], params: types.RequestParams
+    ) -> dict[str, Any]:
+        """An ``events/*`` request, passed on to the hub's ``/mcp``: its notifications (an
+        ``events/stream``'s pushes) come back tagged with this request's id, which is the
+        subscription's id here, and so does its answer."""
+        tag = {events.SUBSCRIPTION_ID: ctx.request_id}
+        forwarded = {k: v for k, v in (ctx.params or {}).items() if k != "_meta"}
+        try:
+            async for message in self.client.mcp_messages(ctx.method, forwarded):
+                if "method" in message:
+                    said = dict(message.get("params") or {})
+                    notification = events.EventsNotification(
+                        method=message["method"], params={**said, "_meta": tag}
+                    )
+                    await ctx.session.send_notification(
+                        notification,  # type: ignore[arg-type]  # any Notification is sent
+                        related_request_id=ctx.request_id,
+                    )
+                elif "error" in message:
+                    error = message["error"]
+                    raise MCPError(error["code"], error["message"], error.get("data"))
+                else:
+                    result = dict(message.get("result") or {})
+                    if "_meta" in result:
+                        result["_meta"] = tag
+                    result.pop("resultType", None)
+                    return result
+        except HeraldError as exc:
+            raise MCPError(types.INTERNAL_ERROR, exc.message, {"code": exc.code}) from exc
+        raise MCPError(types.INTERNAL_ERROR, "the hub ended the request without an answer")
+
+
+EVENTS_METHODS = (
+    "events/list",
+    "events/poll",
+    "events/stream",
+    "events/subscribe",
+    "events/unsubscribe",
+)
+"""The MCP Events methods the bridge serves by passing them on to the hub."""
 
 PERMISSION_CAPABILITY = "claude/channel/permission"
 PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"

@@ -34,6 +34,14 @@ _ERRORS: dict[int, type[errors.HeraldError]] = {
 
 log = logging.getLogger("herald.client")
 
+MCP_VERSION = "2026-07-28"
+MCP_META = {
+    "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+    "io.modelcontextprotocol/clientInfo": {"name": "herald-client", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+"""What a 2026-07-28 request says of its client: herald's own, asking for nothing."""
+
 MAX_BACKOFF_S = 10.0
 """The longest a following drain waits before it tries an unreachable hub again."""
 MAX_STREAM_EVENT_CHARS = 16 * 1024 * 1024
@@ -214,6 +222,48 @@ class HeraldClient:
         except httpx2.HTTPError as exc:
             raise errors.HubUnreachable(f"the stream from {self.url} broke: {exc}") from exc
 
+    async def mcp_messages(
+        self, method: str, params: dict[str, Any], request_id: int | str = 1
+    ) -> AsyncIterator[dict[str, Any]]:
+        """One request to the hub's ``/mcp``, on the 2026-07-28 era (no session to keep): every
+        JSON-RPC message of its answer as it comes, the request's notifications first and its
+        response (a result or an error) last. Leaving early aborts the request.
+
+        Raises:
+            HubUnreachable: the hub could not be reached, or the connection broke.
+            Unauthorized, Forbidden: the key was refused.
+        """
+        body = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": method,
+            "params": {**params, "_meta": MCP_META},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": MCP_VERSION,
+            "mcp-method": method,
+        }
+        timeout = httpx2.Timeout(30.0, read=None)
+        try:
+            async with self._http.stream(
+                "POST", "/mcp", json=body, headers=headers, timeout=timeout
+            ) as response:
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    await response.aread()
+                    answer = _json_rpc(response)
+                    if answer is None:
+                        raise _error(response)
+                    yield answer
+                    return
+                decoder = SSEDecoder(max_event_chars=MAX_STREAM_EVENT_CHARS)
+                async for chunk in response.aiter_bytes():
+                    for message in decoder.feed(chunk):
+                        if message.data:
+                            yield json.loads(message.data)
+        except httpx2.HTTPError as exc:
+            raise errors.HubUnreachable(f"the MCP request to {self.url} broke: {exc}") from exc
+
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         try:
             response = await self._http.post(path, json=body)
@@ -305,6 +355,15 @@ def _seq(last_event_id: str) -> int | None:
     if last_event_id.isascii() and last_event_id.isdigit() and len(last_event_id) <= 18:
         return int(last_event_id)
     return None
+
+
+def _json_rpc(response: httpx2.Response) -> dict[str, Any] | None:
+    """The JSON-RPC message a JSON answer holds, or None when it is herald's own error."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0" else None
 
 
 def _error(response: httpx2.Response) -> errors.HeraldError:

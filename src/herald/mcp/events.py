@@ -121,10 +121,6 @@ def attach(
         except HeraldError as exc:
             raise refusal(exc) from exc
 
-    async def advertised(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
-        result = await call_next(ctx)
-        return advertise(result) if ctx.method in ADVERTISED_IN else result
-
     async def stream_events(
         ctx: ServerRequestContext[Any], _: types.RequestParams
     ) -> dict[str, Any]:
@@ -135,7 +131,7 @@ def attach(
         async def notify(method: str, params: dict[str, Any]) -> None:
             nonlocal started
             started = True
-            notification = _Notification(method=method, params={**params, "_meta": tag})
+            notification = EventsNotification(method=method, params={**params, "_meta": tag})
             # The SDK sends any Notification subclass; its union type names only the spec's.
             await ctx.session.send_notification(
                 notification,  # type: ignore[arg-type]
@@ -158,8 +154,14 @@ def attach(
     server.middleware.insert(0, advertised)
 
 
-class _Notification(types.Notification[dict[str, Any], str]):
+class EventsNotification(types.Notification[dict[str, Any], str]):
     """A notification of the extension, which the SDK has no model for."""
+
+
+async def advertised(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+    """The middleware that adds Events to what ``initialize`` and ``server/discover`` answer."""
+    result = await call_next(ctx)
+    return advertise(result) if ctx.method in ADVERTISED_IN else result
 
 
 def _offset(cursor: str | None) -> int:
