@@ -87,7 +87,7 @@ def bridge_command(hub: Hub) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def bridge(hub: Hub) -> AsyncIterator[tuple[Client, Received]]:
+async def bridge(hub: Hub, name: str = "claude-code") -> AsyncIterator[tuple[Client, Received]]:
     received = Received()
     params = StdioServerParameters(
         command=sys.executable,
@@ -97,7 +97,7 @@ async def bridge(hub: Hub) -> AsyncIterator[tuple[Client, Received]]:
     async with Client(
         params,
         mode="auto",  # probes with server/discover first, as Claude Code does
-        client_info=types.Implementation(name="claude-code", version="2.1.328"),
+        client_info=types.Implementation(name=name, version="2.1.328"),
         extensions=[HeraldNotifications(received)],
     ) as client:
         yield client, received
@@ -351,3 +351,16 @@ async def test_the_bridge_serves_mcp_events_from_the_hub(hub: Hub) -> None:
         assert again["events"] == []
     event = hub.admin("GET", f"/v1/events/{live['id']}")
     assert event["status"] == "delivered"  # the poll's cursor acknowledged the pushed event
+
+
+async def test_an_unknown_client_probing_the_bridge_gets_2026_07_28_and_its_tools(
+    hub: Hub,
+) -> None:
+    waiting = hub.publish("read on the modern era")
+    async with bridge(hub, name="some-new-client") as (client, _):
+        assert client.protocol_version == "2026-07-28"
+        inbox = await client.call_tool("inbox", {})
+        shown = inbox.structured_content["events"]  # type: ignore[index]
+        assert [event["id"] for event in shown] == [waiting["id"]]
+        start = await call(client, "events/poll", name="herald.event", cursor=None)
+        assert start["events"] == []

@@ -19,19 +19,20 @@ import anyio
 import mcp_types as types
 import pydantic
 from mcp.server.context import ServerRequestContext
-from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 import herald
 from herald import reserved
 from herald.client import HeraldClient, StreamItem
+from herald.config import DEFAULTS
 from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
 from herald.errors import HeraldError, HubUnreachable
 from herald.mcp import events, tools
 from herald.mcp.peer import connection_of
-from herald.mcp.server import HeraldServer, refuse_discovery
+from herald.mcp.server import HeraldServer
+from herald.mcp.stdio import serve_by_era
 
 log = logging.getLogger("herald.bridge")
 
@@ -54,12 +55,18 @@ class Bridge:
     """One stdio MCP session on one side, one agent's event stream from a hub on the other."""
 
     def __init__(
-        self, url: str, key: str, *, name: str = "herald", permission_relay: str | None = None
+        self,
+        url: str,
+        key: str,
+        *,
+        name: str = "herald",
+        permission_relay: str | None = None,
+        era: str = DEFAULTS.mcp.era,
     ) -> None:
+        self.era = era
         self.client = HeraldClient(url, key)
         self.relay = PermissionRelay(self, permission_relay) if permission_relay else None
         self.server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
-        self.server.middleware.insert(0, refuse_discovery)
         self.server.add_request_handler(
             "tools/list", types.PaginatedRequestParams, self._list_tools
         )
@@ -87,10 +94,11 @@ class Bridge:
                     stdio_server() as (read, write),
                     self.server.lifespan(self.server) as state,
                 ):
-                    await serve_loop(
+                    await serve_by_era(
                         self.server,
                         read,
                         write,
+                        era=self.era,
                         lifespan_state=state,
                         init_options=self.server.create_initialization_options(
                             experimental_capabilities=(

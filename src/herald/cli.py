@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="relay Claude Code's permission prompts to this agent, whose reply allows or denies",
     )
     bridge.add_argument("--log-level", default="warning", choices=LOG_LEVELS)
+    bridge.add_argument(
+        "--mcp-era",
+        choices=MCP_ERAS,
+        default=DEFAULTS.mcp.era,
+        help="which MCP protocol era a client probing with server/discover gets, as for"
+        f" herald serve (default {DEFAULTS.mcp.era})",
+    )
     drain = commands.add_parser(
         "drain", help="print an agent's pending events as JSON lines, at least once"
     )
@@ -287,7 +294,13 @@ def _bridge(args: argparse.Namespace) -> int:
         return 2
     from herald.bridge import Bridge
 
-    bridge = Bridge(args.url, args.key, name=args.name, permission_relay=args.permission_relay)
+    bridge = Bridge(
+        args.url,
+        args.key,
+        name=args.name,
+        permission_relay=args.permission_relay,
+        era=args.mcp_era,
+    )
     _run(bridge.run_stdio())
     return 0
 
