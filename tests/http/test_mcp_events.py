@@ -15,7 +15,8 @@ import pytest
 from herald.mcp.events import EXTENSION
 from herald.sse import SSEDecoder
 from tests.herald_process import HeraldProcess
-from tests.http.test_mcp import CLIENTS, MCP_HEADERS, new_agent, publish
+from tests.http.test_mcp import CLIENTS, MCP_HEADERS, new_agent, publish, session
+from tests.mcp.test_events import call
 
 pytestmark = pytest.mark.anyio
 
@@ -209,3 +210,16 @@ async def test_a_stream_pushes_live_events_over_http_on_both_eras(
         shown = admin.get(f"/v1/events/{event_id}").json()
     assert shown["status"] in {"sent", "delivered"}
     assert "events.stream" in [a["mechanism"] for a in shown["attempts"]]
+
+
+@pytest.mark.parametrize(("name", "era"), [("claude-code", "2025-11-25"), ("any-client", MODERN)])
+async def test_the_sdk_client_polls_over_http_on_either_era(
+    herald: HeraldProcess, name: str, era: str
+) -> None:
+    agent = new_agent(herald)
+    first = publish(herald, agent["handle"], "for the SDK client")
+    async with session(herald, agent["api_key"], name=name) as (client, _):
+        assert client.protocol_version == era
+        start = await call(client, "events/poll", name="herald.event", cursor=None)
+        page = await call(client, "events/poll", name="herald.event", cursor=start["cursor"])
+    assert [e["eventId"] for e in page["events"]] == [first]
