@@ -22,7 +22,7 @@ from herald.models import Event, EventMatch, EventType
 from herald.times import iso_ms
 
 HERALD_EVENT = "herald.event"
-DELIVERY = ["poll"]
+DELIVERY = ["poll", "push"]
 """The modes herald serves each entry in."""
 PAGE_SIZE = 100
 
