@@ -337,3 +337,49 @@ async def test_a_stream_ends_with_terminated_when_the_agent_is_deleted(
             assert "deleted" in terminated["error"]["message"]
             result = await task
         assert "io.modelcontextprotocol/subscriptionId" in result.get("_meta", {})
+
+
+async def test_a_stream_of_a_declared_type_ends_when_the_type_is_removed(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    await hub.event_types.put("build.failed", "A build of yours failed", None)
+    async with connect(notifier, agent, mode="auto") as (client, received):
+        request = EventsRequest(
+            method="events/stream", params=RawParams(name="build.failed", cursor=None)
+        )
+        task = asyncio.create_task(client.session.send_request(request, ANY_RESULT))
+        await next_of(received, "notifications/events/active")
+        built = await hub.publish("alice", "build.failed", "red")
+        assert (await next_of(received, "notifications/events/event"))["eventId"] == built.event.id
+        await hub.event_types.put("build.passed", "Another type: the stream goes on", None)
+        await hub.event_types.delete("build.failed")
+        terminated = await next_of(received, "notifications/events/terminated")
+        await task
+    assert terminated["error"]["code"] == NOT_FOUND
+    assert terminated["error"]["data"] == {"kind": "event"}
+
+
+async def test_a_declared_type_is_an_entry_with_its_payload_schema_and_polls_its_events(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    schema = {"type": "object", "properties": {"build": {"type": "integer"}}}
+    await hub.event_types.put("build.failed", "A build of yours failed", schema)
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        listed = await call(client, "events/list")
+        (entry,) = [e for e in listed["events"] if e["name"] == "build.failed"]
+        assert entry["description"] == "A build of yours failed"
+        assert entry["payloadSchema"]["properties"]["data"] == schema
+        assert set(entry["inputSchema"]["properties"]) == {"from"}
+        start = await call(client, "events/poll", name="build.failed", cursor=None)
+        await hub.publish("alice", "dm.received", "not this one")
+        built = await hub.publish("alice", "build.failed", "red", data={"build": 7})
+        page = await call(client, "events/poll", name="build.failed", cursor=start["cursor"])
+        with pytest.raises(MCPError) as refused:
+            await call(client, "events/poll", name="build.failed", arguments={"types": ["*"]})
+    assert [(e["eventId"], e["name"]) for e in page["events"]] == [(built.event.id, "build.failed")]
+    assert page["events"][0]["data"]["data"] == {"build": 7}
+    assert "unknown argument(s) types" in refused.value.message

@@ -108,6 +108,11 @@ class Catalogue:
             raise NotFound(f"no event type is declared with the name {name!r}")
         await self._changed_here()
 
+    def declared(self, name: str) -> bool:
+        """Whether ``name`` is declared, as this process last read the catalogue (a listener
+        asks this: it runs after the copy was read again)."""
+        return name in self._types
+
     def add_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` (it must not block) after every change of the catalogue."""
         self._listeners.append(callback)

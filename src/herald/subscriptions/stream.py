@@ -30,6 +30,7 @@ Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 BACKLOG_PAGE = 200
 MECHANISM = "events.stream"
 UNAVAILABLE = -32603
+NOT_FOUND = -32023
 
 
 async def stream(
@@ -60,6 +61,18 @@ async def stream(
     newest = (await hub.get_agent(agent.id)).last_seq
     live = fanout.subscribe(agent.id, newest)
     pusher = _Pusher(hub, agent, subscription, notify, session or subscription.key)
+
+    removed = False
+
+    def end_if_removed() -> None:
+        nonlocal removed
+        if subscription.name != catalogue.HERALD_EVENT and not hub.event_types.declared(
+            subscription.name
+        ):
+            removed = True
+            live.close(f"the event type {subscription.name!r} was removed from the catalogue")
+
+    hub.event_types.add_listener(end_if_removed)
     try:
         await notify(
             "notifications/events/active",
@@ -75,10 +88,7 @@ async def stream(
             try:
                 events = await live.next_after(last, heartbeat_s)
             except (TooSlow, ConnectionAbortedError) as exc:
-                await notify(
-                    "notifications/events/terminated",
-                    {"error": {"code": UNAVAILABLE, "message": f"{exc}; resume with your cursor"}},
-                )
+                await notify("notifications/events/terminated", {"error": _ending(exc, removed)})
                 return
             if events:
                 await pusher.push(events)
@@ -86,7 +96,16 @@ async def stream(
             else:
                 await notify("notifications/events/heartbeat", {"cursor": pusher.cursor(last)})
     finally:
+        hub.event_types.remove_listener(end_if_removed)
         fanout.unsubscribe(live)
+
+
+def _ending(exc: Exception, removed: bool) -> dict[str, Any]:
+    """The error a stream ends with: its entry was removed (rediscover), or herald cannot go on
+    now (resume with the cursor)."""
+    if removed:
+        return {"code": NOT_FOUND, "message": str(exc), "data": {"kind": "event"}}
+    return {"code": UNAVAILABLE, "message": f"{exc}; resume with your cursor"}
 
 
 class _Pusher:
