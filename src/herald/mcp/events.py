@@ -9,6 +9,7 @@ does not know, so the advertisement is added to the wire result by a middleware.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,7 +36,9 @@ from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
 from herald.models import Agent
 from herald.subscriptions import catalogue
 from herald.subscriptions.poll import poll
-from herald.subscriptions.stream import stream
+from herald.subscriptions.stream import ClientNotReading, stream
+
+log = logging.getLogger("herald.mcp")
 
 EXTENSION = "io.modelcontextprotocol/events"
 SETTINGS: dict[str, Any] = {"listChanged": False}
@@ -141,6 +144,8 @@ def attach(
         try:
             body = parse(StreamInput, params_of(ctx))
             await stream(hub, fanout, agent, body, notify, heartbeat_s=config.heartbeat_s)
+        except ClientNotReading:
+            log.info("an events/stream of %s ended: its client was not reading", agent.id)
         except HeraldError as exc:
             if not started:
                 raise refusal(exc) from exc

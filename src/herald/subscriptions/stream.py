@@ -31,6 +31,8 @@ BACKLOG_PAGE = 200
 MECHANISM = "events.stream"
 UNAVAILABLE = -32603
 NOT_FOUND = -32023
+SEND_TIMEOUT_S = 30.0
+"""A client that takes no notification for this long is not reading: its stream ends."""
 
 
 async def stream(
@@ -42,14 +44,19 @@ async def stream(
     *,
     session: str | None = None,
     heartbeat_s: float = DEFAULTS.events.heartbeat_s,
+    send_timeout_s: float = SEND_TIMEOUT_S,
 ) -> None:
     """Push the subscription's events through ``notify`` until cancelled or ended by herald.
 
-    Raises (before anything is pushed, so that the request fails plainly):
+    Raises:
+        ClientNotReading: a notification waited ``send_timeout_s`` to be taken.
+
+    And before anything is pushed, so that the request fails plainly:
         NotFound: no entry of that name.
         InvalidInput: bad arguments, or a cursor herald did not give this agent, or one past
             its newest event (CursorAhead); nothing changes.
     """
+    notify = _bounded(notify, send_timeout_s)
     subscription = await catalogue.resolve(hub, params.name, params.arguments)
     if params.cursor is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
@@ -98,6 +105,22 @@ async def stream(
     finally:
         hub.event_types.remove_listener(end_if_removed)
         fanout.unsubscribe(live)
+
+
+class ClientNotReading(Exception):
+    """The client took nothing for ``SEND_TIMEOUT_S``: the stream ends; it resumes from its
+    cursor."""
+
+
+def _bounded(notify: Notify, timeout_s: float) -> Notify:
+    async def send(method: str, params: dict[str, Any]) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await notify(method, params)
+        except TimeoutError:
+            raise ClientNotReading(f"the client took no {method} for {timeout_s:g} s") from None
+
+    return send
 
 
 def _ending(exc: Exception, removed: bool) -> dict[str, Any]:
