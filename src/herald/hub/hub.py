@@ -23,6 +23,7 @@ from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.presence import Presence
+from herald.hub.subscriptions import SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
@@ -83,6 +84,7 @@ class Hub:
         self._store = store
         self.endpoints = EndpointBook(store)
         self.presence = Presence(store)
+        self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
