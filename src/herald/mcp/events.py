@@ -21,13 +21,16 @@ from herald import json_input
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.fanout import Fanout
 from herald.errors import (
+    CallbackEndpointError,
     Forbidden,
     HeraldError,
     InvalidInput,
     NotFound,
     RateLimited,
+    SubscriptionNotFound,
     TooLarge,
     Unauthorized,
+    Unsupported,
 )
 from herald.hub import Hub
 from herald.inputs.refusals import parse
@@ -45,6 +48,8 @@ SETTINGS: dict[str, Any] = {"listChanged": False}
 NOT_FOUND = -32023
 FORBIDDEN = -32024
 RESOURCE_EXHAUSTED = -32025
+UNSUPPORTED = -32026
+CALLBACK_ENDPOINT_ERROR = -32027
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]
@@ -55,7 +60,12 @@ ADVERTISED_IN = frozenset({"initialize", "server/discover"})
 def refusal(exc: HeraldError) -> MCPError:
     """herald's error as the SEP's JSON-RPC error: its message still says what to change."""
     if isinstance(exc, NotFound):
-        return MCPError(NOT_FOUND, exc.message, {"kind": "event"})
+        kind = "subscription" if isinstance(exc, SubscriptionNotFound) else "event"
+        return MCPError(NOT_FOUND, exc.message, {"kind": kind})
+    if isinstance(exc, Unsupported):
+        return MCPError(UNSUPPORTED, exc.message, {"feature": exc.feature, "value": exc.value})
+    if isinstance(exc, CallbackEndpointError):
+        return MCPError(CALLBACK_ENDPOINT_ERROR, exc.message, {"reason": exc.reason})
     if isinstance(exc, InvalidInput) and not isinstance(exc, TooLarge):
         return MCPError(types.INVALID_PARAMS, exc.message)
     if isinstance(exc, (Forbidden, Unauthorized)):

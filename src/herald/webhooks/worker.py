@@ -28,6 +28,7 @@ from herald.errors import InvalidInput
 from herald.hub import Hub
 from herald.ids import new_id
 from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
+from herald.subscriptions import catalogue, cursors
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 
@@ -58,6 +59,8 @@ class WebhookWorker:
     per_endpoint: how many requests may be in flight to one endpoint.
     lease_s: how long a claim keeps other workers away; by default long enough for a claimed
         delivery to wait for the requests queued ahead of it and then make its own.
+    subscription_schedule_s: the delays of an MCP Events webhook subscription's tries (its
+        client asked for them: no hold-back, and a 410 or 413 ends only the one delivery).
     """
 
     def __init__(
@@ -73,10 +76,12 @@ class WebhookWorker:
         poll_interval_s: float = DEFAULTS.webhooks.poll_interval_s,
         min_interval_s: float = DEFAULTS.webhooks.min_interval_s,
         lease_s: float | None = None,
+        subscription_schedule_s: Sequence[float] = DEFAULTS.subscriptions.schedule_s,
     ) -> None:
         self.hub = hub
         self.sender = sender
         self.schedule_s = tuple(schedule_s)
+        self.subscription_schedule_s = tuple(subscription_schedule_s)
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
         self.present: PresentAgents = present or set
@@ -109,6 +114,10 @@ class WebhookWorker:
         hub.add_listener(self._on_publish)
 
     def _on_publish(self, _agents: set[str]) -> None:
+        self.wake()
+
+    def wake(self) -> None:
+        """Schedule and claim now (a subscription was made: its waiting events are due)."""
         self._published = True
         self._wake.set()
 
@@ -232,6 +241,7 @@ class WebhookWorker:
         )
         if present:
             scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
+        scheduled += await self.hub.subscriptions.schedule(limit)
         if scheduled >= limit:
             self._published = True  # more to schedule: next round again
 
@@ -273,7 +283,12 @@ class WebhookWorker:
     async def _deliver(self, claimed: _Claimed) -> SendOutcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
         try:
-            outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
+            if endpoint.kind is Kind.SUBSCRIPTION:
+                outcome = await self._send_occurrence(claimed)
+                if outcome is None:
+                    return None  # unsubscribed meanwhile: its deliveries went with it
+            else:
+                outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(self._finished(delivery, endpoint, outcome))
             return outcome
@@ -281,11 +296,23 @@ class WebhookWorker:
             log.exception("delivering %s to %s failed", event.id, endpoint.url)
             return None
 
+    async def _send_occurrence(self, claimed: _Claimed) -> SendOutcome | None:
+        """Send an event to a subscription: the occurrence of its entry, with the cursor that
+        is safe to keep once it is received. None: the subscription is gone."""
+        endpoint, event = claimed.endpoint, claimed.event
+        found = await self.hub.subscriptions.get(endpoint.id)
+        cursor = await self.hub.subscriptions.cursor(endpoint.id, sending=event.id)
+        if found is None or cursor is None:
+            return None
+        payload = catalogue.occurrence(event, found[1].name)
+        payload["cursor"] = cursors.encode(claimed.agent, cursor)
+        return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
+
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()
         mechanism = endpoint.kind.value
         if outcome.ok:
-            status = "delivered" if endpoint.kind is Kind.WEBHOOK else "sent"
+            status = "sent" if endpoint.kind is Kind.OPENCLAW else "delivered"
             attempt = Attempt(delivery.event_id, now, mechanism, status, endpoint.id)
             return Finished(delivery, attempt, None, status, endpoint_ok=True)
         if outcome.refused:
@@ -295,10 +322,13 @@ class WebhookWorker:
             )
             return Finished(delivery, attempt, now, None, False, disable_reason=outcome.error)
         tries = delivery.attempts + 1
+        schedule = (
+            self.subscription_schedule_s if endpoint.kind is Kind.SUBSCRIPTION else self.schedule_s
+        )
         next_at = (
             None
-            if outcome.disable or tries >= len(self.schedule_s)
-            else self._next(now, tries, outcome)
+            if outcome.disable or outcome.final or tries >= len(schedule)
+            else self._next(now, schedule[tries], outcome)
         )
         outcome_name = "failed" if next_at is not None else "undeliverable"
         attempt = Attempt(
@@ -314,8 +344,8 @@ class WebhookWorker:
             disable_failing_since=now - self.disable_after_ms,
         )
 
-    def _next(self, now: int, tries: int, outcome: SendOutcome) -> int:
-        delay = self.schedule_s[tries] * random.uniform(1 - JITTER, 1 + JITTER)
+    def _next(self, now: int, delay_s: float, outcome: SendOutcome) -> int:
+        delay = delay_s * random.uniform(1 - JITTER, 1 + JITTER)
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
         return now + int(delay * 1000)
