@@ -386,3 +386,45 @@ async def test_the_id_is_derived_from_the_key_alone() -> None:
     )
     assert same != webhook.subscription_id(agent, "https://x/", "n", {"b": 2})
     assert same != webhook.subscription_id(Agent("agt_2", "bob", "h", 0), "https://x/", "n", {})
+
+
+def terminations(receiver: Receiver) -> list[dict[str, Any]]:
+    return [
+        Webhook(SECRET).verify(r.body, r.headers)
+        for r in receiver.requests
+        if r.json.get("type") == "terminated"
+    ]
+
+
+async def test_deleting_its_event_type_ends_a_subscription_and_tells_the_endpoint(
+    hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
+) -> None:
+    agent = await alice(hub)
+    await hub.event_types.put("build.failed", "a build failed", None)
+    raw = {"name": "build.failed", "delivery": {"url": receiver.url, "secret": SECRET}}
+    typed = await webhook.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
+    kept = await subscribe(hub, sender, agent, receiver.url)
+    await deliver(worker)
+    assert terminations(receiver) == []
+    await hub.event_types.delete("build.failed")
+    await deliver(worker)
+    (ended,) = terminations(receiver)
+    assert ended["error"]["code"] == -32023 and ended["error"]["data"]["kind"] == "event"
+    terminated = next(r for r in receiver.requests if r.json.get("type") == "terminated")
+    assert terminated.headers["webhook-id"].startswith("msg_terminated_")
+    assert terminated.headers[SUBSCRIPTION_HEADER.lower()] == typed["id"]
+    assert await hub.subscriptions.get(typed["id"]) is None
+    assert await hub.subscriptions.get(kept["id"]) is not None
+
+
+async def test_deleting_the_agent_ends_its_subscriptions_and_tells_the_endpoint(
+    hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
+) -> None:
+    agent = await alice(hub)
+    made = await subscribe(hub, sender, agent, receiver.url)
+    await hub.delete_agent(agent.id)
+    await worker.wait_idle()
+    (ended,) = terminations(receiver)
+    assert ended["error"]["code"] == -32024
+    assert receiver.requests[-1].headers[SUBSCRIPTION_HEADER.lower()] == made["id"]
+    assert await hub.subscriptions.get(made["id"]) is None

@@ -49,12 +49,19 @@ from herald.models import (
 )
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
+from herald.subscriptions.codes import FORBIDDEN
 from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
 
 log = logging.getLogger("herald")
 
+AGENT_DELETED = {
+    "code": FORBIDDEN,
+    "message": "Forbidden",
+    "data": {"reason": "the agent was deleted from herald"},
+}
+"""Why a deleted agent's webhook subscriptions ended, as SEP-3415's ``terminated`` says it."""
 ADMIN_KEY_SETTING = "admin_key_hash"
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0
@@ -243,11 +250,14 @@ class Hub:
         return await self.get_agent(agent_id)
 
     async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and every event it has; its open streams end. Raises: NotFound."""
+        """Delete an agent and every event it has; its open streams end, and its webhook
+        subscriptions with it (their endpoints are told). Raises: NotFound."""
         self._known_keys.clear()
+        subscribed = await self.subscriptions.of_agent(agent_id) if is_id(agent_id, "agt_") else []
         if not is_id(agent_id, "agt_") or not await self._store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._announce({agent_id})  # what follows the agent's events finds it gone
+        self.subscriptions.ended(subscribed, AGENT_DELETED)
 
     # Events
 

@@ -3,14 +3,22 @@
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from herald.models import Endpoint, WebhookSubscription
 from herald.store import Store
 
 SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{16}")
 """What a subscription's id looks like (derived from its key, never chosen by a client)."""
+
+Subscribed = tuple[Endpoint, WebhookSubscription]
+Ended = Callable[[list[Subscribed], dict[str, Any]], None]
+"""Told of subscriptions herald ended itself (deleted already), and the SEP error saying why."""
+
+log = logging.getLogger("herald")
 
 
 class SubscriptionBook:
@@ -19,6 +27,30 @@ class SubscriptionBook:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._ended: list[Ended] = []
+
+    def on_ended(self, handler: Ended) -> None:
+        """Call ``handler`` (it must not block) with the subscriptions herald ends itself, once
+        they are deleted: the webhook worker tells each endpoint (``terminated``)."""
+        self._ended.append(handler)
+
+    async def end(self, found: Sequence[Subscribed], error: dict[str, Any]) -> list[Subscribed]:
+        """Delete these subscriptions because of ``error`` (SEP-3415's ``{code, message,
+        data}``), and tell the ``on_ended`` handlers of those this call deleted (another process
+        may have been first). Returns them."""
+        ended = [pair for pair in found if await self.delete(pair[0].id)]
+        self.ended(ended, error)
+        return ended
+
+    def ended(self, ended: list[Subscribed], error: dict[str, Any]) -> None:
+        """Tell the ``on_ended`` handlers of subscriptions already deleted (with their agent)."""
+        if not ended:
+            return
+        for handler in self._ended:
+            try:
+                handler(ended, error)
+            except Exception:  # one handler's fault must not keep the others from hearing
+                log.exception("a handler of ended subscriptions failed")
 
     async def put(
         self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int

@@ -37,6 +37,13 @@ from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
 from herald.models import Agent
 from herald.subscriptions import catalogue
+from herald.subscriptions.codes import (
+    CALLBACK_ENDPOINT_ERROR,
+    FORBIDDEN,
+    NOT_FOUND,
+    RESOURCE_EXHAUSTED,
+    UNSUPPORTED,
+)
 from herald.subscriptions.poll import poll
 from herald.subscriptions.stream import stream
 
@@ -44,12 +51,6 @@ EXTENSION = "io.modelcontextprotocol/events"
 SETTINGS: dict[str, Any] = {"listChanged": False}
 """What herald's Events support declares (no list-change notifications yet)."""
 
-# The SEP's error codes.
-NOT_FOUND = -32023
-FORBIDDEN = -32024
-RESOURCE_EXHAUSTED = -32025
-UNSUPPORTED = -32026
-CALLBACK_ENDPOINT_ERROR = -32027
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]

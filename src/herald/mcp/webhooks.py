@@ -18,9 +18,10 @@ from herald.errors import HeraldError
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
-from herald.mcp.events import FORBIDDEN, Identify, refusal
+from herald.mcp.events import Identify, refusal
 from herald.models import Agent
 from herald.subscriptions import webhook
+from herald.subscriptions.codes import FORBIDDEN
 from herald.webhooks.sender import Sender
 
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from herald.hub import Hub
 from herald.ids import new_id
 from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
 from herald.subscriptions import catalogue, cursors
+from herald.subscriptions.codes import NOT_FOUND
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 
@@ -112,9 +114,56 @@ class WebhookWorker:
         """When the last round scheduled, by the hub's clock."""
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
+        hub.subscriptions.on_ended(self._on_ended)
+        hub.event_types.add_listener(self._on_catalogue)
+        self._catalogue_changed = True
+        """Subscriptions to a type deleted meanwhile are ended at the next round (and the
+        first: a type may have been deleted while herald was down)."""
 
     def _on_publish(self, _agents: set[str]) -> None:
         self.wake()
+
+    def _on_catalogue(self) -> None:
+        self._catalogue_changed = True
+        self.wake()
+
+    def _on_ended(self, ended: list[tuple[Endpoint, Any]], error: dict[str, Any]) -> None:
+        for endpoint, _ in ended:
+            self._track(self._terminate(endpoint, error))
+
+    async def _terminate(self, endpoint: Endpoint, error: dict[str, Any]) -> None:
+        """Tell a subscription's endpoint herald ended it (best effort: it no longer exists)."""
+        payload = {"type": "terminated", "error": error}
+        message_id = f"msg_terminated_{secrets.token_hex(12)}"
+        try:
+            outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
+        except Exception:  # a background task's top level: log, nothing to retry
+            log.exception("telling %s its subscription %s ended failed", endpoint.url, endpoint.id)
+            return
+        if not outcome.ok:
+            log.info("%s was not told its subscription %s ended: %s", endpoint.url, endpoint.id,
+                     outcome.error)  # fmt: skip
+
+    async def end_removed_entries(self) -> int:
+        """End the subscriptions to event types no longer declared (SEP-3415: NotFound, kind
+        event), telling their endpoints. Returns how many this process ended."""
+        self._catalogue_changed = False
+        declared = {t.name for t in await self.hub.event_types.list()} | {catalogue.HERALD_EVENT}
+        gone: dict[str, list[tuple[Endpoint, Any]]] = defaultdict(list)
+        for endpoint, subscription in await self.hub.subscriptions.every():
+            if subscription.name not in declared:
+                gone[subscription.name].append((endpoint, subscription))
+        ended = 0
+        for name, found in gone.items():
+            if await self.hub.event_types.declared_now(name):
+                continue  # this process has not heard of it yet
+            error = {
+                "code": NOT_FOUND,
+                "message": "NotFound",
+                "data": {"kind": "event", "reason": f"the event type {name!r} was deleted"},
+            }
+            ended += len(await self.hub.subscriptions.end(found, error))
+        return ended
 
     def wake(self) -> None:
         """Schedule and claim now (a subscription was made: its waiting events are due)."""
@@ -201,6 +250,8 @@ class WebhookWorker:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _round(self, schedule: bool) -> int:
+        if self._catalogue_changed:
+            await self.end_removed_entries()
         if schedule:
             await self._schedule()
         lease_ms = int(self.lease_s * 1000)
