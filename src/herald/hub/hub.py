@@ -23,7 +23,7 @@ from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.presence import Presence
-from herald.hub.subscriptions import SubscriptionBook
+from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
@@ -49,19 +49,12 @@ from herald.models import (
 )
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
-from herald.subscriptions.codes import FORBIDDEN
 from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
 
 log = logging.getLogger("herald")
 
-AGENT_DELETED = {
-    "code": FORBIDDEN,
-    "message": "Forbidden",
-    "data": {"reason": "the agent was deleted from herald"},
-}
-"""Why a deleted agent's webhook subscriptions ended, as SEP-3415's ``terminated`` says it."""
 ADMIN_KEY_SETTING = "admin_key_hash"
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from herald.models import Endpoint, WebhookSubscription
 from herald.store import Store
@@ -15,8 +14,11 @@ SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{16}")
 """What a subscription's id looks like (derived from its key, never chosen by a client)."""
 
 Subscribed = tuple[Endpoint, WebhookSubscription]
-Ended = Callable[[list[Subscribed], dict[str, Any]], None]
-"""Told of subscriptions herald ended itself (deleted already), and the SEP error saying why."""
+Ended = Callable[[list[Subscribed], str], None]
+"""Told of subscriptions herald ended itself (deleted already), and why: ``AGENT_DELETED``, or
+``TYPE_DELETED`` (their event type)."""
+AGENT_DELETED = "agent_deleted"
+TYPE_DELETED = "type_deleted"
 
 log = logging.getLogger("herald")
 
@@ -34,21 +36,21 @@ class SubscriptionBook:
         they are deleted: the webhook worker tells each endpoint (``terminated``)."""
         self._ended.append(handler)
 
-    async def end(self, found: Sequence[Subscribed], error: dict[str, Any]) -> list[Subscribed]:
-        """Delete these subscriptions because of ``error`` (SEP-3415's ``{code, message,
-        data}``), and tell the ``on_ended`` handlers of those this call deleted (another process
-        may have been first). Returns them."""
+    async def end(self, found: Sequence[Subscribed], why: str) -> list[Subscribed]:
+        """Delete these subscriptions (``why``: see ``Ended``), and tell the ``on_ended``
+        handlers of those this call deleted (another process may have been first). Returns
+        them."""
         ended = [pair for pair in found if await self.delete(pair[0].id)]
-        self.ended(ended, error)
+        self.ended(ended, why)
         return ended
 
-    def ended(self, ended: list[Subscribed], error: dict[str, Any]) -> None:
+    def ended(self, ended: list[Subscribed], why: str) -> None:
         """Tell the ``on_ended`` handlers of subscriptions already deleted (with their agent)."""
         if not ended:
             return
         for handler in self._ended:
             try:
-                handler(ended, error)
+                handler(ended, why)
             except Exception:  # one handler's fault must not keep the others from hearing
                 log.exception("a handler of ended subscriptions failed")
 

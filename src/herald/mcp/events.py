@@ -37,13 +37,11 @@ from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
 from herald.models import Agent
 from herald.subscriptions import catalogue
-from herald.subscriptions.codes import (
-    CALLBACK_ENDPOINT_ERROR,
-    FORBIDDEN,
-    NOT_FOUND,
-    RESOURCE_EXHAUSTED,
-    UNSUPPORTED,
-)
+from herald.subscriptions.codes import CALLBACK_ENDPOINT_ERROR as CALLBACK_ENDPOINT_ERROR
+from herald.subscriptions.codes import FORBIDDEN as FORBIDDEN
+from herald.subscriptions.codes import NOT_FOUND as NOT_FOUND
+from herald.subscriptions.codes import RESOURCE_EXHAUSTED as RESOURCE_EXHAUSTED
+from herald.subscriptions.codes import UNSUPPORTED as UNSUPPORTED
 from herald.subscriptions.poll import poll
 from herald.subscriptions.stream import stream
 

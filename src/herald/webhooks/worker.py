@@ -27,10 +27,20 @@ from typing import Any
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.hub import Hub
+from herald.hub.subscriptions import AGENT_DELETED, TYPE_DELETED
 from herald.ids import new_id
-from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
+from herald.models import (
+    Agent,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    Finished,
+    Kind,
+    WebhookSubscription,
+)
 from herald.subscriptions import catalogue, cursors
-from herald.subscriptions.codes import NOT_FOUND
+from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 
@@ -127,9 +137,9 @@ class WebhookWorker:
         self._catalogue_changed = True
         self.wake()
 
-    def _on_ended(self, ended: list[tuple[Endpoint, Any]], error: dict[str, Any]) -> None:
-        for endpoint, _ in ended:
-            self._track(self._terminate(endpoint, error))
+    def _on_ended(self, ended: list[tuple[Endpoint, WebhookSubscription]], why: str) -> None:
+        for endpoint, subscription in ended:
+            self._track(self._terminate(endpoint, _termination(why, subscription)))
 
     async def _terminate(self, endpoint: Endpoint, error: dict[str, Any]) -> None:
         """Tell a subscription's endpoint herald ended it (best effort: it no longer exists)."""
@@ -149,7 +159,7 @@ class WebhookWorker:
         event), telling their endpoints. Returns how many this process ended."""
         self._catalogue_changed = False
         declared = {t.name for t in await self.hub.event_types.list()} | {catalogue.HERALD_EVENT}
-        gone: dict[str, list[tuple[Endpoint, Any]]] = defaultdict(list)
+        gone: dict[str, list[tuple[Endpoint, WebhookSubscription]]] = defaultdict(list)
         for endpoint, subscription in await self.hub.subscriptions.every():
             if subscription.name not in declared:
                 gone[subscription.name].append((endpoint, subscription))
@@ -157,12 +167,7 @@ class WebhookWorker:
         for name, found in gone.items():
             if await self.hub.event_types.declared_now(name):
                 continue  # this process has not heard of it yet
-            error = {
-                "code": NOT_FOUND,
-                "message": "NotFound",
-                "data": {"kind": "event", "reason": f"the event type {name!r} was deleted"},
-            }
-            ended += len(await self.hub.subscriptions.end(found, error))
+            ended += len(await self.hub.subscriptions.end(found, TYPE_DELETED))
         return ended
 
     def wake(self) -> None:
@@ -400,6 +405,16 @@ class WebhookWorker:
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
         return now + int(delay * 1000)
+
+
+def _termination(why: str, subscription: WebhookSubscription) -> dict[str, Any]:
+    """Why herald ended a subscription, as SEP-3415's ``terminated`` envelope says it: its
+    event type is gone (NotFound: the client may rediscover), or its agent (Forbidden: stop)."""
+    if why == AGENT_DELETED:
+        reason = "the agent was deleted from herald"
+        return {"code": FORBIDDEN, "message": "Forbidden", "data": {"reason": reason}}
+    reason = f"the event type {subscription.name!r} was deleted"
+    return {"code": NOT_FOUND, "message": "NotFound", "data": {"kind": "event", "reason": reason}}
 
 
 @dataclass(frozen=True)
