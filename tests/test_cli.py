@@ -221,12 +221,17 @@ SETTINGS = [
     (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),
     (("--publish-burst", "6"), lambda c: c.limits.publish_burst, 6),
     (("--log-level", "debug"), lambda c: c.log_level, "debug"),
+    (("--subscription-ttl", "120"), lambda c: c.subscriptions.default_ttl_s, 120.0),
+    (("--subscription-max-ttl", "7200"), lambda c: c.subscriptions.max_ttl_s, 7200.0),
+    (("--subscription-min-ttl", "30"), lambda c: c.subscriptions.min_ttl_s, 30.0),
+    (("--subscription-no-expiry",), lambda c: c.subscriptions.allow_no_expiry, True),
+    (("--subscription-schedule", "0,9"), lambda c: c.subscriptions.schedule_s, (0, 9)),
 ]
 
 
 @pytest.mark.parametrize(("flag", "setting", "value"), SETTINGS, ids=[s[0][0] for s in SETTINGS])
 def test_each_serve_flag_sets_its_setting_and_only_that(
-    flag: tuple[str, str], setting: Callable[[ServeConfig], object], value: object
+    flag: tuple[str, ...], setting: Callable[[ServeConfig], object], value: object
 ) -> None:
     config = serve_flags("--store", DEFAULTS.store_url, *flag)
     assert setting(config) == value != setting(DEFAULTS)

@@ -3,6 +3,7 @@ as ``herald serve`` (whose flags are compared in tests/test_cli.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from herald import Hub, InvalidInput, Notifier, ServeConfig
 from herald.capabilities import DeliveryCapabilities
-from herald.config import DEFAULTS, DeliveryConfig, KeyLimits
+from herald.config import DEFAULTS, DeliveryConfig, KeyLimits, SubscriptionConfig
 from herald.delivery.fanout import Fanout
 from herald.http.limits import Limits
 from herald.webhooks.addresses import AddressPolicy
@@ -58,6 +59,7 @@ async def test_the_webhook_sender_and_worker_default_to_the_config(unopened_hub:
     assert sender.timeout_s == webhooks.timeout_s
     worker = WebhookWorker(unopened_hub, sender)
     assert worker.schedule_s == webhooks.schedule_s
+    assert worker.subscription_schedule_s == DEFAULTS.subscriptions.schedule_s
     assert worker.disable_after_ms == webhooks.disable_after_s * 1000
     assert worker.per_endpoint == webhooks.per_endpoint
     assert worker.poll_interval_s == webhooks.poll_interval_s
@@ -86,3 +88,18 @@ def test_the_address_policy_reads_back_as_the_text_it_was_parsed_from() -> None:
 def test_a_presence_ttl_under_a_second_is_refused(ttl_s: float) -> None:
     with pytest.raises(InvalidInput, match="presence TTL must be at least 1 s"):
         DeliveryConfig(presence_ttl_s=ttl_s)
+
+
+@pytest.mark.parametrize(
+    "ttls",
+    [(0.0, 60.0, 120.0), (120.0, 60.0, 3600.0), (60.0, 7200.0, 3600.0), (60.0, 60.0, math.inf)],
+)
+def test_subscription_ttls_out_of_order_are_refused(ttls: tuple[float, float, float]) -> None:
+    low, default, high = ttls
+    with pytest.raises(InvalidInput, match="subscription TTLs"):
+        SubscriptionConfig(min_ttl_s=low, default_ttl_s=default, max_ttl_s=high)
+
+
+def test_an_empty_subscription_schedule_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="retry schedule"):
+        SubscriptionConfig(schedule_s=())

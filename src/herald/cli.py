@@ -20,6 +20,7 @@ from herald.config import (
     McpConfig,
     ServeConfig,
     StreamConfig,
+    SubscriptionConfig,
     WebhookConfig,
 )
 from herald.errors import HeraldError
@@ -240,13 +241,45 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
         f" (default {limits.publish_burst})",
     )
     serve.add_argument("--log-level", default=DEFAULTS.log_level, choices=LOG_LEVELS)
+    _add_subscriptions(serve)
+
+
+def _add_subscriptions(serve: argparse.ArgumentParser) -> None:
+    """The flags of ``SubscriptionConfig``: MCP Events webhook subscriptions."""
+    subscriptions = DEFAULTS.subscriptions
+    for flag, default, what in (
+        ("--subscription-ttl", subscriptions.default_ttl_s, "the grant when none is suggested"),
+        ("--subscription-max-ttl", subscriptions.max_ttl_s, "the longest grant"),
+        ("--subscription-min-ttl", subscriptions.min_ttl_s, "the shortest grant (raised to it)"),
+    ):
+        serve.add_argument(
+            flag,
+            type=float,
+            default=default,
+            metavar="SECONDS",
+            help=f"Events webhook subscriptions: {what} (default {default:g})",
+        )
+    serve.add_argument(
+        "--subscription-no-expiry",
+        action="store_true",
+        help="grant no expiry to an Events webhook subscription that asks for it (ttlMs null);"
+        " without it, it gets the longest grant",
+    )
+    schedule = ",".join(str(s) for s in subscriptions.schedule_s)
+    serve.add_argument(
+        "--subscription-schedule",
+        default=schedule,
+        metavar="SECONDS,...",
+        help=f"delays before each try of an Events webhook delivery (default {schedule})",
+    )
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     """The ``ServeConfig`` that ``herald serve``'s flags say; what no flag sets keeps its default.
 
     Raises:
-        InvalidInput: the webhook schedule, the address classes or a per-key limit is invalid.
+        InvalidInput: the webhook or subscription schedule, the subscription TTLs, the address
+            classes or a per-key limit is invalid.
     """
     return ServeConfig(
         store_url=args.store,
@@ -271,6 +304,13 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
             disable_after_s=args.webhook_disable_after,
             timeout_s=args.webhook_timeout,
             per_endpoint=args.webhook_concurrency,
+        ),
+        subscriptions=SubscriptionConfig(
+            default_ttl_s=args.subscription_ttl,
+            max_ttl_s=args.subscription_max_ttl,
+            min_ttl_s=args.subscription_min_ttl,
+            allow_no_expiry=args.subscription_no_expiry,
+            schedule_s=parse_schedule(args.subscription_schedule),
         ),
         limits=KeyLimits(
             streams=args.streams_per_key,

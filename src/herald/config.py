@@ -137,6 +137,40 @@ class WebhookConfig:
 
 
 @dataclass(frozen=True)
+class SubscriptionConfig:
+    """MCP Events webhook subscriptions (``events/subscribe``): how long a grant lasts, and how
+    often a delivery is tried.
+
+    Raises:
+        InvalidInput: the TTLs are not minimum <= default <= maximum, all above 0, or the
+            schedule is empty or has a negative delay.
+    """
+
+    default_ttl_s: float = 3600.0
+    """The grant of a subscribe that suggests no ``ttlMs``."""
+    max_ttl_s: float = float(DAY_S)
+    """The longest grant; a longer suggestion gets this."""
+    min_ttl_s: float = 60.0
+    """The shortest grant; a shorter suggestion is raised to this (no refresh storms)."""
+    allow_no_expiry: bool = False
+    """Grant no expiry to a subscribe that asks for it (``ttlMs: null``); otherwise it gets the
+    longest grant."""
+    schedule_s: tuple[int, ...] = (0, 5, 30, 120, 600)
+    """Delays before each try of one delivery: at once, then after 5 s, 30 s, 2 min and 10 min
+    (5 tries within 15 min); its length is the number of tries."""
+
+    def __post_init__(self) -> None:
+        ttls = (self.min_ttl_s, self.default_ttl_s, self.max_ttl_s)
+        if not all(math.isfinite(t) and t > 0 for t in ttls) or sorted(ttls) != list(ttls):
+            raise InvalidInput(
+                "subscription TTLs must be above 0 s, the minimum at most the default and the"
+                " default at most the maximum"
+            )
+        if not self.schedule_s or any(delay < 0 for delay in self.schedule_s):
+            raise InvalidInput("a retry schedule needs at least one delay, none negative")
+
+
+@dataclass(frozen=True)
 class KeyLimits:
     """What one key may hold or do at once; 0 turns a limit off. The defaults are far above
     what an agent or an application publishing for its agents needs.
@@ -179,6 +213,7 @@ class ServeConfig:
     events: EventsConfig = field(default_factory=EventsConfig)
     streams: StreamConfig = field(default_factory=StreamConfig)
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
+    subscriptions: SubscriptionConfig = field(default_factory=SubscriptionConfig)
     limits: KeyLimits = field(default_factory=KeyLimits)
 
 

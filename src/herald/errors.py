@@ -100,3 +100,35 @@ class HubUnreachable(HeraldError):
 
     code = "hub_unreachable"
     http_status = 503
+
+
+class SubscriptionNotFound(NotFound):
+    """No webhook subscription of the caller has that name, arguments and URL (an MCP Events
+    ``events/unsubscribe``): it expired, was ended, or was never made."""
+
+
+class Unsupported(HeraldError):
+    """A well-formed request for something herald does not do, such as an MCP Events delivery
+    mode it does not serve; ``feature`` and ``value`` name it."""
+
+    code = "unsupported"
+    http_status = 400
+
+    def __init__(self, message: str, feature: str, value: object) -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.value = value
+
+
+class CallbackEndpointError(HeraldError):
+    """A webhook subscription's endpoint could not be verified: it could not be reached, or did
+    not answer the challenge. ``reason`` is one of SEP-3415's kinds (``connection_refused``,
+    ``timeout``, ``tls_error``, ``http_4xx``, ``http_5xx``, ``challenge_failed``). Nothing was
+    stored."""
+
+    code = "callback_endpoint_error"
+    http_status = 502
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -348,6 +348,8 @@ class StartPosition:
 class Kind(enum.StrEnum):
     WEBHOOK = "webhook"
     OPENCLAW = "openclaw"
+    SUBSCRIPTION = "subscription"
+    """An MCP Events webhook subscription (``events/subscribe``): an agent may have many."""
 
 
 class State(enum.StrEnum):
@@ -377,6 +379,10 @@ class Endpoint:
     failing_since: int | None = None
     last_error: str | None = None
     last_attempt_at: int | None = None
+    expires_at: int | None = None
+    """When a subscription's grant runs out (None: never); other endpoints never expire."""
+    last_ok_at: int | None = None
+    """When a request to it last succeeded."""
 
     def signing_secrets(self, now: int) -> list[str]:
         """The secrets that sign now: during a rotation, the new one and the previous one."""
@@ -397,6 +403,31 @@ class Endpoint:
             "last_attempt_at": iso_ms(self.last_attempt_at) if self.last_attempt_at else None,
             "rotating_until": iso_ms(self.previous_until) if self.previous_until else None,
         }
+
+
+@dataclass(frozen=True)
+class WebhookSubscription:
+    """What an MCP Events webhook subscription takes, beside its endpoint (same ``id``): the
+    catalogue entry and arguments it was made with, the agent's events they match, the seq
+    after which its deliveries start, and when its (agent, URL) was verified."""
+
+    id: str
+    agent_id: str
+    name: str
+    arguments_json: str
+    types_json: str
+    sender: str | None
+    after_seq: int
+    verified_at: int | None = None
+
+    @property
+    def match(self) -> EventMatch:
+        return EventMatch(tuple(json.loads(self.types_json)), self.sender)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        value = json.loads(self.arguments_json)
+        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         per_endpoint=webhook.per_endpoint,
         poll_interval_s=webhook.poll_interval_s,
         min_interval_s=webhook.min_interval_s,
+        subscription_schedule_s=config.subscriptions.schedule_s,
     )
     app = create_app(
         hub,
@@ -176,6 +177,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         limits=config.limits,
         mcp_era=config.mcp.era,
         events_config=config.events,
+        subscriptions_config=config.subscriptions,
     )
     return app, fanout
 

@@ -68,7 +68,7 @@ async def test_the_catalogue_lists_herald_event_with_its_schemas(
     async with connect(notifier, agent, mode=mode) as (client, _):
         listed = await call(client, "events/list")
     (entry,) = [e for e in listed["events"] if e["name"] == "herald.event"]
-    assert entry["delivery"] == ["poll", "push"]
+    assert entry["delivery"] == ["poll", "push", "webhook"]
     assert set(entry["inputSchema"]["properties"]) == {"types", "from"}
     assert entry["inputSchema"]["additionalProperties"] is False
     assert {"type", "text", "data", "from", "seq"} <= set(entry["payloadSchema"]["required"])

@@ -20,6 +20,7 @@ from herald.store.tables import (
     EVENTS,
     REPLIES,
     SESSIONS,
+    SUBSCRIPTIONS,
     Column,
     Table,
     Type,
@@ -27,7 +28,17 @@ from herald.store.tables import (
 
 pytestmark = pytest.mark.anyio
 
-TABLES = [AGENTS, ATTEMPTS, DELIVERIES, ENDPOINTS, EVENT_TYPES, EVENTS, REPLIES, SESSIONS]
+TABLES = [
+    AGENTS,
+    ATTEMPTS,
+    DELIVERIES,
+    ENDPOINTS,
+    EVENT_TYPES,
+    EVENTS,
+    REPLIES,
+    SESSIONS,
+    SUBSCRIPTIONS,
+]
 SQLITE_TYPES = {Type.TEXT: "TEXT", Type.INT: "INTEGER", Type.BOOL: "INTEGER", Type.JSON: "TEXT"}
 
 

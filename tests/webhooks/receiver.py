@@ -43,6 +43,9 @@ class Receiver:
     on_request: Callable[[Received], None] | None = None
     """Called with each request before it is answered, in the receiver's thread: what happens
     while a request is in flight (a test's clock moving on, say)."""
+    answers_challenges: bool = False
+    """Answer an MCP Events ``verification`` POST as a subscriber's endpoint does: with its
+    challenge (the script still decides the status)."""
 
     def __post_init__(self) -> None:
         receiver = self
@@ -64,12 +67,15 @@ class Receiver:
                 if status == HANG:
                     receiver.release.wait(timeout=30)
                     status = 200
+                answer = b"{}"
+                if receiver.answers_challenges and body.startswith(b'{"type":"verification"'):
+                    answer = json.dumps({"challenge": json.loads(body)["challenge"]}).encode()
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("content-length", "2")
+                self.send_header("content-length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(answer)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

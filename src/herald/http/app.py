@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from herald.config import DEFAULTS, EventsConfig
+from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
@@ -38,12 +38,14 @@ def create_app(
     limits: KeyLimits | None = None,
     mcp_era: str = DEFAULTS.mcp.era,
     events_config: EventsConfig = DEFAULTS.events,
+    subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
     key may hold or do at once (the defaults of ``KeyLimits`` when not given); ``mcp_era`` is
     which era a client probing ``/mcp`` with ``server/discover`` gets (``McpConfig.era``);
-    ``events_config`` the pace of MCP Events subscriptions."""
+    ``events_config`` the pace of MCP Events subscriptions; ``subscriptions_config`` the grants
+    of their webhook subscriptions, served with the ``webhooks`` worker."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
     fanout = fanout or Fanout(hub)
@@ -54,6 +56,8 @@ def create_app(
         era=mcp_era,
         fanout=fanout,
         events_config=events_config,
+        webhooks=webhooks,
+        subscriptions_config=subscriptions_config,
     )
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 

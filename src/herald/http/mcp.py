@@ -16,13 +16,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.config import DEFAULTS, EventsConfig
+from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, RateLimited
 from herald.http.auth import require_agent
 from herald.http.io import error_headers, error_response
-from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, create_server
+from herald.mcp import webhooks as mcp_webhooks
+from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
+from herald.webhooks.worker import WebhookWorker
 
 SESSION_HEADER = b"mcp-session-id"
 IDLE_TIMEOUT_S = 900.0
@@ -110,6 +112,8 @@ class McpRoute:
         era: str = DEFAULTS.mcp.era,
         fanout: Fanout | None = None,
         events_config: EventsConfig = DEFAULTS.events,
+        webhooks: WebhookWorker | None = None,
+        subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     ) -> None:
         self.notifier = notifier
         self.streams = StreamTracker(notifier.wake_session)
@@ -121,6 +125,16 @@ class McpRoute:
             fanout=fanout,
             events_config=events_config,
         )
+        if webhooks is not None:
+            # Webhook subscriptions are served where herald sends webhooks.
+            mcp_webhooks.attach(
+                self.server,
+                notifier.hub,
+                agent_from_scope,
+                webhooks.sender,
+                subscriptions_config,
+                webhooks.wake,
+            )
         self.manager = SessionsPerOwner(
             app=self.server,
             # Every request carries an agent key, which a rebinding page cannot add.

@@ -1,10 +1,11 @@
 """The hub: herald's one door to its store. Every module above the store reaches it through a
-``Hub`` (and the hub's ``endpoints``, ``presence`` and ``event_types``), never directly, so each
-rule is kept in one place."""
+``Hub`` (and the hub's ``endpoints``, ``subscriptions``, ``presence`` and ``event_types``), never
+directly, so each rule is kept in one place."""
 
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.hub import Hub
 from herald.hub.presence import Presence
+from herald.hub.subscriptions import SubscriptionBook
 
-__all__ = ["Catalogue", "EndpointBook", "Hub", "Presence"]
+__all__ = ["Catalogue", "EndpointBook", "Hub", "Presence", "SubscriptionBook"]

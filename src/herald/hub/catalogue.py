@@ -98,6 +98,11 @@ class Catalogue:
         """Every declared event type, by name."""
         return builtins.list((await self._current()).values())
 
+    async def declared_now(self, name: str) -> bool:
+        """Whether the store holds the type now, whatever this process's copy says (before
+        ending what depends on it: another process may have declared it a moment ago)."""
+        return await self._store.get_event_type(name) is not None
+
     async def delete(self, name: str) -> None:
         """Forget an event type: its events are published unchecked from now on.
 

@@ -23,6 +23,7 @@ from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.presence import Presence
+from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
@@ -83,6 +84,7 @@ class Hub:
         self._store = store
         self.endpoints = EndpointBook(store)
         self.presence = Presence(store)
+        self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
@@ -241,11 +243,14 @@ class Hub:
         return await self.get_agent(agent_id)
 
     async def delete_agent(self, agent_id: str) -> None:
-        """Delete an agent and every event it has; its open streams end. Raises: NotFound."""
+        """Delete an agent and every event it has; its open streams end, and its webhook
+        subscriptions with it (their endpoints are told). Raises: NotFound."""
         self._known_keys.clear()
+        subscribed = await self.subscriptions.of_agent(agent_id) if is_id(agent_id, "agt_") else []
         if not is_id(agent_id, "agt_") or not await self._store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._announce({agent_id})  # what follows the agent's events finds it gone
+        self.subscriptions.ended(subscribed, AGENT_DELETED)
 
     # Events
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from herald.inputs.fields import Handle, Limit, NullIsDefault, whole
-from herald.inputs.refusals import Input, Says
+from herald.inputs.refusals import Input, Says, refused_by
+from herald.webhooks.checks import check_subscription_secret
 
 GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
 MAX_GLOBS = 20
@@ -103,3 +104,63 @@ class PollInput(StreamInput):
     """``events/poll``: acknowledge up to a cursor, and read what comes after it."""
 
     max_events: Limit | None = Field(default=None, alias="maxEvents")
+
+
+MAX_URL_CHARS = 2048
+MAX_TTL_MS = 366 * 86_400_000
+CallbackUrl = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_URL_CHARS),
+    Says(f"must be the https URL to deliver to, at most {MAX_URL_CHARS} characters"),
+]
+SubscriptionSecret = Annotated[
+    str,
+    AfterValidator(lambda value: refused_by(check_subscription_secret, value, "secret")),
+    Says("must be whsec_ followed by the standard base64 of 24-64 random bytes"),
+]
+DeliveryMode = Annotated[str, Says('must be "webhook" (or left out)')]
+TtlMs = Annotated[
+    int,
+    Field(ge=0, le=MAX_TTL_MS),
+    Says(f"must be a number of milliseconds from 0 to {MAX_TTL_MS}, or null for no expiry"),
+]
+
+
+class WebhookDelivery(Input):
+    """Where ``events/subscribe`` delivers: the client's https endpoint and the secret it
+    verifies signatures with."""
+
+    mode: DeliveryMode | None = None
+    url: CallbackUrl
+    secret: SubscriptionSecret
+
+
+class SubscribeInput(StreamInput):
+    """``events/subscribe``: have the entry's events POSTed to a webhook until ``refreshBefore``;
+    subscribing again with the same name, arguments and URL refreshes it."""
+
+    delivery: WebhookDelivery
+    ttl_ms: TtlMs | None = Field(default=None, alias="ttlMs")
+
+    @property
+    def asks_no_expiry(self) -> bool:
+        """``ttlMs: null`` was sent (left out is the server's default)."""
+        return self.ttl_ms is None and "ttl_ms" in self.model_fields_set
+
+
+class WebhookTarget(Input):
+    """The endpoint of a webhook subscription, as ``events/unsubscribe`` names it."""
+
+    mode: DeliveryMode | None = None
+    url: CallbackUrl
+
+
+class UnsubscribeInput(Input):
+    """``events/unsubscribe``: end the webhook subscription of that name, arguments and URL."""
+
+    where: ClassVar[str] = "params"
+
+    name: EventName
+    arguments: Arguments = Field(default_factory=dict)
+    delivery: WebhookTarget
+    meta: Meta | None = Field(default=None, alias="_meta")

@@ -22,19 +22,27 @@ from herald import json_input
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.fanout import Fanout
 from herald.errors import (
+    CallbackEndpointError,
     Forbidden,
     HeraldError,
     InvalidInput,
     NotFound,
     RateLimited,
+    SubscriptionNotFound,
     TooLarge,
     Unauthorized,
+    Unsupported,
 )
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
 from herald.models import Agent
 from herald.subscriptions import catalogue
+from herald.subscriptions.codes import CALLBACK_ENDPOINT_ERROR as CALLBACK_ENDPOINT_ERROR
+from herald.subscriptions.codes import FORBIDDEN as FORBIDDEN
+from herald.subscriptions.codes import NOT_FOUND as NOT_FOUND
+from herald.subscriptions.codes import RESOURCE_EXHAUSTED as RESOURCE_EXHAUSTED
+from herald.subscriptions.codes import UNSUPPORTED as UNSUPPORTED
 from herald.subscriptions.poll import poll
 from herald.subscriptions.stream import ClientNotReading, stream
 
@@ -44,10 +52,6 @@ EXTENSION = "io.modelcontextprotocol/events"
 SETTINGS: dict[str, Any] = {"listChanged": False}
 """What herald's Events support declares (no list-change notifications yet)."""
 
-# The SEP's error codes.
-NOT_FOUND = -32023
-FORBIDDEN = -32024
-RESOURCE_EXHAUSTED = -32025
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]
@@ -58,7 +62,12 @@ ADVERTISED_IN = frozenset({"initialize", "server/discover"})
 def refusal(exc: HeraldError) -> MCPError:
     """herald's error as the SEP's JSON-RPC error: its message still says what to change."""
     if isinstance(exc, NotFound):
-        return MCPError(NOT_FOUND, exc.message, {"kind": "event"})
+        kind = "subscription" if isinstance(exc, SubscriptionNotFound) else "event"
+        return MCPError(NOT_FOUND, exc.message, {"kind": kind})
+    if isinstance(exc, Unsupported):
+        return MCPError(UNSUPPORTED, exc.message, {"feature": exc.feature, "value": exc.value})
+    if isinstance(exc, CallbackEndpointError):
+        return MCPError(CALLBACK_ENDPOINT_ERROR, exc.message, {"reason": exc.reason})
     if isinstance(exc, InvalidInput) and not isinstance(exc, TooLarge):
         return MCPError(types.INVALID_PARAMS, exc.message)
     if isinstance(exc, (Forbidden, Unauthorized)):

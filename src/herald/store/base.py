@@ -39,6 +39,7 @@ from herald.models import (
     Reply,
     SessionRecord,
     StartPosition,
+    WebhookSubscription,
 )
 
 Clock = Callable[[], float]
@@ -249,8 +250,9 @@ class Store(ABC):
 
     @abstractmethod
     async def expire(self) -> int:
-        """Mark open events whose time ran out as expired; returns how many. Sessions whose
-        expiry passed are deleted too (not counted)."""
+        """Mark open events whose time ran out as expired; returns how many. Sessions and
+        webhook subscriptions whose expiry passed are deleted too (not counted), the
+        subscriptions with their waiting deliveries."""
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
@@ -350,6 +352,47 @@ class Store(ABC):
 
     @abstractmethod
     async def deliveries(self, event_id: str) -> list[Delivery]: ...
+
+    # MCP Events webhook subscriptions: an endpoint of kind ``subscription`` each, with its
+    # ``WebhookSubscription`` record (same id); their deliveries are the endpoints' deliveries.
+
+    @abstractmethod
+    async def put_subscription(
+        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+    ) -> tuple[Endpoint, WebhookSubscription] | None:
+        """Create the subscription, or refresh the one with its id as
+        ``rules.refreshed_subscription`` says (in one transaction). Returns what was stored
+        before; None: it is new.
+
+        Raises:
+            NotFound: its agent does not exist (deleted meanwhile, say).
+        """
+
+    @abstractmethod
+    async def subscriptions(
+        self, *, agent_id: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[tuple[Endpoint, WebhookSubscription]]:
+        """The subscriptions of an agent, or those with these ids (or every one), by id."""
+
+    @abstractmethod
+    async def delete_subscription(self, subscription_id: str) -> bool:
+        """Delete a subscription with its waiting deliveries; False if there was none."""
+
+    @abstractmethod
+    async def subscription_cursor(
+        self, subscription_id: str, sending: str | None = None
+    ) -> int | None:
+        """The subscription's safe watermark: the highest seq such that each of its matching
+        events up to it was delivered or given up on (the agent's newest seq when none is
+        outstanding). ``sending``: an event being sent now, counted as delivered (the cursor
+        its body carries). Without ``sending``, the subscription's start moves up to it. None:
+        no such subscription."""
+
+    @abstractmethod
+    async def schedule_subscription_deliveries(self, limit: int) -> int:
+        """Give each live, active subscription a delivery of each open, unexpired event of its
+        agent after its ``after_seq`` that it matches, once, at once (no hold-back: its client
+        asked for them). Returns how many were scheduled."""
 
     # The event types the operator declares
 

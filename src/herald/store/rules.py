@@ -6,10 +6,18 @@ events is stored is in ``herald.store.appends``.)"""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from herald.errors import CursorAhead
-from herald.models import Attempt, Event, EventStatus, Finished
+from herald.models import (
+    Attempt,
+    Endpoint,
+    Event,
+    EventStatus,
+    Finished,
+    State,
+    WebhookSubscription,
+)
 
 LEASED = "leased"
 DELIVERED = EventStatus.DELIVERED.value
@@ -122,3 +130,34 @@ def endpoint_notes(finished: Sequence[Finished]) -> list[EndpointNote]:
             None if item.endpoint_ok else item.disable_failing_since,
         )
     return [notes[key] for key in sorted(notes)]
+
+
+def refreshed_subscription(
+    before: tuple[Endpoint, WebhookSubscription],
+    endpoint: Endpoint,
+    subscription: WebhookSubscription,
+    rotation_until: int,
+) -> tuple[Endpoint, WebhookSubscription]:
+    """A subscription subscribed to again (SEP-3415's upsert): its new secret signs, the one it
+    replaces too until ``rotation_until``; its new expiry; active again (a suspended one's
+    failing span starts afresh); its start moves up to the one given, never back; its
+    verification is kept."""
+    old_endpoint, old = before
+    rotated = old_endpoint.secret != endpoint.secret
+    suspended = old_endpoint.state is State.DISABLED
+    new_endpoint = replace(
+        old_endpoint,
+        secret=endpoint.secret,
+        previous_secret=old_endpoint.secret if rotated else old_endpoint.previous_secret,
+        previous_until=rotation_until if rotated else old_endpoint.previous_until,
+        expires_at=endpoint.expires_at,
+        state=State.ACTIVE,
+        disabled_reason=None,
+        failing_since=None if suspended else old_endpoint.failing_since,
+    )
+    new = replace(
+        old,
+        after_seq=max(old.after_seq, subscription.after_seq),
+        verified_at=old.verified_at or subscription.verified_at,
+    )
+    return new_endpoint, new

@@ -25,6 +25,7 @@ from herald.models import (
     Reply,
     SessionRecord,
     State,
+    WebhookSubscription,
 )
 
 M = TypeVar("M")
@@ -233,6 +234,23 @@ ENDPOINTS = Table(
         Column("failing_since", Type.INT),
         Column("last_error"),
         Column("last_attempt_at", Type.INT),
+        Column("expires_at", Type.INT),
+        Column("last_ok_at", Type.INT),
+    ),
+)
+
+SUBSCRIPTIONS = Table(
+    "subscriptions",
+    WebhookSubscription,
+    (
+        Column("id"),
+        Column("agent_id"),
+        Column("name"),
+        Column("arguments", Type.JSON, field="arguments_json"),
+        Column("match_types", Type.JSON, field="types_json"),
+        Column("match_sender", field="sender"),
+        Column("after_seq", Type.INT),
+        Column("verified_at", Type.INT),
     ),
 )
 

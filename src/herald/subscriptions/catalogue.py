@@ -22,8 +22,9 @@ from herald.models import Event, EventMatch, EventType
 from herald.times import iso_ms
 
 HERALD_EVENT = "herald.event"
-DELIVERY = ["poll", "push"]
-"""The modes herald serves each entry in."""
+DELIVERY = ["poll", "push", "webhook"]
+"""The modes herald serves each entry in (webhook where herald sends webhooks: ``herald
+serve``)."""
 PAGE_SIZE = 100
 
 

@@ -34,6 +34,30 @@ def check_secret(secret: Any) -> str:
     return secret
 
 
+SUBSCRIPTION_SECRET_BYTES = (24, 64)
+"""How many random bytes an MCP Events subscription's secret holds, at least and at most."""
+
+
+def check_subscription_secret(secret: Any, name: str) -> str:
+    """An MCP Events webhook subscription's secret, as SEP-3415 has the client make it.
+
+    Raises:
+        InvalidInput: unless ``whsec_`` + standard base64 of 24-64 bytes; the message begins
+            with ``name``.
+    """
+    low, high = SUBSCRIPTION_SECRET_BYTES
+    says = f"must be whsec_ followed by the standard base64 of {low}-{high} random bytes"
+    if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
+        raise InvalidInput(f"{name} {says}")
+    try:
+        raw = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} {says}: what follows whsec_ is not base64") from exc
+    if not low <= len(raw) <= high:
+        raise InvalidInput(f"{name} {says}, not {len(raw)}")
+    return secret
+
+
 def check_url(url: Any, name: str) -> str:
     """Raises: InvalidInput unless an absolute http(s) URL with a valid host and port (where the
     host points is checked by ``herald.webhooks.addresses``)."""

@@ -5,10 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import email.utils
+import hmac
 import json
+import secrets
+import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
@@ -33,6 +37,11 @@ MAX_RETRY_AFTER_S = 24 * 3600.0
 MAX_ERROR_CHARS = 300
 ADDRESS_CHECK_TTL_S = 10.0
 IDLE_CLIENT_S = 120.0
+MAX_BODY_BYTES = 256 * 1024
+"""The largest body sent to an Events webhook subscription (SEP-3415's bound)."""
+SUBSCRIPTION_HEADER = "X-MCP-Subscription-Id"
+FINAL_STATUSES = {410, 413}
+"""Answers that end one delivery to a subscription, and not the subscription (SEP-3415)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,9 @@ class SendOutcome:
     refused: bool = False
     """Its address is not allowed: the endpoint is disabled until ``--webhook-allow`` allows
     it, and the delivery waits for that (nothing was sent)."""
+    final: bool = False
+    """No more tries for this delivery; the endpoint stays (a subscription's 410 or 413, a body
+    over ``MAX_BODY_BYTES``)."""
 
 
 class Sender:
@@ -141,6 +153,92 @@ class Sender:
             return SendOutcome(False, error, status, disable=True)
         retry_after = _retry_after(response, now_ms) if status in THROTTLED else None
         return SendOutcome(False, error, status, retry_after_s=retry_after)
+
+    async def send_signed(
+        self, endpoint: Endpoint, message_id: str, payload: dict[str, Any], now_ms: int
+    ) -> SendOutcome:
+        """POST ``payload`` to an Events webhook subscription, signed (Standard Webhooks) as
+        ``message_id`` at ``now_ms`` and tagged with its id. Each error starts with the kind
+        SEP-3415 reports (``timeout``, ``http_5xx``...), a colon and the detail (see
+        ``failure_kind``)."""
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(body) > MAX_BODY_BYTES:
+            return SendOutcome(
+                False,
+                f"too_large: the body is {len(body)} bytes, over the {MAX_BODY_BYTES} a"
+                " subscription is sent: not sent",
+                final=True,
+            )
+        answer = await self._exchange(endpoint, message_id, body, now_ms)
+        if isinstance(answer, SendOutcome):
+            return answer
+        status = answer.status_code
+        if 200 <= status < 300:
+            return SendOutcome(True, status=status)
+        error = f"{_status_kind(status)}: HTTP {status}: {answer.text[:200]}".strip()
+        if status in FINAL_STATUSES:
+            return SendOutcome(False, error, status, final=True)
+        retry_after = _retry_after(answer, now_ms) if status in THROTTLED else None
+        return SendOutcome(False, error, status, retry_after_s=retry_after)
+
+    async def verify(self, endpoint: Endpoint, now_ms: int) -> str | None:
+        """Ask an Events webhook subscription's URL to confirm it wants deliveries: a signed
+        ``verification`` with a single-use challenge, which a 2xx answer must echo. Returns
+        None if it did, else the failure: its SEP-3415 kind, a colon and the detail."""
+        challenge = secrets.token_urlsafe(24)
+        payload = {"type": "verification", "challenge": challenge}
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        message_id = f"msg_verification_{secrets.token_hex(12)}"
+        answer = await self._exchange(endpoint, message_id, body, now_ms)
+        if isinstance(answer, SendOutcome):
+            return answer.error
+        status = answer.status_code
+        if not 200 <= status < 300:
+            return f"{_status_kind(status)}: the endpoint answered HTTP {status}"
+        try:
+            echoed = answer.json().get("challenge")
+        except (ValueError, AttributeError):
+            echoed = None
+        if not isinstance(echoed, str) or not hmac.compare_digest(
+            echoed.encode(), challenge.encode()
+        ):
+            return (
+                'challenge_failed: the endpoint must answer {"challenge": "<the challenge it'
+                ' was sent>"}'
+            )
+        return None
+
+    async def _exchange(
+        self, endpoint: Endpoint, message_id: str, body: bytes, now_ms: int
+    ) -> httpx2.Response | SendOutcome:
+        """One signed POST to a subscription's URL: its answer, or what kept it from coming."""
+        moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
+        text = body.decode()
+        signatures = " ".join(
+            Webhook(secret).sign(message_id, moment, text)
+            for secret in endpoint.signing_secrets(now_ms)
+        )
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": message_id,
+            "webhook-timestamp": str(int(moment.timestamp())),
+            "webhook-signature": signatures,
+            SUBSCRIPTION_HEADER: endpoint.id,
+        }
+        try:
+            addresses = await self._addresses(endpoint.url)
+        except AddressRefused as exc:
+            # Kept as the endpoint's disabled_reason, by which it is enabled again later.
+            return SendOutcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
+        except Unresolvable as exc:
+            return SendOutcome(False, f"connection_refused: {exc.message}")
+        try:
+            return await self._post(endpoint.id, endpoint.url, addresses, body, headers)
+        except httpx2.TimeoutException:
+            return SendOutcome(False, "timeout: timed out")
+        except httpx2.HTTPError as exc:
+            kind = "tls_error" if _is_tls(exc) else "connection_refused"
+            return SendOutcome(False, f"{kind}: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
 
     async def _post(
         self,
@@ -261,6 +359,42 @@ class _Clients:
         clients, self._clients = self._clients, {}
         for client in clients.values():
             await client.http.aclose()
+
+
+FAILURE_KINDS = (
+    "connection_refused",
+    "timeout",
+    "tls_error",
+    "http_4xx",
+    "http_5xx",
+    "challenge_failed",
+)
+"""How SEP-3415 names what went wrong with a subscription's endpoint."""
+
+
+def failure_kind(error: str | None) -> str | None:
+    """The SEP-3415 kind of an error ``send_signed`` or ``verify`` gave (an address refused
+    counts as a connection refused; a body too large, as a 4xx); None for no error."""
+    if error is None:
+        return None
+    kind = error.split(":", 1)[0]
+    if kind in FAILURE_KINDS:
+        return kind
+    return "http_4xx" if kind == "too_large" else "connection_refused"
+
+
+def _status_kind(status: int) -> str:
+    return "http_5xx" if status >= 500 else "http_4xx" if status >= 400 else "challenge_failed"
+
+
+def _is_tls(exc: BaseException) -> bool:
+    """Whether a failed request failed in its TLS handshake (the certificate, say)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) or "SSL" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _retry_after(response: httpx2.Response, now_ms: int) -> float | None:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,20 @@ from typing import Any
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.hub import Hub
+from herald.hub.subscriptions import AGENT_DELETED, TYPE_DELETED
 from herald.ids import new_id
-from herald.models import Agent, Attempt, Delivery, Endpoint, Event, Finished, Kind
+from herald.models import (
+    Agent,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    Finished,
+    Kind,
+    WebhookSubscription,
+)
+from herald.subscriptions import catalogue, cursors
+from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 
@@ -58,6 +71,8 @@ class WebhookWorker:
     per_endpoint: how many requests may be in flight to one endpoint.
     lease_s: how long a claim keeps other workers away; by default long enough for a claimed
         delivery to wait for the requests queued ahead of it and then make its own.
+    subscription_schedule_s: the delays of an MCP Events webhook subscription's tries (its
+        client asked for them: no hold-back, and a 410 or 413 ends only the one delivery).
     """
 
     def __init__(
@@ -73,10 +88,12 @@ class WebhookWorker:
         poll_interval_s: float = DEFAULTS.webhooks.poll_interval_s,
         min_interval_s: float = DEFAULTS.webhooks.min_interval_s,
         lease_s: float | None = None,
+        subscription_schedule_s: Sequence[float] = DEFAULTS.subscriptions.schedule_s,
     ) -> None:
         self.hub = hub
         self.sender = sender
         self.schedule_s = tuple(schedule_s)
+        self.subscription_schedule_s = tuple(subscription_schedule_s)
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
         self.present: PresentAgents = present or set
@@ -107,8 +124,54 @@ class WebhookWorker:
         """When the last round scheduled, by the hub's clock."""
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
+        hub.subscriptions.on_ended(self._on_ended)
+        hub.event_types.add_listener(self._on_catalogue)
+        self._catalogue_changed = True
+        """Subscriptions to a type deleted meanwhile are ended at the next round (and the
+        first: a type may have been deleted while herald was down)."""
 
     def _on_publish(self, _agents: set[str]) -> None:
+        self.wake()
+
+    def _on_catalogue(self) -> None:
+        self._catalogue_changed = True
+        self.wake()
+
+    def _on_ended(self, ended: list[tuple[Endpoint, WebhookSubscription]], why: str) -> None:
+        for endpoint, subscription in ended:
+            self._track(self._terminate(endpoint, _termination(why, subscription)))
+
+    async def _terminate(self, endpoint: Endpoint, error: dict[str, Any]) -> None:
+        """Tell a subscription's endpoint herald ended it (best effort: it no longer exists)."""
+        payload = {"type": "terminated", "error": error}
+        message_id = f"msg_terminated_{secrets.token_hex(12)}"
+        try:
+            outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
+        except Exception:  # a background task's top level: log, nothing to retry
+            log.exception("telling %s its subscription %s ended failed", endpoint.url, endpoint.id)
+            return
+        if not outcome.ok:
+            log.info("%s was not told its subscription %s ended: %s", endpoint.url, endpoint.id,
+                     outcome.error)  # fmt: skip
+
+    async def end_removed_entries(self) -> int:
+        """End the subscriptions to event types no longer declared (SEP-3415: NotFound, kind
+        event), telling their endpoints. Returns how many this process ended."""
+        self._catalogue_changed = False
+        declared = {t.name for t in await self.hub.event_types.list()} | {catalogue.HERALD_EVENT}
+        gone: dict[str, list[tuple[Endpoint, WebhookSubscription]]] = defaultdict(list)
+        for endpoint, subscription in await self.hub.subscriptions.every():
+            if subscription.name not in declared:
+                gone[subscription.name].append((endpoint, subscription))
+        ended = 0
+        for name, found in gone.items():
+            if await self.hub.event_types.declared_now(name):
+                continue  # this process has not heard of it yet
+            ended += len(await self.hub.subscriptions.end(found, TYPE_DELETED))
+        return ended
+
+    def wake(self) -> None:
+        """Schedule and claim now (a subscription was made: its waiting events are due)."""
         self._published = True
         self._wake.set()
 
@@ -192,6 +255,8 @@ class WebhookWorker:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _round(self, schedule: bool) -> int:
+        if self._catalogue_changed:
+            await self.end_removed_entries()
         if schedule:
             await self._schedule()
         lease_ms = int(self.lease_s * 1000)
@@ -232,6 +297,7 @@ class WebhookWorker:
         )
         if present:
             scheduled += await endpoints.schedule(now - self.grace_ms, limit, agents=present)
+        scheduled += await self.hub.subscriptions.schedule(limit)
         if scheduled >= limit:
             self._published = True  # more to schedule: next round again
 
@@ -273,7 +339,12 @@ class WebhookWorker:
     async def _deliver(self, claimed: _Claimed) -> SendOutcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
         try:
-            outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
+            if endpoint.kind is Kind.SUBSCRIPTION:
+                outcome = await self._send_occurrence(claimed)
+                if outcome is None:
+                    return None  # unsubscribed meanwhile: its deliveries went with it
+            else:
+                outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(self._finished(delivery, endpoint, outcome))
             return outcome
@@ -281,11 +352,23 @@ class WebhookWorker:
             log.exception("delivering %s to %s failed", event.id, endpoint.url)
             return None
 
+    async def _send_occurrence(self, claimed: _Claimed) -> SendOutcome | None:
+        """Send an event to a subscription: the occurrence of its entry, with the cursor that
+        is safe to keep once it is received. None: the subscription is gone."""
+        endpoint, event = claimed.endpoint, claimed.event
+        found = await self.hub.subscriptions.get(endpoint.id)
+        cursor = await self.hub.subscriptions.cursor(endpoint.id, sending=event.id)
+        if found is None or cursor is None:
+            return None
+        payload = catalogue.occurrence(event, found[1].name)
+        payload["cursor"] = cursors.encode(claimed.agent, cursor)
+        return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
+
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()
         mechanism = endpoint.kind.value
         if outcome.ok:
-            status = "delivered" if endpoint.kind is Kind.WEBHOOK else "sent"
+            status = "sent" if endpoint.kind is Kind.OPENCLAW else "delivered"
             attempt = Attempt(delivery.event_id, now, mechanism, status, endpoint.id)
             return Finished(delivery, attempt, None, status, endpoint_ok=True)
         if outcome.refused:
@@ -295,10 +378,13 @@ class WebhookWorker:
             )
             return Finished(delivery, attempt, now, None, False, disable_reason=outcome.error)
         tries = delivery.attempts + 1
+        schedule = (
+            self.subscription_schedule_s if endpoint.kind is Kind.SUBSCRIPTION else self.schedule_s
+        )
         next_at = (
             None
-            if outcome.disable or tries >= len(self.schedule_s)
-            else self._next(now, tries, outcome)
+            if outcome.disable or outcome.final or tries >= len(schedule)
+            else self._next(now, schedule[tries], outcome)
         )
         outcome_name = "failed" if next_at is not None else "undeliverable"
         attempt = Attempt(
@@ -314,11 +400,21 @@ class WebhookWorker:
             disable_failing_since=now - self.disable_after_ms,
         )
 
-    def _next(self, now: int, tries: int, outcome: SendOutcome) -> int:
-        delay = self.schedule_s[tries] * random.uniform(1 - JITTER, 1 + JITTER)
+    def _next(self, now: int, delay_s: float, outcome: SendOutcome) -> int:
+        delay = delay_s * random.uniform(1 - JITTER, 1 + JITTER)
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
         return now + int(delay * 1000)
+
+
+def _termination(why: str, subscription: WebhookSubscription) -> dict[str, Any]:
+    """Why herald ended a subscription, as SEP-3415's ``terminated`` envelope says it: its
+    event type is gone (NotFound: the client may rediscover), or its agent (Forbidden: stop)."""
+    if why == AGENT_DELETED:
+        reason = "the agent was deleted from herald"
+        return {"code": FORBIDDEN, "message": "Forbidden", "data": {"reason": reason}}
+    reason = f"the event type {subscription.name!r} was deleted"
+    return {"code": NOT_FOUND, "message": "NotFound", "data": {"kind": "event", "reason": reason}}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from herald.store.tables import (
     EVENTS,
     REPLIES,
     SESSIONS,
+    SUBSCRIPTIONS,
     Type,
 )
 
@@ -242,7 +243,8 @@ LIST_ATTEMPTS = f"SELECT {column_list(ATTEMPTS)} FROM attempts WHERE event_id = 
 # Expire: $1 now; sessions whose expiry passed go in the same statement. Prune: $1 the time
 # before which finished events go.
 EXPIRE = f"""
-WITH gone AS (DELETE FROM sessions WHERE expires_at <= $1)
+WITH gone AS (DELETE FROM sessions WHERE expires_at <= $1),
+lapsed AS (DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= $1)
 UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_until = NULL
 WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
 """
@@ -259,7 +261,8 @@ DELIVERY_COLUMNS = column_list(DELIVERIES)
 DELETE_ENDPOINT = "DELETE FROM endpoints WHERE agent_id = $1 AND kind = $2"
 INSERT_ENDPOINT = f"INSERT INTO endpoints ({names(ENDPOINTS)}) VALUES ({placeholders(ENDPOINTS)})"
 LIST_ENDPOINTS = (
-    f'SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 ORDER BY kind COLLATE "C"'
+    f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 AND kind <> 'subscription'"
+    ' ORDER BY kind COLLATE "C"'
 )
 # Disabled for their address: $1 the prefix of such a disabled_reason.
 REFUSED_ENDPOINTS = f"""
@@ -314,7 +317,7 @@ _SCHEDULE = """
 INSERT INTO deliveries (endpoint_id, event_id, next_at)
 SELECT w.id, e.id, $1
 FROM events e
-JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active'
+JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active' AND w.kind <> 'subscription'
 WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expires_at > $1)
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
@@ -355,7 +358,7 @@ WITH busy AS (
         )
         FOR UPDATE OF x SKIP LOCKED
     ) d
-    WHERE w.state = 'active'
+    WHERE w.state = 'active' AND (w.expires_at IS NULL OR w.expires_at > $2)
 ), due AS (
     SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
 ), claimed AS (
@@ -382,7 +385,8 @@ ORDER BY e.created_at, e.seq
 NOTE_ENDPOINT = """
 UPDATE endpoints SET
     failing_since = CASE WHEN $3 THEN NULL WHEN $4 THEN $2 ELSE coalesce(failing_since, $2) END,
-    last_error = $5, last_attempt_at = $2
+    last_error = $5, last_attempt_at = $2,
+    last_ok_at = CASE WHEN $3 OR $4 THEN $2 ELSE last_ok_at END
 WHERE id = $1
 """
 # Disable: $1 endpoint, $2 the reason; or $2 the time it must have been failing since.
@@ -407,3 +411,72 @@ LIST_DELIVERIES = (
     f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = $1"
     ' ORDER BY endpoint_id COLLATE "C"'
 )
+
+# MCP Events webhook subscriptions: an endpoint of kind 'subscription' each and its row in
+# subscriptions (same id). The events a subscription ``s`` takes of its agent's ``e``: its type
+# globs as LIKE patterns (see ``rules.like_patterns``) and its sender.
+SUBSCRIPTION_MATCHES = """
+  AND (s.match_sender IS NULL OR e.sender = s.match_sender)
+  AND (jsonb_array_length(s.match_types) = 0 OR EXISTS (
+    SELECT FROM jsonb_array_elements_text(s.match_types) g (glob)
+    WHERE e.type LIKE replace(replace(replace(g.glob, '_', '\\_'), '*', '%'), '?', '_')))"""
+SUBSCRIPTION_COLUMNS = column_list(SUBSCRIPTIONS, "s")
+# $1 agent (NULL: any), $2 ids (NULL: any).
+LIST_SUBSCRIPTIONS = f"""
+SELECT {SUBSCRIPTION_COLUMNS}, {column_list(ENDPOINTS, "w", "w_")}
+FROM subscriptions s JOIN endpoints w ON w.id = s.id
+WHERE ($1::text IS NULL OR s.agent_id = $1) AND ($2::text[] IS NULL OR s.id = ANY($2::text[]))
+ORDER BY s.id COLLATE "C"
+"""
+LOCK_SUBSCRIPTION = f"""
+SELECT {SUBSCRIPTION_COLUMNS}, {column_list(ENDPOINTS, "w", "w_")}
+FROM subscriptions s JOIN endpoints w ON w.id = s.id
+WHERE s.id = $1
+FOR UPDATE OF w, s
+"""
+INSERT_SUBSCRIPTION = (
+    f"INSERT INTO subscriptions ({names(SUBSCRIPTIONS)}) VALUES ({placeholders(SUBSCRIPTIONS)})"
+)
+UPDATE_ENDPOINT = f"""
+UPDATE endpoints SET ({names(ENDPOINTS)}) = ROW({placeholders(ENDPOINTS)})
+WHERE id = ${len(ENDPOINTS.names) + 1}
+"""
+UPDATE_SUBSCRIPTION = f"""
+UPDATE subscriptions SET ({names(SUBSCRIPTIONS)}) = ROW({placeholders(SUBSCRIPTIONS)})
+WHERE id = ${len(SUBSCRIPTIONS.names) + 1}
+"""
+DELETE_SUBSCRIPTION = "DELETE FROM endpoints WHERE id = $1 AND kind = 'subscription'"
+# The watermark: $1 subscription, $2 an event being sent (counted as delivered; '' none), $3 now.
+SUBSCRIPTION_CURSOR = f"""
+SELECT s.after_seq, a.last_seq, (
+    SELECT min(e.seq) FROM events e
+    WHERE e.agent_id = s.agent_id AND e.seq > s.after_seq AND e.id <> $2{SUBSCRIPTION_MATCHES}
+      AND (
+        EXISTS (SELECT FROM deliveries d
+                WHERE d.endpoint_id = s.id AND d.event_id = e.id AND d.state = 'waiting')
+        OR (e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $3)
+            AND NOT EXISTS (SELECT FROM deliveries d
+                            WHERE d.endpoint_id = s.id AND d.event_id = e.id))
+      )
+) AS outstanding
+FROM subscriptions s JOIN agents a ON a.id = s.agent_id
+WHERE s.id = $1
+"""
+# Move a subscription's start up: $1 subscription, $2 the new start.
+ADVANCE_SUBSCRIPTION = "UPDATE subscriptions SET after_seq = $2 WHERE id = $1 AND after_seq < $2"
+# Schedule: $1 now, $2 limit. Another process scheduling the same deliveries meanwhile makes none
+# twice.
+SCHEDULE_SUBSCRIPTION_DELIVERIES = f"""
+INSERT INTO deliveries (endpoint_id, event_id, next_at)
+SELECT w.id, e.id, $1
+FROM endpoints w
+JOIN subscriptions s ON s.id = w.id
+JOIN events e ON e.agent_id = w.agent_id AND e.seq > s.after_seq
+WHERE w.kind = 'subscription' AND w.state = 'active'
+  AND (w.expires_at IS NULL OR w.expires_at > $1)
+  AND e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1){SUBSCRIPTION_MATCHES}
+  AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
+ORDER BY e.seq
+LIMIT $2
+ON CONFLICT (endpoint_id, event_id) DO NOTHING
+"""

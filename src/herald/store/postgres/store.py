@@ -34,6 +34,7 @@ from herald.store.postgres.listener import Listener
 from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
+from herald.store.postgres.subscriptions import SubscriptionStore
 from herald.store.postgres.writer import Writer
 from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
@@ -46,7 +47,7 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(EndpointStore, SessionStore, EventTypeStore, Store):
+class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, Store):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:

@@ -55,7 +55,8 @@ class EndpointStore:
     async def endpoints(self, agent_id: str) -> list[Endpoint]:
         def select(conn: sqlite3.Connection) -> list[Endpoint]:
             rows = conn.execute(
-                f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = ? ORDER BY kind",
+                f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = ?"
+                " AND kind <> 'subscription' ORDER BY kind",
                 (agent_id,),
             )
             return records(ENDPOINTS, rows)
@@ -143,6 +144,7 @@ class EndpointStore:
                 # cost nothing, however many events wait for them.
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
+                " AND w.kind <> 'subscription'"
                 f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
@@ -204,7 +206,9 @@ class EndpointStore:
             conn.execute(
                 "UPDATE endpoints SET failing_since = CASE WHEN n.ok THEN NULL"
                 " WHEN n.recovered THEN :now ELSE coalesce(failing_since, :now) END,"
-                " last_error = n.error, last_attempt_at = :now FROM (SELECT value ->> 0 AS id,"
+                " last_error = n.error, last_attempt_at = :now,"
+                " last_ok_at = CASE WHEN n.ok OR n.recovered THEN :now ELSE last_ok_at END"
+                " FROM (SELECT value ->> 0 AS id,"
                 " value ->> 1 AS ok, value ->> 2 AS recovered, value ->> 3 AS error"
                 " FROM json_each(:notes)) AS n WHERE endpoints.id = n.id",
                 {
@@ -270,7 +274,8 @@ def _due(
         "   AND (x.claimed_until IS NULL OR x.claimed_until <= :now)"
         # Event ids sort by creation within a moment.
         "   ORDER BY x.next_at, x.event_id LIMIT :per_endpoint)"
-        " WHERE w.state = 'active' AND w.id NOT IN (SELECT value FROM json_each(:skip))",
+        " WHERE w.state = 'active' AND (w.expires_at IS NULL OR w.expires_at > :now)"
+        " AND w.id NOT IN (SELECT value FROM json_each(:skip))",
         {"now": now, "per_endpoint": per_endpoint, "skip": as_json(skip)},
     ).fetchone()
     found = sorted(json.loads(rows), key=lambda row: (row[2], row[3]))

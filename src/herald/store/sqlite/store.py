@@ -45,6 +45,7 @@ from herald.store.sqlite.rows import (
     select_list,
 )
 from herald.store.sqlite.sessions import SessionStore
+from herald.store.sqlite.subscriptions import SubscriptionStore
 from herald.store.sqlite.worker import Worker
 from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
@@ -55,7 +56,7 @@ REPLY_COLUMNS = select_list(REPLIES)
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
-class SQLiteStore(EndpointStore, SessionStore, EventTypeStore, Store):
+class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, Store):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 
@@ -344,6 +345,9 @@ class SQLiteStore(EndpointStore, SessionStore, EventTypeStore, Store):
 
         def mark(conn: sqlite3.Connection) -> int:
             conn.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,))
+            conn.execute(
+                "DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= ?", (now,)
+            )
             return conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
                 f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"

@@ -1,0 +1,99 @@
+"""MCP Events webhook subscriptions as the hub keeps them: what ``events/subscribe`` and
+``events/unsubscribe`` write, and what the webhook worker schedules and sends from."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+
+from herald.models import Endpoint, WebhookSubscription
+from herald.store import Store
+
+SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{16}")
+"""What a subscription's id looks like (derived from its key, never chosen by a client)."""
+
+Subscribed = tuple[Endpoint, WebhookSubscription]
+Ended = Callable[[list[Subscribed], str], None]
+"""Told of subscriptions herald ended itself (deleted already), and why: ``AGENT_DELETED``, or
+``TYPE_DELETED`` (their event type)."""
+AGENT_DELETED = "agent_deleted"
+TYPE_DELETED = "type_deleted"
+
+log = logging.getLogger("herald")
+
+
+class SubscriptionBook:
+    """The subscriptions part of the hub (``hub.subscriptions``). Ids that cannot name one are
+    answered without asking the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._ended: list[Ended] = []
+
+    def on_ended(self, handler: Ended) -> None:
+        """Call ``handler`` (it must not block) with the subscriptions herald ends itself, once
+        they are deleted: the webhook worker tells each endpoint (``terminated``)."""
+        self._ended.append(handler)
+
+    async def end(self, found: Sequence[Subscribed], why: str) -> list[Subscribed]:
+        """Delete these subscriptions (``why``: see ``Ended``), and tell the ``on_ended``
+        handlers of those this call deleted (another process may have been first). Returns
+        them."""
+        ended = [pair for pair in found if await self.delete(pair[0].id)]
+        self.ended(ended, why)
+        return ended
+
+    def ended(self, ended: list[Subscribed], why: str) -> None:
+        """Tell the ``on_ended`` handlers of subscriptions already deleted (with their agent)."""
+        if not ended:
+            return
+        for handler in self._ended:
+            try:
+                handler(ended, why)
+            except Exception:  # one handler's fault must not keep the others from hearing
+                log.exception("a handler of ended subscriptions failed")
+
+    async def put(
+        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+    ) -> tuple[Endpoint, WebhookSubscription] | None:
+        """Create the subscription or refresh it (``Store.put_subscription``); returns what was
+        stored before, None if it is new.
+
+        Raises:
+            NotFound: its agent does not exist.
+        """
+        return await self._store.put_subscription(endpoint, subscription, rotation_until)
+
+    async def get(self, subscription_id: str) -> tuple[Endpoint, WebhookSubscription] | None:
+        if not SUBSCRIPTION_ID.fullmatch(subscription_id):
+            return None
+        found = await self._store.subscriptions(ids=[subscription_id])
+        return found[0] if found else None
+
+    async def of_agent(self, agent_id: str) -> list[tuple[Endpoint, WebhookSubscription]]:
+        return await self._store.subscriptions(agent_id=agent_id)
+
+    async def with_ids(self, ids: Sequence[str]) -> list[tuple[Endpoint, WebhookSubscription]]:
+        wanted = [i for i in ids if SUBSCRIPTION_ID.fullmatch(i)]
+        return await self._store.subscriptions(ids=wanted) if wanted else []
+
+    async def every(self) -> list[tuple[Endpoint, WebhookSubscription]]:
+        return await self._store.subscriptions()
+
+    async def delete(self, subscription_id: str) -> bool:
+        """Delete it with its waiting deliveries; False if there was none."""
+        return bool(
+            SUBSCRIPTION_ID.fullmatch(subscription_id)
+            and await self._store.delete_subscription(subscription_id)
+        )
+
+    async def cursor(self, subscription_id: str, sending: str | None = None) -> int | None:
+        """Its safe watermark (``Store.subscription_cursor``); None: no such subscription."""
+        if not SUBSCRIPTION_ID.fullmatch(subscription_id):
+            return None
+        return await self._store.subscription_cursor(subscription_id, sending)
+
+    async def schedule(self, limit: int) -> int:
+        """Give live subscriptions their deliveries of the events they match, at once."""
+        return await self._store.schedule_subscription_deliveries(limit)

@@ -1,0 +1,168 @@
+"""MCP Events webhook subscriptions on SQLite: each an endpoint of kind ``subscription`` and its
+``subscriptions`` row, scheduled from the events it matches."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from herald.errors import NotFound
+from herald.models import Endpoint, WebhookSubscription
+from herald.store.rules import refreshed_subscription
+from herald.store.sqlite.rows import OPEN, Operation, as_json, insert_sql, records, select_list
+from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS, Table
+
+INSERT_ENDPOINT = insert_sql(ENDPOINTS)
+INSERT_SUBSCRIPTION = insert_sql(SUBSCRIPTIONS)
+ENDPOINT_COLUMNS = select_list(ENDPOINTS)
+SUBSCRIPTION_COLUMNS = select_list(SUBSCRIPTIONS, "s")
+
+# The events a subscription ``s`` takes of its agent's ``e``: its type globs (GLOB, like
+# herald's globs, is case-sensitive with * and ?) and its sender.
+MATCHES = (
+    " AND (s.match_sender IS NULL OR e.sender = s.match_sender)"
+    " AND (json_array_length(s.match_types) = 0"
+    "   OR EXISTS (SELECT 1 FROM json_each(s.match_types) g WHERE e.type GLOB g.value))"
+)
+UNEXPIRED = "(e.expires_at IS NULL OR e.expires_at > :now)"
+
+
+def _update_sql(table: Table[Any]) -> str:
+    """An UPDATE of every column of one row by id (an upsert's REPLACE would delete the row, and
+    its deliveries with it)."""
+    assigned = ", ".join(f"{name} = ?" for name in table.names)
+    return f"UPDATE {table.name} SET {assigned} WHERE id = ?"
+
+
+UPDATE_ENDPOINT = _update_sql(ENDPOINTS)
+UPDATE_SUBSCRIPTION = _update_sql(SUBSCRIPTIONS)
+
+
+class SubscriptionStore:
+    """The subscription part of ``SQLiteStore``."""
+
+    _run: Callable[[Operation[Any]], Awaitable[Any]]
+    now: Callable[[], int]
+
+    async def put_subscription(
+        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+    ) -> tuple[Endpoint, WebhookSubscription] | None:
+        def put(conn: sqlite3.Connection) -> tuple[Endpoint, WebhookSubscription] | None:
+            found = _select(conn, "e.id = ?", [endpoint.id])
+            if not found:
+                try:
+                    conn.execute(INSERT_ENDPOINT, ENDPOINTS.values(endpoint))
+                except sqlite3.IntegrityError as exc:
+                    raise NotFound(f"no agent has the id {endpoint.agent_id!r}") from exc
+                conn.execute(INSERT_SUBSCRIPTION, SUBSCRIPTIONS.values(subscription))
+                return None
+            new_endpoint, new = refreshed_subscription(
+                found[0], endpoint, subscription, rotation_until
+            )
+            conn.execute(UPDATE_ENDPOINT, (*ENDPOINTS.values(new_endpoint), endpoint.id))
+            conn.execute(UPDATE_SUBSCRIPTION, (*SUBSCRIPTIONS.values(new), endpoint.id))
+            return found[0]
+
+        result: tuple[Endpoint, WebhookSubscription] | None = await self._run(put)
+        return result
+
+    async def subscriptions(
+        self, *, agent_id: str | None = None, ids: Sequence[str] | None = None
+    ) -> list[tuple[Endpoint, WebhookSubscription]]:
+        where, params = "1", []
+        if agent_id is not None:
+            where, params = "s.agent_id = ?", [agent_id]
+        if ids is not None:
+            where += " AND s.id IN (SELECT value FROM json_each(?))"
+            params.append(as_json(list(ids)))
+
+        def select(conn: sqlite3.Connection) -> list[tuple[Endpoint, WebhookSubscription]]:
+            return _select(conn, where, params)
+
+        result: list[tuple[Endpoint, WebhookSubscription]] = await self._run(select)
+        return result
+
+    async def delete_subscription(self, subscription_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            sql = "DELETE FROM endpoints WHERE id = ? AND kind = 'subscription'"
+            return conn.execute(sql, (subscription_id,)).rowcount > 0
+
+        return bool(await self._run(delete))
+
+    async def subscription_cursor(
+        self, subscription_id: str, sending: str | None = None
+    ) -> int | None:
+        now = self.now()
+
+        def watermark(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(
+                "SELECT s.after_seq, a.last_seq, (SELECT min(e.seq) FROM events e"
+                "   WHERE e.agent_id = s.agent_id AND e.seq > s.after_seq AND e.id <> :sending"
+                f"{MATCHES} AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id"
+                "     AND d.event_id = e.id AND d.state = 'waiting')"
+                f"   OR (e.{OPEN} AND {UNEXPIRED} AND NOT EXISTS (SELECT 1 FROM deliveries d"
+                "     WHERE d.endpoint_id = s.id AND d.event_id = e.id)))) AS outstanding"
+                " FROM subscriptions s JOIN agents a ON a.id = s.agent_id WHERE s.id = :id",
+                {"id": subscription_id, "sending": sending or "", "now": now},
+            ).fetchone()
+            if row is None:
+                return None
+            outstanding = row["outstanding"]
+            cursor = int(row["last_seq"] if outstanding is None else outstanding - 1)
+            if sending is None and cursor > row["after_seq"]:
+                # Everything up to it is done: later scans start there.
+                conn.execute(
+                    "UPDATE subscriptions SET after_seq = ? WHERE id = ? AND after_seq < ?",
+                    (cursor, subscription_id, cursor),
+                )
+            return cursor
+
+        result: int | None = await self._run(watermark)
+        return result
+
+    async def schedule_subscription_deliveries(self, limit: int) -> int:
+        now = self.now()
+
+        def schedule(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "INSERT INTO deliveries (endpoint_id, event_id, next_at)"
+                " SELECT w.id, e.id, :now FROM endpoints w JOIN subscriptions s ON s.id = w.id"
+                " CROSS JOIN events e"
+                " WHERE w.kind = 'subscription' AND w.state = 'active'"
+                " AND (w.expires_at IS NULL OR w.expires_at > :now)"
+                f" AND e.agent_id = w.agent_id AND e.seq > s.after_seq AND e.{OPEN}"
+                f" AND {UNEXPIRED}{MATCHES}"
+                " AND NOT EXISTS (SELECT 1 FROM deliveries d"
+                "   WHERE d.endpoint_id = w.id AND d.event_id = e.id)"
+                f" ORDER BY e.seq LIMIT {int(limit)}",
+                {"now": now},
+            ).rowcount
+
+        return int(await self._run(schedule))
+
+
+def _select(
+    conn: sqlite3.Connection, where: str, params: list[Any]
+) -> list[tuple[Endpoint, WebhookSubscription]]:
+    """The subscriptions ``s`` (with their endpoints ``e``) that ``where`` keeps, by id."""
+    subscriptions = records(
+        SUBSCRIPTIONS,
+        conn.execute(
+            f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions s JOIN endpoints e ON e.id = s.id"
+            f" WHERE {where} ORDER BY s.id",
+            params,
+        ),
+    )
+    endpoints = {
+        endpoint.id: endpoint
+        for endpoint in records(
+            ENDPOINTS,
+            conn.execute(
+                f"SELECT {ENDPOINT_COLUMNS} FROM endpoints"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (as_json([s.id for s in subscriptions]),),
+            ),
+        )
+    }
+    return [(endpoints[s.id], s) for s in subscriptions]

@@ -1,0 +1,214 @@
+"""``events/subscribe`` and ``events/unsubscribe``: an agent's matching events POSTed, signed, to
+the client's https endpoint until the grant runs out.
+
+A subscription is keyed by (agent, URL, entry name, arguments): subscribing again with the same
+key refreshes it (a new grant and secret, active again), and its id, derived from the key, stays
+the same across refreshes and restarts. Before anything is delivered to an (agent, URL) not yet
+verified, the endpoint must echo a signed challenge, during the subscribe call; it is then
+verified for good (kept with the subscription). Deliveries are the webhook worker's
+(``herald.webhooks.worker``): one per matching event, at once, retried on a short schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from herald.config import DEFAULTS, SubscriptionConfig
+from herald.errors import (
+    CallbackEndpointError,
+    InvalidInput,
+    SubscriptionNotFound,
+    Unsupported,
+)
+from herald.hub import Hub
+from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
+from herald.models import Agent, Endpoint, Kind, State, WebhookSubscription
+from herald.subscriptions import catalogue, cursors
+from herald.subscriptions.poll import start
+from herald.times import iso_ms
+from herald.webhooks.addresses import AddressRefused
+from herald.webhooks.checks import check_url
+from herald.webhooks.sender import Sender, failure_kind
+
+MODE = "webhook"
+ROTATION_GRACE_MS = 5 * 60_000
+"""How long a replaced secret keeps signing beside the new one, while the client switches."""
+
+
+def subscription_id(agent: Agent, url: str, name: str, arguments: dict[str, Any]) -> str:
+    """The id of the subscription with that key: the same for every refresh, in every process
+    and after restarts (``arguments`` compared as canonical JSON)."""
+    key = json.dumps(
+        [agent.id, url, name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return "sub_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def expiry(params: SubscribeInput, config: SubscriptionConfig, now: int) -> int | None:
+    """When the grant runs out: the suggestion, raised to the minimum and cut to the maximum
+    (never refused); the default when none is suggested; none only if asked for and allowed."""
+    if params.asks_no_expiry:
+        if config.allow_no_expiry:
+            return None
+        ttl_s = config.max_ttl_s
+    elif params.ttl_ms is None:
+        ttl_s = config.default_ttl_s
+    else:
+        ttl_s = min(max(params.ttl_ms / 1000, config.min_ttl_s), config.max_ttl_s)
+    return now + int(ttl_s * 1000)
+
+
+async def subscribe(
+    hub: Hub,
+    sender: Sender,
+    agent: Agent,
+    params: SubscribeInput,
+    config: SubscriptionConfig = DEFAULTS.subscriptions,
+) -> dict[str, Any]:
+    """The ``events/subscribe`` result for ``agent``, wire-shaped: its id, ``refreshBefore``,
+    the cursor every matching event up to which is done, ``truncated``, and on a refresh the
+    ``deliveryStatus`` it had.
+
+    Raises:
+        Unsupported: a delivery mode other than webhook.
+        InvalidInput: a URL that is not https (or http to loopback where the operator allows
+            it), or points where herald may not send; bad arguments; a cursor herald did not
+            give this agent, or one past its newest event.
+        NotFound: no entry of that name.
+        CallbackEndpointError: the endpoint could not be verified.
+        Nothing is stored when it raises.
+    """
+    delivery = params.delivery
+    if delivery.mode not in (None, MODE):
+        raise Unsupported(
+            f"params.delivery.mode {delivery.mode!r} is not served: events/subscribe delivers"
+            ' by "webhook" only (events/poll and events/stream are the other ways)',
+            "deliveryMode",
+            delivery.mode,
+        )
+    url = await _admit(sender, delivery.url)
+    subscription = await catalogue.resolve(hub, params.name, params.arguments)
+    given = cursors.decode(params.cursor, agent) if params.cursor is not None else None
+    sub_id = subscription_id(agent, url, params.name, params.arguments)
+    before = await hub.subscriptions.get(sub_id)
+    now = hub.now()
+    endpoint = Endpoint(
+        sub_id, agent.id, Kind.SUBSCRIPTION, url, delivery.secret, now,
+        expires_at=expiry(params, config, now),
+    )  # fmt: skip
+    verified_at = await _verified(hub, sender, agent, endpoint)
+    if given is not None:
+        await hub.acknowledge_through(agent, subscription.key, subscription.match, given)
+        after, truncated = given, await hub.missing_after(agent, given) > 0
+    elif before is None:
+        position = await start(hub, agent, subscription, params.max_age_ms)
+        after, truncated = position.cursor, position.skipped > 0
+    else:
+        after, truncated = before[1].after_seq, False  # live: a null cursor changes nothing
+    record = WebhookSubscription(
+        sub_id,
+        agent.id,
+        params.name,
+        json.dumps(params.arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        json.dumps(list(subscription.match.types)),
+        subscription.match.sender,
+        after,
+        verified_at,
+    )
+    previous = await hub.subscriptions.put(endpoint, record, now + ROTATION_GRACE_MS)
+    watermark = await hub.subscriptions.cursor(sub_id)
+    result: dict[str, Any] = {
+        "id": sub_id,
+        "refreshBefore": iso_ms(endpoint.expires_at) if endpoint.expires_at is not None else None,
+        "cursor": cursors.encode(agent, watermark if watermark is not None else after),
+        "truncated": truncated,
+    }
+    if previous is not None:
+        result["deliveryStatus"] = delivery_status(previous[0])
+    return result
+
+
+async def unsubscribe(hub: Hub, agent: Agent, params: UnsubscribeInput) -> dict[str, Any]:
+    """End the agent's subscription of that name, arguments and URL, with its waiting
+    deliveries. Another agent's is never found: the key holds the agent.
+
+    Raises:
+        SubscriptionNotFound: the agent has no such subscription.
+    """
+    sub_id = subscription_id(agent, params.delivery.url, params.name, params.arguments)
+    if not await hub.subscriptions.delete(sub_id):
+        raise SubscriptionNotFound(
+            f"you have no webhook subscription to {params.name!r} with these arguments at"
+            " params.delivery.url (it may have expired): nothing to end"
+        )
+    return {}
+
+
+def delivery_status(endpoint: Endpoint) -> dict[str, Any]:
+    """How a subscription's deliveries were going, as SEP-3415's ``deliveryStatus`` shows it."""
+    status: dict[str, Any] = {
+        "active": endpoint.state is State.ACTIVE,
+        "lastDeliveryAt": iso_ms(endpoint.last_ok_at) if endpoint.last_ok_at else None,
+        "lastError": failure_kind(endpoint.last_error),
+    }
+    if endpoint.failing_since is not None:
+        status["failedSince"] = iso_ms(endpoint.failing_since)
+    return status
+
+
+async def _admit(sender: Sender, url: str) -> str:
+    """The URL, if herald may deliver to it: https, or plain http to loopback where the
+    operator allows loopback webhooks; not pointing where the address policy refuses.
+
+    Raises:
+        InvalidInput: naming ``params.delivery.url``.
+    """
+    name = "params.delivery.url"
+    check_url(url, name)
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not (
+        sender.policy.allow_loopback and _is_loopback(parts.hostname or "")
+    ):
+        raise InvalidInput(
+            f"{name} must be an https URL (plain http is taken only to a loopback address, where"
+            " herald serve --webhook-allow loopback allows it)"
+        )
+    try:
+        await sender.guard.admit(url)
+    except AddressRefused as exc:
+        raise InvalidInput(f"{name} is refused: {exc.message}") from exc
+    return url
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _verified(hub: Hub, sender: Sender, agent: Agent, endpoint: Endpoint) -> int:
+    """When the agent's URL was verified: by an earlier subscription of the agent to it, or now.
+
+    Raises:
+        CallbackEndpointError: it did not answer the challenge.
+    """
+    for known, record in await hub.subscriptions.of_agent(agent.id):
+        if known.url == endpoint.url and record.verified_at is not None:
+            return record.verified_at
+    failure = await sender.verify(endpoint, hub.now())
+    if failure is None:
+        return hub.now()
+    reason = failure_kind(failure) or "challenge_failed"
+    raise CallbackEndpointError(
+        f"params.delivery.url did not pass verification ({failure}): the endpoint must answer"
+        ' the signed {"type":"verification","challenge":...} POST with 2xx and'
+        ' {"challenge": <the same challenge>}',
+        reason,
+    )

@@ -1,0 +1,94 @@
+"""herald's MCP Events webhook subscriptions with a client written elsewhere: the AI SDK's events
+client (``@ai-sdk/mcp``: ``createMCPClient``'s ``experimental_events`` and
+``experimental_createMCPEventWebhook``, pinned in tests/peers/aisdk/package-lock.json).
+
+tests/peers/aisdk/events.mjs serves the AI SDK's webhook handler on loopback, subscribes it to a
+real ``herald serve --webhook-allow loopback`` (herald verifies it with a signed challenge, which
+the handler answers), and checks that a published event reaches the handler's ``onEvent``,
+verified, then refreshes and unsubscribes. The checks are made on the Node side, one JSON line
+each. ``./scripts/test`` installs the Node side (``npm ci``); without node the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.herald_process import HeraldProcess
+from tests.peers.test_typescript_client import (
+    PEER_TIMEOUT_S,
+    WAIT_MS,
+    Herald,
+    PeerRun,
+    assert_all_passed,
+)
+
+AISDK_DIR = Path(__file__).parent / "aisdk"
+PEER = AISDK_DIR / "events.mjs"
+SDK = AISDK_DIR / "node_modules" / "@ai-sdk" / "mcp" / "package.json"
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """The node executable, with the AI SDK installed. Missing either fails the test."""
+    executable = shutil.which("node")
+    if executable is None:
+        pytest.fail("node (20 or newer) is needed for the AI SDK events test")
+    if not SDK.is_file():
+        pytest.fail(
+            "the AI SDK is not installed: run ./scripts/test, or "
+            "npm ci --prefix tests/peers/aisdk --no-audit --no-fund"
+        )
+    return executable
+
+
+@pytest.fixture(scope="module")
+def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Herald]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('herald-aisdk') / 'herald.db'}"
+    process = HeraldProcess(url, extra_args=("--webhook-allow", "loopback"))
+    yield Herald(process, url)
+    process.stop()
+
+
+def test_the_ai_sdks_events_client_subscribes_receives_refreshes_and_unsubscribes(
+    node: str, herald: Herald
+) -> None:
+    agent = herald.agent("aisdk")
+    assert herald.process.admin_key is not None
+    env = {
+        **os.environ,
+        "HERALD_URL": herald.process.url,
+        "HERALD_ADMIN_KEY": herald.process.admin_key,
+        "HERALD_AGENT_KEY": agent.key,
+        "HERALD_AGENT_HANDLE": agent.handle,
+        "HERALD_WAIT_MS": str(WAIT_MS),
+    }
+    done = subprocess.run(
+        [node, str(PEER)],
+        cwd=AISDK_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PEER_TIMEOUT_S,
+    )
+    run = PeerRun(done.returncode, stdout=done.stdout, stderr=done.stderr)
+    run.checks = [
+        item
+        for item in map(_json_line, done.stdout.splitlines())
+        if isinstance(item, dict) and "check" in item
+    ]
+    assert_all_passed(run, herald)
+    assert len(run.checks) == 7
+
+
+def _json_line(line: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None

@@ -1,0 +1,208 @@
+"""The webhook-subscription part of the store contract, on every backend: an agent has many, each
+scheduled only the events it matches after its start, refreshed in place, expired with its
+deliveries, and its cursor a safe watermark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from herald.ids import new_id
+from herald.models import (
+    Agent,
+    Attempt,
+    Endpoint,
+    EventStatus,
+    Finished,
+    Kind,
+    NewEvent,
+    State,
+    WebhookSubscription,
+)
+from herald.store import Store
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "whsec_" + "A" * 32
+
+
+async def agent_of(store: Store, handle: str = "alice") -> Agent:
+    agent = Agent(new_id("agt_"), handle, f"hash-{handle}", store.now())
+    await store.create_agent(agent)
+    return agent
+
+
+def subscription(
+    store: Store,
+    agent: Agent,
+    number: int,
+    *,
+    types: tuple[str, ...] = (),
+    sender: str | None = None,
+    after_seq: int = 0,
+    secret: str = SECRET,
+    expires_at: int | None = None,
+) -> tuple[Endpoint, WebhookSubscription]:
+    sub_id = f"sub_{number:016x}"
+    endpoint = Endpoint(
+        sub_id,
+        agent.id,
+        Kind.SUBSCRIPTION,
+        f"https://example.com/{number}",
+        secret,
+        store.now(),
+        expires_at=expires_at,
+    )
+    record = WebhookSubscription(
+        sub_id, agent.id, "herald.event", "{}", json.dumps(list(types)), sender, after_seq
+    )
+    return endpoint, record
+
+
+async def publish(store: Store, to: str, *types: str, sender: str | None = None) -> list[str]:
+    published = await store.append([NewEvent(to=to, type=t, text=t, sender=sender) for t in types])
+    return [p.event.id for p in published]
+
+
+async def scheduled(store: Store, event_ids: list[str]) -> dict[str, list[str]]:
+    return {e: [d.endpoint_id for d in await store.deliveries(e)] for e in event_ids}
+
+
+async def test_an_agent_has_many_subscriptions_beside_its_webhook(store: Store) -> None:
+    agent = await agent_of(store)
+    hook = Endpoint(new_id("end_"), agent.id, Kind.WEBHOOK, "https://a.example/", SECRET, 1)
+    await store.put_endpoint(hook)
+    for number in (1, 2):
+        assert await store.put_subscription(*subscription(store, agent, number), 0) is None
+    found = await store.subscriptions(agent_id=agent.id)
+    assert [(e.id, e.kind, s.name) for e, s in found] == [
+        ("sub_0000000000000001", Kind.SUBSCRIPTION, "herald.event"),
+        ("sub_0000000000000002", Kind.SUBSCRIPTION, "herald.event"),
+    ]
+    # The agent's endpoints (webhook, OpenClaw) are only those.
+    assert [e.id for e in await store.endpoints(agent.id)] == [hook.id]
+    assert [e.id for e, _ in await store.subscriptions(ids=["sub_0000000000000002"])] == [
+        "sub_0000000000000002"
+    ]
+
+
+async def test_a_subscription_is_scheduled_only_the_open_events_it_matches_after_its_start(
+    store: Store,
+) -> None:
+    agent = await agent_of(store)
+    early = await publish(store, "alice", "dm.received")
+    await store.put_subscription(
+        *subscription(store, agent, 1, types=("dm.*", "build.f?iled"), after_seq=1), 0
+    )
+    await store.put_subscription(*subscription(store, agent, 2, sender="bob"), 0)
+    ids = await publish(store, "alice", "dm.received", "build.failed", "other", "dm_x")
+    from_bob = await publish(store, "alice", "other", sender="bob")
+    assert await store.schedule_subscription_deliveries(100) == 3
+    assert await store.schedule_subscription_deliveries(100) == 0
+    assert await scheduled(store, early + ids + from_bob) == {
+        early[0]: [],
+        ids[0]: ["sub_0000000000000001"],
+        ids[1]: ["sub_0000000000000001"],
+        ids[2]: [],
+        ids[3]: [],
+        from_bob[0]: ["sub_0000000000000002"],
+    }
+    # Endpoint scheduling (webhooks, with their hold-back) leaves subscriptions alone.
+    assert await store.schedule_deliveries(store.now(), 100) == 0
+
+
+async def test_a_refresh_replaces_the_secret_keeps_the_old_one_signing_and_reactivates(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    endpoint, record = subscription(store, agent, 1, after_seq=0)
+    await store.put_subscription(endpoint, record, 0)
+    await store.append([NewEvent(to="alice", type="t", text="x")])
+    # Suspended after failing for long (as the worker disables an endpoint).
+    await store.schedule_subscription_deliveries(10)
+    (delivery, claimed, _, _) = (await store.claim_deliveries("w", 10, 60_000))[0]
+    failed = Attempt(delivery.event_id, store.now(), "subscription", "failed", claimed.id, "x")
+    await store.finish_deliveries(
+        [Finished(delivery, failed, None, None, False, disable_reason="kept failing")]
+    )
+    new_secret = "whsec_" + "B" * 32
+    verified = WebhookSubscription(**{**record.__dict__, "verified_at": 5, "after_seq": 1})
+    again = Endpoint(**{**endpoint.__dict__, "secret": new_secret, "expires_at": 9_000_000})
+    before = await store.put_subscription(again, verified, store.now() + 60_000)
+    assert before is not None and before[0].state is State.DISABLED
+    ((stored, kept),) = await store.subscriptions(agent_id=agent.id)
+    assert stored.state is State.ACTIVE and stored.disabled_reason is None
+    assert stored.secret == new_secret and stored.expires_at == 9_000_000
+    assert stored.signing_secrets(store.now()) == [new_secret, SECRET]
+    assert kept.after_seq == 1 and kept.verified_at == 5
+    # A start never moves back.
+    await store.put_subscription(again, record, 0)
+    ((_, kept),) = await store.subscriptions(agent_id=agent.id)
+    assert kept.after_seq == 1 and kept.verified_at == 5
+
+
+async def test_an_expired_subscription_is_not_claimed_and_expire_deletes_it(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    await store.put_subscription(*subscription(store, agent, 1, expires_at=store.now() + 10_000), 0)
+    (event_id,) = await publish(store, "alice", "t")
+    assert await store.schedule_subscription_deliveries(10) == 1
+    clock.advance(11)
+    assert await store.claim_deliveries("w", 10, 60_000) == []
+    assert await store.schedule_subscription_deliveries(10) == 0
+    await store.expire()
+    assert await store.subscriptions(agent_id=agent.id) == []
+    assert await store.deliveries(event_id) == []
+
+
+async def test_the_cursor_is_a_watermark_below_every_outstanding_event(store: Store) -> None:
+    agent = await agent_of(store)
+    endpoint, record = subscription(store, agent, 1, types=("a",))
+    await store.put_subscription(endpoint, record, 0)
+    ids = await publish(store, "alice", "a", "b", "a", "a")  # seqs 1..4; 2 does not match
+    assert await store.subscription_cursor(endpoint.id) == 0  # nothing scheduled yet
+    await store.schedule_subscription_deliveries(10)
+    claimed = {d.event_id: d for d, _, _, _ in await store.claim_deliveries("w", 10, 60_000)}
+    # The body of event 1 may say 1 (it is the one being sent); event 3's says 0.
+    assert await store.subscription_cursor(endpoint.id, sending=ids[0]) == 2
+    assert await store.subscription_cursor(endpoint.id, sending=ids[2]) == 0
+    now = store.now()
+    done = [
+        Finished(
+            claimed[ids[2]],
+            Attempt(ids[2], now, "subscription", "delivered", endpoint.id),
+            None,
+            EventStatus.DELIVERED.value,
+            True,
+        ),
+        Finished(
+            claimed[ids[0]],
+            Attempt(ids[0], now, "subscription", "undeliverable", endpoint.id, "http_4xx: 410"),
+            None,
+            None,
+            False,
+        ),
+    ]
+    await store.finish_deliveries(done)
+    # 1 was given up on, 2 is not its, 3 delivered: 4 is outstanding.
+    assert await store.subscription_cursor(endpoint.id) == 3
+    assert await store.subscription_cursor("sub_ffffffffffffffff") is None
+    ((stored, kept),) = await store.subscriptions(agent_id=agent.id)
+    assert kept.after_seq == 3  # the watermark moved its start up
+    assert stored.last_ok_at == now
+
+
+async def test_deleting_a_subscription_takes_its_deliveries(store: Store) -> None:
+    agent = await agent_of(store)
+    endpoint, record = subscription(store, agent, 1)
+    await store.put_subscription(endpoint, record, 0)
+    (event_id,) = await publish(store, "alice", "t")
+    await store.schedule_subscription_deliveries(10)
+    assert await store.delete_subscription(endpoint.id)
+    assert not await store.delete_subscription(endpoint.id)
+    assert await store.deliveries(event_id) == []
+    event = await store.get_event(event_id)
+    assert event is not None and event.status is EventStatus.PENDING

@@ -1,0 +1,66 @@
+"""Two ``herald serve`` processes on one PostgreSQL database serve one MCP Events webhook
+subscription: each matching event, published through either, is delivered once (the worker's
+claim keeps the other process away), never twice."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import time
+from collections import Counter
+
+import pytest
+from standardwebhooks import Webhook
+
+from tests.herald_process import HeraldProcess
+from tests.http.test_mcp import new_agent, publish
+from tests.http.test_mcp_events import agent_http
+from tests.http.test_mcp_webhooks import LOOPBACK, SECRET, call, subscription
+from tests.webhooks.receiver import Receiver
+
+pytestmark = pytest.mark.anyio
+
+EVENTS = 40
+WAIT_S = 30.0
+
+
+async def test_two_processes_deliver_each_event_of_a_subscription_once(
+    postgres_database_url: str,
+) -> None:
+    receiver = Receiver(answers_challenges=True)
+    first = HeraldProcess(postgres_database_url, extra_args=LOOPBACK)
+    second = HeraldProcess(postgres_database_url, extra_args=LOOPBACK)
+    try:
+        agent = new_agent(first)
+        async with agent_http(first, agent["api_key"]) as http:
+            made = await call(http, "modern", "events/subscribe", subscription(receiver.url))
+        assert made["result"]["id"].startswith("sub_")
+        published = [
+            publish(first if n % 2 else second, agent["handle"], f"event {n}")
+            for n in range(EVENTS)
+        ]
+        received: list[str] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(received) < EVENTS:
+            left = deadline - time.monotonic()
+            assert left > 0, f"only {len(received)} of {EVENTS} events arrived"
+            try:
+                got = await asyncio.to_thread(receiver.arrived.get, timeout=left)
+            except queue.Empty:
+                continue
+            body = Webhook(SECRET).verify(got.body, got.headers)
+            if "type" not in body:
+                received.append(body["eventId"])
+        assert sorted(received) == sorted(published)
+        with first.client(first.admin_key) as admin:
+            for event_id in published:
+                shown = admin.get(f"/v1/events/{event_id}").json()
+                outcomes = Counter(
+                    a["outcome"] for a in shown["attempts"] if a["mechanism"] == "subscription"
+                )
+                assert shown["status"] == "delivered" and outcomes == {"delivered": 1}
+        assert len([r for r in receiver.requests if "type" not in r.json]) == EVENTS
+    finally:
+        first.stop()
+        second.stop()
+        receiver.close()
