@@ -38,8 +38,8 @@ from herald.subscriptions.poll import poll
 from herald.subscriptions.stream import stream
 
 EXTENSION = "io.modelcontextprotocol/events"
-SETTINGS: dict[str, Any] = {"listChanged": False}
-"""What herald's Events support declares (no list-change notifications yet)."""
+SETTINGS: dict[str, Any] = {"listChanged": True}
+"""What herald's Events support declares (list changes go out on ``subscriptions/listen``)."""
 
 # The SEP's error codes.
 NOT_FOUND = -32023
