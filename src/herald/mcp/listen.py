@@ -42,13 +42,14 @@ class _Stream:
     agent_id: str
     inbox: bool
     catalogue: bool
-    changed: set[str] = field(default_factory=set)
-    """The notifications owed: at most one of each kind, however many changes."""
+    changed: dict[str, None] = field(default_factory=dict)
+    """The notifications owed, in the order their first change came: at most one of each
+    kind, however many changes."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
 
     def owe(self, method: str) -> None:
-        self.changed.add(method)
+        self.changed.setdefault(method)
         self.wake.set()
 
     def close(self) -> None:
@@ -120,8 +121,8 @@ class ListenStreams:
                 stream.wake.clear()
                 if stream.closed:
                     break
-                owed, stream.changed = stream.changed, set()
-                for method in sorted(owed):
+                owed, stream.changed = stream.changed, {}
+                for method in owed:
                     await ctx.session.send_notification(
                         _frame(method, meta),  # type: ignore[arg-type]
                         related_request_id=ctx.request_id,
