@@ -17,6 +17,7 @@ from mcp.client.subscriptions import ResourceUpdated, Subscription
 
 from herald import Hub
 from herald.delivery.engine import Notifier
+from herald.delivery.fanout import Fanout
 from herald.mcp import create_server
 from herald.mcp.events import SUBSCRIPTION_ID
 from herald.mcp.resources import INBOX_URI
@@ -134,3 +135,20 @@ async def test_a_catalogue_change_is_told_to_a_stream_that_asked(
         method, params = await received.next()
     assert method == EVENTS_LIST_CHANGED
     assert params["_meta"][SUBSCRIPTION_ID] is not None
+
+
+async def test_a_stream_ends_gracefully_when_herald_stops(hub: Hub, notifier: Notifier) -> None:
+    alice, _ = await hub.create_agent("alice")
+
+    async def identify(ctx: Any) -> Agent:
+        return alice
+
+    fanout = Fanout(hub)
+    server = create_server(notifier, identify=identify, transport="memory", fanout=fanout)
+    async with (
+        connect(notifier, alice, mode="auto", server=server) as (client, _),
+        client.listen(resource_subscriptions=[INBOX_URI]) as subscription,
+    ):
+        await fanout.close()  # what herald serve does first when it stops
+        async with asyncio.timeout(10):
+            assert [update async for update in subscription] == []
