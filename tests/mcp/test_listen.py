@@ -152,3 +152,12 @@ async def test_a_stream_ends_gracefully_when_herald_stops(hub: Hub, notifier: No
         await fanout.close()  # what herald serve does first when it stops
         async with asyncio.timeout(10):
             assert [update async for update in subscription] == []
+
+
+async def test_discovery_declares_what_this_era_is_sent(hub: Hub, notifier: Notifier) -> None:
+    alice, _ = await hub.create_agent("alice")
+    async with connect(notifier, alice, mode="auto") as (client, _):
+        capabilities = client.server_capabilities.model_dump(by_alias=True, exclude_none=True)
+    assert "logging" not in capabilities  # no notifications/message on 2026-07-28
+    assert capabilities["resources"] == {"subscribe": True, "listChanged": False}
+    assert capabilities["tools"] == {"listChanged": False}

@@ -169,6 +169,28 @@ def attach(server: Server[Any], streams: ListenStreams, identify: Identify) -> N
             )
         return await streams.serve(ctx, agent.id, params.notifications)
 
+    async def discovered(ctx: ServerRequestContext[Any], call_next: events.CallNext) -> Any:
+        result = await call_next(ctx)
+        if ctx.method == "server/discover":
+            declare_what_is_sent(result)
+        return result
+
     server.add_request_handler(
         "subscriptions/listen", types.SubscriptionsListenRequestParams, listen
     )
+    server.middleware.insert(0, discovered)
+
+
+def declare_what_is_sent(result: Any) -> None:
+    """Make a ``server/discover`` wire result say what this era gets. The SDK derives every
+    ``listChanged`` from serving ``subscriptions/listen``, but herald's lists never change
+    (``honour`` leaves those kinds out); and no ``notifications/message`` is sent on
+    2026-07-28, so logging is not offered."""
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    if not isinstance(capabilities, dict):
+        return
+    capabilities.pop("logging", None)
+    for kind in ("tools", "prompts", "resources"):
+        declared = capabilities.get(kind)
+        if isinstance(declared, dict) and "listChanged" in declared:
+            declared["listChanged"] = False
