@@ -122,3 +122,36 @@ async def test_agents_cannot_send_herald_s_own_types_but_can_ask_permission(hub:
         "description": "list files",
         "input_preview": "",
     }
+
+
+async def test_inbox_listeners_hear_new_events_and_acknowledgements_of_their_agents(
+    hub: Hub,
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.create_agent("bob")
+    heard: list[set[str]] = []
+    woken: list[set[str]] = []
+    hub.add_inbox_listener(heard.append)
+    hub.add_listener(woken.append)
+    first = await hub.publish("alice", "t", "one")
+    second = await hub.publish("alice", "t", "two")
+    assert heard == [{alice.id}, {alice.id}] and woken == heard
+    heard.clear()
+    assert await hub.ack(alice, ids=[first.event.id]) == 1
+    assert await hub.ack(alice, ids=[first.event.id]) == 0  # nothing changed: nothing told
+    await hub.reply(alice, second.event.id, "done")
+    assert heard == [{alice.id}, {alice.id}]
+    assert len(woken) == 2  # the listeners of new events are not woken by acknowledgements
+    hub.remove_inbox_listener(heard.append)
+    await hub.publish("bob", "t", "three")
+    assert len(heard) == 2
+
+
+async def test_the_signing_key_is_made_once_and_shared_by_every_hub_on_the_store(
+    store_url: str,
+) -> None:
+    async with Hub.from_url(store_url) as one, Hub.from_url(store_url) as two:
+        key = await one.signing_key()
+        assert len(key) == 32
+        assert await two.signing_key() == key
+        assert await one.signing_key() == key

@@ -10,9 +10,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from herald.delivery.answers import reply_with
 from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
 from herald.delivery.sessions import LiveSession, Unconfirmed
-from herald.errors import InvalidInput
 from herald.hub import Hub
 from herald.models import Attempt, Event, EventStatus
 
@@ -151,15 +151,7 @@ class Cascade:
         self._report(report)
 
     async def _reply_with(self, session: LiveSession, event: Event, answer: FormAnswer) -> None:
-        """An accepted form is the agent's reply. Content that does not fit the form (a client
-        that did not check it) is kept as the reply's text, not passed on as data the sender
-        would misread."""
-        text = _answer_text(answer)
-        try:
-            await self.hub.reply(session.agent, event.id, text, answer.content)
-        except InvalidInput as exc:
-            log.warning("session %s answered %s off its form: %s", session.id, event.id, exc)
-            await self.hub.reply(session.agent, event.id, text, None)
+        await reply_with(self.hub, session.agent, event.id, answer, f"session {session.id}")
 
     def _written(
         self, session: LiveSession, event: Event, mechanism: str, result: PushResult, *, sent: bool
@@ -185,8 +177,3 @@ class Cascade:
     def _report(self, report: PushReport) -> None:
         for observer in self._observers:
             observer(report)
-
-
-def _answer_text(answer: FormAnswer) -> str:
-    fields = ", ".join(f"{key}={value}" for key, value in (answer.content or {}).items())
-    return f"answered the form: {fields}" if fields else "answered the form"

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from herald.config import DEFAULTS
@@ -117,7 +118,13 @@ class Fanout:
         self.poll_interval_s = poll_interval_s
         self._topics: dict[str, _Topic] = {}
         self._subscriptions: set[Subscription] = set()
+        self._closers: list[Callable[[], None]] = []
         hub.add_listener(self._wake)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Call ``closer`` when the fan-out closes: another kind of live stream that never ends
+        by itself (an MCP ``subscriptions/listen``) ends with the rest at shutdown."""
+        self._closers.append(closer)
 
     def subscribe(self, agent_id: str, seen_through: int) -> Subscription:
         """Start following the agent's events committed from now on. ``seen_through`` is the
@@ -161,6 +168,8 @@ class Fanout:
         for subscription in list(self._subscriptions):
             subscription.close("herald is shutting down; resume with Last-Event-ID")
             self.unsubscribe(subscription)
+        for closer in self._closers:
+            closer()
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self._wake)
 

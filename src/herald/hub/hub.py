@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -56,6 +57,7 @@ from herald.validation import HANDLE_PATTERN, check_form_answer
 log = logging.getLogger("herald")
 
 ADMIN_KEY_SETTING = "admin_key_hash"
+SIGNING_KEY_SETTING = "signing_key"
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_S = 1.0
 KEY_CACHE_SIZE = 10_000
@@ -91,6 +93,8 @@ class Hub:
         self.maintenance_interval_s = maintenance_interval_s
         self._admin_key_hash: str | None = None
         self._listeners: list[Callable[[set[str]], None]] = []
+        self._inbox_listeners: list[Callable[[set[str]], None]] = []
+        self._signing_key: bytes | None = None
         self._known_keys: dict[str, tuple[Agent, float]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
 
@@ -172,6 +176,17 @@ class Hub:
             ADMIN_KEY_SETTING, hash_key(key)
         )
         return key if matches(key, self._admin_key_hash) else None
+
+    async def signing_key(self) -> bytes:
+        """A random key kept in the store, the same in every process that shares it: it signs
+        what herald hands a client only to be given back (an MCP ``requestState``), so that a
+        retry may reach any process. Made by the first process that needs it."""
+        if self._signing_key is None:
+            stored = await self._store.set_setting_if_absent(
+                SIGNING_KEY_SETTING, secrets.token_hex(32)
+            )
+            self._signing_key = bytes.fromhex(stored)
+        return self._signing_key
 
     def is_admin_key(self, key: str) -> bool:
         return self._admin_key_hash is not None and matches(key, self._admin_key_hash)
@@ -392,7 +407,8 @@ class Hub:
             stored, published = await self._store.add_reply(draft, routed)
         except NotFound:  # the sender is gone: the reply stays on the event all the same
             stored, published = await self._store.add_reply(draft, None)
-        await self._store.ack(agent.id, ids=[event.id])
+        if await self._store.ack(agent.id, ids=[event.id]):
+            self._acknowledged(agent.id)
         if published is not None:
             self._announce({published.event.agent_id})
         else:
@@ -414,10 +430,26 @@ class Hub:
     def remove_listener(self, listener: Callable[[set[str]], None]) -> None:
         self._listeners.remove(listener)
 
+    def add_inbox_listener(self, listener: Callable[[set[str]], None]) -> None:
+        """Call ``listener(agent_ids)`` (it must not block) after their inboxes changed: events
+        committed for them (as ``add_listener``, other processes' included on PostgreSQL), and
+        events of theirs acknowledged in this process."""
+        self._inbox_listeners.append(listener)
+
+    def remove_inbox_listener(self, listener: Callable[[set[str]], None]) -> None:
+        self._inbox_listeners.remove(listener)
+
     def _announce(self, agent_ids: set[str]) -> None:
         if agent_ids:
             for listener in self._listeners:
                 listener(agent_ids)
+            for listener in self._inbox_listeners:
+                listener(agent_ids)
+
+    def _acknowledged(self, agent_id: str) -> None:
+        # Only the inbox listeners: what waits for new events has nothing to do on an ack.
+        for listener in self._inbox_listeners:
+            listener({agent_id})
 
     async def inbox(self, agent: Agent, limit: int = 20, session: str = "inbox") -> list[Event]:
         """The agent's open events, oldest first, held (leased) for the reader ``session``.
@@ -472,10 +504,13 @@ class Hub:
         consumer = consumer or DEFAULT_CONSUMER
         if cursor is None:
             events = await self._store.take(agent.id, limit, "heartbeat", consumer)
+            if events:
+                self._acknowledged(agent.id)
             return Drained(events, events[-1].seq if events else 0)
         events = await self._store.claim(
             agent.id, consumer, limit, self.lease_ms, "heartbeat", ack_up_to=cursor
         )
+        self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
         return Drained(events, events[-1].seq if events else cursor)
 
     async def poll(
@@ -505,6 +540,7 @@ class Hub:
             ack_unheld=True,
             match=match,
         )
+        self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
         return Drained(events, events[-1].seq if events else cursor)
 
     async def acknowledge_through(
@@ -516,9 +552,12 @@ class Hub:
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
-        return await self._store.ack(
+        acked = await self._store.ack(
             agent.id, up_to_seq=cursor, consumer=subscription, unheld=True, match=match
         )
+        if acked:
+            self._acknowledged(agent.id)
+        return acked
 
     async def start_position(
         self, agent: Agent, match: EventMatch, not_before_ms: int | None = None
@@ -547,13 +586,16 @@ class Hub:
         ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
         # No consumer named: a client acknowledging what was pushed to it (a stream, MCP),
         # which leases nothing, or the default drainer.
-        return await self._store.ack(
+        acked = await self._store.ack(
             agent.id,
             ids=ids,
             up_to_seq=cursor,
             consumer=consumer or DEFAULT_CONSUMER,
             unheld=consumer is None,
         )
+        if acked:
+            self._acknowledged(agent.id)
+        return acked
 
     # Delivery: what the ways that push (session workers, streams) read and record
 
@@ -577,7 +619,10 @@ class Hub:
 
     async def confirm(self, agent_id: str, event_id: str, session: str) -> int:
         """A way that confirms (an answered form) got the event through to ``session``."""
-        return await self._store.ack(agent_id, ids=[event_id], consumer=session)
+        acked = await self._store.ack(agent_id, ids=[event_id], consumer=session)
+        if acked:
+            self._acknowledged(agent_id)
+        return acked
 
     # Upkeep
 

@@ -49,8 +49,8 @@ from herald.subscriptions.stream import ClientNotReading, stream
 log = logging.getLogger("herald.mcp")
 
 EXTENSION = "io.modelcontextprotocol/events"
-SETTINGS: dict[str, Any] = {"listChanged": False}
-"""What herald's Events support declares (no list-change notifications yet)."""
+SETTINGS: dict[str, Any] = {"listChanged": True}
+"""What herald's Events support declares (list changes go out on ``subscriptions/listen``)."""
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 

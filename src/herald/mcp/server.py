@@ -25,8 +25,9 @@ from herald.capabilities import LEGACY_VERSIONS, detect, profile_for
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
-from herald.errors import RateLimited
-from herald.mcp import events, tools
+from herald.errors import InvalidInput, RateLimited
+from herald.mcp import events, forms, listen, resources, tools
+from herald.mcp.listen import ListenStreams
 from herald.mcp.peer import SessionPeer, connection_of, session_id_of
 from herald.models import Agent
 
@@ -123,7 +124,7 @@ def attach(
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         agent = await identify(ctx)
         if params.name in tools.TOOL_NAMES:
             if agent is None:
@@ -135,6 +136,8 @@ def attach(
                     publish_check(agent.id, 1)
                 except RateLimited as exc:
                     return tools.error(exc.message, exc.code)
+            if params.name == forms.TOOL and ctx.session.protocol_version not in LEGACY_VERSIONS:
+                return await inbox_with_forms(ctx, agent, params)
             api = tools.LocalApi(hub, agent, session_id_of(ctx.session))
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:
@@ -145,6 +148,31 @@ def attach(
             notice = await notifier.unread_notice(agent, session_id_of(ctx.session))
             if notice:
                 result.content.append(types.TextContent(type="text", text=notice))
+        return result
+
+    async def inbox_with_forms(
+        ctx: ServerRequestContext[Any], agent: Agent, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``inbox`` on 2026-07-28: interactive events are asked as forms in the result."""
+        session_id = session_id_of(ctx.session)
+        arguments = params.arguments or {}
+        notes: list[str] = []
+        held_back: tuple[str, ...] = ()
+        if params.request_state is not None:
+            try:
+                held_back, notes = await forms.answer(
+                    hub, agent, params.request_state, params.input_responses, session_id
+                )
+            except InvalidInput as exc:
+                raise MCPError(types.INVALID_PARAMS, exc.message) from exc
+        elif forms.takes_forms(ctx, agent):
+            asked = await forms.ask(hub, agent, arguments)
+            if asked is not None:
+                return asked
+        api = tools.LocalApi(hub, agent, session_id)
+        result = await tools.call(api, forms.TOOL, arguments, held_back)
+        if notes:
+            result.content[:0] = [types.TextContent(type="text", text="\n".join(notes))]
         return result
 
     async def on_initialized(
@@ -197,7 +225,12 @@ def attach(
         # Declares the logging capability that log delivery needs.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.middleware.insert(0, era_gate(era))
-    events.attach(server, hub, identify, fanout or Fanout(hub), events_config)
+    fanout = fanout or Fanout(hub)
+    events.attach(server, hub, identify, fanout, events_config)
+    resources.attach(server, hub, identify)
+    streams = ListenStreams(hub)
+    fanout.on_close(streams.close)  # listen streams end at shutdown with the others
+    listen.attach(server, streams, identify)
 
 
 def era_gate(era: str) -> ServerMiddleware[Any]:

@@ -4,7 +4,7 @@ hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -121,14 +121,17 @@ TOOL_INPUTS: dict[str, type[Input]] = {
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
 
 
-async def call(api: AgentApi, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+async def call(
+    api: AgentApi, name: str, arguments: dict[str, Any], held_back: Collection[str] = ()
+) -> types.CallToolResult:
     """Run one of herald's tools. Bad arguments come back as a tool error that
     says what to fix; nothing is changed. The arguments arrive parsed by the ``mcp`` SDK, so
     they are checked here as an HTTP body is (``herald.json_input``), then by the tool's model
-    (``TOOL_INPUTS``)."""
+    (``TOOL_INPUTS``). ``inbox`` neither shows nor delivers the events ``held_back`` (forms just
+    answered or left open: they stay pending)."""
     try:
         json_input.check(arguments, "arguments")
-        return await _dispatch(api, name, arguments)
+        return await _dispatch(api, name, arguments, held_back)
     except HeraldError as exc:
         return error(exc.message, exc.code)
 
@@ -148,12 +151,14 @@ def text_result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.CallToolResult:
+async def _dispatch(
+    api: AgentApi, name: str, args: dict[str, Any], held_back: Collection[str] = ()
+) -> types.CallToolResult:
     if name not in TOOL_INPUTS:
         raise InvalidInput(f"unknown tool {name!r}; herald has {', '.join(sorted(TOOL_NAMES))}")
     checked = parse(TOOL_INPUTS[name], args)  # refused as the same body over HTTP would be
     if isinstance(checked, InboxInput):
-        return await _inbox(api, checked.limit)
+        return await _inbox(api, checked.limit, held_back)
     if isinstance(checked, AckInput):
         acked = await api.ack(checked.ids or [], checked.cursor)
         return text_result(f"Acknowledged {acked} event(s).", {"acked": acked})
@@ -171,10 +176,12 @@ async def _dispatch(api: AgentApi, name: str, args: dict[str, Any]) -> types.Cal
     )
 
 
-async def _inbox(api: AgentApi, limit: int) -> types.CallToolResult:
+async def _inbox(
+    api: AgentApi, limit: int, held_back: Collection[str] = ()
+) -> types.CallToolResult:
     """Reading is delivery, but only once the answer is built: the events are held while it is,
     and only those it shows are acknowledged. One that cannot be shown stays pending."""
-    events = await api.inbox(limit)
+    events = [event for event in await api.inbox(limit) if event.id not in held_back]
     if not events:
         return text_result("No pending events.", {"events": [], "cursor": None})
     shown: list[tuple[Event, str, dict[str, Any]]] = []

@@ -1,0 +1,134 @@
+"""Forms on 2026-07-28 (MRTR): the ``inbox`` tool asks for the answers to interactive events
+in its result, since that era's server cannot send a form request of its own.
+
+First round: when the events the call would show include interactive ones and this request's
+client declared form elicitation, the result is ``input_required``: one form per such event
+(keyed by its id) and a signed ``requestState`` naming them. Second round (the client retries
+with ``inputResponses`` and the state): an accepted form becomes the event's reply, exactly as
+a form answered on the 2025 era does (``herald.delivery.answers``); a declined or cancelled one
+leaves the event pending. Then the inbox is shown as usual, without the events just asked
+about, which are never asked again in that call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+
+from herald.capabilities import detect
+from herald.delivery import render
+from herald.delivery.answers import reply_with
+from herald.delivery.base import FormAnswer
+from herald.errors import HeraldError, InvalidInput
+from herald.hub import Hub
+from herald.inputs.channel import InboxInput
+from herald.inputs.refusals import parse
+from herald.mcp.request_state import STATE_TTL_MS, FormsAsked, seal, unseal
+from herald.models import Agent, Attempt, Event
+
+TOOL = "inbox"
+MECHANISM = "input_required"
+"""The name attempts of this way are recorded with."""
+
+
+def takes_forms(ctx: ServerRequestContext[Any], agent: Agent) -> bool:
+    """Whether this request's client declared form elicitation (on 2026-07-28 each request
+    declares its own), and the agent has not switched forms off."""
+    session = ctx.session
+    declared = session.client_capabilities
+    client = session.client_params
+    caps = detect(
+        transport="mcp",
+        protocol_version=session.protocol_version,
+        client_info=client.client_info.model_dump(by_alias=True) if client else None,
+        client_capabilities=declared.model_dump(by_alias=True, exclude_none=True)
+        if declared
+        else None,
+    )
+    return caps.elicitation_form and agent.delivery.get("elicitation") is not False
+
+
+async def ask(
+    hub: Hub, agent: Agent, arguments: dict[str, Any]
+) -> types.InputRequiredResult | None:
+    """The forms of the interactive events among those the call would show, or None (none, or
+    arguments the tool itself will refuse). Nothing is held or delivered by asking."""
+    try:
+        limit = parse(InboxInput, arguments).limit
+    except HeraldError:
+        return None
+    forms = [event for event in await hub.open_events(agent.id, 0, limit) if event.interactive]
+    if not forms:
+        return None
+    asked = FormsAsked(agent.id, TOOL, tuple(event.id for event in forms))
+    state = seal(await hub.signing_key(), asked, hub.now() + STATE_TTL_MS)
+    requests: dict[str, types.InputRequest] = {event.id: _form(event) for event in forms}
+    return types.InputRequiredResult(input_requests=requests, request_state=state)
+
+
+def _form(event: Event) -> types.ElicitRequest:
+    assert event.reply_schema is not None
+    params = types.ElicitRequestFormParams(
+        message=render.headline(event),
+        requested_schema=event.reply_schema,
+    )
+    return types.ElicitRequest(params=params)
+
+
+async def answer(
+    hub: Hub,
+    agent: Agent,
+    state: str,
+    responses: Mapping[str, Any] | None,
+    session_id: str,
+) -> tuple[tuple[str, ...], list[str]]:
+    """Take the answers to the forms ``state`` asked about. Returns those events (the inbox
+    shows none of them in this call) and a line for each, for the result.
+
+    Raises:
+        InvalidInput: ``state`` was not made by herald for this agent (forged, altered), or it
+            has expired; or an answer is not an elicitation result. Nothing is changed.
+    """
+    asked = unseal(await hub.signing_key(), state, agent.id, TOOL, hub.now())
+    answers: dict[str, types.ElicitResult | None] = {}
+    for event_id in asked.event_ids:
+        given = (responses or {}).get(event_id)
+        if given is not None and not isinstance(given, types.ElicitResult):
+            raise InvalidInput(
+                f"params.inputResponses.{event_id} must be the answer to its form:"
+                ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
+            )
+        answers[event_id] = given
+    notes = [
+        await _take(hub, agent, event_id, given, session_id) for event_id, given in answers.items()
+    ]
+    return asked.event_ids, notes
+
+
+async def _take(
+    hub: Hub, agent: Agent, event_id: str, given: types.ElicitResult | None, session_id: str
+) -> str:
+    event = await hub.find_event(event_id)
+    if event is None or event.agent_id != agent.id or not event.status.is_open:
+        # Answered or acknowledged meanwhile (a state given back twice, among others).
+        return f"Event {event_id} was already handled; this answer to its form was not used."
+    action = given.action if given is not None else "cancel"
+    if action == "accept":
+        assert given is not None
+        await hub.record_attempts(
+            [Attempt(event_id, hub.now(), MECHANISM, "delivered", session_id)]
+        )
+        content = dict(given.content) if given.content is not None else None
+        await reply_with(hub, agent, event_id, FormAnswer(action, content), f"session {session_id}")
+        return f"Your answer to event {event_id} ({render.headline(event)}) is its reply."
+    error = "the form was declined" if action == "decline" else "the form was not answered"
+    await hub.record_attempts(
+        [Attempt(event_id, hub.now(), MECHANISM, "failed", session_id, error)]
+    )
+    return (
+        f"Event {event_id} ({render.headline(event)}): {error}; it stays pending. Answer it with"
+        f" reply (event_id {event_id}), or ack it."
+    )

@@ -1,0 +1,71 @@
+"""The ``herald://inbox`` resource on both eras, in process: listed, read as JSON oldest first,
+and reading it delivers nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from herald import Hub
+from herald.delivery.engine import Notifier
+from herald.mcp.resources import INBOX_URI
+from herald.models import EventStatus
+from mcp import Client
+from tests.mcp.conftest import connect
+
+pytestmark = pytest.mark.anyio
+ERAS = ["legacy", "auto"]
+
+
+async def read_inbox(client: Client) -> dict[str, Any]:
+    (contents,) = (await client.read_resource(INBOX_URI)).contents
+    assert isinstance(contents, types.TextResourceContents)
+    assert contents.mime_type == "application/json"
+    return dict(json.loads(contents.text))
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_inbox_is_listed_and_says_reading_it_is_no_delivery(
+    notifier: Notifier, mode: str
+) -> None:
+    alice, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, alice, mode=mode) as (client, _):
+        (listed,) = (await client.list_resources()).resources
+    assert str(listed.uri) == INBOX_URI
+    assert listed.description is not None and "not a delivery" in listed.description
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_reading_the_inbox_shows_pending_events_oldest_first_and_delivers_none(
+    hub: Hub, notifier: Notifier, mode: str
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.create_agent("bob")
+    first = await hub.publish("alice", "t", "first")
+    second = await hub.publish("alice", "t", "second", data={"n": 2})
+    await hub.publish("bob", "t", "not alice's")
+    async with connect(notifier, alice, mode=mode) as (client, _):
+        shown = await read_inbox(client)
+        again = await read_inbox(client)  # a look: the same events again
+    ids = [first.event.id, second.event.id]
+    assert [e["id"] for e in shown["events"]] == [e["id"] for e in again["events"]] == ids
+    assert shown["events"][1]["data"] == {"n": 2}
+    assert shown["more"] is False
+    for published in (first, second):
+        event, _ = await hub.get_event(published.event.id)
+        assert event.status is not EventStatus.DELIVERED
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_resource_herald_does_not_serve_is_refused_by_name(
+    notifier: Notifier, mode: str
+) -> None:
+    alice, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, alice, mode=mode) as (client, _):
+        with pytest.raises(MCPError, match="herald://inbox") as refused:
+            await client.read_resource("herald://outbox")
+    assert refused.value.error.code == types.INVALID_PARAMS
