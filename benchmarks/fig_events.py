@@ -10,6 +10,7 @@ same open-loop schedule and clients.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +48,10 @@ from herald.models import Agent
 from herald.subscriptions import catalogue
 
 T = TypeVar("T")
+WARM_UP_BACKLOG = 1000
+"""Events each way drains, unmeasured, before the first round of figure 11."""
+WARM_UP_S = 1.0
+"""How long each way streams, unmeasured, before the first round of figure 12."""
 
 
 def _median(rounds: Sequence[T], key: Callable[[T], float]) -> T:
@@ -98,11 +103,16 @@ async def _poll_rounds(
     handles = [f"{way}{index}" for index in range(rounds) for way in ("hb", "poll")]
     if profiler is not None:
         handles += ["profiled-hb", "profiled-poll"]
+    backlog = dict.fromkeys(handles, sizes.backlog)
+    backlog |= dict.fromkeys(["warm-hb", "warm-poll"], min(sizes.backlog, WARM_UP_BACKLOG))
     heartbeats: list[Drain] = []
     polls: list[Drain] = []
     async with herald_server(workdir, "events-poll") as server:
-        keys = dict(zip(handles, await _create_agents(server, handles), strict=True))
-        await _prefill(server, dict.fromkeys(handles, sizes.backlog), sizes.batch_size)
+        keys = dict(zip(backlog, await _create_agents(server, list(backlog)), strict=True))
+        await _prefill(server, backlog, sizes.batch_size)
+        # Not measured: so that the first round's first side does not meet a cold server.
+        await _drain(server, [keys["warm-hb"]], limit, seconds)
+        await _poll_drain(server, keys["warm-poll"], limit, seconds)
         for index, order in enumerate(_orders(rounds)):
             for way in order:
                 if way == "old":
@@ -200,7 +210,8 @@ async def poll_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = N
             f" {sizes.drain_seconds:g} s; the order alternates between rounds and each side shows"
             " its median round (every round's rate in the details). The client parses each"
             " answer with json.loads.",
-            "Baseline: herald's own heartbeat drain, re-measured here on the same server.",
+            "Baseline: herald's own heartbeat drain, re-measured here on the same server, after"
+            f" an unmeasured warm-up drain of {WARM_UP_BACKLOG:,} events each way.",
             "Diagnostics: Hub.drain and Hub.poll in process on one SQLite file (no HTTP, no"
             " MCP): the store's share of the gap.",
         ],
@@ -261,6 +272,10 @@ async def _stream_rounds(
 ) -> tuple[list[Latencies], list[Latencies]]:
     measured: dict[str, list[Latencies]] = {"old": [], "new": []}
     async with herald_server(workdir, "events-stream") as server:
+        # Not measured: a fresh server's first second of streams is slower on either side.
+        warm = dataclasses.replace(sizes, stream_seconds=WARM_UP_S)
+        for way in ("old", "new"):
+            await _latency_round(server, way, f"warm-{way}", warm)
         for index, order in enumerate(_orders(sizes.events_rounds)):
             for way in order:
                 label = f"{way}{index}"
@@ -325,7 +340,8 @@ async def stream_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None =
             f" {agents} agents) under the same schedule and clients, on the same server. In each"
             f" of {sizes.events_rounds} rounds both sides run on fresh agents, the order"
             " alternating; each side shows its median round by p99 (every round's p99, and the"
-            " p99 of all rounds pooled, in the details).",
+            " p99 of all rounds pooled, in the details), after an unmeasured"
+            f" {WARM_UP_S:g} s of each way on other agents.",
         ],
     )
     usages = [measured[1] for measured in old + new]
