@@ -45,6 +45,7 @@ class Sizes:
     stream_rate: float
     stream_seconds: float
     stream_publishers: int
+    events_rounds: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +87,7 @@ FULL = Sizes(
     stream_rate=1000.0,
     stream_seconds=5.0,
     stream_publishers=16,
+    events_rounds=3,
 )
 
 QUICK = Sizes(
@@ -124,4 +126,5 @@ QUICK = Sizes(
     stream_rate=1000.0,
     stream_seconds=2.0,
     stream_publishers=16,
+    events_rounds=1,
 )

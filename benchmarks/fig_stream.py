@@ -88,19 +88,21 @@ class SseProtocol(StreamProtocol):
         events = self._events
         if not take_chunks(buffer, events):
             return
-        for event in self._decoder.feed(events):
+        for event in self._decoder.feed(bytes(events)):
             self._inbox.receipts.add(event.data, now)
         events.clear()
 
 
 @dataclass
 class Side:
-    """One server under test: how to open a stream and how to publish to one token's agent."""
+    """One server under test: how to open a stream and how to publish to one token's agent.
+    ``bare``: the broadcast of ``stream_baseline.py``, which publishes on ``POST /publish``."""
 
     name: str
     server: Server
     tokens: list[str]
     handles: list[str]
+    bare: bool = False
 
     def stream_request(self, token: str) -> bytes:
         address = self.server.address
@@ -109,11 +111,15 @@ class Side:
             f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
         ).encode()
 
+    def protocol(self, request: bytes, inbox: Inbox) -> StreamProtocol:
+        """The client side of one stream: it writes ``request`` and reads the answer."""
+        return SseProtocol(request, inbox)
+
     def publish_request(self, index: int, tag: str) -> bytes:
         text = f"K{tag}"
         token: str | None
         body: dict[str, Any]
-        if self.name == "herald":
+        if not self.bare:
             body = {"to": self.handles[index], "type": "bench.stream", "text": text,
                     "data": {"pad": PADDING}}  # fmt: skip
             path, token = "/v1/events", self.server.admin_key
@@ -136,7 +142,7 @@ async def _side(name: str, workdir: Path, agents: int) -> AsyncIterator[Side]:
     else:
         async with stream_server(workdir, "stream-baseline") as server:
             tokens = [f"agent{index:04d}" for index in range(agents)]
-            yield Side(name, server, tokens, tokens)
+            yield Side(name, server, tokens, tokens, bare=True)
 
 
 def _raise_open_files(needed: int) -> int:
@@ -164,7 +170,7 @@ async def _open_streams(side: Side, tokens: Sequence[str], inbox: Inbox) -> list
         async with gate:
             request = side.stream_request(token)
             _, protocol = await loop.create_connection(
-                lambda: SseProtocol(request, inbox), address.host, address.port
+                lambda: side.protocol(request, inbox), address.host, address.port
             )
             streams.append(protocol)
             await asyncio.shield(protocol.answered)
@@ -227,7 +233,7 @@ async def _fanout(side: Side, count: int, rounds: int) -> FanoutResult:
     return FanoutResult(kib, statistics.median(times), times, open_s, reached, usage)
 
 
-async def _latency(side: Side, sizes: Sizes) -> tuple[list[float], Usage, int]:
+async def open_loop_latency(side: Side, sizes: Sizes) -> tuple[list[float], Usage, int]:
     """8c on one side: one stream per agent, an open loop of events spread over them."""
     arrivals = Arrivals()
     inbox = Inbox()
@@ -281,7 +287,7 @@ async def stream_figures(sizes: Sizes, workdir: Path) -> list[Figure]:
     for name in ("baseline", "herald"):
         async with _side(name, workdir, sizes.stream_agents) as side:
             fan[name] = await _fanout(side, count, sizes.stream_fanout_rounds)
-            lat[name] = await _latency(side, sizes)
+            lat[name] = await open_loop_latency(side, sizes)
     memory = Figure(
         "8a",
         f"memory per SSE stream, {count:,} streams of one agent",

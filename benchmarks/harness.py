@@ -20,7 +20,7 @@ from typing import Any
 
 import uvloop
 
-from benchmarks import fig_http, fig_mcp, fig_store, fig_stream, fig_webhooks
+from benchmarks import fig_events, fig_http, fig_mcp, fig_store, fig_stream, fig_webhooks
 from benchmarks.config import FULL, QUICK, Sizes
 from benchmarks.cpu import Probe
 from benchmarks.profiling import Profiler, find_py_spy
@@ -38,6 +38,8 @@ GROUPS = (
     "mcp-push",
     "stream",
     "webhooks",
+    "events-poll",
+    "events-stream",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -69,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="also sample the server with py-spy in an extra run of figures 2-7"
+        help="also sample the server with py-spy in an extra run of figures 2-7, 11 and 12"
         " (summaries in benchmarks/profiles/)",
     )
     parser.add_argument("--py-spy", default=None, help="the py-spy executable (default: on PATH)")
@@ -124,9 +126,16 @@ def _steps(
             await fig_webhooks.failing_endpoint_figure(sizes, workdir),
         ]
 
+    async def events_poll() -> list[Figure]:
+        return [await fig_events.poll_figure(sizes, workdir, profiler)]
+
+    async def events_stream() -> list[Figure]:
+        return [await fig_events.stream_figure(sizes, workdir, profiler)]
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
+        "events-poll": events_poll, "events-stream": events_stream,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

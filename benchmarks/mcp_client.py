@@ -223,7 +223,7 @@ class StreamProtocol(asyncio.Protocol):
         events = self._events
         if not take_chunks(buffer, events):
             return
-        for event in self._decoder.feed(events):
+        for event in self._decoder.feed(bytes(events)):
             if event.data:
                 self._inbox.receipts.add(event.data, now)
         events.clear()

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from benchmarks.cpu import Usage
 
-TargetKind = Literal["ratio_at_least", "at_least", "at_most", "none"]
+TargetKind = Literal["ratio_at_least", "ratio_at_most", "at_least", "at_most", "none"]
 GENERATOR_LIMIT = 0.8
 SATURATED = 0.9
 NOISY = 0.25
@@ -55,6 +55,8 @@ class Target:
             return False
         if self.kind == "ratio_at_least":
             return baseline > 0 and value / baseline >= self.threshold
+        if self.kind == "ratio_at_most":  # a latency beside its baseline's: lower is better
+            return baseline > 0 and value / baseline <= self.threshold
         if self.kind == "at_least":
             return value >= self.threshold
         return value <= self.threshold
