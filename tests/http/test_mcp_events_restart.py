@@ -107,4 +107,6 @@ async def test_streaming_across_a_crash_resumes_from_the_last_cursor(
     finally:
         second.stop()
     assert seen == before + after
-    assert statuses == ["delivered", "delivered", "sent"]  # the resume's cursor acknowledged
+    # The resume's cursor acknowledged what came before it; the third is open (sent, once its
+    # push is recorded in the background).
+    assert statuses[:2] == ["delivered", "delivered"] and statuses[2] in {"pending", "sent"}

@@ -16,7 +16,8 @@ from mcp.shared.exceptions import MCPError
 from herald import Hub
 from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
-from herald.mcp import create_server
+from herald.delivery.recorder import PushRecorder
+from herald.mcp import HeraldServer, create_server
 from herald.mcp.events import EXTENSION, NOT_FOUND
 from herald.models import Agent, EventStatus
 from herald.testing import ManualClock
@@ -238,15 +239,26 @@ async def next_of(received: Received, method: str) -> dict[str, Any]:
             return params
 
 
+def server_of(notifier: Notifier, agent: Agent, **options: Any) -> HeraldServer:
+    """herald's MCP server in process, every request from ``agent``, with these options."""
+
+    async def identify(ctx: Any) -> Agent:
+        return agent
+
+    return create_server(notifier, identify=identify, transport="memory", **options)
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_sent(
     notifier: Notifier, mode: str
 ) -> None:
     hub = notifier.hub
     agent, _ = await hub.create_agent("alice")
+    recorder = PushRecorder(hub)
+    server = server_of(notifier, agent, recorder=recorder)
     waiting = await hub.publish("alice", "t", "waiting")
     async with (
-        connect(notifier, agent, mode=mode) as (client, received),
+        connect(notifier, agent, mode=mode, server=server) as (client, received),
         streaming(client) as _,
     ):
         active = await next_of(received, "notifications/events/active")
@@ -259,6 +271,7 @@ async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_s
         pushed = await next_of(received, "notifications/events/event")
         assert pushed["eventId"] == live.event.id
         assert pushed["data"]["text"] == "live"
+    await recorder.settled()  # pushes are recorded in the background, the stream going on
     for published in (waiting, live):
         event, attempts = await hub.get_event(published.event.id)
         assert event.status is EventStatus.SENT
@@ -275,16 +288,7 @@ async def test_a_stream_sends_a_heartbeat_with_its_cursor_when_nothing_comes(
 ) -> None:
     notifier = Notifier(hub)
     agent, _ = await hub.create_agent("alice")
-
-    async def identify(ctx: Any) -> Agent:
-        return agent
-
-    server = create_server(
-        notifier,
-        identify=identify,
-        transport="memory",
-        events_config=EventsConfig(heartbeat_s=0.05),
-    )
+    server = server_of(notifier, agent, events_config=EventsConfig(heartbeat_s=0.05))
     await hub.publish("alice", "t", "one")
     async with (
         connect(notifier, agent, mode="auto", server=server) as (client, received),

@@ -661,3 +661,28 @@ async def test_a_subscription_starts_before_the_oldest_open_matching_event(
     assert await store.start_position(alice.id, EventMatch()) == StartPosition(3, 0, 0)
     with pytest.raises(NotFound):
         await store.start_position(new_id("agt_"), EventMatch())
+
+
+async def test_pushes_of_several_agents_are_recorded_in_one_call(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    alices = await publish(store, "alice", 2)
+    bobs = await publish(store, "bob", 2)
+    await store.ack(alice.id, ids=[alices[1]])
+    now = store.now()
+    await store.record_pushes(
+        [
+            (alice.id, Attempt(alices[0], now, "events.stream", "sent", "s1")),
+            (alice.id, Attempt(alices[1], now, "events.stream", "sent", "s1")),  # delivered
+            (bob.id, Attempt(bobs[0], now, "events.stream", "sent", "s2")),
+            (alice.id, Attempt(bobs[1], now, "events.stream", "sent", "s1")),  # not alice's
+        ]
+    )
+    found = [await store.get_event(i) for i in (*alices, *bobs)]
+    statuses = [event.status for event in found if event is not None]
+    assert statuses == [
+        EventStatus.SENT,
+        EventStatus.DELIVERED,
+        EventStatus.SENT,
+        EventStatus.PENDING,
+    ]
+    assert [a.mechanism for a in await store.attempts(bobs[0])] == ["events.stream"]

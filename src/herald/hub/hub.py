@@ -613,6 +613,11 @@ class Hub:
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._store.record_attempts(attempts)
 
+    async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        """Pushes of several agents' events, in one trip: each pending event becomes ``sent``,
+        and each attempt is recorded."""
+        await self._store.record_pushes(pushes)
+
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
         """Pushed through a way that cannot confirm: pending events become ``sent``."""
         return await self._store.mark_sent(agent_id, ids)

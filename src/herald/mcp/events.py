@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from herald import json_input
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.fanout import Fanout
+from herald.delivery.recorder import PushRecorder
 from herald.errors import (
     CallbackEndpointError,
     Forbidden,
@@ -92,9 +93,12 @@ def attach(
     identify: Identify,
     fanout: Fanout,
     config: EventsConfig = DEFAULTS.events,
+    recorder: PushRecorder | None = None,
 ) -> None:
     """Serve ``events/list``, ``events/poll`` and ``events/stream`` on ``server`` for the agent
-    ``identify`` finds; streams read the agents' live events from ``fanout``."""
+    ``identify`` finds; streams read the agents' live events from ``fanout``, and their pushes
+    are written by ``recorder`` (one of its own if not given)."""
+    recorder = recorder or PushRecorder(hub)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
         agent = await identify(ctx)
@@ -152,7 +156,7 @@ def attach(
 
         try:
             body = parse(StreamInput, params_of(ctx))
-            await stream(hub, fanout, agent, body, notify, heartbeat_s=config.heartbeat_s)
+            await stream(hub, fanout, recorder, agent, body, notify, heartbeat_s=config.heartbeat_s)
         except ClientNotReading:
             log.info("an events/stream of %s ended: its client was not reading", agent.id)
         except HeraldError as exc:

@@ -25,6 +25,7 @@ from herald.capabilities import LEGACY_VERSIONS, detect, profile_for
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
+from herald.delivery.recorder import PushRecorder
 from herald.errors import InvalidInput, RateLimited
 from herald.mcp import events, forms, listen, resources, tools
 from herald.mcp.listen import ListenStreams
@@ -92,6 +93,7 @@ def attach(
     era: str = DEFAULTS.mcp.era,
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
+    recorder: PushRecorder | None = None,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
     ``notifier``.
@@ -106,6 +108,7 @@ def attach(
         publish_check: counts each event the tools publish for an agent (its rate limit).
         era: which era a client probing with ``server/discover`` gets (``McpConfig.era``).
         fanout: the agents' live events, for ``events/stream`` (one of its own if not given).
+        recorder: writes what ``events/stream`` pushes (one of its own if not given).
         events_config: the pace of Events subscriptions.
     """
     hub = notifier.hub
@@ -226,7 +229,7 @@ def attach(
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.middleware.insert(0, era_gate(era))
     fanout = fanout or Fanout(hub)
-    events.attach(server, hub, identify, fanout, events_config)
+    events.attach(server, hub, identify, fanout, events_config, recorder)
     resources.attach(server, hub, identify)
     streams = ListenStreams(hub)
     fanout.on_close(streams.close)  # listen streams end at shutdown with the others
@@ -283,6 +286,7 @@ def create_server(
     era: str = DEFAULTS.mcp.era,
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
+    recorder: PushRecorder | None = None,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
     server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
@@ -296,6 +300,7 @@ def create_server(
         era=era,
         fanout=fanout,
         events_config=events_config,
+        recorder=recorder,
     )
     return server
 

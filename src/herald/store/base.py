@@ -246,6 +246,12 @@ class Store(ABC):
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None: ...
 
     @abstractmethod
+    async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        """Pushes of several agents' events at once, in one transaction: each ``(agent_id,
+        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``) and records
+        the attempt."""
+
+    @abstractmethod
     async def attempts(self, event_id: str) -> list[Attempt]: ...
 
     @abstractmethod

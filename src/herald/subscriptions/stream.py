@@ -4,11 +4,11 @@ holds the request open.
 First ``notifications/events/active`` with the cursor the stream starts from (a null cursor
 starts as a poll does; a given one acknowledges as a poll's does), then the backlog after it,
 then live events from the agent's shared buffer (``Fanout``), and a heartbeat with the cursor
-whenever nothing came for ``heartbeat_s``. A pushed event is ``sent``: the cursor the client
-polls or streams with later acknowledges it. The stream ends when the client goes away (the
-request is cancelled), or, with ``notifications/events/terminated``, when herald cannot go on
-(the agent was deleted, herald shuts down, the client fell out of the buffer): the client
-resumes from its cursor.
+whenever nothing came for ``heartbeat_s``. A pushed event is ``sent`` (recorded by the process's
+``PushRecorder``): the cursor the client polls or streams with later acknowledges it. The
+stream ends when the client goes away (the request is cancelled), or, with
+``notifications/events/terminated``, when herald cannot go on (the agent was deleted, herald
+shuts down, the client fell out of the buffer): the client resumes from its cursor.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from herald.config import DEFAULTS
 from herald.delivery.fanout import Fanout, TooSlow
+from herald.delivery.recorder import PushRecorder
 from herald.hub import Hub
 from herald.inputs.subscriptions import StreamInput
 from herald.models import Agent, Attempt, Event
@@ -38,6 +39,7 @@ SEND_TIMEOUT_S = 30.0
 async def stream(
     hub: Hub,
     fanout: Fanout,
+    recorder: PushRecorder,
     agent: Agent,
     params: StreamInput,
     notify: Notify,
@@ -67,7 +69,7 @@ async def stream(
         truncated = await hub.missing_after(agent, cursor) > 0
     newest = (await hub.get_agent(agent.id)).last_seq
     live = fanout.subscribe(agent.id, newest)
-    pusher = _Pusher(hub, agent, subscription, notify, session or subscription.key)
+    pusher = _Pusher(hub, recorder, agent, subscription, notify, session or subscription.key)
 
     removed = False
 
@@ -135,9 +137,16 @@ class _Pusher:
     """Sends one subscription's matching events and records them sent."""
 
     def __init__(
-        self, hub: Hub, agent: Agent, subscription: Subscription, notify: Notify, session: str
+        self,
+        hub: Hub,
+        recorder: PushRecorder,
+        agent: Agent,
+        subscription: Subscription,
+        notify: Notify,
+        session: str,
     ) -> None:
         self.hub = hub
+        self.recorder = recorder
         self.agent = agent
         self.subscription = subscription
         self.notify = notify
@@ -154,20 +163,10 @@ class _Pusher:
                 "notifications/events/event", {**occurrence, "cursor": self.cursor(event.seq)}
             )
         if matching:
-            # What went out is recorded even if the client leaves at this moment (the request
-            # is cancelled): a push without its record would look like one never made.
-            recording = asyncio.create_task(self._record(matching))
-            _RECORDING.add(recording)
-            recording.add_done_callback(_RECORDING.discard)
-            await asyncio.shield(recording)
-
-    async def _record(self, events: Sequence[Event]) -> None:
-        now = self.hub.now()
-        await self.hub.mark_sent(self.agent.id, [e.id for e in events])
-        await self.hub.record_attempts(
-            [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in events]
-        )
-
-
-_RECORDING: set[asyncio.Task[None]] = set()
-"""Records of pushes still being written, kept referenced until they are."""
+            # Recorded in the background, for this stream and every other at once: the next
+            # push does not wait for it, and the record outlives a client that leaves now.
+            now = self.hub.now()
+            self.recorder.add(
+                self.agent.id,
+                [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in matching],
+            )

@@ -215,6 +215,13 @@ MARK_SENT = (
     "UPDATE events SET status = 'sent', status_at = $3"
     " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
 )
+# Mark sent, events of several agents: $1 event ids, $2 their agents, $3 now.
+MARK_SENT_MANY = """
+UPDATE events SET status = 'sent', status_at = $3
+FROM unnest($1::text[], $2::text[]) AS pushed (event_id, agent_id)
+WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id
+  AND events.status = 'pending'
+"""
 # Count unread: $1 agent, $2 before, $3 now.
 # $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.
 MISSING_AFTER = f"""

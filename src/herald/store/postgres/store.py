@@ -340,6 +340,17 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._run(lambda conn: insert_attempts(conn, attempts))
 
+    async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        now = self.now()
+        event_ids = [attempt.event_id for _, attempt in pushes]
+        agent_ids = [agent_id for agent_id, _ in pushes]
+
+        async def record(conn: Connection) -> None:
+            await conn.execute(queries.MARK_SENT_MANY, event_ids, agent_ids, now)
+            await insert_attempts(conn, [attempt for _, attempt in pushes])
+
+        await self._run(record, transaction=True)
+
     async def attempts(self, event_id: str) -> list[Attempt]:
         async def select(conn: Connection) -> list[Attempt]:
             rows = await conn.fetch(queries.LIST_ATTEMPTS, event_id)

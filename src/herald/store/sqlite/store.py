@@ -330,6 +330,19 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._run(lambda conn: insert_attempts(conn, attempts))
 
+    async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        now = self.now()
+
+        def record(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE events SET status = 'sent', status_at = ?"
+                " WHERE id = ? AND agent_id = ? AND status = 'pending'",
+                [(now, attempt.event_id, agent_id) for agent_id, attempt in pushes],
+            )
+            insert_attempts(conn, [attempt for _, attempt in pushes])
+
+        await self._run(record)
+
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
             rows = conn.execute(
