@@ -223,3 +223,36 @@ async def test_the_sdk_client_polls_over_http_on_either_era(
         start = await call(client, "events/poll", name="herald.event", cursor=None)
         page = await call(client, "events/poll", name="herald.event", cursor=start["cursor"])
     assert [e["eventId"] for e in page["events"]] == [first]
+
+
+async def test_a_refused_poll_gets_the_same_error_on_the_short_way_as_through_the_sdk(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    async with agent_http(herald, agent["api_key"]) as http:
+        bad_cursor = await http.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "events/poll",
+                "params": {"_meta": meta(), "name": "herald.event", "cursor": "garbage"},
+            },
+            headers={"mcp-protocol-version": MODERN, "mcp-method": "events/poll"},
+        )
+        no_meta = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 10, "method": "events/poll", "params": {"name": "x"}},
+            headers={"mcp-protocol-version": MODERN, "mcp-method": "events/poll"},
+        )
+        wrong_header = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 11, "method": "events/poll", "params": {"_meta": meta()}},
+            headers={"mcp-protocol-version": MODERN, "mcp-method": "events/list"},
+        )
+    assert bad_cursor.status_code == 400
+    assert bad_cursor.json()["id"] == 9 and bad_cursor.json()["error"]["code"] == -32602
+    assert "cursor" in bad_cursor.json()["error"]["message"]
+    # Refused by the SDK's own checks, which the short way leaves to it.
+    assert no_meta.status_code == 400 and no_meta.json()["error"]["code"] == -32602
+    assert wrong_header.status_code == 400 and wrong_header.json()["error"]["code"] == -32020

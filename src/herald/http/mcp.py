@@ -20,6 +20,7 @@ from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, RateLimited
+from herald.http import mcp_poll
 from herald.http.auth import require_agent
 from herald.http.io import error_headers, error_response
 from herald.mcp import webhooks as mcp_webhooks
@@ -116,6 +117,7 @@ class McpRoute:
         subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     ) -> None:
         self.notifier = notifier
+        self.events_config = events_config
         self.streams = StreamTracker(notifier.wake_session)
         self.server = create_server(
             notifier,
@@ -155,6 +157,14 @@ class McpRoute:
         except HeraldError as exc:
             await _refuse(exc, scope, receive, send)
             return
+        if mcp_poll.is_modern_poll(scope):
+            server_info = self.server.server_info_stamp
+            passed = await mcp_poll.answer(
+                self.notifier.hub, agent, self.events_config, server_info, scope, receive, send
+            )
+            if passed is None:
+                return
+            receive = passed
         scope[AGENT_SCOPE_KEY] = agent
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
         scope["user"] = AuthenticatedUser(token)

@@ -10,7 +10,7 @@ does not know, so the advertisement is added to the wire result by a middleware.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -125,17 +125,7 @@ def attach(
         return result
 
     async def poll_events(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
-        agent = await agent_of(ctx)
-        try:
-            return await poll(
-                hub,
-                agent,
-                parse(PollInput, params_of(ctx)),
-                idle_ms=config.poll_idle_ms,
-                flowing_ms=config.poll_flowing_ms,
-            )
-        except HeraldError as exc:
-            raise refusal(exc) from exc
+        return await poll_answer(hub, await agent_of(ctx), ctx.params, config)
 
     async def stream_events(
         ctx: ServerRequestContext[Any], _: types.RequestParams
@@ -170,6 +160,28 @@ def attach(
     server.add_request_handler("events/poll", types.RequestParams, poll_events)
     server.add_request_handler("events/stream", types.RequestParams, stream_events)
     server.middleware.insert(0, advertised)
+
+
+async def poll_answer(
+    hub: Hub, agent: Agent, params: Mapping[str, Any] | None, config: EventsConfig
+) -> dict[str, Any]:
+    """What ``events/poll`` with these params answers ``agent``.
+
+    Raises:
+        MCPError: the params are refused (the extension's code, the field named).
+    """
+    try:
+        raw = dict(params or {})
+        json_input.check(raw, "params")
+        return await poll(
+            hub,
+            agent,
+            parse(PollInput, raw),
+            idle_ms=config.poll_idle_ms,
+            flowing_ms=config.poll_flowing_ms,
+        )
+    except HeraldError as exc:
+        raise refusal(exc) from exc
 
 
 class EventsNotification(types.Notification[dict[str, Any], str]):
