@@ -309,11 +309,40 @@ async def test_a_stream_with_a_cursor_acknowledges_up_to_it_and_pushes_only_what
     first = await hub.publish("alice", "t", "first")
     second = await hub.publish("alice", "t", "second")
     async with connect(notifier, agent, mode="auto") as (client, received):
-        async with streaming(client, f"{agent.id}~{first.event.seq}"):
+        start = await poll(client, None)
+        page = await poll(client, start["cursor"], maxEvents=1)  # the first is handed out
+        async with streaming(client, page["cursor"]):
             await next_of(received, "notifications/events/active")
             pushed = await next_of(received, "notifications/events/event")
         assert pushed["eventId"] == second.event.id
     assert (await hub.get_event(first.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_a_cursor_never_acknowledges_what_its_subscription_was_not_handed(
+    notifier: Notifier,
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    await hub.publish("alice", "a.x", "for the a subscription")
+    for_b = await hub.publish("alice", "b.x", "for the b subscription")
+    await hub.publish("alice", "a.y", "for the a subscription too")
+    a_events = {"types": ["a.*"]}
+    b_events = {"types": ["b.*"]}
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        start = await call(client, "events/poll", name="herald.event", arguments=a_events)
+        a_page = await call(
+            client, "events/poll", name="herald.event", arguments=a_events, cursor=start["cursor"]
+        )
+        # The a subscription's cursor, sent by a client for the b subscription: nothing of b's
+        # is acknowledged unseen, and b's own start still finds its event.
+        await call(
+            client, "events/poll", name="herald.event", arguments=b_events, cursor=a_page["cursor"]
+        )
+        b_start = await call(client, "events/poll", name="herald.event", arguments=b_events)
+        b_page = await call(
+            client, "events/poll", name="herald.event", arguments=b_events, cursor=b_start["cursor"]
+        )
+    assert [e["eventId"] for e in b_page["events"]] == [for_b.event.id]
 
 
 async def test_a_bad_stream_request_is_refused_before_anything_is_pushed(

@@ -629,10 +629,8 @@ async def test_a_match_narrows_what_is_claimed_and_what_its_cursor_acknowledges(
     ] == [
         "dm from carol"  # the one from bob is leased to another consumer
     ]
-    # Up to seq 4, pushed (unheld) and handed-out matching events are acknowledged; not the rest.
-    await store.claim(
-        alice.id, "dms", 10, 60_000, "poll", ack_up_to=4, ack_unheld=True, match=bobs_dms
-    )
+    # Up to seq 4, the matching events handed to this consumer are acknowledged; not the rest.
+    await store.claim(alice.id, "dms", 10, 60_000, "poll", ack_up_to=4, match=bobs_dms)
     open_texts = [e.text for e in await store.read_open(alice.id, 0, 10)]
     assert open_texts == ["red", "underscore is no wildcard", "dm from carol"]
     acked = await store.ack(alice.id, up_to_seq=4, unheld=True, match=EventMatch(("build.*",)))
@@ -686,3 +684,33 @@ async def test_pushes_of_several_agents_are_recorded_in_one_call(store: Store) -
         EventStatus.PENDING,
     ]
     assert [a.mechanism for a in await store.attempts(bobs[0])] == ["events.stream"]
+
+
+async def test_a_claim_after_a_seq_leases_only_later_events(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 4)
+    claimed = await store.claim(alice.id, "sub", 10, 60_000, "poll", after=2)
+    assert [e.seq for e in claimed] == [3, 4]
+    again = await store.claim(alice.id, "sub", 10, 60_000, "poll", ack_up_to=2, after=2)
+    assert [e.seq for e in again] == [3, 4]  # a lost answer: the same events, none acknowledged
+    assert [e.seq for e in await store.read_open(alice.id, 0, 10)] == [1, 2, 3, 4]
+
+
+async def test_a_pushed_event_is_acknowledged_by_its_subscriptions_cursor_only(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    first, second, third = await publish(store, "alice", 3)
+    held = await store.claim(alice.id, "heartbeat", 1, 60_000, "heartbeat")  # leases the first
+    assert [e.id for e in held] == [first]
+    now = store.now()
+    await store.record_pushes(
+        [(alice.id, Attempt(e, now, "events.stream", "sent", "sub-a")) for e in (first, second)]
+    )
+    # Another subscription's cursor acknowledges nothing it was not handed.
+    assert await store.ack(alice.id, up_to_seq=3, consumer="sub-b") == 0
+    # Its own does: the second; not the first, which another consumer holds, nor the third.
+    assert await store.ack(alice.id, up_to_seq=3, consumer="sub-a") == 1
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [first, third]
+    # A pushed event stays claimable by others (its lease has ended).
+    assert [e.id for e in await store.claim(alice.id, "other", 10, 60_000, "poll")] == [third]

@@ -134,7 +134,7 @@ async def test_subscribe_verifies_the_endpoint_then_each_matching_event_is_deliv
     assert await deliver(worker) == 0
 
 
-async def test_pending_events_are_delivered_from_the_start_and_a_cursor_acknowledges(
+async def test_a_given_cursor_starts_delivery_after_it_and_acknowledges_nothing_unseen(
     hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
 ) -> None:
     agent = await alice(hub)
@@ -143,7 +143,7 @@ async def test_pending_events_are_delivered_from_the_start_and_a_cursor_acknowle
     result = await subscribe(hub, sender, agent, receiver.url, cursor=f"{agent.id}~1")
     assert result["cursor"] == f"{agent.id}~1"
     event, _ = await hub.get_event(first.event.id)
-    assert event.status is EventStatus.DELIVERED  # the cursor acknowledged it
+    assert event.status is EventStatus.PENDING  # never handed to this subscription: still owed
     await deliver(worker)
     assert [r.json["eventId"] for r in events_of(receiver)] == [second.event.id]
 
@@ -428,3 +428,17 @@ async def test_deleting_the_agent_ends_its_subscriptions_and_tells_the_endpoint(
     assert ended["error"]["code"] == -32024
     assert receiver.requests[-1].headers[SUBSCRIPTION_HEADER.lower()] == made["id"]
     assert await hub.subscriptions.get(made["id"]) is None
+
+
+async def test_an_event_the_webhook_gave_up_on_stays_owed_whatever_cursor_a_refresh_sends(
+    hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
+) -> None:
+    agent = await alice(hub)
+    first = await subscribe(hub, sender, agent, receiver.url)
+    receiver.script = [(410, {})]
+    gone = await hub.publish("alice", "dm.received", "answered 410: not retried")
+    await deliver(worker)
+    refreshed = await subscribe(hub, sender, agent, receiver.url, cursor=first["cursor"])
+    await subscribe(hub, sender, agent, receiver.url, cursor=refreshed["cursor"])
+    event, _ = await hub.get_event(gone.event.id)
+    assert event.status is EventStatus.PENDING  # owed to the agent another way

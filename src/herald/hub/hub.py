@@ -524,8 +524,10 @@ class Hub:
     ) -> Drained:
         """A drain of the agent's events that ``match``, for one subscription (its consumer):
         the cursor acknowledges every matching event up to it that this subscription was handed
-        or that nobody holds (pushed ones), then the oldest open matching events are leased to
-        it; the same cursor again gets the same events.
+        (leased by a poll, or pushed by its stream), then the oldest open matching events after
+        the cursor are leased to it; the same cursor again gets the same events. An event this
+        subscription was never handed is never acknowledged by its cursor: it stays open for
+        the agent's other ways.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
@@ -537,8 +539,8 @@ class Hub:
             self.lease_ms,
             "poll",
             ack_up_to=cursor,
-            ack_unheld=True,
             match=match,
+            after=cursor,
         )
         self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
         return Drained(events, events[-1].seq if events else cursor)
@@ -547,13 +549,13 @@ class Hub:
         self, agent: Agent, subscription: str, match: EventMatch, cursor: int
     ) -> int:
         """What ``poll`` acknowledges with ``cursor``, and nothing more: the matching events up
-        to it that this subscription was handed, or that nobody holds (pushed ones).
+        to it that this subscription was handed.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
         acked = await self._store.ack(
-            agent.id, up_to_seq=cursor, consumer=subscription, unheld=True, match=match
+            agent.id, up_to_seq=cursor, consumer=subscription, match=match
         )
         if acked:
             self._acknowledged(agent.id)

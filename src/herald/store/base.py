@@ -152,17 +152,17 @@ class Store(ABC):
         mechanism: str,
         *,
         ack_up_to: int | None = None,
-        ack_unheld: bool = False,
         match: EventMatch = EVERY_EVENT,
+        after: int | None = None,
     ) -> list[Event]:
         """Lease the oldest open events not under another consumer's live lease, oldest first
         (an event whose lease ran out unacknowledged is offered again). Only events that
-        ``match``, both what is acknowledged and what is leased.
+        ``match``, both what is acknowledged and what is leased; with ``after``, only events
+        after that seq are leased (a subscription's events come after its cursor).
 
         Events already leased to ``consumer`` are handed out again (a lost response costs
         nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
-        ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer, unheld=ack_unheld)`` is done
-        first, in the same
+        ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
         transaction; the event at seq ``ack_up_to`` is then handed out only alone, and what is
         handed out is not acknowledged by ``ack_up_to`` itself when it comes again (a lost
         answer), only by the next cursor (the event at seq ``ack_up_to`` excepted).
@@ -248,8 +248,10 @@ class Store(ABC):
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         """Pushes of several agents' events at once, in one transaction: each ``(agent_id,
-        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``) and records
-        the attempt."""
+        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``), records
+        the attempt, and counts the event as handed to the attempt's session (an ended lease:
+        anyone may claim it, and the session's cursor acknowledges it, as a claim's does),
+        unless another consumer holds a live lease on it."""
 
     @abstractmethod
     async def attempts(self, event_id: str) -> list[Attempt]: ...

@@ -138,18 +138,20 @@ MATCHING_45 = MATCHING.replace("$7", "$4").replace("$8", "$5")
 CLAIMABLE = f"""
 SELECT id, seq FROM events
 WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
-  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3){{matching}}
+  AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3){{matching}}{{after}}
 ORDER BY seq
 LIMIT {{limit}}
 FOR UPDATE SKIP LOCKED
 """
 # Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none), $7 and $8 as in
-# MATCHING. In the answer to a
+# MATCHING, $9 the seq after which events are leased (0: any). In the answer to a
 # cursor, the event at that seq only alone: the answer's cursor (its last seq) must differ from
 # the one sent, so that the next request tells a retry from a follow-up; or be that very event,
 # which the consumer had seen already (its cursor says so).
 LEASE = f"""
-WITH found AS MATERIALIZED ({CLAIMABLE.format(limit="$4 + 1", matching=MATCHING)}),
+WITH found AS MATERIALIZED (
+    {CLAIMABLE.format(limit="$4 + 1", matching=MATCHING, after=" AND seq > $9::bigint")}
+),
 claimed AS (
     SELECT id FROM found
     WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
@@ -161,7 +163,7 @@ WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
 """
 DELIVER = f"""
-WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4", matching="")})
+WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4", matching="", after="")})
 UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
 WHERE id IN (SELECT id FROM taken)
 RETURNING {EVENT_COLUMNS}
@@ -215,12 +217,20 @@ MARK_SENT = (
     "UPDATE events SET status = 'sent', status_at = $3"
     " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
 )
-# Mark sent, events of several agents: $1 event ids, $2 their agents, $3 now.
-MARK_SENT_MANY = """
-UPDATE events SET status = 'sent', status_at = $3
-FROM unnest($1::text[], $2::text[]) AS pushed (event_id, agent_id)
-WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id
-  AND events.status = 'pending'
+# Pushes of several agents' events: $1 event ids, $2 their agents, $3 now, $4 who each was
+# handed to (an ended lease, unless another consumer holds a live one).
+RECORD_PUSHES = f"""
+UPDATE events SET
+    status = CASE events.status WHEN 'pending' THEN 'sent' ELSE events.status END,
+    status_at = CASE events.status WHEN 'pending' THEN $3 ELSE events.status_at END,
+    lease_owner = CASE WHEN events.lease_owner IS NULL OR events.lease_until <= $3
+        THEN pushed.holder ELSE events.lease_owner END,
+    lease_until = CASE WHEN events.lease_owner IS NULL OR events.lease_until <= $3
+        THEN $3 ELSE events.lease_until END,
+    lease_cursor = CASE WHEN events.lease_owner IS NULL OR events.lease_until <= $3
+        THEN NULL ELSE events.lease_cursor END
+FROM unnest($1::text[], $2::text[], $4::text[]) AS pushed (event_id, agent_id, holder)
+WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id AND events.{OPEN}
 """
 # Count unread: $1 agent, $2 before, $3 now.
 # $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.

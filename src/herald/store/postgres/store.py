@@ -208,14 +208,14 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
         mechanism: str,
         *,
         ack_up_to: int | None = None,
-        ack_unheld: bool = False,
         match: EventMatch = EVERY_EVENT,
+        after: int | None = None,
     ) -> list[Event]:
         now = self.now()
 
         async def lease(conn: Connection) -> list[Event]:
             if ack_up_to is not None:
-                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now, ack_unheld, match)
+                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now, False, match)
             rows = await conn.fetch(
                 queries.LEASE,
                 agent_id,
@@ -225,6 +225,7 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
                 now + lease_ms,
                 ack_up_to,
                 *matching(match),
+                after or 0,
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
             await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
@@ -344,9 +345,10 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
         now = self.now()
         event_ids = [attempt.event_id for _, attempt in pushes]
         agent_ids = [agent_id for agent_id, _ in pushes]
+        holders = [attempt.session for _, attempt in pushes]
 
         async def record(conn: Connection) -> None:
-            await conn.execute(queries.MARK_SENT_MANY, event_ids, agent_ids, now)
+            await conn.execute(queries.RECORD_PUSHES, event_ids, agent_ids, now, holders)
             await insert_attempts(conn, [attempt for _, attempt in pushes])
 
         await self._run(record, transaction=True)

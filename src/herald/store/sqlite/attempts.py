@@ -84,6 +84,7 @@ def claimable(
     now: int,
     cursor: int | None = None,
     match: EventMatch = EVERY_EVENT,
+    after: int | None = None,
 ) -> list[Event]:
     """The oldest open events not under another consumer's live lease. In the answer to a
     ``cursor``, the event at that seq only alone: the answer's cursor (its last seq) must differ
@@ -93,8 +94,15 @@ def claimable(
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
         f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
-        " ORDER BY seq LIMIT :limit",
-        {"agent": agent_id, "consumer": consumer, "now": now, "limit": limit + 1, **match_params},
+        " AND seq > :after ORDER BY seq LIMIT :limit",
+        {
+            "agent": agent_id,
+            "consumer": consumer,
+            "now": now,
+            "limit": limit + 1,
+            "after": after or 0,
+            **match_params,
+        },
     )
     found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]

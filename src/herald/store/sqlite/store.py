@@ -194,15 +194,15 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
         mechanism: str,
         *,
         ack_up_to: int | None = None,
-        ack_unheld: bool = False,
         match: EventMatch = EVERY_EVENT,
+        after: int | None = None,
     ) -> list[Event]:
         now = self.now()
 
         def lease(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
-                acknowledge(conn, agent_id, [], ack_up_to, consumer, now, ack_unheld, match)
-            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match)
+                acknowledge(conn, agent_id, [], ack_up_to, consumer, now, False, match)
+            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match, after)
             if events:
                 conn.execute(
                     "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
@@ -335,9 +335,19 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
 
         def record(conn: sqlite3.Connection) -> None:
             conn.executemany(
-                "UPDATE events SET status = 'sent', status_at = ?"
-                " WHERE id = ? AND agent_id = ? AND status = 'pending'",
-                [(now, attempt.event_id, agent_id) for agent_id, attempt in pushes],
+                "UPDATE events SET status = CASE status WHEN 'pending' THEN 'sent' ELSE status END,"
+                " status_at = CASE status WHEN 'pending' THEN :now ELSE status_at END,"
+                " lease_owner = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
+                "   THEN :holder ELSE lease_owner END,"
+                " lease_until = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
+                "   THEN :now ELSE lease_until END,"
+                " lease_cursor = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
+                "   THEN NULL ELSE lease_cursor END"
+                f" WHERE id = :id AND agent_id = :agent AND {OPEN}",
+                [
+                    {"now": now, "holder": a.session, "id": a.event_id, "agent": agent_id}
+                    for agent_id, a in pushes
+                ],
             )
             insert_attempts(conn, [attempt for _, attempt in pushes])
 
