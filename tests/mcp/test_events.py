@@ -17,8 +17,9 @@ from herald import Hub
 from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.recorder import PushRecorder
+from herald.http.limits import StreamSlots
 from herald.mcp import HeraldServer, create_server
-from herald.mcp.events import EXTENSION, NOT_FOUND
+from herald.mcp.events import EXTENSION, NOT_FOUND, RESOURCE_EXHAUSTED
 from herald.models import Agent, EventStatus
 from herald.testing import ManualClock
 from mcp import Client
@@ -416,3 +417,20 @@ async def test_a_declared_type_is_an_entry_with_its_payload_schema_and_polls_its
     assert [(e["eventId"], e["name"]) for e in page["events"]] == [(built.event.id, "build.failed")]
     assert page["events"][0]["data"]["data"] == {"build": 7}
     assert "unknown argument(s) types" in refused.value.message
+
+
+async def test_an_agent_holds_at_most_its_stream_limit_of_streams_open(
+    notifier: Notifier,
+) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    server = server_of(notifier, agent, stream_slot=StreamSlots(1).acquire)
+    async with connect(notifier, agent, mode="auto", server=server) as (client, received):
+        async with streaming(client):
+            await next_of(received, "notifications/events/active")
+            async with streaming(client) as refused:
+                with pytest.raises(MCPError) as exhausted:
+                    await refused
+        assert exhausted.value.code == RESOURCE_EXHAUSTED
+        assert "streams-per-key" in exhausted.value.message
+        async with streaming(client):  # the first one's slot is free again
+            await next_of(received, "notifications/events/active")

@@ -56,6 +56,7 @@ def create_app(
         era=mcp_era,
         fanout=fanout,
         events_config=events_config,
+        stream_slot=per_key.streams.acquire,
         webhooks=webhooks,
         subscriptions_config=subscriptions_config,
     )

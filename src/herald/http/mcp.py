@@ -24,6 +24,7 @@ from herald.http import mcp_poll
 from herald.http.auth import require_agent
 from herald.http.io import error_headers, error_response
 from herald.mcp import webhooks as mcp_webhooks
+from herald.mcp.events import StreamSlot, no_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.webhooks.worker import WebhookWorker
 
@@ -113,6 +114,7 @@ class McpRoute:
         era: str = DEFAULTS.mcp.era,
         fanout: Fanout | None = None,
         events_config: EventsConfig = DEFAULTS.events,
+        stream_slot: StreamSlot = no_limit,
         webhooks: WebhookWorker | None = None,
         subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     ) -> None:
@@ -126,6 +128,7 @@ class McpRoute:
             era=era,
             fanout=fanout,
             events_config=events_config,
+            stream_slot=stream_slot,
         )
         if webhooks is not None:
             # Webhook subscriptions are served where herald sends webhooks.

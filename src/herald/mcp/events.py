@@ -56,6 +56,27 @@ SETTINGS: dict[str, Any] = {"listChanged": True}
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 Identify = Callable[[ServerRequestContext[Any]], Awaitable[Agent | None]]
+StreamSlot = Callable[[str], Callable[[], None]]
+"""Takes one of an agent's slots for a long-lived request (``events/stream``,
+``subscriptions/listen``) and returns its release, or raises ``RateLimited``."""
+
+
+def no_limit(agent_id: str) -> Callable[[], None]:
+    return lambda: None
+
+
+def take_slot(slot: StreamSlot, agent_id: str) -> Callable[[], None]:
+    """One of the agent's stream slots, or the SEP's ResourceExhausted saying what to do.
+
+    Raises:
+        MCPError: the agent has as many long-lived requests open as it may.
+    """
+    try:
+        return slot(agent_id)
+    except RateLimited as exc:
+        raise MCPError(RESOURCE_EXHAUSTED, exc.message, {"limit": "streams"}) from exc
+
+
 CallNext = Callable[[ServerRequestContext[Any]], Awaitable[Any]]
 ADVERTISED_IN = frozenset({"initialize", "server/discover"})
 
@@ -94,10 +115,12 @@ def attach(
     fanout: Fanout,
     config: EventsConfig = DEFAULTS.events,
     recorder: PushRecorder | None = None,
+    slot: StreamSlot = no_limit,
 ) -> None:
     """Serve ``events/list``, ``events/poll`` and ``events/stream`` on ``server`` for the agent
     ``identify`` finds; streams read the agents' live events from ``fanout``, and their pushes
-    are written by ``recorder`` (one of its own if not given)."""
+    are written by ``recorder`` (one of its own if not given); each stream takes a ``slot``
+    of its agent's."""
     recorder = recorder or PushRecorder(hub)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
@@ -144,6 +167,7 @@ def attach(
                 related_request_id=ctx.request_id,
             )
 
+        release = take_slot(slot, agent.id)
         try:
             body = parse(StreamInput, params_of(ctx))
             await stream(hub, fanout, recorder, agent, body, notify, heartbeat_s=config.heartbeat_s)
@@ -154,6 +178,8 @@ def attach(
                 raise refusal(exc) from exc
             error = refusal(exc).error.model_dump(exclude_none=True)
             await notify("notifications/events/terminated", {"error": error})
+        finally:
+            release()
         return {"_meta": tag}
 
     server.add_request_handler("events/list", types.RequestParams, list_events)

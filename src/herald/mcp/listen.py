@@ -155,9 +155,14 @@ def _frame(method: str, meta: dict[str, Any]) -> types.Notification[Any, Any]:
     return _Notification(method=method, params={"_meta": meta})
 
 
-def attach(server: Server[Any], streams: ListenStreams, identify: Identify) -> None:
+def attach(
+    server: Server[Any],
+    streams: ListenStreams,
+    identify: Identify,
+    slot: events.StreamSlot = events.no_limit,
+) -> None:
     """Serve ``subscriptions/listen`` on ``server`` (it replaces a handler already there) for
-    the agent ``identify`` finds."""
+    the agent ``identify`` finds; each stream takes a ``slot`` of its agent's."""
 
     async def listen(
         ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
@@ -167,7 +172,11 @@ def attach(server: Server[Any], streams: ListenStreams, identify: Identify) -> N
             raise MCPError(
                 types.INVALID_REQUEST, "herald's subscriptions need an agent: connect with its key"
             )
-        return await streams.serve(ctx, agent.id, params.notifications)
+        release = events.take_slot(slot, agent.id)
+        try:
+            return await streams.serve(ctx, agent.id, params.notifications)
+        finally:
+            release()
 
     async def discovered(ctx: ServerRequestContext[Any], call_next: events.CallNext) -> Any:
         result = await call_next(ctx)

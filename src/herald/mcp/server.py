@@ -94,6 +94,7 @@ def attach(
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
     recorder: PushRecorder | None = None,
+    stream_slot: events.StreamSlot = events.no_limit,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
     ``notifier``.
@@ -109,6 +110,8 @@ def attach(
         era: which era a client probing with ``server/discover`` gets (``McpConfig.era``).
         fanout: the agents' live events, for ``events/stream`` (one of its own if not given).
         recorder: writes what ``events/stream`` pushes (one of its own if not given).
+        stream_slot: takes one of the agent's slots for each ``events/stream`` and
+            ``subscriptions/listen`` it holds open (the per-key stream limit).
         events_config: the pace of Events subscriptions.
     """
     hub = notifier.hub
@@ -229,11 +232,11 @@ def attach(
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.middleware.insert(0, era_gate(era))
     fanout = fanout or Fanout(hub)
-    events.attach(server, hub, identify, fanout, events_config, recorder)
+    events.attach(server, hub, identify, fanout, events_config, recorder, stream_slot)
     resources.attach(server, hub, identify)
     streams = ListenStreams(hub)
     fanout.on_close(streams.close)  # listen streams end at shutdown with the others
-    listen.attach(server, streams, identify)
+    listen.attach(server, streams, identify, stream_slot)
 
 
 def era_gate(era: str) -> ServerMiddleware[Any]:
@@ -287,6 +290,7 @@ def create_server(
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
     recorder: PushRecorder | None = None,
+    stream_slot: events.StreamSlot = events.no_limit,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
     server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
@@ -301,6 +305,7 @@ def create_server(
         fanout=fanout,
         events_config=events_config,
         recorder=recorder,
+        stream_slot=stream_slot,
     )
     return server
 
