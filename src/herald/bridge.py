@@ -226,8 +226,9 @@ class Bridge:
                     raise MCPError(error["code"], error["message"], error.get("data"))
                 else:
                     result = dict(message.get("result") or {})
-                    if "_meta" in result:
-                        result["_meta"] = tag
+                    said_meta = result.get("_meta")
+                    if isinstance(said_meta, dict) and events.SUBSCRIPTION_ID in said_meta:
+                        result["_meta"] = tag  # a stream's last answer: this request's id
                     result.pop("resultType", None)
                     return result
         except HeraldError as exc:

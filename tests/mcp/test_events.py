@@ -369,6 +369,7 @@ async def test_a_stream_ends_with_terminated_when_the_agent_is_deleted(
             await hub.delete_agent(agent.id)
             terminated = await next_of(received, "notifications/events/terminated")
             assert "deleted" in terminated["error"]["message"]
+            assert terminated["error"]["code"] == -32024  # Forbidden: stop, do not resume
             result = await task
         assert "io.modelcontextprotocol/subscriptionId" in result.get("_meta", {})
 

@@ -24,6 +24,10 @@ PUMP_PAGE = 500
 streams: larger, since one read serves every subscriber."""
 
 
+AGENT_DELETED = "the agent was deleted"
+"""Why the subscriptions of a deleted agent end."""
+
+
 class TooSlow(Exception):
     """The subscriber fell further behind than the buffer holds."""
 
@@ -189,7 +193,7 @@ class Fanout:
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
                 # or by another process). Its streams end instead of waiting for ever.
                 if not found and not await self.hub.agent_exists(agent_id):
-                    self.close_agent(agent_id, "the agent was deleted")
+                    self.close_agent(agent_id, AGENT_DELETED)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the store failed: log, and look again at the next tick

@@ -59,7 +59,10 @@ class HeraldEventArguments(DeclaredTypeArguments):
 EventName = Annotated[
     str,
     Field(min_length=1, max_length=MAX_NAME_CHARS),
-    Says("must be the name of an entry of events/list (herald.event, or a declared type)"),
+    Says(
+        f"must be the name of an entry of events/list (herald.event, or a declared type),"
+        f" 1-{MAX_NAME_CHARS} characters"
+    ),
 ]
 Arguments = Annotated[
     dict[str, Any], NullIsDefault, Says("must be an object of the entry's arguments")

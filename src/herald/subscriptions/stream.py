@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.config import DEFAULTS
-from herald.delivery.fanout import Fanout, TooSlow
+from herald.delivery.fanout import AGENT_DELETED, Fanout, TooSlow
 from herald.delivery.recorder import PushRecorder
 from herald.hub import Hub
 from herald.inputs.subscriptions import StreamInput
@@ -32,6 +32,7 @@ BACKLOG_PAGE = 200
 MECHANISM = "events.stream"
 UNAVAILABLE = -32603
 NOT_FOUND = -32023
+FORBIDDEN = -32024
 SEND_TIMEOUT_S = 30.0
 """A client that takes no notification for this long is not reading: its stream ends."""
 
@@ -126,11 +127,14 @@ def _bounded(notify: Notify, timeout_s: float) -> Notify:
 
 
 def _ending(exc: Exception, removed: bool) -> dict[str, Any]:
-    """The error a stream ends with: its entry was removed (rediscover), or herald cannot go on
-    now (resume with the cursor)."""
+    """The error a stream ends with: its entry was removed (rediscover), its agent was deleted
+    (stop), or herald cannot go on now (resume with the cursor)."""
+    said = str(exc).split("; resume with", 1)[0]
     if removed:
-        return {"code": NOT_FOUND, "message": str(exc), "data": {"kind": "event"}}
-    return {"code": UNAVAILABLE, "message": f"{exc}; resume with your cursor"}
+        return {"code": NOT_FOUND, "message": said, "data": {"kind": "event"}}
+    if said == AGENT_DELETED:
+        return {"code": FORBIDDEN, "message": said}
+    return {"code": UNAVAILABLE, "message": f"{said}; resume with your last cursor"}
 
 
 class _Pusher:
