@@ -46,6 +46,7 @@ class Sizes:
     stream_seconds: float
     stream_publishers: int
     events_rounds: int
+    subscription_rounds: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +89,7 @@ FULL = Sizes(
     stream_seconds=5.0,
     stream_publishers=16,
     events_rounds=3,
+    subscription_rounds=3,
 )
 
 QUICK = Sizes(
@@ -127,4 +129,5 @@ QUICK = Sizes(
     stream_seconds=2.0,
     stream_publishers=16,
     events_rounds=1,
+    subscription_rounds=1,
 )

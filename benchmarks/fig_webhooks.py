@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,16 @@ class CountingSender(Sender):
     async def send(
         self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int
     ) -> SendOutcome:
-        outcome = await super().send(endpoint, agent, event, now_ms)
+        return self._count(endpoint, await super().send(endpoint, agent, event, now_ms))
+
+    async def send_signed(
+        self, endpoint: Endpoint, message_id: str, payload: dict[str, Any], now_ms: int
+    ) -> SendOutcome:
+        """An MCP Events subscription's delivery (figure 13), counted the same way."""
+        outcome = await super().send_signed(endpoint, message_id, payload, now_ms)
+        return self._count(endpoint, outcome)
+
+    def _count(self, endpoint: Endpoint, outcome: SendOutcome) -> SendOutcome:
         if outcome.ok:
             self.ok[endpoint.url] += 1
             self.changed.set()
@@ -81,14 +90,25 @@ async def receiver() -> AsyncIterator[tuple[str, int]]:
         process.wait(timeout=5)
 
 
-async def _hub(path: Path, agents: list[tuple[str, str]], per_agent: int) -> Hub:
-    """A fresh hub with one webhook endpoint per (handle, url) and ``per_agent`` events each."""
+async def _set_webhook(hub: Hub, agent: Agent, url: str) -> None:
+    await manage.set_webhook(hub, agent.id, url)
+
+
+Attach = Callable[[Hub, Agent, str], Awaitable[None]]
+"""How an agent gets its URL: a webhook endpoint, or (figure 13) a subscription."""
+
+
+async def _hub(
+    path: Path, agents: list[tuple[str, str]], per_agent: int, attach: Attach = _set_webhook
+) -> Hub:
+    """A fresh hub with one webhook endpoint per (handle, url) (or what ``attach`` gives the
+    agent) and ``per_agent`` events each."""
     path.unlink(missing_ok=True)
     hub = Hub.from_url(f"sqlite:///{path}")
     await hub.__aenter__()
     for handle, url in agents:
         agent, _ = await hub.create_agent(handle)
-        await manage.set_webhook(hub, agent.id, url)
+        await attach(hub, agent, url)
     events = [
         parse_new_event(
             {"to": handle, "type": "bench.tick", "text": f"event {i}", "data": {"i": i}}

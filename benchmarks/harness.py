@@ -20,7 +20,15 @@ from typing import Any
 
 import uvloop
 
-from benchmarks import fig_events, fig_http, fig_mcp, fig_store, fig_stream, fig_webhooks
+from benchmarks import (
+    fig_events,
+    fig_http,
+    fig_mcp,
+    fig_store,
+    fig_stream,
+    fig_subscriptions,
+    fig_webhooks,
+)
 from benchmarks.config import FULL, QUICK, Sizes
 from benchmarks.cpu import Probe
 from benchmarks.profiling import Profiler, find_py_spy
@@ -40,6 +48,7 @@ GROUPS = (
     "webhooks",
     "events-poll",
     "events-stream",
+    "webhook-subscriptions",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -132,10 +141,14 @@ def _steps(
     async def events_stream() -> list[Figure]:
         return [await fig_events.stream_figure(sizes, workdir, profiler)]
 
+    async def webhook_subscriptions() -> list[Figure]:
+        return [await fig_subscriptions.subscription_figure(sizes, workdir)]
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
+        "webhook-subscriptions": webhook_subscriptions,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

@@ -1,14 +1,26 @@
 """A fast local webhook receiver (a script, run as a subprocess): raw asyncio HTTP/1.1 with
-keep-alive. ``/ok...`` answers 200, ``/fail...`` answers 500, ``/hang...`` never answers. Prints
-its port on stdout once listening."""
+keep-alive. ``/ok...`` answers 200, ``/fail...`` answers 500, ``/hang...`` never answers. An MCP
+Events verification (``{"type":"verification","challenge":...}``) is answered 200 with
+``{"challenge": ...}``, as ``events/subscribe`` requires. Prints its port on stdout once
+listening."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
 FAIL = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n"
+VERIFICATION = b'{"type":"verification"'
+"""How herald's challenge body starts (compact JSON): only such bodies are parsed."""
+
+
+def _echo(body: bytes) -> bytes:
+    """The answer to a verification challenge: 200 with the challenge echoed."""
+    answer = json.dumps({"challenge": json.loads(body)["challenge"]}).encode()
+    head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(answer)}"
+    return head.encode() + b"\r\n\r\n" + answer
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -20,12 +32,14 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 name, _, value = line.partition(b":")
                 if name.strip().lower() == b"content-length":
                     length = int(value)
-            if length:
-                await reader.readexactly(length)
+            body = await reader.readexactly(length) if length else b""
             path = head.split(b" ", 2)[1]
             if path.startswith(b"/hang"):
                 await asyncio.sleep(3600)
-            writer.write(FAIL if path.startswith(b"/fail") else OK)
+            if path.startswith(b"/fail"):
+                writer.write(FAIL)
+            else:
+                writer.write(_echo(body) if body.startswith(VERIFICATION) else OK)
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
         pass
     finally:
