@@ -393,8 +393,9 @@ class Store(ABC):
         """The subscription's safe watermark: the highest seq such that each of its matching
         events up to it was delivered or given up on (the agent's newest seq when none is
         outstanding). ``sending``: an event being sent now, counted as delivered (the cursor
-        its body carries). Without ``sending``, the subscription's start moves up to it. None:
-        no such subscription."""
+        its body carries). The subscription's start moves up to just before its oldest event
+        still owed (``sending`` included), so that each reading looks only at what is owed.
+        None: no such subscription."""
 
     @abstractmethod
     async def schedule_subscription_deliveries(self, limit: int) -> int:

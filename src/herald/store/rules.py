@@ -161,3 +161,17 @@ def refreshed_subscription(
         verified_at=old.verified_at or subscription.verified_at,
     )
     return new_endpoint, new
+
+
+def watermarks(
+    owed: Sequence[tuple[int, str]], last_seq: int, sending: str | None
+) -> tuple[int, int]:
+    """A subscription's cursor, and how far its start may move up, from the (seq, event id) of
+    its oldest matching events still owed (the two oldest are enough): the cursor is the seq
+    before the oldest owed one other than ``sending`` (counted as delivered: its body carries the
+    cursor); the start, the seq before the oldest owed one, ``sending`` included. With nothing
+    owed, both are the agent's newest seq."""
+    others = [seq for seq, event_id in owed if event_id != sending]
+    cursor = others[0] - 1 if others else last_seq
+    start = owed[0][0] - 1 if owed else last_seq
+    return cursor, start

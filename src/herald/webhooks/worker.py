@@ -57,6 +57,10 @@ PresentAgents = Callable[[], set[str]]
 """The agents whose live sessions herald can push to: their webhooks wait for the ack timeout."""
 
 
+MAX_KNOWN_NAMES = 10_000
+"""The entries of at most this many subscriptions are kept in memory (then forgotten at once)."""
+
+
 class WebhookWorker:
     """Args:
     hub: the store and its publishes (which wake the worker).
@@ -114,6 +118,7 @@ class WebhookWorker:
         # behind them, at most ``HOLD * per_endpoint``. The queue lets a lane go on as soon as
         # its request is answered, without waiting for the store.
         self._held: Counter[str] = Counter()
+        self._entry_names: dict[str, str] = {}
         self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
         self._lanes: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -356,11 +361,20 @@ class WebhookWorker:
         """Send an event to a subscription: the occurrence of its entry, with the cursor that
         is safe to keep once it is received. None: the subscription is gone."""
         endpoint, event = claimed.endpoint, claimed.event
-        found = await self.hub.subscriptions.get(endpoint.id)
+        name = self._entry_names.get(endpoint.id)
+        if name is None:
+            found = await self.hub.subscriptions.get(endpoint.id)
+            if found is None:
+                return None
+            if len(self._entry_names) >= MAX_KNOWN_NAMES:
+                self._entry_names.clear()
+            # A subscription's entry is part of its identity: it never changes under its id.
+            name = self._entry_names[endpoint.id] = found[1].name
         cursor = await self.hub.subscriptions.cursor(endpoint.id, sending=event.id)
-        if found is None or cursor is None:
+        if cursor is None:
+            self._entry_names.pop(endpoint.id, None)
             return None
-        payload = catalogue.occurrence(event, found[1].name)
+        payload = catalogue.occurrence(event, name)
         payload["cursor"] = cursors.encode(claimed.agent, cursor)
         return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
 

@@ -464,20 +464,23 @@ WHERE id = ${len(SUBSCRIPTIONS.names) + 1}
 """
 DELETE_SUBSCRIPTION = "DELETE FROM endpoints WHERE id = $1 AND kind = 'subscription'"
 # The watermark: $1 subscription, $2 an event being sent (counted as delivered; '' none), $3 now.
-SUBSCRIPTION_CURSOR = f"""
-SELECT s.after_seq, a.last_seq, (
-    SELECT min(e.seq) FROM events e
-    WHERE e.agent_id = s.agent_id AND e.seq > s.after_seq AND e.id <> $2{SUBSCRIPTION_MATCHES}
-      AND (
-        EXISTS (SELECT FROM deliveries d
-                WHERE d.endpoint_id = s.id AND d.event_id = e.id AND d.state = 'waiting')
-        OR (e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $3)
-            AND NOT EXISTS (SELECT FROM deliveries d
-                            WHERE d.endpoint_id = s.id AND d.event_id = e.id))
-      )
-) AS outstanding
-FROM subscriptions s JOIN agents a ON a.id = s.agent_id
+SUBSCRIPTION_HEAD = """
+SELECT s.after_seq, a.last_seq FROM subscriptions s JOIN agents a ON a.id = s.agent_id
 WHERE s.id = $1
+"""
+# The two oldest matching events after a subscription's start still owed: $1 subscription,
+# $2 now.
+SUBSCRIPTION_OWED = f"""
+SELECT e.seq, e.id FROM subscriptions s JOIN events e ON e.agent_id = s.agent_id
+WHERE s.id = $1 AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
+  AND (
+    EXISTS (SELECT FROM deliveries d
+            WHERE d.endpoint_id = s.id AND d.event_id = e.id AND d.state = 'waiting')
+    OR (e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $2)
+        AND NOT EXISTS (SELECT FROM deliveries d
+                        WHERE d.endpoint_id = s.id AND d.event_id = e.id))
+  )
+ORDER BY e.seq LIMIT 2
 """
 # Move a subscription's start up: $1 subscription, $2 the new start.
 ADVANCE_SUBSCRIPTION = "UPDATE subscriptions SET after_seq = $2 WHERE id = $1 AND after_seq < $2"

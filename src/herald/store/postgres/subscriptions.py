@@ -11,7 +11,7 @@ from herald.errors import NotFound
 from herald.models import Endpoint, WebhookSubscription
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, count
-from herald.store.rules import refreshed_subscription
+from herald.store.rules import refreshed_subscription, watermarks
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS
 
 
@@ -72,16 +72,16 @@ class SubscriptionStore:
         now = self.now()
 
         async def watermark(conn: Connection) -> int | None:
-            row = await conn.fetchrow(
-                queries.SUBSCRIPTION_CURSOR, subscription_id, sending or "", now
-            )
-            if row is None:
+            head = await conn.fetchrow(queries.SUBSCRIPTION_HEAD, subscription_id)
+            if head is None:
                 return None
-            outstanding = row["outstanding"]
-            cursor = int(row["last_seq"] if outstanding is None else outstanding - 1)
-            if sending is None and cursor > row["after_seq"]:
+            owed = await conn.fetch(queries.SUBSCRIPTION_OWED, subscription_id, now)
+            cursor, start = watermarks(
+                [(row["seq"], row["id"]) for row in owed], head["last_seq"], sending
+            )
+            if start > head["after_seq"]:
                 # Everything up to it is done: later scans start there.
-                await conn.execute(queries.ADVANCE_SUBSCRIPTION, subscription_id, cursor)
+                await conn.execute(queries.ADVANCE_SUBSCRIPTION, subscription_id, start)
             return cursor
 
         return await self._run(watermark)

@@ -9,7 +9,7 @@ from typing import Any
 
 from herald.errors import NotFound
 from herald.models import Endpoint, WebhookSubscription
-from herald.store.rules import refreshed_subscription
+from herald.store.rules import refreshed_subscription, watermarks
 from herald.store.sqlite.rows import OPEN, Operation, as_json, insert_sql, records, select_list
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS, Table
 
@@ -94,27 +94,36 @@ class SubscriptionStore:
         self, subscription_id: str, sending: str | None = None
     ) -> int | None:
         now = self.now()
+        params = {"id": subscription_id, "now": now}
 
         def watermark(conn: sqlite3.Connection) -> int | None:
-            row = conn.execute(
-                "SELECT s.after_seq, a.last_seq, (SELECT min(e.seq) FROM events e"
-                "   WHERE e.agent_id = s.agent_id AND e.seq > s.after_seq AND e.id <> :sending"
-                f"{MATCHES} AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id"
+            head = conn.execute(
+                "SELECT s.after_seq, a.last_seq FROM subscriptions s"
+                " JOIN agents a ON a.id = s.agent_id WHERE s.id = :id",
+                params,
+            ).fetchone()
+            if head is None:
+                return None
+            # The two oldest matching events after its start still owed: whichever is not the
+            # one being sent bounds the cursor its body carries.
+            owed = conn.execute(
+                "SELECT e.seq, e.id FROM subscriptions s JOIN events e ON e.agent_id = s.agent_id"
+                f" WHERE s.id = :id AND e.seq > s.after_seq{MATCHES}"
+                " AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id"
                 "     AND d.event_id = e.id AND d.state = 'waiting')"
                 f"   OR (e.{OPEN} AND {UNEXPIRED} AND NOT EXISTS (SELECT 1 FROM deliveries d"
-                "     WHERE d.endpoint_id = s.id AND d.event_id = e.id)))) AS outstanding"
-                " FROM subscriptions s JOIN agents a ON a.id = s.agent_id WHERE s.id = :id",
-                {"id": subscription_id, "sending": sending or "", "now": now},
-            ).fetchone()
-            if row is None:
-                return None
-            outstanding = row["outstanding"]
-            cursor = int(row["last_seq"] if outstanding is None else outstanding - 1)
-            if sending is None and cursor > row["after_seq"]:
+                "     WHERE d.endpoint_id = s.id AND d.event_id = e.id)))"
+                " ORDER BY e.seq LIMIT 2",
+                params,
+            ).fetchall()
+            cursor, start = watermarks(
+                [(row["seq"], row["id"]) for row in owed], head["last_seq"], sending
+            )
+            if start > head["after_seq"]:
                 # Everything up to it is done: later scans start there.
                 conn.execute(
                     "UPDATE subscriptions SET after_seq = ? WHERE id = ? AND after_seq < ?",
-                    (cursor, subscription_id, cursor),
+                    (start, subscription_id, start),
                 )
             return cursor
 
