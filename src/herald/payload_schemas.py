@@ -1,12 +1,15 @@
 """The JSON Schemas of event payloads (draft 2020-12, checked by the ``jsonschema`` package): the
 one the operator declares for an event type, checked as it is put, and an event's data checked
-against it as the event is published. Each refusal names the place at fault by its path."""
+against it as the event is published (in a child process: ``serve_checks``). Each refusal names
+the place at fault by its path."""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
+import signal
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,6 +164,36 @@ def _target(resolver: Any, keyword: str, reference: str, where: str) -> dict[str
 def compile_schema(schema: dict[str, Any]) -> PayloadValidator:
     """What checks data against a schema ``check_payload_schema`` accepted."""
     return PayloadValidator(Draft202012Validator(schema))
+
+
+def serve_checks(leash_s: float) -> None:
+    """The loop of the child process that checks data for a hub (``herald.hub.payload_checks``):
+    ``"ready"`` once started; then one request a line on stdin, ``[schema JSON, data JSON,
+    where, event type]``, one answer a line on stdout, ``null`` or the refusal's message. It
+    ends with its input; and, should the hub die while a check runs away, ``leash_s`` after the
+    check began (the default action of SIGALRM ends it)."""
+
+    @functools.lru_cache(maxsize=64)
+    def compiled(schema_json: str) -> PayloadValidator:
+        return compile_schema(json.loads(schema_json))
+
+    leash = getattr(signal, "setitimer", None)  # Unix: elsewhere, only the hub's kill bounds it
+    out = sys.stdout.buffer
+    out.write(b'"ready"\n')
+    out.flush()
+    for line in sys.stdin.buffer:
+        schema_json, data_json, where, type_name = json.loads(line)
+        if leash is not None:
+            leash(signal.ITIMER_REAL, leash_s)
+        try:
+            compiled(schema_json).check(json.loads(data_json), where, type_name)
+            answer = None
+        except InvalidInput as exc:
+            answer = exc.message
+        if leash is not None:
+            leash(signal.ITIMER_REAL, 0)
+        out.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+        out.flush()
 
 
 class PayloadValidator:

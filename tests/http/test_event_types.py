@@ -5,6 +5,7 @@ schema is refused with the path at fault."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -135,3 +136,25 @@ def test_a_publish_not_valid_against_its_type_is_refused_naming_the_path(
     assert admin.get(f"/v1/agents/{agent['id']}").json()["last_seq"] == 0
     good = admin.post("/v1/events", json={**event, "data": {"items": [{"count": 2}]}})
     assert good.status_code == 202
+
+
+def test_a_check_that_runs_away_is_refused_while_the_hub_answers_others(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    name = fresh_name("word")
+    schema = {"properties": {"word": {"type": "string", "pattern": "^(a|a)+$"}}}
+    put = admin.put(f"/v1/event-types/{name}", json={"description": "d", "payload_schema": schema})
+    assert put.status_code == 201
+    agent = new_agent(admin)
+    event = {"to": agent["handle"], "type": name, "text": "x"}
+    batch = [{**event, "data": {"word": "aa"}}, {**event, "data": {"word": "a" * 40 + "!"}}]
+    with ThreadPoolExecutor(1) as pool, herald.client() as other:
+        publishing = pool.submit(admin.post, "/v1/events", json=batch)
+        assert other.get("/healthz", timeout=10).json()["status"] == "ok"
+        assert not publishing.done()
+        refused = publishing.result(timeout=60)
+    assert refusal(refused) == (
+        f"events[1].data: the event type {name}'s payload_schema took over 2 s to check this"
+        " data: simplify the schema (patterns, uniqueItems) or the data"
+    )
+    assert admin.get(f"/v1/agents/{agent['id']}").json()["last_seq"] == 0

@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from herald import Hub, InvalidInput, NotFound, TooLarge
+from herald.hub.catalogue import Catalogue
 from herald.inputs.events import parse_new_event
 from herald.store import open_store
 from herald.testing import ManualClock
@@ -210,6 +211,50 @@ async def test_each_change_made_here_applies_to_the_next_publish(hub: Hub) -> No
         await hub.publish("alice", "build.failed", "replaced", data=items(3))
     await hub.event_types.delete("build.failed")
     assert (await hub.publish("alice", "build.failed", "deleted", data=items("x"))).created
+
+
+@pytest.mark.parametrize(
+    ("schema", "runaway"),
+    [
+        ({"type": "string", "pattern": "^(a|a)+$"}, "a" * 26 + "!"),
+        ({"type": "array", "uniqueItems": True}, [{"n": n} for n in range(3000)]),
+    ],
+)
+async def test_a_check_that_runs_away_is_refused_in_time_while_the_hub_answers_others(
+    hub: Hub, schema: dict[str, Any], runaway: Any
+) -> None:
+    await hub.create_agent("alice")
+    catalogue = Catalogue(hub.store, check_timeout_s=0.1)
+    await catalogue.open()
+    try:
+        await catalogue.put("word.said", "a word", {"properties": {"word": schema}})
+        batch = [
+            parse_new_event({"to": "alice", "type": "word.said", "text": "ok", "data": {}}),
+            parse_new_event(
+                {"to": "alice", "type": "word.said", "text": "x", "data": {"word": runaway}}
+            ),
+        ]
+        checking = asyncio.create_task(catalogue.check(batch))
+        assert (await hub.publish("alice", "note", "meanwhile")).created
+        assert not checking.done()
+        with pytest.raises(InvalidInput) as refused:
+            async with asyncio.timeout(30):
+                await checking
+        assert refused.value.message == (
+            "events[1].data: the event type word.said's payload_schema took over 0.1 s to check"
+            " this data: simplify the schema (patterns, uniqueItems) or the data"
+        )
+        await catalogue.check(batch[:1])
+        with pytest.raises(InvalidInput, match=r"^event\.data\.word: 3 is not of type"):
+            await catalogue.check(
+                [
+                    parse_new_event(
+                        {"to": "alice", "type": "word.said", "text": "x", "data": {"word": 3}}
+                    )
+                ]
+            )
+    finally:
+        await catalogue.close()
 
 
 # Other processes sharing the store

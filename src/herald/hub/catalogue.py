@@ -1,9 +1,12 @@
 """The event types the operator declares, as the hub keeps them: the catalogue part of the hub
 (``hub.event_types``), and the check of each published event against its type's payload schema.
 
-Publishing is hot, so the catalogue is kept in memory, each payload schema compiled once. The
-copy is read again after every change made through it; when another process sharing the store
-changed it (PostgreSQL's NOTIFY, a hint); and, as a safety net for a hint that is lost or a
+Publishing is hot, so the catalogue is kept in memory; an event whose type declares no payload
+schema is published without a check, one whose type does is checked in a child process, bounded
+in time (``herald.hub.payload_checks``: a check can take exponential time).
+
+The copy is read again after every change made through it; when another process sharing the
+store changed it (PostgreSQL's NOTIFY, a hint); and, as a safety net for a hint that is lost or a
 backend that has none, at its next use once it is 5 s old by the hub's clock.
 """
 
@@ -18,10 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from herald.errors import HeraldError, InvalidInput, NotFound, StoreUnavailable
+from herald.hub.payload_checks import CHECK_TIMEOUT_S, Check, PayloadChecker
 from herald.inputs.event_types import EventTypeInput
 from herald.inputs.refusals import parse
 from herald.models import EventType, NewEvent
-from herald.payload_schemas import PayloadValidator, compile_schema
 from herald.reserved import refuse_reserved_declaration
 from herald.store import Store
 from herald.validation import TYPE_PATTERN
@@ -36,12 +39,14 @@ class Catalogue:
     """The declared event types, and the payload schemas that publishing checks data against.
 
     ``add_listener`` callbacks run after every change this process sees: its own at once,
-    another process's when it is heard of or read."""
+    another process's when it is heard of or read. ``check_timeout_s`` bounds the checks of one
+    publish (``PayloadChecker``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, check_timeout_s: float = CHECK_TIMEOUT_S) -> None:
         self._store = store
         self._types: dict[str, EventType] = {}
-        self._validators: dict[str, PayloadValidator] = {}
+        self._schemas: dict[str, str] = {}
+        self._checker = PayloadChecker(check_timeout_s)
         self._last_read: builtins.list[EventType] | None = None
         # A change known to have happened bumps ``_wanted``; the copy covers ``_covered``.
         self._wanted = 0
@@ -61,6 +66,7 @@ class Catalogue:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._checker.close()
 
     # What the operator does
 
@@ -134,20 +140,27 @@ class Catalogue:
 
         Raises:
             InvalidInput: an event's data is not valid; the message names its path and what is
-                wrong.
+                wrong. Or the checks took over ``check_timeout_s``, naming the event under way.
+            RateLimited: other publishes' checks held the checker for ``check_timeout_s``.
         """
         if not self._is_fresh():
             await self._read_again()
-        validators = self._validators
-        if not validators:
+        schemas = self._schemas
+        if not schemas:
             return
         many = len(events) > 1
-        for index, event in enumerate(events):
-            validator = validators.get(event.type)
-            if validator is not None:
-                data = event.data if event.data is not None else json.loads(event.data_json)
-                name = f"events[{index}]" if many else where
-                validator.check(data, f"{name}.data", event.type)
+        checks = [
+            Check(
+                schema,
+                event.data_json,
+                f"events[{index}].data" if many else f"{where}.data",
+                event.type,
+            )
+            for index, event in enumerate(events)
+            if (schema := schemas.get(event.type)) is not None
+        ]
+        if checks:
+            await self._checker.check(checks)
 
     async def refresh(self) -> None:
         """Read the catalogue again if the copy is 5 s old (the hub's upkeep calls it, so that a
@@ -185,10 +198,10 @@ class Catalogue:
             listed = await self._store.list_event_types()
             previous, self._last_read = self._last_read, listed
             self._types = {declared.name: declared for declared in listed}
-            self._validators = {
-                declared.name: compile_schema(schema)
+            self._schemas = {
+                declared.name: schema
                 for declared in listed
-                if (schema := declared.payload_schema) is not None
+                if (schema := declared.payload_schema_json) is not None
             }
             self._covered, self._read_at = wanted, now
         changed = previous is not None and previous != listed
