@@ -45,6 +45,9 @@ class HubConfig:
     """How long delivered and expired events are kept before they are pruned."""
     maintenance_interval_s: float = 5.0
     """How often events are expired and pruned."""
+    payload_check_s: float = 2.0
+    """The longest checking one publish's events against their types' payload schemas may
+    take (in a child process): past it the publish is refused and the check stopped."""
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ def build_hub(config: ServeConfig) -> Hub:
         lease_s=settings.lease_s,
         retention_s=settings.retention_s,
         maintenance_interval_s=settings.maintenance_interval_s,
+        payload_check_s=settings.payload_check_s,
     )
 
 

@@ -73,6 +73,7 @@ class Hub:
             again (at least once).
         retention_s: how long delivered and expired events are kept before pruning.
         maintenance_interval_s: how often ``run_maintenance`` expires and prunes.
+        payload_check_s: the longest one publish's payload schema checks may take.
     """
 
     def __init__(
@@ -82,12 +83,13 @@ class Hub:
         lease_s: float = DEFAULTS.hub.lease_s,
         retention_s: float = DEFAULTS.hub.retention_s,
         maintenance_interval_s: float = DEFAULTS.hub.maintenance_interval_s,
+        payload_check_s: float = DEFAULTS.hub.payload_check_s,
     ) -> None:
         self._store = store
         self.endpoints = EndpointBook(store)
         self.presence = Presence(store)
         self.subscriptions = SubscriptionBook(store)
-        self.event_types = Catalogue(store)
+        self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s

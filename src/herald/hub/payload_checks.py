@@ -19,9 +19,10 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from herald.config import DEFAULTS
 from herald.errors import HeraldError, InvalidInput, RateLimited
 
-CHECK_TIMEOUT_S = 2.0
+CHECK_TIMEOUT_S = DEFAULTS.hub.payload_check_s
 """How long the checks of one publish may take, and how long they may wait for the checker."""
 START_TIMEOUT_S = 30.0
 """How long the child may take to start (it imports herald); not counted in a check's time."""
