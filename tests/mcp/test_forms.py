@@ -181,3 +181,30 @@ async def test_no_log_message_and_no_session_on_2026_07_28(hub: Hub, notifier: N
         # Nothing is pushed on this era: no session is registered for the cascade.
         assert notifier.sessions_of(alice.id) == []
         assert received.queue.empty()
+
+
+async def test_a_retry_with_one_answer_refused_takes_none_and_names_it(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    noted = {"type": "object", "properties": {"note": {"type": "string"}}}
+    fine = await hub.publish("alice", "question", "Approve?", reply=FORM)
+    huge = await hub.publish("alice", "question", "Why?", reply=noted)
+    too_large = types.ElicitResult(action="accept", content={"note": "x" * 300_000})
+    async with connect(notifier, alice, mode="auto", answer=ACCEPT) as (client, _):
+        state = (await first_round(client)).request_state
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool(
+                "inbox",
+                {},
+                input_responses={fine.event.id: ACCEPT, huge.event.id: too_large},
+                request_state=state,
+                allow_input_required=True,
+            )
+    for event in (fine, huge):
+        assert await hub.replies(event.event.id) == []
+        assert await status_of(hub, event.event.id) is EventStatus.PENDING
+    assert refused.value.error.code == types.INVALID_PARAMS
+    message = refused.value.error.message
+    assert f"params.inputResponses.{huge.event.id}" in message
+    assert "No answer was taken" in message and "smaller answer" in message

@@ -13,6 +13,7 @@ about, which are never asked again in that call.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -20,7 +21,7 @@ from mcp.server.context import ServerRequestContext
 
 from herald.capabilities import detect
 from herald.delivery import render
-from herald.delivery.answers import reply_with
+from herald.delivery.answers import check_answer
 from herald.delivery.base import FormAnswer
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
@@ -86,11 +87,13 @@ async def answer(
     session_id: str,
 ) -> tuple[tuple[str, ...], list[str]]:
     """Take the answers to the forms ``state`` asked about. Returns those events (the inbox
-    shows none of them in this call) and a line for each, for the result.
+    shows none of them in this call) and a line for each, for the result. Every answer is
+    checked before any is taken: a refused retry changes nothing.
 
     Raises:
         InvalidInput: ``state`` was not made by herald for this agent (forged, altered), or it
-            has expired; or an answer is not an elicitation result. Nothing is changed.
+            has expired; or an answer is not an elicitation result, or cannot be a reply (too
+            large, among others). Nothing is changed.
     """
     asked = unseal(await hub.signing_key(), state, agent.id, TOOL, hub.now())
     answers: dict[str, types.ElicitResult | None] = {}
@@ -102,29 +105,61 @@ async def answer(
                 ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
             )
         answers[event_id] = given
-    notes = [
-        await _take(hub, agent, event_id, given, session_id) for event_id, given in answers.items()
+    takings = [
+        await _check(hub, agent, event_id, given, session_id) for event_id, given in answers.items()
     ]
+    notes = [await _take(hub, agent, taking, session_id) for taking in takings]
     return asked.event_ids, notes
 
 
-async def _take(
+@dataclass(frozen=True)
+class _Taking:
+    """One answer, checked: what taking it does."""
+
+    event_id: str
+    event: Event | None
+    """None: the event was answered or acknowledged meanwhile."""
+    action: str
+    reply: tuple[str, dict[str, Any] | None] | None
+    """The reply's text and data, for an accepted form."""
+
+
+async def _check(
     hub: Hub, agent: Agent, event_id: str, given: types.ElicitResult | None, session_id: str
-) -> str:
+) -> _Taking:
     event = await hub.find_event(event_id)
     if event is None or event.agent_id != agent.id or not event.status.is_open:
         # Answered or acknowledged meanwhile (a state given back twice, among others).
-        return f"Event {event_id} was already handled; this answer to its form was not used."
+        return _Taking(event_id, None, "cancel", None)
     action = given.action if given is not None else "cancel"
-    if action == "accept":
-        assert given is not None
+    if action != "accept":
+        return _Taking(event_id, event, action, None)
+    assert given is not None
+    content = dict(given.content) if given.content is not None else None
+    try:
+        reply = await check_answer(
+            hub, agent, event_id, FormAnswer(action, content), f"session {session_id}"
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"params.inputResponses.{event_id} cannot be the reply to event {event_id}:"
+            f" {exc.message}. No answer was taken: send a smaller answer to its form, or"
+            ' "decline" to leave the event pending'
+        ) from exc
+    return _Taking(event_id, event, action, reply)
+
+
+async def _take(hub: Hub, agent: Agent, taking: _Taking, session_id: str) -> str:
+    event, event_id = taking.event, taking.event_id
+    if event is None:
+        return f"Event {event_id} was already handled; this answer to its form was not used."
+    if taking.reply is not None:
         await hub.record_attempts(
             [Attempt(event_id, hub.now(), MECHANISM, "delivered", session_id)]
         )
-        content = dict(given.content) if given.content is not None else None
-        await reply_with(hub, agent, event_id, FormAnswer(action, content), f"session {session_id}")
+        await hub.reply(agent, event_id, *taking.reply)
         return f"Your answer to event {event_id} ({render.headline(event)}) is its reply."
-    error = "the form was declined" if action == "decline" else "the form was not answered"
+    error = "the form was declined" if taking.action == "decline" else "the form was not answered"
     await hub.record_attempts(
         [Attempt(event_id, hub.now(), MECHANISM, "failed", session_id, error)]
     )
