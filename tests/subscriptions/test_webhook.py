@@ -197,7 +197,10 @@ async def test_the_ttl_is_granted_within_the_bounds_never_refused(
     for fields, granted_s in [
         ({}, 600),
         ({"ttlMs": 1}, 60),
+        ({"ttlMs": -1}, 60),
         ({"ttlMs": 10_000_000}, 3600),
+        ({"ttlMs": 367 * 86_400_000}, 3600),
+        ({"ttlMs": 10**400}, 3600),
         ({"ttlMs": 120_000}, 120),
         ({"ttlMs": None}, 3600),
     ]:
@@ -330,6 +333,9 @@ async def test_an_endpoint_that_refuses_connections_fails_verification(
         ({"arguments": {"colour": 1}}, InvalidInput, "colour"),
         ({"delivery": {"mode": "push", "url": "https://x/", "secret": SECRET}}, Unsupported, ""),
         ({"cursor": "agt_someone~1"}, InvalidInput, "cursor"),
+        ({"ttlMs": "60000"}, InvalidInput, "params.ttlMs must be a whole number"),
+        ({"ttlMs": True}, InvalidInput, "params.ttlMs must be a whole number"),
+        ({"ttlMs": 60000.5}, InvalidInput, "params.ttlMs must be a whole number"),
     ],
 )
 async def test_bad_input_is_refused_naming_the_field_and_changes_nothing(

@@ -107,7 +107,6 @@ class PollInput(StreamInput):
 
 
 MAX_URL_CHARS = 2048
-MAX_TTL_MS = 366 * 86_400_000
 CallbackUrl = Annotated[
     str,
     Field(min_length=1, max_length=MAX_URL_CHARS),
@@ -119,10 +118,14 @@ SubscriptionSecret = Annotated[
     Says("must be whsec_ followed by the standard base64 of 24-64 random bytes"),
 ]
 DeliveryMode = Annotated[str, Says('must be "webhook" (or left out)')]
+# Any whole number is taken (SEP-3415: a suggested TTL is never refused, only clamped to the
+# operator's bounds); what is not a whole number is a client's mistake, refused.
 TtlMs = Annotated[
     int,
-    Field(ge=0, le=MAX_TTL_MS),
-    Says(f"must be a number of milliseconds from 0 to {MAX_TTL_MS}, or null for no expiry"),
+    Says(
+        "must be a whole number of milliseconds (herald grants it within its own minimum and"
+        " maximum), or null for no expiry"
+    ),
 ]
 
 

@@ -54,12 +54,12 @@ def expiry(params: SubscribeInput, config: SubscriptionConfig, now: int) -> int 
     if params.asks_no_expiry:
         if config.allow_no_expiry:
             return None
-        ttl_s = config.max_ttl_s
-    elif params.ttl_ms is None:
-        ttl_s = config.default_ttl_s
-    else:
-        ttl_s = min(max(params.ttl_ms / 1000, config.min_ttl_s), config.max_ttl_s)
-    return now + int(ttl_s * 1000)
+        return now + int(config.max_ttl_s * 1000)
+    if params.ttl_ms is None:
+        return now + int(config.default_ttl_s * 1000)
+    # Clamped as whole numbers: a huge suggestion would overflow a float.
+    lowest, highest = int(config.min_ttl_s * 1000), int(config.max_ttl_s * 1000)
+    return now + min(max(params.ttl_ms, lowest), highest)
 
 
 async def subscribe(
