@@ -12,14 +12,16 @@ about, which are never asked again in that call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
-from herald.capabilities import detect
+from herald.capabilities import LEGACY_VERSIONS, detect
 from herald.delivery import render
 from herald.delivery.answers import check_answer
 from herald.delivery.base import FormAnswer
@@ -79,6 +81,59 @@ def _form(event: Event) -> types.ElicitRequest:
     return types.ElicitRequest(params=params)
 
 
+ANSWER_SHAPE = ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
+
+
+def check_retry(params: Mapping[str, Any] | None) -> None:
+    """Refuse in herald's words what the SDK's model of a ``tools/call`` retry would refuse
+    without one ("Invalid request parameters", no data): a ``requestState`` that is not a
+    string, ``inputResponses`` that are not an object, an answer that is not an object or a
+    form answer with a wrong ``action`` or ``content``. Anything else is left to the SDK (an
+    answer with no ``action`` may be another kind of input).
+
+    Raises:
+        InvalidInput: naming the field and what to send.
+    """
+    params = params or {}
+    state = params.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise InvalidInput(
+            "params.requestState must be the requestState string of the input_required result"
+            " this call answers, given back unchanged"
+        )
+    responses = params.get("inputResponses")
+    if responses is None:
+        return
+    if not isinstance(responses, Mapping):
+        raise InvalidInput(
+            "params.inputResponses must be an object: each asked event's id to the answer to"
+            " its form"
+        )
+    for key, given in responses.items():
+        if isinstance(given, Mapping) and "action" not in given:
+            continue
+        try:
+            types.ElicitResult.model_validate(given)
+        except ValidationError:
+            raise InvalidInput(
+                f"params.inputResponses.{key} must be the answer to its form:{ANSWER_SHAPE}"
+            ) from None
+
+
+async def retry_gate(
+    ctx: ServerRequestContext[Any],
+    call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]],
+) -> Any:
+    """The middleware that runs ``check_retry`` on a 2026-07-28 ``tools/call`` before the SDK
+    checks its params (it sees them first)."""
+    if ctx.method == "tools/call" and ctx.session.protocol_version not in LEGACY_VERSIONS:
+        try:
+            check_retry(ctx.params)
+        except InvalidInput as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from exc
+    return await call_next(ctx)
+
+
 async def answer(
     hub: Hub,
     agent: Agent,
@@ -101,8 +156,7 @@ async def answer(
         given = (responses or {}).get(event_id)
         if given is not None and not isinstance(given, types.ElicitResult):
             raise InvalidInput(
-                f"params.inputResponses.{event_id} must be the answer to its form:"
-                ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
+                f"params.inputResponses.{event_id} must be the answer to its form:{ANSWER_SHAPE}"
             )
         answers[event_id] = given
     takings = [
