@@ -20,6 +20,7 @@ from herald.config import SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
     InvalidInput,
+    LimitReached,
     NotFound,
     SubscriptionNotFound,
     Unsupported,
@@ -209,6 +210,39 @@ async def test_the_ttl_is_granted_within_the_bounds_never_refused(
     assert webhook.expiry(params(receiver.url, ttlMs=None), allowing, now) is None
     result = await webhook.subscribe(hub, sender, agent, params(receiver.url, ttlMs=None), allowing)
     assert result["refreshBefore"] is None
+
+
+async def test_an_agent_holds_at_most_the_limit_a_refresh_is_always_taken(
+    hub: Hub, sender: Sender, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent = await alice(hub)
+    bob, _ = await hub.create_agent("bob")
+    config = SubscriptionConfig(max_per_agent=2)
+
+    def of_type(glob: str, url: str = receiver.url) -> SubscribeInput:
+        raw = {
+            "name": "herald.event",
+            "arguments": {"types": [glob]},
+            "delivery": {"url": url, "secret": SECRET},
+            "ttlMs": 60_000,
+        }
+        return parse(SubscribeInput, raw, "params")
+
+    first = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
+    await webhook.subscribe(hub, sender, agent, of_type("b.*"), config)
+    challenges = len(receiver.requests)
+    with pytest.raises(LimitReached) as refused:
+        await webhook.subscribe(hub, sender, agent, of_type("c.*", receiver.url + "/new"), config)
+    assert (refused.value.limit, refused.value.maximum) == ("subscriptions", 2)
+    assert "events/unsubscribe" in refused.value.message
+    assert len(receiver.requests) == challenges  # not verified
+    assert len(await hub.subscriptions.of_agent(agent.id)) == 2
+    again = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
+    assert again["id"] == first["id"]
+    await webhook.subscribe(hub, sender, bob, of_type("a.*"), config)  # per agent
+    await webhook.subscribe(hub, sender, agent, of_type("c.*"), SubscriptionConfig(max_per_agent=0))
+    clock.advance(61)  # the three lapse: expired ones are not held
+    await webhook.subscribe(hub, sender, agent, of_type("d.*"), config)
 
 
 async def test_an_expired_subscription_stops_and_maintenance_deletes_it(
