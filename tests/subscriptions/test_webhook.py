@@ -360,6 +360,16 @@ async def test_an_endpoint_that_refuses_connections_fails_verification(
     [
         ({"delivery": {"url": "http://example.com/", "secret": SECRET}}, InvalidInput, "url"),
         ({"delivery": {"url": "ftp://x/", "secret": SECRET}}, InvalidInput, "url"),
+        (
+            {"delivery": {"url": "https://user:pass@x.example/h", "secret": SECRET}},
+            InvalidInput,
+            "params.delivery.url must not hold credentials",
+        ),
+        (
+            {"delivery": {"url": "https://x.example/h#part", "secret": SECRET}},
+            InvalidInput,
+            "params.delivery.url must not have a fragment",
+        ),
         ({"delivery": {"url": "https://x/", "secret": "whsec_c2hvcnQ="}}, InvalidInput, "secret"),
         ({"delivery": {"url": "https://x/", "secret": "nope"}}, InvalidInput, "secret"),
         ({"name": "no.such.entry"}, NotFound, "no.such.entry"),
@@ -367,6 +377,7 @@ async def test_an_endpoint_that_refuses_connections_fails_verification(
         ({"arguments": {"colour": 1}}, InvalidInput, "colour"),
         ({"delivery": {"mode": "push", "url": "https://x/", "secret": SECRET}}, Unsupported, ""),
         ({"cursor": "agt_someone~1"}, InvalidInput, "cursor"),
+        ({"maxEvents": 10}, InvalidInput, "params.maxEvents is not taken by events/subscribe"),
         ({"ttlMs": "60000"}, InvalidInput, "params.ttlMs must be a whole number"),
         ({"ttlMs": True}, InvalidInput, "params.ttlMs must be a whole number"),
         ({"ttlMs": 60000.5}, InvalidInput, "params.ttlMs must be a whole number"),

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from herald.inputs.fields import Handle, Limit, NullIsDefault, whole
-from herald.inputs.refusals import Input, Says, refused_by
+from herald.inputs.refusals import Input, Says, refuse, refused_by
 from herald.webhooks.checks import check_subscription_secret
 
 GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
@@ -144,6 +144,17 @@ class SubscribeInput(StreamInput):
 
     delivery: WebhookDelivery
     ttl_ms: TtlMs | None = Field(default=None, alias="ttlMs")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_max_events(cls, raw: Any) -> Any:
+        # Said apart from the unknown fields: a client that polls too sends it, in good faith.
+        if isinstance(raw, dict) and "maxEvents" in raw:
+            raise refuse(
+                ".maxEvents is not taken by events/subscribe: every matching event is POSTed as"
+                " it comes (maxEvents pages events/poll); leave it out"
+            )
+        return raw
 
     @property
     def asks_no_expiry(self) -> bool:

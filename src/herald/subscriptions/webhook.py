@@ -165,7 +165,8 @@ def delivery_status(endpoint: Endpoint) -> dict[str, Any]:
 
 async def _admit(sender: Sender, url: str) -> str:
     """The URL, if herald may deliver to it: https, or plain http to loopback where the
-    operator allows loopback webhooks; not pointing where the address policy refuses.
+    operator allows loopback webhooks; not pointing where the address policy refuses; without
+    credentials or a fragment (the URL is part of the subscription's key).
 
     Raises:
         InvalidInput: naming ``params.delivery.url``.
@@ -173,6 +174,17 @@ async def _admit(sender: Sender, url: str) -> str:
     name = "params.delivery.url"
     check_url(url, name)
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise InvalidInput(
+            f"{name} must not hold credentials (user:password@): they would travel in the URL,"
+            " and be kept with the subscription; a delivery is proved by its signature (the"
+            " secret), so send the URL without them"
+        )
+    if "#" in url:
+        raise InvalidInput(
+            f"{name} must not have a fragment (#...): a fragment is never sent to the endpoint;"
+            " send the URL without it"
+        )
     if parts.scheme != "https" and not (
         sender.policy.allow_loopback and _is_loopback(parts.hostname or "")
     ):
