@@ -226,6 +226,7 @@ SETTINGS = [
     (("--subscription-min-ttl", "30"), lambda c: c.subscriptions.min_ttl_s, 30.0),
     (("--subscription-no-expiry",), lambda c: c.subscriptions.allow_no_expiry, True),
     (("--subscription-schedule", "0,9"), lambda c: c.subscriptions.schedule_s, (0, 9)),
+    (("--subscription-limit", "0"), lambda c: c.subscriptions.max_per_agent, 0),
 ]
 
 

@@ -100,6 +100,11 @@ def test_subscription_ttls_out_of_order_are_refused(ttls: tuple[float, float, fl
         SubscriptionConfig(min_ttl_s=low, default_ttl_s=default, max_ttl_s=high)
 
 
+def test_a_negative_subscription_limit_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="subscription limit per agent"):
+        SubscriptionConfig(max_per_agent=-1)
+
+
 def test_an_empty_subscription_schedule_is_refused() -> None:
     with pytest.raises(InvalidInput, match="retry schedule"):
         SubscriptionConfig(schedule_s=())

@@ -272,6 +272,14 @@ def _add_subscriptions(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS,...",
         help=f"delays before each try of an Events webhook delivery (default {schedule})",
     )
+    serve.add_argument(
+        "--subscription-limit",
+        type=_int_from(0),
+        default=subscriptions.max_per_agent,
+        metavar="N",
+        help="Events webhook subscriptions one agent may hold at once"
+        f" (default {subscriptions.max_per_agent}; 0: no limit)",
+    )
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
@@ -311,6 +319,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
             min_ttl_s=args.subscription_min_ttl,
             allow_no_expiry=args.subscription_no_expiry,
             schedule_s=parse_schedule(args.subscription_schedule),
+            max_per_agent=args.subscription_limit,
         ),
         limits=KeyLimits(
             streams=args.streams_per_key,

@@ -141,12 +141,12 @@ class WebhookConfig:
 
 @dataclass(frozen=True)
 class SubscriptionConfig:
-    """MCP Events webhook subscriptions (``events/subscribe``): how long a grant lasts, and how
-    often a delivery is tried.
+    """MCP Events webhook subscriptions (``events/subscribe``): how long a grant lasts, how
+    often a delivery is tried, and how many one agent may hold.
 
     Raises:
-        InvalidInput: the TTLs are not minimum <= default <= maximum, all above 0, or the
-            schedule is empty or has a negative delay.
+        InvalidInput: the TTLs are not minimum <= default <= maximum, all above 0, the
+            schedule is empty or has a negative delay, or the limit is negative.
     """
 
     default_ttl_s: float = 3600.0
@@ -161,8 +161,13 @@ class SubscriptionConfig:
     schedule_s: tuple[int, ...] = (0, 5, 30, 120, 600)
     """Delays before each try of one delivery: at once, then after 5 s, 30 s, 2 min and 10 min
     (5 tries within 15 min); its length is the number of tries."""
+    max_per_agent: int = 100
+    """The subscriptions one agent may hold at once (a refresh of one it holds is always taken:
+    each matching event is POSTed once per subscription); 0: no limit."""
 
     def __post_init__(self) -> None:
+        if self.max_per_agent < 0:
+            raise InvalidInput("the subscription limit per agent must be 0 (no limit) or more")
         ttls = (self.min_ttl_s, self.default_ttl_s, self.max_ttl_s)
         if not all(math.isfinite(t) and t > 0 for t in ttls) or sorted(ttls) != list(ttls):
             raise InvalidInput(

@@ -88,6 +88,20 @@ class RateLimited(HeraldError):
         self.retry_after_s = retry_after_s
 
 
+class LimitReached(HeraldError):
+    """The caller already holds as many of something as the operator allows (``limit`` names
+    what, ``maximum`` how many); nothing was done. End one first, or ask the operator to raise
+    the limit."""
+
+    code = "limit_reached"
+    http_status = 429
+
+    def __init__(self, message: str, limit: str, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+
+
 class StoreUnavailable(HeraldError):
     """The store could not be reached or failed; nothing was changed. Retry later."""
 

@@ -23,6 +23,7 @@ from tests.webhooks.receiver import Received, Receiver
 pytestmark = pytest.mark.anyio
 
 LOOPBACK = ("--webhook-allow", "loopback")
+LIMIT = 3
 SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
 WAIT_S = 20.0
 
@@ -30,7 +31,8 @@ WAIT_S = 20.0
 @pytest.fixture(scope="module")
 def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
     path: Path = tmp_path_factory.mktemp("hooks") / "herald.db"
-    process = HeraldProcess(f"sqlite:///{path}", extra_args=LOOPBACK)
+    limited = (*LOOPBACK, "--subscription-limit", str(LIMIT))
+    process = HeraldProcess(f"sqlite:///{path}", extra_args=limited)
     yield process
     process.stop()
 
@@ -144,6 +146,13 @@ async def test_the_seps_errors_come_with_their_codes(
         receiver.answers_challenges = False
         failed = await error(subscription(receiver.url))
         assert failed["code"] == -32027 and failed["data"] == {"reason": "challenge_failed"}
+        receiver.answers_challenges = True
+        for n in range(LIMIT):
+            held = subscription(receiver.url, arguments={"types": [f"t{n}"]})
+            assert "result" in await call(http, "modern", "events/subscribe", held)
+        full = await error(subscription(receiver.url, arguments={"types": ["one.more"]}))
+        assert full["code"] == -32025
+        assert full["data"] == {"limit": "subscriptions", "max": LIMIT}
 
 
 async def test_a_subscription_outlives_a_restart_of_herald(

@@ -5,7 +5,10 @@ is refused."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mcp_types as types
+import pydantic
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -20,6 +23,14 @@ pytestmark = pytest.mark.anyio
 
 FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 ACCEPT = types.ElicitResult(action="accept", content={"ok": True})
+
+
+class RawParams(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class RawCall(types.Request[RawParams, str]):
+    """A ``tools/call`` as sent, unchecked by the client's own model of it."""
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -181,3 +192,57 @@ async def test_no_log_message_and_no_session_on_2026_07_28(hub: Hub, notifier: N
         # Nothing is pushed on this era: no session is registered for the cascade.
         assert notifier.sessions_of(alice.id) == []
         assert received.queue.empty()
+
+
+async def test_a_retry_with_one_answer_refused_takes_none_and_names_it(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    noted = {"type": "object", "properties": {"note": {"type": "string"}}}
+    fine = await hub.publish("alice", "question", "Approve?", reply=FORM)
+    huge = await hub.publish("alice", "question", "Why?", reply=noted)
+    too_large = types.ElicitResult(action="accept", content={"note": "x" * 300_000})
+    async with connect(notifier, alice, mode="auto", answer=ACCEPT) as (client, _):
+        state = (await first_round(client)).request_state
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool(
+                "inbox",
+                {},
+                input_responses={fine.event.id: ACCEPT, huge.event.id: too_large},
+                request_state=state,
+                allow_input_required=True,
+            )
+    for event in (fine, huge):
+        assert await hub.replies(event.event.id) == []
+        assert await status_of(hub, event.event.id) is EventStatus.PENDING
+    assert refused.value.error.code == types.INVALID_PARAMS
+    message = refused.value.error.message
+    assert f"params.inputResponses.{huge.event.id}" in message
+    assert "No answer was taken" in message and "smaller answer" in message
+
+
+@pytest.mark.parametrize(
+    ("retry", "names"),
+    [
+        ({"requestState": 5}, "params.requestState must be the requestState string"),
+        ({"inputResponses": []}, "params.inputResponses must be an object"),
+        ({"inputResponses": {"evt_1": {"action": "maybe"}}}, "params.inputResponses.evt_1 must"),
+        ({"inputResponses": {"evt_1": "accept"}}, "params.inputResponses.evt_1 must"),
+    ],
+)
+async def test_a_malformed_retry_is_refused_naming_the_field(
+    hub: Hub, notifier: Notifier, retry: dict[str, Any], names: str
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    form = await hub.publish("alice", "question", "Approve?", reply=FORM)
+    async with connect(notifier, alice, mode="auto", answer=ACCEPT) as (client, _):
+        state = (await first_round(client)).request_state
+        call = RawCall(
+            method="tools/call",
+            params=RawParams(name="inbox", arguments={}, **{"requestState": state, **retry}),
+        )
+        with pytest.raises(MCPError) as refused:
+            await client.session.send_request(call, pydantic.TypeAdapter(dict[str, Any]))
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert names in refused.value.error.message
+    assert await status_of(hub, form.event.id) is EventStatus.PENDING

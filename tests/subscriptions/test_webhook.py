@@ -20,6 +20,7 @@ from herald.config import SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
     InvalidInput,
+    LimitReached,
     NotFound,
     SubscriptionNotFound,
     Unsupported,
@@ -197,7 +198,10 @@ async def test_the_ttl_is_granted_within_the_bounds_never_refused(
     for fields, granted_s in [
         ({}, 600),
         ({"ttlMs": 1}, 60),
+        ({"ttlMs": -1}, 60),
         ({"ttlMs": 10_000_000}, 3600),
+        ({"ttlMs": 367 * 86_400_000}, 3600),
+        ({"ttlMs": 10**400}, 3600),
         ({"ttlMs": 120_000}, 120),
         ({"ttlMs": None}, 3600),
     ]:
@@ -206,6 +210,39 @@ async def test_the_ttl_is_granted_within_the_bounds_never_refused(
     assert webhook.expiry(params(receiver.url, ttlMs=None), allowing, now) is None
     result = await webhook.subscribe(hub, sender, agent, params(receiver.url, ttlMs=None), allowing)
     assert result["refreshBefore"] is None
+
+
+async def test_an_agent_holds_at_most_the_limit_a_refresh_is_always_taken(
+    hub: Hub, sender: Sender, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent = await alice(hub)
+    bob, _ = await hub.create_agent("bob")
+    config = SubscriptionConfig(max_per_agent=2)
+
+    def of_type(glob: str, url: str = receiver.url) -> SubscribeInput:
+        raw = {
+            "name": "herald.event",
+            "arguments": {"types": [glob]},
+            "delivery": {"url": url, "secret": SECRET},
+            "ttlMs": 60_000,
+        }
+        return parse(SubscribeInput, raw, "params")
+
+    first = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
+    await webhook.subscribe(hub, sender, agent, of_type("b.*"), config)
+    challenges = len(receiver.requests)
+    with pytest.raises(LimitReached) as refused:
+        await webhook.subscribe(hub, sender, agent, of_type("c.*", receiver.url + "/new"), config)
+    assert (refused.value.limit, refused.value.maximum) == ("subscriptions", 2)
+    assert "events/unsubscribe" in refused.value.message
+    assert len(receiver.requests) == challenges  # not verified
+    assert len(await hub.subscriptions.of_agent(agent.id)) == 2
+    again = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
+    assert again["id"] == first["id"]
+    await webhook.subscribe(hub, sender, bob, of_type("a.*"), config)  # per agent
+    await webhook.subscribe(hub, sender, agent, of_type("c.*"), SubscriptionConfig(max_per_agent=0))
+    clock.advance(61)  # the three lapse: expired ones are not held
+    await webhook.subscribe(hub, sender, agent, of_type("d.*"), config)
 
 
 async def test_an_expired_subscription_stops_and_maintenance_deletes_it(
@@ -323,6 +360,16 @@ async def test_an_endpoint_that_refuses_connections_fails_verification(
     [
         ({"delivery": {"url": "http://example.com/", "secret": SECRET}}, InvalidInput, "url"),
         ({"delivery": {"url": "ftp://x/", "secret": SECRET}}, InvalidInput, "url"),
+        (
+            {"delivery": {"url": "https://user:pass@x.example/h", "secret": SECRET}},
+            InvalidInput,
+            "params.delivery.url must not hold credentials",
+        ),
+        (
+            {"delivery": {"url": "https://x.example/h#part", "secret": SECRET}},
+            InvalidInput,
+            "params.delivery.url must not have a fragment",
+        ),
         ({"delivery": {"url": "https://x/", "secret": "whsec_c2hvcnQ="}}, InvalidInput, "secret"),
         ({"delivery": {"url": "https://x/", "secret": "nope"}}, InvalidInput, "secret"),
         ({"name": "no.such.entry"}, NotFound, "no.such.entry"),
@@ -330,6 +377,10 @@ async def test_an_endpoint_that_refuses_connections_fails_verification(
         ({"arguments": {"colour": 1}}, InvalidInput, "colour"),
         ({"delivery": {"mode": "push", "url": "https://x/", "secret": SECRET}}, Unsupported, ""),
         ({"cursor": "agt_someone~1"}, InvalidInput, "cursor"),
+        ({"maxEvents": 10}, InvalidInput, "params.maxEvents is not taken by events/subscribe"),
+        ({"ttlMs": "60000"}, InvalidInput, "params.ttlMs must be a whole number"),
+        ({"ttlMs": True}, InvalidInput, "params.ttlMs must be a whole number"),
+        ({"ttlMs": 60000.5}, InvalidInput, "params.ttlMs must be a whole number"),
     ],
 )
 async def test_bad_input_is_refused_naming_the_field_and_changes_nothing(

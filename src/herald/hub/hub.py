@@ -385,24 +385,7 @@ class Hub:
             InvalidInput: a malformed text or data, or data that does not fill in the event's
                 reply form.
         """
-        event, _ = await self.get_event(event_id, viewer=agent)
-        form = event.reply_schema
-        if data is not None and form is not None:
-            check_form_answer(form, data, "reply.data")
-        routed = None
-        payload = {"event_id": event.id, "text": text, "reply": data}
-        if event.sender is not None:
-            routed = parse_new_event(
-                {
-                    "to": event.sender,
-                    "type": "reply.received",
-                    "text": f"@{agent.handle} replied: {text}",
-                    "data": payload,
-                }
-            )
-            routed = replace(routed, sender=agent.handle, reply_to=event.id)
-        else:
-            parse_new_event({"to": agent.handle, "type": "reply", "text": text, "data": payload})
+        event, routed = await self._checked_reply(agent, event_id, text, data)
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
         try:
@@ -420,6 +403,41 @@ class Hub:
                 except Exception:  # a broken callback must not fail the agent's reply
                     log.exception("a reply handler failed for event %s", event.id)
         return stored
+
+    async def check_reply(
+        self, agent: Agent, event_id: str, text: str, data: dict[str, Any] | None = None
+    ) -> None:
+        """Refuse what ``reply`` would refuse, changing nothing: a caller with several replies
+        to record checks them all first, so that one refused records none.
+
+        Raises:
+            NotFound: the event is not one of the agent's own.
+            InvalidInput: as ``reply``.
+        """
+        await self._checked_reply(agent, event_id, text, data)
+
+    async def _checked_reply(
+        self, agent: Agent, event_id: str, text: str, data: dict[str, Any] | None
+    ) -> tuple[Event, NewEvent | None]:
+        """The event answered and the ``reply.received`` event its sender gets (None: no
+        sender agent), once the reply is checked."""
+        event, _ = await self.get_event(event_id, viewer=agent)
+        form = event.reply_schema
+        if data is not None and form is not None:
+            check_form_answer(form, data, "reply.data")
+        payload = {"event_id": event.id, "text": text, "reply": data}
+        if event.sender is None:
+            parse_new_event({"to": agent.handle, "type": "reply", "text": text, "data": payload})
+            return event, None
+        routed = parse_new_event(
+            {
+                "to": event.sender,
+                "type": "reply.received",
+                "text": f"@{agent.handle} replied: {text}",
+                "data": payload,
+            }
+        )
+        return event, replace(routed, sender=agent.handle, reply_to=event.id)
 
     def on_reply(self, handler: Callable[[Event, Reply], Awaitable[None]]) -> None:
         """Call ``handler(event, reply)`` after an agent answers an application's event."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from herald.inputs.fields import Handle, Limit, NullIsDefault, whole
-from herald.inputs.refusals import Input, Says, refused_by
+from herald.inputs.refusals import Input, Says, refuse, refused_by
 from herald.webhooks.checks import check_subscription_secret
 
 GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
@@ -110,7 +110,6 @@ class PollInput(StreamInput):
 
 
 MAX_URL_CHARS = 2048
-MAX_TTL_MS = 366 * 86_400_000
 CallbackUrl = Annotated[
     str,
     Field(min_length=1, max_length=MAX_URL_CHARS),
@@ -122,10 +121,14 @@ SubscriptionSecret = Annotated[
     Says("must be whsec_ followed by the standard base64 of 24-64 random bytes"),
 ]
 DeliveryMode = Annotated[str, Says('must be "webhook" (or left out)')]
+# Any whole number is taken (SEP-3415: a suggested TTL is never refused, only clamped to the
+# operator's bounds); what is not a whole number is a client's mistake, refused.
 TtlMs = Annotated[
     int,
-    Field(ge=0, le=MAX_TTL_MS),
-    Says(f"must be a number of milliseconds from 0 to {MAX_TTL_MS}, or null for no expiry"),
+    Says(
+        "must be a whole number of milliseconds (herald grants it within its own minimum and"
+        " maximum), or null for no expiry"
+    ),
 ]
 
 
@@ -144,6 +147,17 @@ class SubscribeInput(StreamInput):
 
     delivery: WebhookDelivery
     ttl_ms: TtlMs | None = Field(default=None, alias="ttlMs")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_max_events(cls, raw: Any) -> Any:
+        # Said apart from the unknown fields: a client that polls too sends it, in good faith.
+        if isinstance(raw, dict) and "maxEvents" in raw:
+            raise refuse(
+                ".maxEvents is not taken by events/subscribe: every matching event is POSTed as"
+                " it comes (maxEvents pages events/poll); leave it out"
+            )
+        return raw
 
     @property
     def asks_no_expiry(self) -> bool:

@@ -27,6 +27,7 @@ from herald.errors import (
     Forbidden,
     HeraldError,
     InvalidInput,
+    LimitReached,
     NotFound,
     RateLimited,
     SubscriptionNotFound,
@@ -94,6 +95,8 @@ def refusal(exc: HeraldError) -> MCPError:
         return MCPError(types.INVALID_PARAMS, exc.message)
     if isinstance(exc, (Forbidden, Unauthorized)):
         return MCPError(FORBIDDEN, exc.message)
+    if isinstance(exc, LimitReached):
+        return MCPError(RESOURCE_EXHAUSTED, exc.message, {"limit": exc.limit, "max": exc.maximum})
     if isinstance(exc, (RateLimited, TooLarge)):
         return MCPError(RESOURCE_EXHAUSTED, exc.message, {"limit": exc.code})
     return MCPError(types.INTERNAL_ERROR, exc.message, {"code": exc.code})

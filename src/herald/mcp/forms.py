@@ -12,15 +12,18 @@ about, which are never asked again in that call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
-from herald.capabilities import detect
+from herald.capabilities import LEGACY_VERSIONS, detect
 from herald.delivery import render
-from herald.delivery.answers import reply_with
+from herald.delivery.answers import check_answer
 from herald.delivery.base import FormAnswer
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
@@ -78,6 +81,59 @@ def _form(event: Event) -> types.ElicitRequest:
     return types.ElicitRequest(params=params)
 
 
+ANSWER_SHAPE = ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
+
+
+def check_retry(params: Mapping[str, Any] | None) -> None:
+    """Refuse in herald's words what the SDK's model of a ``tools/call`` retry would refuse
+    without one ("Invalid request parameters", no data): a ``requestState`` that is not a
+    string, ``inputResponses`` that are not an object, an answer that is not an object or a
+    form answer with a wrong ``action`` or ``content``. Anything else is left to the SDK (an
+    answer with no ``action`` may be another kind of input).
+
+    Raises:
+        InvalidInput: naming the field and what to send.
+    """
+    params = params or {}
+    state = params.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise InvalidInput(
+            "params.requestState must be the requestState string of the input_required result"
+            " this call answers, given back unchanged"
+        )
+    responses = params.get("inputResponses")
+    if responses is None:
+        return
+    if not isinstance(responses, Mapping):
+        raise InvalidInput(
+            "params.inputResponses must be an object: each asked event's id to the answer to"
+            " its form"
+        )
+    for key, given in responses.items():
+        if isinstance(given, Mapping) and "action" not in given:
+            continue
+        try:
+            types.ElicitResult.model_validate(given)
+        except ValidationError:
+            raise InvalidInput(
+                f"params.inputResponses.{key} must be the answer to its form:{ANSWER_SHAPE}"
+            ) from None
+
+
+async def retry_gate(
+    ctx: ServerRequestContext[Any],
+    call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]],
+) -> Any:
+    """The middleware that runs ``check_retry`` on a 2026-07-28 ``tools/call`` before the SDK
+    checks its params (it sees them first)."""
+    if ctx.method == "tools/call" and ctx.session.protocol_version not in LEGACY_VERSIONS:
+        try:
+            check_retry(ctx.params)
+        except InvalidInput as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from exc
+    return await call_next(ctx)
+
+
 async def answer(
     hub: Hub,
     agent: Agent,
@@ -86,11 +142,13 @@ async def answer(
     session_id: str,
 ) -> tuple[tuple[str, ...], list[str]]:
     """Take the answers to the forms ``state`` asked about. Returns those events (the inbox
-    shows none of them in this call) and a line for each, for the result.
+    shows none of them in this call) and a line for each, for the result. Every answer is
+    checked before any is taken: a refused retry changes nothing.
 
     Raises:
         InvalidInput: ``state`` was not made by herald for this agent (forged, altered), or it
-            has expired; or an answer is not an elicitation result. Nothing is changed.
+            has expired; or an answer is not an elicitation result, or cannot be a reply (too
+            large, among others). Nothing is changed.
     """
     asked = unseal(await hub.signing_key(), state, agent.id, TOOL, hub.now())
     answers: dict[str, types.ElicitResult | None] = {}
@@ -98,33 +156,64 @@ async def answer(
         given = (responses or {}).get(event_id)
         if given is not None and not isinstance(given, types.ElicitResult):
             raise InvalidInput(
-                f"params.inputResponses.{event_id} must be the answer to its form:"
-                ' {"action": "accept", "content": {...}}, or "decline" or "cancel"'
+                f"params.inputResponses.{event_id} must be the answer to its form:{ANSWER_SHAPE}"
             )
         answers[event_id] = given
-    notes = [
-        await _take(hub, agent, event_id, given, session_id) for event_id, given in answers.items()
+    takings = [
+        await _check(hub, agent, event_id, given, session_id) for event_id, given in answers.items()
     ]
+    notes = [await _take(hub, agent, taking, session_id) for taking in takings]
     return asked.event_ids, notes
 
 
-async def _take(
+@dataclass(frozen=True)
+class _Taking:
+    """One answer, checked: what taking it does."""
+
+    event_id: str
+    event: Event | None
+    """None: the event was answered or acknowledged meanwhile."""
+    action: str
+    reply: tuple[str, dict[str, Any] | None] | None
+    """The reply's text and data, for an accepted form."""
+
+
+async def _check(
     hub: Hub, agent: Agent, event_id: str, given: types.ElicitResult | None, session_id: str
-) -> str:
+) -> _Taking:
     event = await hub.find_event(event_id)
     if event is None or event.agent_id != agent.id or not event.status.is_open:
         # Answered or acknowledged meanwhile (a state given back twice, among others).
-        return f"Event {event_id} was already handled; this answer to its form was not used."
+        return _Taking(event_id, None, "cancel", None)
     action = given.action if given is not None else "cancel"
-    if action == "accept":
-        assert given is not None
+    if action != "accept":
+        return _Taking(event_id, event, action, None)
+    assert given is not None
+    content = dict(given.content) if given.content is not None else None
+    try:
+        reply = await check_answer(
+            hub, agent, event_id, FormAnswer(action, content), f"session {session_id}"
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"params.inputResponses.{event_id} cannot be the reply to event {event_id}:"
+            f" {exc.message}. No answer was taken: send a smaller answer to its form, or"
+            ' "decline" to leave the event pending'
+        ) from exc
+    return _Taking(event_id, event, action, reply)
+
+
+async def _take(hub: Hub, agent: Agent, taking: _Taking, session_id: str) -> str:
+    event, event_id = taking.event, taking.event_id
+    if event is None:
+        return f"Event {event_id} was already handled; this answer to its form was not used."
+    if taking.reply is not None:
         await hub.record_attempts(
             [Attempt(event_id, hub.now(), MECHANISM, "delivered", session_id)]
         )
-        content = dict(given.content) if given.content is not None else None
-        await reply_with(hub, agent, event_id, FormAnswer(action, content), f"session {session_id}")
+        await hub.reply(agent, event_id, *taking.reply)
         return f"Your answer to event {event_id} ({render.headline(event)}) is its reply."
-    error = "the form was declined" if action == "decline" else "the form was not answered"
+    error = "the form was declined" if taking.action == "decline" else "the form was not answered"
     await hub.record_attempts(
         [Attempt(event_id, hub.now(), MECHANISM, "failed", session_id, error)]
     )

@@ -231,6 +231,7 @@ def attach(
         # Declares the logging capability that log delivery needs.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.middleware.insert(0, era_gate(era))
+    server.middleware.append(forms.retry_gate)
     fanout = fanout or Fanout(hub)
     events.attach(server, hub, identify, fanout, events_config, recorder, stream_slot)
     resources.attach(server, hub, identify)

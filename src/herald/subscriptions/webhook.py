@@ -21,6 +21,7 @@ from herald.config import DEFAULTS, SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
     InvalidInput,
+    LimitReached,
     SubscriptionNotFound,
     Unsupported,
 )
@@ -54,12 +55,12 @@ def expiry(params: SubscribeInput, config: SubscriptionConfig, now: int) -> int 
     if params.asks_no_expiry:
         if config.allow_no_expiry:
             return None
-        ttl_s = config.max_ttl_s
-    elif params.ttl_ms is None:
-        ttl_s = config.default_ttl_s
-    else:
-        ttl_s = min(max(params.ttl_ms / 1000, config.min_ttl_s), config.max_ttl_s)
-    return now + int(ttl_s * 1000)
+        return now + int(config.max_ttl_s * 1000)
+    if params.ttl_ms is None:
+        return now + int(config.default_ttl_s * 1000)
+    # Clamped as whole numbers: a huge suggestion would overflow a float.
+    lowest, highest = int(config.min_ttl_s * 1000), int(config.max_ttl_s * 1000)
+    return now + min(max(params.ttl_ms, lowest), highest)
 
 
 async def subscribe(
@@ -79,6 +80,7 @@ async def subscribe(
             it), or points where herald may not send; bad arguments; a cursor herald did not
             give this agent, or one past its newest event.
         NotFound: no entry of that name.
+        LimitReached: a new subscription, and the agent holds as many as the operator allows.
         CallbackEndpointError: the endpoint could not be verified.
         Nothing is stored when it raises.
     """
@@ -96,11 +98,12 @@ async def subscribe(
     sub_id = subscription_id(agent, url, params.name, params.arguments)
     before = await hub.subscriptions.get(sub_id)
     now = hub.now()
+    held = await _held(hub, agent, config, now) if before is None else [before]
     endpoint = Endpoint(
         sub_id, agent.id, Kind.SUBSCRIPTION, url, delivery.secret, now,
         expires_at=expiry(params, config, now),
     )  # fmt: skip
-    verified_at = await _verified(hub, sender, agent, endpoint)
+    verified_at = await _verified(hub, sender, endpoint, held)
     if given is not None:
         await hub.acknowledge_through(agent, subscription.key, subscription.match, given)
         after, truncated = given, await hub.missing_after(agent, given) > 0
@@ -162,7 +165,8 @@ def delivery_status(endpoint: Endpoint) -> dict[str, Any]:
 
 async def _admit(sender: Sender, url: str) -> str:
     """The URL, if herald may deliver to it: https, or plain http to loopback where the
-    operator allows loopback webhooks; not pointing where the address policy refuses.
+    operator allows loopback webhooks; not pointing where the address policy refuses; without
+    credentials or a fragment (the URL is part of the subscription's key).
 
     Raises:
         InvalidInput: naming ``params.delivery.url``.
@@ -170,6 +174,17 @@ async def _admit(sender: Sender, url: str) -> str:
     name = "params.delivery.url"
     check_url(url, name)
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise InvalidInput(
+            f"{name} must not hold credentials (user:password@): they would travel in the URL,"
+            " and be kept with the subscription; a delivery is proved by its signature (the"
+            " secret), so send the URL without them"
+        )
+    if "#" in url:
+        raise InvalidInput(
+            f"{name} must not have a fragment (#...): a fragment is never sent to the endpoint;"
+            " send the URL without it"
+        )
     if parts.scheme != "https" and not (
         sender.policy.allow_loopback and _is_loopback(parts.hostname or "")
     ):
@@ -193,13 +208,43 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-async def _verified(hub: Hub, sender: Sender, agent: Agent, endpoint: Endpoint) -> int:
-    """When the agent's URL was verified: by an earlier subscription of the agent to it, or now.
+async def _held(
+    hub: Hub, agent: Agent, config: SubscriptionConfig, now: int
+) -> list[tuple[Endpoint, WebhookSubscription]]:
+    """The agent's subscriptions, before it subscribes anew: one more is refused if it holds as
+    many live ones as the operator allows (each matching event is POSTed once per
+    subscription, so they are what one event costs).
+
+    Raises:
+        LimitReached: it holds ``config.max_per_agent`` live ones.
+    """
+    held = await hub.subscriptions.of_agent(agent.id)
+    limit = config.max_per_agent
+    live = [e for e, _ in held if e.expires_at is None or e.expires_at > now]
+    if limit and len(live) >= limit:
+        raise LimitReached(
+            f"you hold {len(live)} webhook subscriptions, as many as herald allows an agent"
+            f" ({limit}): end one with events/unsubscribe, or let one expire, before"
+            " subscribing anew (refreshing one you hold is always taken)",
+            "subscriptions",
+            limit,
+        )
+    return held
+
+
+async def _verified(
+    hub: Hub,
+    sender: Sender,
+    endpoint: Endpoint,
+    held: list[tuple[Endpoint, WebhookSubscription]],
+) -> int:
+    """When the endpoint's URL was verified: by one of the agent's subscriptions ``held``
+    (the one refreshed, or all of them for a new one), or now.
 
     Raises:
         CallbackEndpointError: it did not answer the challenge.
     """
-    for known, record in await hub.subscriptions.of_agent(agent.id):
+    for known, record in held:
         if known.url == endpoint.url and record.verified_at is not None:
             return record.verified_at
     failure = await sender.verify(endpoint, hub.now())
