@@ -107,6 +107,7 @@ async def test_streaming_across_a_crash_resumes_from_the_last_cursor(
     finally:
         second.stop()
     assert seen == before + after
-    # The resume's cursor acknowledged what came before it; the third is open (sent, once its
-    # push is recorded in the background).
-    assert statuses[:2] == ["delivered", "delivered"] and statuses[2] in {"pending", "sent"}
+    # The resume's cursor acknowledged what came before it if the crashed hub had recorded those
+    # pushes (in the background, so a crash may come first: then they stay owed, never lost);
+    # the third is open.
+    assert set(statuses[:2]) <= {"delivered", "pending"} and statuses[2] in {"pending", "sent"}
