@@ -256,3 +256,35 @@ async def test_a_refused_poll_gets_the_same_error_on_the_short_way_as_through_th
     # Refused by the SDK's own checks, which the short way leaves to it.
     assert no_meta.status_code == 400 and no_meta.json()["error"]["code"] == -32602
     assert wrong_header.status_code == 400 and wrong_header.json()["error"]["code"] == -32020
+
+
+async def test_a_stream_the_client_closes_gives_its_slot_back(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    path = tmp_path_factory.mktemp("one-stream") / "herald.db"
+    one_stream = HeraldProcess(f"sqlite:///{path}", extra_args=("--streams-per-key", "1"))
+    try:
+        agent = new_agent(one_stream)
+        headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "events/stream",
+            "params": {"_meta": meta(), "name": "herald.event", "cursor": None},
+        }
+        async with agent_http(one_stream, agent["api_key"]) as http:
+            async with stream_messages(http, body, headers) as messages:
+                assert (await anext(messages))["method"] == "notifications/events/active"
+                second = answer(await http.post("/mcp", json=body, headers=headers))
+                assert second["error"]["code"] == -32025  # the one slot is taken
+            # Closed by the client: the slot comes back once the hub sees the close (bounded:
+            # each try is one request, refused at once while the slot is still taken).
+            for _ in range(200):
+                async with http.stream("POST", "/mcp", json=body, headers=headers) as response:
+                    if response.headers["content-type"].startswith("text/event-stream"):
+                        break
+                    await response.aread()
+            else:
+                pytest.fail("the closed stream's slot never came back")
+    finally:
+        one_stream.stop()

@@ -19,12 +19,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
+from herald.delivery.recorder import PushRecorder
 from herald.errors import HeraldError, RateLimited
-from herald.http import mcp_poll
+from herald.http import mcp_short
 from herald.http.auth import require_agent
 from herald.http.io import error_headers, error_response
 from herald.mcp import webhooks as mcp_webhooks
-from herald.mcp.events import StreamSlot, no_limit
+from herald.mcp.events import Streams, StreamSlot, no_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.webhooks.worker import WebhookWorker
 
@@ -121,6 +122,9 @@ class McpRoute:
         self.notifier = notifier
         self.events_config = events_config
         self.streams = StreamTracker(notifier.wake_session)
+        fanout = fanout or Fanout(notifier.hub)
+        recorder = PushRecorder(notifier.hub)
+        self.event_streams = Streams(notifier.hub, fanout, recorder, events_config, stream_slot)
         self.server = create_server(
             notifier,
             ready=self.streams.ready_check,
@@ -128,6 +132,7 @@ class McpRoute:
             era=era,
             fanout=fanout,
             events_config=events_config,
+            recorder=recorder,
             stream_slot=stream_slot,
         )
         if webhooks is not None:
@@ -160,14 +165,21 @@ class McpRoute:
         except HeraldError as exc:
             await _refuse(exc, scope, receive, send)
             return
-        if mcp_poll.is_modern_poll(scope):
-            server_info = self.server.server_info_stamp
-            passed = await mcp_poll.answer(
-                self.notifier.hub, agent, self.events_config, server_info, scope, receive, send
-            )
-            if passed is None:
+        method = mcp_short.short_method(scope)
+        if method is not None:
+            request, receive = await mcp_short.take(scope, receive, method)
+            if request is not None:
+                info = self.server.server_info_stamp
+                if method == mcp_short.POLL:
+                    hub, config = self.notifier.hub, self.events_config
+                    await mcp_short.answer_poll(
+                        hub, agent, config, info, request, scope, receive, send
+                    )
+                else:
+                    await mcp_short.answer_stream(
+                        self.event_streams, agent, info, request, scope, receive, send
+                    )
                 return
-            receive = passed
         scope[AGENT_SCOPE_KEY] = agent
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
         scope["user"] = AuthenticatedUser(token)

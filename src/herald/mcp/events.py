@@ -156,34 +156,17 @@ def attach(
     async def stream_events(
         ctx: ServerRequestContext[Any], _: types.RequestParams
     ) -> dict[str, Any]:
-        agent = await agent_of(ctx)
-        tag = {SUBSCRIPTION_ID: ctx.request_id}
-        started = False
-
-        async def notify(method: str, params: dict[str, Any]) -> None:
-            nonlocal started
-            started = True
-            notification = EventsNotification(method=method, params={**params, "_meta": tag})
+        async def send(method: str, params: dict[str, Any]) -> None:
+            notification = EventsNotification(method=method, params=params)
             # The SDK sends any Notification subclass; its union type names only the spec's.
             await ctx.session.send_notification(
                 notification,  # type: ignore[arg-type]
                 related_request_id=ctx.request_id,
             )
 
-        release = take_slot(slot, agent.id)
-        try:
-            body = parse(StreamInput, params_of(ctx))
-            await stream(hub, fanout, recorder, agent, body, notify, heartbeat_s=config.heartbeat_s)
-        except ClientNotReading:
-            log.info("an events/stream of %s ended: its client was not reading", agent.id)
-        except HeraldError as exc:
-            if not started:
-                raise refusal(exc) from exc
-            error = refusal(exc).error.model_dump(exclude_none=True)
-            await notify("notifications/events/terminated", {"error": error})
-        finally:
-            release()
-        return {"_meta": tag}
+        assert ctx.request_id is not None  # a request, not a notification
+        streams = Streams(hub, fanout, recorder, config, slot)
+        return await streams.run(await agent_of(ctx), ctx.params, ctx.request_id, send)
 
     server.add_request_handler("events/list", types.RequestParams, list_events)
     server.add_request_handler("events/poll", types.RequestParams, poll_events)
@@ -211,6 +194,70 @@ async def poll_answer(
         )
     except HeraldError as exc:
         raise refusal(exc) from exc
+
+
+class Streams:
+    """What serves each ``events/stream``, whichever way its request came (through the SDK, or
+    the short way of ``herald.http.mcp_stream``)."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        fanout: Fanout,
+        recorder: PushRecorder,
+        config: EventsConfig = DEFAULTS.events,
+        slot: StreamSlot = no_limit,
+    ) -> None:
+        self.hub = hub
+        self.fanout = fanout
+        self.recorder = recorder
+        self.config = config
+        self.slot = slot
+
+    async def run(
+        self,
+        agent: Agent,
+        params: Mapping[str, Any] | None,
+        request_id: str | int,
+        send: Callable[[str, dict[str, Any]], Awaitable[None]],
+    ) -> dict[str, Any]:
+        """Push the stream through ``send`` until it ends; return its last answer.
+
+        Raises:
+            MCPError: the request is refused (before anything is sent).
+        """
+        tag = {SUBSCRIPTION_ID: request_id}
+        started = False
+
+        async def notify(method: str, said: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(method, {**said, "_meta": tag})
+
+        release = take_slot(self.slot, agent.id)
+        try:
+            raw = dict(params or {})
+            json_input.check(raw, "params")
+            body = parse(StreamInput, raw)
+            await stream(
+                self.hub,
+                self.fanout,
+                self.recorder,
+                agent,
+                body,
+                notify,
+                heartbeat_s=self.config.heartbeat_s,
+            )
+        except ClientNotReading:
+            log.info("an events/stream of %s ended: its client was not reading", agent.id)
+        except HeraldError as exc:
+            if not started:
+                raise refusal(exc) from exc
+            error = refusal(exc).error.model_dump(exclude_none=True)
+            await notify("notifications/events/terminated", {"error": error})
+        finally:
+            release()
+        return {"_meta": tag}
 
 
 class EventsNotification(types.Notification[dict[str, Any], str]):

@@ -1,0 +1,203 @@
+"""A short way through ``/mcp`` for the requests an Events client sends most: a 2026-07-28
+``events/poll`` (over and over, draining) and ``events/stream`` (each of its pushes).
+
+Through the ``mcp`` SDK, each answer and each notification is built as a model, dumped to a
+dict, then to JSON, in tasks and streams of its own: for a page of a hundred events, or a
+thousand pushes a second, that costs more than the work itself. A well-formed request of the
+2026-07-28 era (the SDK's own classifier says so, headers and envelope) is answered here, by the
+same code as through the SDK (``mcp.events.poll_answer``, ``mcp.events.Streams``), its JSON
+written once; anything else, including every request the classifier refuses, goes to the SDK
+untouched, so errors of the protocol keep the SDK's words and statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from herald.config import EventsConfig
+from herald.hub import Hub
+from herald.mcp.events import Streams, poll_answer
+from herald.models import Agent
+
+POLL = "events/poll"
+STREAM = "events/stream"
+MAX_BODY_BYTES = 1024 * 1024
+"""Their params are a few hundred bytes; a larger body goes the SDK's way (its own limit)."""
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def short_method(scope: Scope) -> str | None:
+    """The method a 2026-07-28 request says in its headers it is, if this way takes it."""
+    if scope.get("method") != "POST":
+        return None
+    headers = dict(scope["headers"])
+    version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+    method = headers.get(b"mcp-method", b"").decode("latin-1")
+    return method if method in (POLL, STREAM) and version in MODERN_PROTOCOL_VERSIONS else None
+
+
+async def take(
+    scope: Scope, receive: Receive, method: str
+) -> tuple[dict[str, Any] | None, Receive]:
+    """The request, if this way takes it (None: hand it to the SDK), and the ``receive`` to go
+    on with (the body read here, given again)."""
+    request = Request(scope, receive)
+    body, whole = await _body(request)
+    replay = _replaying(body, whole, receive)
+    if not whole or not _accepts_json(request):
+        return None, replay
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, replay
+    if not _is_request(decoded, method) or find_duplicated_routing_header(request.headers.items()):
+        return None, replay
+    route = classify_inbound_request(decoded, headers=dict(request.headers))
+    return (decoded if isinstance(route, InboundModernRoute) else None), replay
+
+
+async def answer_poll(
+    hub: Hub,
+    agent: Agent,
+    config: EventsConfig,
+    server_info: dict[str, Any],
+    request: dict[str, Any],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    answered: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+    try:
+        result = await poll_answer(hub, agent, request.get("params"), config)
+    except MCPError as exc:
+        await _refuse(answered, exc, scope, receive, send)
+        return
+    result["resultType"] = "complete"
+    result["_meta"] = {"io.modelcontextprotocol/serverInfo": server_info}
+    answered["result"] = result
+    await _json(answered, 200, scope, receive, send)
+
+
+async def answer_stream(
+    streams: Streams,
+    agent: Agent,
+    server_info: dict[str, Any],
+    request: dict[str, Any],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """Serve the stream as SSE until it ends or the client goes away (which cancels it)."""
+    started = False
+
+    async def write(message: dict[str, Any], more: bool = True) -> None:
+        nonlocal started
+        if not started:
+            started = True
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        frame = "event: message\r\ndata: " + json.dumps(message, separators=(",", ":"))
+        await send(
+            {"type": "http.response.body", "body": (frame + "\r\n\r\n").encode(), "more_body": more}
+        )
+
+    async def notify(method: str, params: dict[str, Any]) -> None:
+        await write({"jsonrpc": "2.0", "method": method, "params": params})
+
+    streaming = asyncio.current_task()
+    watcher = asyncio.create_task(_cancel_on_disconnect(receive, streaming))
+    try:
+        result = await streams.run(agent, request.get("params"), request["id"], notify)
+    except MCPError as exc:  # refused before anything was sent
+        await _refuse({"jsonrpc": "2.0", "id": request["id"]}, exc, scope, receive, send)
+        return
+    except asyncio.CancelledError:
+        if watcher.done():  # the client went away: the stream's normal end
+            return
+        raise
+    finally:
+        watcher.cancel()
+    result["resultType"] = "complete"
+    result["_meta"] = {**result.get("_meta", {}), "io.modelcontextprotocol/serverInfo": server_info}
+    await write({"jsonrpc": "2.0", "id": request["id"], "result": result}, more=False)
+
+
+async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    if task is not None:
+        task.cancel()
+
+
+async def _refuse(
+    answered: dict[str, Any], exc: MCPError, scope: Scope, receive: Receive, send: Send
+) -> None:
+    answered["error"] = exc.error.model_dump(mode="json", exclude_none=True)
+    await _json(answered, ERROR_CODE_HTTP_STATUS.get(exc.code, 200), scope, receive, send)
+
+
+async def _body(request: Request) -> tuple[bytes, bool]:
+    """The body as far as it was read, and whether that is all of it (reading stops once it
+    passes ``MAX_BODY_BYTES``)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return b"".join(chunks), False
+    return b"".join(chunks), True
+
+
+def _replaying(body: bytes, whole: bool, receive: Receive) -> Receive:
+    """``receive`` for the SDK: what was read here first, then the rest of the body."""
+    given = False
+
+    async def again() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": not whole}
+        return await receive()
+
+    return again
+
+
+def _accepts_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/event-stream" in accept
+
+
+def _is_request(decoded: Any, method: str) -> bool:
+    return (
+        isinstance(decoded, dict)
+        and decoded.get("jsonrpc") == "2.0"
+        and decoded.get("method") == method
+        and isinstance(decoded.get("id"), (str, int))
+        and not isinstance(decoded.get("id"), bool)
+        and isinstance(decoded.get("params"), dict)
+    )
+
+
+async def _json(
+    message: dict[str, Any], status: int, scope: Scope, receive: Receive, send: Send
+) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    await Response(body, status_code=status, media_type="application/json")(scope, receive, send)
