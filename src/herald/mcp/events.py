@@ -127,20 +127,12 @@ def attach(
     recorder = recorder or PushRecorder(hub)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
-        agent = await identify(ctx)
-        if agent is None:
-            raise MCPError(FORBIDDEN, "herald's events need an agent: connect with its key")
-        return agent
-
-    def params_of(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
-        params = dict(ctx.params or {})
-        json_input.check(params, "params")
-        return params
+        return await agent_or_refusal(identify, ctx, "herald's events")
 
     async def list_events(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
         await agent_of(ctx)
         try:
-            body = parse(ListInput, params_of(ctx))
+            body = parse(ListInput, checked_params(ctx))
             offset = _offset(body.cursor)
             entries, following = await catalogue.page(hub, offset)
         except HeraldError as exc:
@@ -172,6 +164,29 @@ def attach(
     server.add_request_handler("events/poll", types.RequestParams, poll_events)
     server.add_request_handler("events/stream", types.RequestParams, stream_events)
     server.middleware.insert(0, advertised)
+
+
+async def agent_or_refusal(identify: Identify, ctx: ServerRequestContext[Any], what: str) -> Agent:
+    """The agent the request comes from.
+
+    Raises:
+        MCPError: no agent (the SEP's Forbidden: these methods need an authenticated principal).
+    """
+    agent = await identify(ctx)
+    if agent is None:
+        raise MCPError(FORBIDDEN, f"{what} need an agent: connect with its key")
+    return agent
+
+
+def checked_params(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
+    """The request's params, checked as any body herald takes is (``herald.json_input``).
+
+    Raises:
+        InvalidInput: what the raw JSON checks refuse.
+    """
+    params = dict(ctx.params or {})
+    json_input.check(params, "params")
+    return params
 
 
 async def poll_answer(

@@ -10,18 +10,15 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
 
-from herald import json_input
 from herald.config import DEFAULTS, SubscriptionConfig
 from herald.errors import HeraldError
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
-from herald.mcp.events import Identify, refusal
+from herald.mcp.events import Identify, agent_or_refusal, checked_params, refusal
 from herald.models import Agent
 from herald.subscriptions import webhook
-from herald.subscriptions.codes import FORBIDDEN
 from herald.webhooks.sender import Sender
 
 
@@ -38,21 +35,13 @@ def attach(
     subscription was made (its waiting events are due at once)."""
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
-        agent = await identify(ctx)
-        if agent is None:
-            # SEP-3415: webhook subscriptions need an authenticated principal.
-            raise MCPError(FORBIDDEN, "webhook subscriptions need an agent: connect with its key")
-        return agent
-
-    def params_of(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
-        params = dict(ctx.params or {})
-        json_input.check(params, "params")
-        return params
+        # SEP-3415: webhook subscriptions need an authenticated principal.
+        return await agent_or_refusal(identify, ctx, "webhook subscriptions")
 
     async def subscribe(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
         agent = await agent_of(ctx)
         try:
-            body = parse(SubscribeInput, params_of(ctx))
+            body = parse(SubscribeInput, checked_params(ctx))
             result = await webhook.subscribe(hub, sender, agent, body, config)
         except HeraldError as exc:
             raise refusal(exc) from exc
@@ -62,7 +51,7 @@ def attach(
     async def unsubscribe(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
         agent = await agent_of(ctx)
         try:
-            body = parse(UnsubscribeInput, params_of(ctx))
+            body = parse(UnsubscribeInput, checked_params(ctx))
             return await webhook.unsubscribe(hub, agent, body)
         except HeraldError as exc:
             raise refusal(exc) from exc
