@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -62,6 +63,14 @@ def _declared_over_limit(declared: str | None) -> bool:
         return False  # the server itself refuses a malformed length
     digits = declared.lstrip("0")
     return len(digits) > len(str(MAX_BODY_BYTES)) or int(digits or "0") > MAX_BODY_BYTES
+
+
+async def cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (a long answer being written) once the client has gone away."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    if task is not None:
+        task.cancel()
 
 
 def json_response(payload: Any, status: int = 200) -> Response:

@@ -29,6 +29,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from herald.config import EventsConfig
+from herald.http.io import cancel_on_disconnect
 from herald.hub import Hub
 from herald.mcp.events import Streams, poll_answer
 from herald.models import Agent
@@ -122,7 +123,7 @@ async def answer_stream(
         await write({"jsonrpc": "2.0", "method": method, "params": params})
 
     streaming = asyncio.current_task()
-    watcher = asyncio.create_task(_cancel_on_disconnect(receive, streaming))
+    watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
     try:
         result = await streams.run(agent, request.get("params"), request["id"], notify)
     except MCPError as exc:  # refused before anything was sent
@@ -137,13 +138,6 @@ async def answer_stream(
     result["resultType"] = "complete"
     result["_meta"] = {**result.get("_meta", {}), "io.modelcontextprotocol/serverInfo": server_info}
     await write({"jsonrpc": "2.0", "id": request["id"], "result": result}, more=False)
-
-
-async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    if task is not None:
-        task.cancel()
 
 
 async def _refuse(
@@ -199,5 +193,7 @@ def _is_request(decoded: Any, method: str) -> bool:
 async def _json(
     message: dict[str, Any], status: int, scope: Scope, receive: Receive, send: Send
 ) -> None:
+    # ASCII escapes, as the SDK writes them (not io.json_response): an old event's lone
+    # surrogate stays encodable.
     body = json.dumps(message, separators=(",", ":")).encode()
     await Response(body, status_code=status, media_type="application/json")(scope, receive, send)

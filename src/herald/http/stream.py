@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http.auth import require_agent
-from herald.http.io import error_headers, error_response
+from herald.http.io import cancel_on_disconnect, error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
 from herald.models import Agent, Event
@@ -58,7 +58,7 @@ class StreamRoute:
             return
         subscription = self.fanout.subscribe(agent.id, newest)
         streaming = asyncio.current_task()
-        watcher = asyncio.create_task(_cancel_on_disconnect(receive, streaming))
+        watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
         try:
             await self._stream(agent, cursor, subscription, send)
         except (TimeoutError, OSError):
@@ -162,10 +162,3 @@ def _frame(kind: str | None, event_id: int | None, data: Any) -> str:
         lines.append(f"id: {event_id}")
     lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
     return "\n".join(lines) + "\n\n"
-
-
-async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    if task is not None:
-        task.cancel()

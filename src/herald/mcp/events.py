@@ -124,7 +124,7 @@ def attach(
     ``identify`` finds; streams read the agents' live events from ``fanout``, and their pushes
     are written by ``recorder`` (one of its own if not given); each stream takes a ``slot``
     of its agent's."""
-    recorder = recorder or PushRecorder(hub)
+    streams = Streams(hub, fanout, recorder or PushRecorder(hub), config, slot)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
         return await agent_or_refusal(identify, ctx, "herald's events")
@@ -157,7 +157,6 @@ def attach(
             )
 
         assert ctx.request_id is not None  # a request, not a notification
-        streams = Streams(hub, fanout, recorder, config, slot)
         return await streams.run(await agent_of(ctx), ctx.params, ctx.request_id, send)
 
     server.add_request_handler("events/list", types.RequestParams, list_events)
