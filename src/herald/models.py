@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import json
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,6 +429,28 @@ class WebhookSubscription:
     def arguments(self) -> dict[str, Any]:
         value = json.loads(self.arguments_json)
         return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class OwedEvents:
+    """The oldest matching events a webhook subscription still owes, as (seq, event id) in seq
+    order, read at one moment; ``complete``: there are no more. The cursor a delivery carries
+    is read off it (``cursor``)."""
+
+    events: tuple[tuple[int, str], ...]
+    last_seq: int
+    """The agent's newest seq when they were read: events published later come after it."""
+    complete: bool
+
+    def cursor(self, sending: str | None, delivered: Set[str] = frozenset()) -> int:
+        """The seq before the oldest owed event other than ``sending`` (its body carries the
+        cursor) and those ``delivered`` since: every matching event up to it was delivered or
+        given up on."""
+        for seq, event_id in self.events:
+            if event_id != sending and event_id not in delivered:
+                return seq - 1
+        # Each one read is done; those not read come after the last one read.
+        return self.last_seq if self.complete else self.events[-1][0]
 
 
 @dataclass(frozen=True)

@@ -206,3 +206,20 @@ async def test_deleting_a_subscription_takes_its_deliveries(store: Store) -> Non
     assert await store.deliveries(event_id) == []
     event = await store.get_event(event_id)
     assert event is not None and event.status is EventStatus.PENDING
+
+
+async def test_what_a_subscription_owes_is_read_oldest_first_up_to_a_limit(store: Store) -> None:
+    agent = await agent_of(store)
+    endpoint, record = subscription(store, agent, 1, types=("a",))
+    await store.put_subscription(endpoint, record, 0)
+    ids = await publish(store, "alice", "a", "b", "a", "a")  # seqs 1..4; 2 does not match
+    owed = await store.subscription_owed(endpoint.id, 2)
+    assert owed is not None and owed.events == ((1, ids[0]), (3, ids[2]))
+    assert not owed.complete and owed.last_seq == 4
+    # Past the two read, as far as the last one read: the one after it was not read.
+    assert owed.cursor(ids[0]) == 2
+    assert owed.cursor(ids[2], delivered={ids[0]}) == 3
+    everything = await store.subscription_owed(endpoint.id, 10)
+    assert everything is not None and everything.complete
+    assert everything.cursor(ids[3], delivered={ids[0], ids[2]}) == 4
+    assert await store.subscription_owed("sub_ffffffffffffffff", 2) is None

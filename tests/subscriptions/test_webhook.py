@@ -5,6 +5,7 @@ moving it, never by waiting."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -33,7 +34,7 @@ from herald.testing import ManualClock
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import MAX_BODY_BYTES, SUBSCRIPTION_HEADER, Sender
 from herald.webhooks.worker import WebhookWorker
-from tests.webhooks.receiver import Received, Receiver
+from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -427,6 +428,48 @@ async def test_unsubscribe_ends_only_the_callers_own_subscription(
         await webhook.unsubscribe(hub, agent, target)
     await hub.publish("alice", "dm.received", "after the end")
     assert await deliver(worker) == 0
+
+
+async def test_each_body_carries_a_cursor_past_the_events_delivered_before_it(
+    hub: Hub, sender: Sender, receiver: Receiver
+) -> None:
+    agent = await alice(hub)
+    await subscribe(hub, sender, agent, receiver.url)
+    for n in range(4):
+        await hub.publish("alice", "dm.received", f"dm {n}")  # seqs 1 to 4
+    worker = WebhookWorker(hub, sender, per_endpoint=1)  # one request at a time, in seq order
+    assert await deliver(worker) == 3  # as many as one endpoint holds: the fourth comes next
+    assert await deliver(worker) == 1
+    # Each body's cursor passes its own event and those before it, though the store hears of
+    # their deliveries only later: a client that keeps the newest cursor has seen all of them.
+    assert [r.json["cursor"] for r in events_of(receiver)] == [
+        f"{agent.id}~{seq}" for seq in (1, 2, 3, 4)
+    ]
+
+
+async def test_what_is_held_of_a_subscription_is_not_sent_once_it_is_unsubscribed(
+    hub: Hub, sender: Sender, receiver: Receiver
+) -> None:
+    agent = await alice(hub)
+    receiver.script = [(200, {}), (HANG, {})]  # the challenge, then the first event hangs
+    await subscribe(hub, sender, agent, receiver.url)
+    receiver.arrived.get(timeout=10)  # the challenge
+    first = await hub.publish("alice", "dm.received", "in flight")
+    for n in range(2):
+        await hub.publish("alice", "dm.received", f"held {n}")
+    worker = WebhookWorker(hub, sender, per_endpoint=1)
+    assert await worker.run_once() == 3  # all three claimed; one request at a time
+    in_flight = await asyncio.to_thread(receiver.arrived.get, timeout=10)
+    assert in_flight.json["eventId"] == first.event.id
+    target = {
+        "name": "herald.event",
+        "arguments": {"types": ["dm.*"]},
+        "delivery": {"url": receiver.url},
+    }
+    await webhook.unsubscribe(hub, agent, parse(UnsubscribeInput, target, "params"))
+    receiver.release.set()
+    await worker.wait_idle()
+    assert [r.json["eventId"] for r in events_of(receiver)] == [first.event.id]
 
 
 async def test_the_id_is_derived_from_the_key_alone() -> None:

@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
-from herald.models import Endpoint, WebhookSubscription
+from herald.models import Endpoint, OwedEvents, WebhookSubscription
 from herald.store import Store
 
 SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{16}")
@@ -30,6 +30,12 @@ class SubscriptionBook:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._ended: list[Ended] = []
+        self._deleted: list[Callable[[str], None]] = []
+
+    def on_deleted(self, handler: Callable[[str], None]) -> None:
+        """Call ``handler`` (it must not block) with the id of each subscription deleted in this
+        process: the webhook worker drops what it holds of it."""
+        self._deleted.append(handler)
 
     def on_ended(self, handler: Ended) -> None:
         """Call ``handler`` (it must not block) with the subscriptions herald ends itself, once
@@ -82,11 +88,23 @@ class SubscriptionBook:
         return await self._store.subscriptions()
 
     async def delete(self, subscription_id: str) -> bool:
-        """Delete it with its waiting deliveries; False if there was none."""
-        return bool(
+        """Delete it with its waiting deliveries, and tell the ``on_deleted`` handlers; False
+        if there was none."""
+        deleted = bool(
             SUBSCRIPTION_ID.fullmatch(subscription_id)
             and await self._store.delete_subscription(subscription_id)
         )
+        if deleted:
+            for handler in self._deleted:
+                handler(subscription_id)
+        return deleted
+
+    async def owed(self, subscription_id: str, limit: int) -> OwedEvents | None:
+        """Its oldest matching events still owed (``Store.subscription_owed``); None: no such
+        subscription."""
+        if not SUBSCRIPTION_ID.fullmatch(subscription_id):
+            return None
+        return await self._store.subscription_owed(subscription_id, limit)
 
     async def cursor(self, subscription_id: str, sending: str | None = None) -> int | None:
         """Its safe watermark (``Store.subscription_cursor``); None: no such subscription."""

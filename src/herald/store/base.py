@@ -35,6 +35,7 @@ from herald.models import (
     EventType,
     Finished,
     NewEvent,
+    OwedEvents,
     Published,
     Reply,
     SessionRecord,
@@ -387,15 +388,21 @@ class Store(ABC):
         """Delete a subscription with its waiting deliveries; False if there was none."""
 
     @abstractmethod
+    async def subscription_owed(self, subscription_id: str, limit: int) -> OwedEvents | None:
+        """The subscription's oldest matching events after its start still owed (waiting for a
+        delivery, or not yet given one), at most ``limit`` of them. Its start moves up to just
+        before the oldest (to the agent's newest seq when none is owed), so that each reading
+        looks only at what is owed. None: no such subscription."""
+
     async def subscription_cursor(
         self, subscription_id: str, sending: str | None = None
     ) -> int | None:
         """The subscription's safe watermark: the highest seq such that each of its matching
         events up to it was delivered or given up on (the agent's newest seq when none is
         outstanding). ``sending``: an event being sent now, counted as delivered (the cursor
-        its body carries). The subscription's start moves up to just before its oldest event
-        still owed (``sending`` included), so that each reading looks only at what is owed.
-        None: no such subscription."""
+        its body carries). None: no such subscription."""
+        owed = await self.subscription_owed(subscription_id, 2)
+        return None if owed is None else owed.cursor(sending)
 
     @abstractmethod
     async def schedule_subscription_deliveries(self, limit: int) -> int:

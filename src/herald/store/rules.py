@@ -15,6 +15,7 @@ from herald.models import (
     Event,
     EventStatus,
     Finished,
+    OwedEvents,
     State,
     WebhookSubscription,
 )
@@ -163,15 +164,11 @@ def refreshed_subscription(
     return new_endpoint, new
 
 
-def watermarks(
-    owed: Sequence[tuple[int, str]], last_seq: int, sending: str | None
-) -> tuple[int, int]:
-    """A subscription's cursor, and how far its start may move up, from the (seq, event id) of
-    its oldest matching events still owed (the two oldest are enough): the cursor is the seq
-    before the oldest owed one other than ``sending`` (counted as delivered: its body carries the
-    cursor); the start, the seq before the oldest owed one, ``sending`` included. With nothing
-    owed, both are the agent's newest seq."""
-    others = [seq for seq, event_id in owed if event_id != sending]
-    cursor = others[0] - 1 if others else last_seq
-    start = owed[0][0] - 1 if owed else last_seq
-    return cursor, start
+def owed_events(
+    events: Sequence[tuple[int, str]], last_seq: int, limit: int
+) -> tuple[OwedEvents, int]:
+    """What a subscription owes, from the (seq, id) of its oldest owed events read with
+    ``limit``, and how far its start may move up: to just before the oldest (to the agent's
+    newest seq when none is owed)."""
+    start = events[0][0] - 1 if events else last_seq
+    return OwedEvents(tuple(events), last_seq, len(events) < limit), start

@@ -43,6 +43,7 @@ from herald.subscriptions import catalogue, cursors
 from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
+from herald.webhooks.watermarks import Watermarks
 
 log = logging.getLogger("herald.webhooks")
 
@@ -119,6 +120,7 @@ class WebhookWorker:
         # its request is answered, without waiting for the store.
         self._held: Counter[str] = Counter()
         self._entry_names: dict[str, str] = {}
+        self._watermarks = Watermarks(hub.subscriptions.owed)
         self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
         self._lanes: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -130,6 +132,7 @@ class WebhookWorker:
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
         hub.subscriptions.on_ended(self._on_ended)
+        hub.subscriptions.on_deleted(self._on_deleted)
         hub.event_types.add_listener(self._on_catalogue)
         self._catalogue_changed = True
         """Subscriptions to a type deleted meanwhile are ended at the next round (and the
@@ -145,6 +148,14 @@ class WebhookWorker:
     def _on_ended(self, ended: list[tuple[Endpoint, WebhookSubscription]], why: str) -> None:
         for endpoint, subscription in ended:
             self._track(self._terminate(endpoint, _termination(why, subscription)))
+
+    def _on_deleted(self, subscription_id: str) -> None:
+        """Its deliveries went with it: those in hand are not sent (those in flight finish)."""
+        self._watermarks.forget(subscription_id)
+        queue = self._queues.get(subscription_id)
+        if queue:
+            self._held[subscription_id] -= len(queue)
+            queue.clear()
 
     async def _terminate(self, endpoint: Endpoint, error: dict[str, Any]) -> None:
         """Tell a subscription's endpoint herald ended it (best effort: it no longer exists)."""
@@ -350,6 +361,8 @@ class WebhookWorker:
                     return None  # unsubscribed meanwhile: its deliveries went with it
             else:
                 outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
+            if outcome.ok and endpoint.kind is Kind.SUBSCRIPTION:
+                self._watermarks.delivered(endpoint.id, event.id)
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(self._finished(delivery, endpoint, outcome))
             return outcome
@@ -361,6 +374,8 @@ class WebhookWorker:
         """Send an event to a subscription: the occurrence of its entry, with the cursor that
         is safe to keep once it is received. None: the subscription is gone."""
         endpoint, event = claimed.endpoint, claimed.event
+        if endpoint.expires_at is not None and endpoint.expires_at <= self.hub.now():
+            return None  # expired: it is reclaimed with its deliveries
         name = self._entry_names.get(endpoint.id)
         if name is None:
             found = await self.hub.subscriptions.get(endpoint.id)
@@ -370,7 +385,7 @@ class WebhookWorker:
                 self._entry_names.clear()
             # A subscription's entry is part of its identity: it never changes under its id.
             name = self._entry_names[endpoint.id] = found[1].name
-        cursor = await self.hub.subscriptions.cursor(endpoint.id, sending=event.id)
+        cursor = await self._watermarks.cursor(endpoint.id, event.id, self._held[endpoint.id])
         if cursor is None:
             self._entry_names.pop(endpoint.id, None)
             return None

@@ -468,8 +468,8 @@ SUBSCRIPTION_HEAD = """
 SELECT s.after_seq, a.last_seq FROM subscriptions s JOIN agents a ON a.id = s.agent_id
 WHERE s.id = $1
 """
-# The two oldest matching events after a subscription's start still owed: $1 subscription,
-# $2 now.
+# The oldest matching events after a subscription's start still owed: $1 subscription, $2 now,
+# $3 how many.
 SUBSCRIPTION_OWED = f"""
 SELECT e.seq, e.id FROM subscriptions s JOIN events e ON e.agent_id = s.agent_id
 WHERE s.id = $1 AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
@@ -480,7 +480,7 @@ WHERE s.id = $1 AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
         AND NOT EXISTS (SELECT FROM deliveries d
                         WHERE d.endpoint_id = s.id AND d.event_id = e.id))
   )
-ORDER BY e.seq LIMIT 2
+ORDER BY e.seq LIMIT $3
 """
 # Move a subscription's start up: $1 subscription, $2 the new start.
 ADVANCE_SUBSCRIPTION = "UPDATE subscriptions SET after_seq = $2 WHERE id = $1 AND after_seq < $2"

@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 import asyncpg
 
 from herald.errors import NotFound
-from herald.models import Endpoint, WebhookSubscription
+from herald.models import Endpoint, OwedEvents, WebhookSubscription
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, count
-from herald.store.rules import refreshed_subscription, watermarks
+from herald.store.rules import owed_events, refreshed_subscription
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS
 
 
@@ -66,25 +66,23 @@ class SubscriptionStore:
 
         return await self._run(delete)
 
-    async def subscription_cursor(
-        self, subscription_id: str, sending: str | None = None
-    ) -> int | None:
+    async def subscription_owed(self, subscription_id: str, limit: int) -> OwedEvents | None:
         now = self.now()
 
-        async def watermark(conn: Connection) -> int | None:
+        async def read(conn: Connection) -> OwedEvents | None:
             head = await conn.fetchrow(queries.SUBSCRIPTION_HEAD, subscription_id)
             if head is None:
                 return None
-            owed = await conn.fetch(queries.SUBSCRIPTION_OWED, subscription_id, now)
-            cursor, start = watermarks(
-                [(row["seq"], row["id"]) for row in owed], head["last_seq"], sending
+            rows = await conn.fetch(queries.SUBSCRIPTION_OWED, subscription_id, now, limit)
+            owed, start = owed_events(
+                [(row["seq"], row["id"]) for row in rows], head["last_seq"], limit
             )
             if start > head["after_seq"]:
                 # Everything up to it is done: later scans start there.
                 await conn.execute(queries.ADVANCE_SUBSCRIPTION, subscription_id, start)
-            return cursor
+            return owed
 
-        return await self._run(watermark)
+        return await self._run(read)
 
     async def schedule_subscription_deliveries(self, limit: int) -> int:
         now = self.now()

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.errors import NotFound
-from herald.models import Endpoint, WebhookSubscription
-from herald.store.rules import refreshed_subscription, watermarks
+from herald.models import Endpoint, OwedEvents, WebhookSubscription
+from herald.store.rules import owed_events, refreshed_subscription
 from herald.store.sqlite.rows import OPEN, Operation, as_json, insert_sql, records, select_list
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS, Table
 
@@ -90,13 +90,11 @@ class SubscriptionStore:
 
         return bool(await self._run(delete))
 
-    async def subscription_cursor(
-        self, subscription_id: str, sending: str | None = None
-    ) -> int | None:
+    async def subscription_owed(self, subscription_id: str, limit: int) -> OwedEvents | None:
         now = self.now()
-        params = {"id": subscription_id, "now": now}
+        params = {"id": subscription_id, "now": now, "limit": limit}
 
-        def watermark(conn: sqlite3.Connection) -> int | None:
+        def read(conn: sqlite3.Connection) -> OwedEvents | None:
             head = conn.execute(
                 "SELECT s.after_seq, a.last_seq FROM subscriptions s"
                 " JOIN agents a ON a.id = s.agent_id WHERE s.id = :id",
@@ -104,20 +102,18 @@ class SubscriptionStore:
             ).fetchone()
             if head is None:
                 return None
-            # The two oldest matching events after its start still owed: whichever is not the
-            # one being sent bounds the cursor its body carries.
-            owed = conn.execute(
+            rows = conn.execute(
                 "SELECT e.seq, e.id FROM subscriptions s JOIN events e ON e.agent_id = s.agent_id"
                 f" WHERE s.id = :id AND e.seq > s.after_seq{MATCHES}"
                 " AND (EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id"
                 "     AND d.event_id = e.id AND d.state = 'waiting')"
                 f"   OR (e.{OPEN} AND {UNEXPIRED} AND NOT EXISTS (SELECT 1 FROM deliveries d"
                 "     WHERE d.endpoint_id = s.id AND d.event_id = e.id)))"
-                " ORDER BY e.seq LIMIT 2",
+                " ORDER BY e.seq LIMIT :limit",
                 params,
             ).fetchall()
-            cursor, start = watermarks(
-                [(row["seq"], row["id"]) for row in owed], head["last_seq"], sending
+            owed, start = owed_events(
+                [(row["seq"], row["id"]) for row in rows], head["last_seq"], limit
             )
             if start > head["after_seq"]:
                 # Everything up to it is done: later scans start there.
@@ -125,9 +121,9 @@ class SubscriptionStore:
                     "UPDATE subscriptions SET after_seq = ? WHERE id = ? AND after_seq < ?",
                     (start, subscription_id, start),
                 )
-            return cursor
+            return owed
 
-        result: int | None = await self._run(watermark)
+        result: OwedEvents | None = await self._run(read)
         return result
 
     async def schedule_subscription_deliveries(self, limit: int) -> int:

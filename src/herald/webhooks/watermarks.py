@@ -1,0 +1,69 @@
+"""The cursors that a webhook subscription's deliveries carry, read from the store once per
+few dozen requests rather than once per request.
+
+A delivery's body carries the subscription's safe watermark: the seq before the oldest event it
+still owes, the one in the body aside. What it owes is read now and then, and kept up to date
+here with what this process delivered since (the store hears of those later, in batches). A
+kept reading only errs late: events delivered elsewhere or given up on since still count as
+owed, and events published since come after its newest seq. So a cursor may lag, never skip;
+it is read again whenever a delivery's event is not in the reading, so it never lags far."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from herald.models import OwedEvents
+
+ReadOwed = Callable[[str, int], Awaitable[OwedEvents | None]]
+"""What a subscription owes (``hub.subscriptions.owed``): its id, at most how many events."""
+
+READ_AHEAD = 32
+"""Each reading takes at least this many owed events: the deliveries claimed next are among
+them."""
+MAX_READINGS = 10_000
+"""Readings of at most this many subscriptions are kept (then all are forgotten at once)."""
+
+
+@dataclass
+class _Reading:
+    owed: OwedEvents
+    ids: frozenset[str]
+    delivered: set[str] = field(default_factory=set)
+    """Those of ``ids`` delivered by this process since."""
+
+
+class Watermarks:
+    def __init__(self, read: ReadOwed) -> None:
+        self._read = read
+        self._readings: dict[str, _Reading] = {}
+
+    async def cursor(self, subscription_id: str, sending: str, in_hand: int) -> int | None:
+        """The cursor for the body of ``sending``. ``in_hand``: how many of the subscription's
+        deliveries are claimed and not yet done, so that one reading covers them all. None: the
+        subscription is gone."""
+        reading = self._readings.get(subscription_id)
+        if reading is not None and sending in reading.ids:
+            return reading.owed.cursor(sending, reading.delivered)
+        # Claimed after the last reading, or beyond it: read again. What was delivered here may
+        # not be recorded yet: it is carried over, and read past.
+        delivered = reading.delivered if reading is not None else set()
+        owed = await self._read(subscription_id, max(READ_AHEAD, in_hand + len(delivered) + 2))
+        if owed is None:
+            self._readings.pop(subscription_id, None)
+            return None
+        ids = frozenset(event_id for _, event_id in owed.events)
+        if len(self._readings) >= MAX_READINGS:
+            self._readings.clear()
+        self._readings[subscription_id] = fresh = _Reading(owed, ids, delivered & ids)
+        return owed.cursor(sending, fresh.delivered)
+
+    def delivered(self, subscription_id: str, event_id: str) -> None:
+        """Its endpoint received ``event_id``: later bodies' cursors may pass it."""
+        reading = self._readings.get(subscription_id)
+        if reading is not None and event_id in reading.ids:
+            reading.delivered.add(event_id)
+
+    def forget(self, subscription_id: str) -> None:
+        """The subscription is gone."""
+        self._readings.pop(subscription_id, None)
