@@ -75,7 +75,8 @@ class DeliveryConfig:
 
 @dataclass(frozen=True)
 class EventsConfig:
-    """The pace of MCP Events subscriptions (``events/poll``, ``events/stream``)."""
+    """The pace of MCP Events subscriptions (``events/poll``, ``events/stream``) and of
+    ``subscriptions/listen`` streams."""
 
     heartbeat_s: float = 25.0
     """An ``events/stream`` that pushed nothing for this long sends a heartbeat with its cursor
@@ -84,6 +85,9 @@ class EventsConfig:
     """The ``nextPollMs`` of a poll that found nothing."""
     poll_flowing_ms: int = 1_000
     """The ``nextPollMs`` of a poll that found events but not a full page: more may follow."""
+    inbox_check_s: float = 5.0
+    """How often the inboxes of agents with a ``subscriptions/listen`` stream are read, for
+    changes no wake-up tells of (an acknowledgement in another process, an event expiring)."""
 
 
 MCP_ERAS = ("auto", "legacy", "modern")

@@ -14,14 +14,17 @@ import pydantic
 import pytest
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.subscriptions import ResourceUpdated, Subscription
+from mcp.server.lowlevel import Server
 
 from herald import Hub
+from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.mcp import create_server
 from herald.mcp.events import SUBSCRIPTION_ID
 from herald.mcp.resources import INBOX_URI
 from herald.models import Agent
+from herald.testing import ManualClock
 from mcp import Client
 from tests.mcp.conftest import Received, connect
 
@@ -47,6 +50,54 @@ async def test_the_inbox_updates_when_an_event_comes_and_when_one_is_acknowledge
         assert await next_update(subscription) == ResourceUpdated(INBOX_URI)
         await client.call_tool("ack", {"ids": [published.event.id]})
         assert await next_update(subscription) == ResourceUpdated(INBOX_URI)
+
+
+def quick_checks(notifier: Notifier, agent: Agent) -> Server[Any]:
+    """A server that reads the listened inboxes every 50 ms."""
+
+    async def identify(ctx: Any) -> Agent:
+        return agent
+
+    config = EventsConfig(inbox_check_s=0.05)
+    return create_server(notifier, identify=identify, transport="memory", events_config=config)
+
+
+async def test_the_inbox_updates_when_an_event_in_it_expires(
+    hub: Hub, notifier: Notifier, clock: ManualClock
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.publish("alice", "t", "short-lived", ttl_s=10)
+    server = quick_checks(notifier, alice)
+    async with (
+        connect(notifier, alice, mode="auto", server=server) as (client, _),
+        client.listen(resource_subscriptions=[INBOX_URI]) as subscription,
+    ):
+        clock.advance(11)  # nothing wakes the stream: the look at its inbox finds the change
+        assert await next_update(subscription) == ResourceUpdated(INBOX_URI)
+
+
+async def test_the_inbox_updates_when_another_process_acknowledges(
+    postgres_database_url: str,
+) -> None:
+    async with (
+        Hub.from_url(postgres_database_url) as other,
+        Hub.from_url(postgres_database_url) as here,
+    ):
+        alice, _ = await other.create_agent("alice")
+        published = await other.publish("alice", "t", "read elsewhere")
+        notifier = Notifier(here)
+        try:
+            async with (
+                connect(notifier, alice, mode="auto", server=quick_checks(notifier, alice)) as (
+                    client,
+                    _,
+                ),
+                client.listen(resource_subscriptions=[INBOX_URI]) as subscription,
+            ):
+                await other.ack(alice, ids=[published.event.id])  # no wake-up reaches here
+                assert await next_update(subscription) == ResourceUpdated(INBOX_URI)
+        finally:
+            await notifier.close()
 
 
 async def test_only_what_herald_sends_is_acknowledged(hub: Hub, notifier: Notifier) -> None:

@@ -604,6 +604,20 @@ async def test_history_lost_after_a_cursor_is_counted(store: Store, clock: Manua
     assert (await store.get_agent(alice.id)).last_seq == 4  # type: ignore[union-attr]
 
 
+async def test_an_inbox_mark_changes_with_every_change_to_the_inbox(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    ids = await publish(store, "alice", 2)  # seqs 1 and 2
+    assert await store.inbox_marks([alice.id, bob.id]) == {alice.id: (2, 3)}  # bob: empty
+    await store.ack(alice.id, ids=[ids[0]])
+    await store.append([event("alice", "later", ttl_s=1)])  # seq 3: one gone, one come
+    assert await store.inbox_marks([alice.id]) == {alice.id: (2, 5)}
+    clock.advance(2)  # it expires
+    assert await store.inbox_marks([alice.id]) == {alice.id: (1, 2)}
+    assert await store.inbox_marks([]) == {}
+
+
 def typed(to: str, type_: str, text: str, sender: str | None = None) -> NewEvent:
     return NewEvent(to=to, type=type_, text=text, sender=sender)
 

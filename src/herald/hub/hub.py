@@ -478,6 +478,11 @@ class Hub:
         offered again after the lease."""
         return await self._store.claim(agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox")
 
+    async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """A mark of each agent's inbox that changes whenever the inbox does, however it
+        changed (``Store.inbox_marks``): absent for an empty inbox."""
+        return await self._store.inbox_marks(agent_ids) if agent_ids else {}
+
     async def missing_after(self, agent: Agent, cursor: int) -> int:
         """Events after ``cursor`` the agent will never be offered (expired or pruned)."""
         return await self._store.missing_after(agent.id, cursor)

@@ -8,11 +8,17 @@ streams, in the SDK's shape: acknowledged first, every frame tagged with the sub
 nothing sent that was not asked for, and a bounded backlog. The backlog is a set of flags (what
 changed since the last frame), so a burst of changes becomes one update and a slow reader never
 holds more than one frame of each kind.
+
+What the hub wakes streams for is what this process sees (events committed for an agent here or
+in another process on PostgreSQL, acknowledgements here). Beneath that, the inboxes of listening
+agents are read every few seconds, and a change no wake-up told of (an acknowledgement in
+another process, an event expiring) is told then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +27,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from herald.config import DEFAULTS
 from herald.hub import Hub
 from herald.mcp import events
 from herald.mcp.events import SUBSCRIPTION_ID, Identify
 from herald.mcp.resources import INBOX_URI
+
+log = logging.getLogger("herald.mcp")
 
 COALESCE_S = 0.1
 """After a frame, changes are gathered this long into the next one: a burst is one update."""
@@ -60,17 +69,28 @@ class _Stream:
 class ListenStreams:
     """This process's listen streams, woken by the hub: an agent's inbox changed (events
     committed for it, here or in another process on PostgreSQL; events of its acknowledged
-    here), or the event-type catalogue did.
+    here), or the event-type catalogue did; and by a look at their inboxes every
+    ``check_s``, for the changes no wake-up tells of.
 
     Args:
         hub: whose changes are told.
         coalesce_s: how long changes are gathered after a frame, before the next.
+        check_s: how often the inboxes of listening agents are read.
     """
 
-    def __init__(self, hub: Hub, coalesce_s: float = COALESCE_S) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        coalesce_s: float = COALESCE_S,
+        check_s: float = DEFAULTS.events.inbox_check_s,
+    ) -> None:
         self.hub = hub
         self.coalesce_s = coalesce_s
+        self.check_s = check_s
         self._streams: set[_Stream] = set()
+        self._watcher: asyncio.Task[None] | None = None
+        self._marks: dict[str, tuple[int, int] | None] = {}
+        """The last mark read of each listened inbox (None: empty)."""
         hub.add_inbox_listener(self._inbox_changed)
         hub.event_types.add_listener(self._catalogue_changed)
 
@@ -81,11 +101,47 @@ class ListenStreams:
         """End every stream gracefully (its result is the last frame): herald is stopping."""
         for stream in list(self._streams):
             stream.close()
+        if self._watcher is not None:
+            self._watcher.cancel()
 
     def _inbox_changed(self, agent_ids: set[str]) -> None:
         for stream in self._streams:
             if stream.inbox and stream.agent_id in agent_ids:
                 stream.owe(INBOX_UPDATED)
+
+    async def _mark(self, agent_id: str) -> None:
+        """Read the mark of a newly listened inbox, before its stream is acknowledged: what
+        changes after that is told."""
+        if agent_id not in self._marks:
+            marks = await self.hub.inbox_marks([agent_id])
+            self._marks.setdefault(agent_id, marks.get(agent_id))
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_inboxes())
+
+    async def _watch_inboxes(self) -> None:
+        """Every ``check_s``, read the marks of the listened inboxes, and tell the streams of
+        each agent whose mark changed; until no stream listens to an inbox."""
+        try:
+            while True:
+                await asyncio.sleep(self.check_s)
+                agents = sorted({s.agent_id for s in self._streams if s.inbox})
+                if not agents:
+                    self._marks.clear()
+                    return
+                try:
+                    read = await self.hub.inbox_marks(agents)
+                except Exception:  # a background task's top level: log, look again later
+                    log.exception("reading the inboxes of listening agents failed")
+                    continue
+                changed = {a for a in agents if a in self._marks and self._marks[a] != read.get(a)}
+                self._marks.update((a, read.get(a)) for a in agents)
+                listening = {s.agent_id for s in self._streams if s.inbox}
+                for gone in self._marks.keys() - listening:
+                    del self._marks[gone]
+                if changed:
+                    self._inbox_changed(changed)
+        finally:
+            self._watcher = None
 
     def _catalogue_changed(self) -> None:
         for stream in self._streams:
@@ -110,6 +166,8 @@ class ListenStreams:
         # rather than lost; it is still sent after the acknowledgement, by this task alone.
         self._streams.add(stream)
         try:
+            if stream.inbox:
+                await self._mark(agent_id)
             acknowledged = types.SubscriptionsAcknowledgedNotification(
                 params=types.SubscriptionsAcknowledgedNotificationParams(
                     notifications=honoured, _meta=meta

@@ -235,7 +235,7 @@ def attach(
     fanout = fanout or Fanout(hub)
     events.attach(server, hub, identify, fanout, events_config, recorder, stream_slot)
     resources.attach(server, hub, identify)
-    streams = ListenStreams(hub)
+    streams = ListenStreams(hub, check_s=events_config.inbox_check_s)
     fanout.on_close(streams.close)  # listen streams end at shutdown with the others
     listen.attach(server, streams, identify, stream_slot)
 

@@ -224,6 +224,12 @@ class Store(ABC):
         given time: the unread events an agent is reminded of."""
 
     @abstractmethod
+    async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """A mark of each agent's inbox (its open, unexpired events): how many, and the sum of
+        their seqs. Any change to an inbox changes its mark, since a new event's seq is above
+        every seq before it; agents with an empty inbox (or none) are left out."""
+
+    @abstractmethod
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         """How many of the agent's events after ``after_seq`` will never be offered: expired, or
         pruned (a stream resuming there is told its history was truncated)."""

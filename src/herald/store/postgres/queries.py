@@ -212,6 +212,14 @@ WHERE a.id = $1
 # The agent's newest seq, against which a cursor is checked: $1 agent.
 LAST_SEQ = "SELECT last_seq FROM agents WHERE id = $1"
 
+# Each agent's inbox mark (how many open, unexpired events, the sum of their seqs): $1 agent ids,
+# $2 now.
+INBOX_MARKS = f"""
+SELECT agent_id, count(*) AS open, sum(seq)::bigint AS seqs FROM events
+WHERE agent_id = ANY($1::text[]) AND {OPEN} AND (expires_at IS NULL OR expires_at > $2)
+GROUP BY agent_id
+"""
+
 # Mark sent: $1 agent, $2 ids, $3 now.
 MARK_SENT = (
     "UPDATE events SET status = 'sent', status_at = $3"

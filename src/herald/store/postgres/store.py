@@ -299,6 +299,15 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
 
         return await self._run(select)
 
+    async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        now = self.now()
+
+        async def select(conn: Connection) -> dict[str, tuple[int, int]]:
+            rows = await conn.fetch(queries.INBOX_MARKS, list(agent_ids), now)
+            return {row["agent_id"]: (row["open"], row["seqs"]) for row in rows}
+
+        return await self._run(select)
+
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         async def select(conn: Connection) -> int:
             row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())

@@ -37,6 +37,7 @@ from herald.store.sqlite.rows import (
     UNEXPIRED,
     Operation,
     T,
+    as_json,
     chunks,
     delivered,
     event,
@@ -286,6 +287,21 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
             )
 
         return await self._run(count)
+
+    async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        params = {"agents": as_json(list(agent_ids)), "now": self.now()}
+
+        def marks(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+            rows = conn.execute(
+                "SELECT agent_id, count(*), sum(seq) FROM events"
+                " WHERE agent_id IN (SELECT value FROM json_each(:agents))"
+                f" AND {OPEN} AND {UNEXPIRED} GROUP BY agent_id",
+                params,
+            ).fetchall()
+            return {row[0]: (row[1], row[2]) for row in rows}
+
+        result: dict[str, tuple[int, int]] = await self._run(marks)
+        return result
 
     async def missing_after(self, agent_id: str, after_seq: int) -> int:
         def count(conn: sqlite3.Connection) -> int:
