@@ -161,6 +161,38 @@ async def test_max_age_skips_older_pending_events_and_says_truncated(
     assert [e["data"]["text"] for e in page["events"]] == ["new"]
 
 
+async def test_a_cursor_outside_retention_is_answered_truncated_once(
+    notifier: Notifier, clock: ManualClock
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+
+    async def poll_t(client: Client, cursor: str | None) -> dict[str, Any]:
+        return await call(client, "events/poll", name="herald.event", arguments=args, cursor=cursor)
+
+    args = {"types": ["t"]}
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        start = await poll_t(client, None)
+        await hub.publish("alice", "t", "expires unseen", ttl_s=1)  # seq 1
+        handled = await hub.publish("alice", "t", "acknowledged elsewhere")  # seq 2
+        await hub.publish("alice", "other", "not matched, kept")  # seq 3
+        await hub.publish("alice", "t", "still waiting")  # seq 4
+        await hub.ack(agent, ids=[handled.event.id])
+        clock.advance(8 * 24 * 3600)  # past the retention of a week
+        assert await hub.maintain_once() == (1, 1)  # seq 1 expired, seq 2 pruned
+        page = await poll_t(client, start["cursor"])
+        assert [e["data"]["text"] for e in page["events"]] == ["still waiting"]
+        assert page["truncated"] is True and page["cursor"] == f"{agent.id}~4"
+        again = await poll_t(client, page["cursor"])
+        assert again["truncated"] is False
+        # A cursor that passes only stored events, matched or not, passes no loss.
+        await hub.publish("alice", "other", "not matched")  # seq 5
+        await hub.publish("alice", "t", "next")  # seq 6
+        after = await poll_t(client, again["cursor"])
+    assert [e["data"]["text"] for e in after["events"]] == ["next"]
+    assert after["truncated"] is False
+
+
 @pytest.mark.parametrize(
     ("params", "code", "says"),
     [

@@ -600,6 +600,8 @@ async def test_history_lost_after_a_cursor_is_counted(store: Store, clock: Manua
     assert await store.prune(store.now() - 1000) == 2
     assert await store.missing_after(alice.id, 0) == 2
     assert await store.missing_after(alice.id, 1) == 1
+    assert await store.missing_after(alice.id, 0, through_seq=3) == 1  # seq 4 is not counted
+    assert await store.missing_after(alice.id, 1, through_seq=3) == 0
     assert short.event.seq == 4
     assert (await store.get_agent(alice.id)).last_seq == 4  # type: ignore[union-attr]
 

@@ -483,9 +483,10 @@ class Hub:
         changed (``Store.inbox_marks``): absent for an empty inbox."""
         return await self._store.inbox_marks(agent_ids) if agent_ids else {}
 
-    async def missing_after(self, agent: Agent, cursor: int) -> int:
-        """Events after ``cursor`` the agent will never be offered (expired or pruned)."""
-        return await self._store.missing_after(agent.id, cursor)
+    async def missing_after(self, agent: Agent, cursor: int, through: int | None = None) -> int:
+        """Events after ``cursor`` (up to ``through``, if given) the agent will never be offered
+        (expired or pruned)."""
+        return await self._store.missing_after(agent.id, cursor, through)
 
     async def unread(self, agent: Agent, older_than_s: float) -> int:
         """Open events last offered more than ``older_than_s`` ago."""

@@ -230,9 +230,12 @@ class Store(ABC):
         every seq before it; agents with an empty inbox (or none) are left out."""
 
     @abstractmethod
-    async def missing_after(self, agent_id: str, after_seq: int) -> int:
-        """How many of the agent's events after ``after_seq`` will never be offered: expired, or
-        pruned (a stream resuming there is told its history was truncated)."""
+    async def missing_after(
+        self, agent_id: str, after_seq: int, through_seq: int | None = None
+    ) -> int:
+        """How many of the agent's events after ``after_seq`` (up to ``through_seq``, if given)
+        will never be offered: expired, or pruned (a stream or poll resuming there is told its
+        history was truncated)."""
 
     @abstractmethod
     async def add_reply(

@@ -4,7 +4,9 @@ A null cursor starts a subscription: no events, and a cursor just before the age
 unacknowledged matching event, so that nothing pending is skipped (but what ``maxAgeMs`` says is
 too old: ``truncated``). Each later cursor acknowledges the matching events up to it that this
 subscription was handed or that were pushed, and the oldest open matching events are leased to
-it; the same cursor again (a lost answer) gets the same events.
+it; the same cursor again (a lost answer) gets the same events. An answer whose cursor passes
+events that will never be offered (expired, or pruned: the cursor was outside retention) says
+``truncated``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from herald.config import DEFAULTS
 from herald.hub import Hub
 from herald.inputs.subscriptions import PollInput
-from herald.models import Agent, StartPosition
+from herald.models import Agent, Drained, StartPosition
 from herald.subscriptions import catalogue, cursors
 from herald.subscriptions.catalogue import Subscription
 
@@ -53,15 +55,13 @@ async def poll(
         cursor, truncated, has_more = position.cursor, position.skipped > 0, position.waiting > 0
     else:
         limit = params.max_events or DEFAULT_MAX_EVENTS
+        given = cursors.decode(params.cursor, agent)
         drained = await hub.poll(
-            agent,
-            subscription.key,
-            subscription.match,
-            cursor=cursors.decode(params.cursor, agent),
-            limit=limit,
+            agent, subscription.key, subscription.match, cursor=given, limit=limit
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
-        cursor, truncated, has_more = drained.cursor, False, len(drained.events) == limit
+        cursor, has_more = drained.cursor, len(drained.events) == limit
+        truncated = await _passed_a_loss(hub, agent, given, drained)
     return {
         "events": events,
         "cursor": cursors.encode(agent, cursor),
@@ -69,3 +69,12 @@ async def poll(
         "hasMore": has_more,
         "nextPollMs": 0 if has_more else flowing_ms if events else idle_ms,
     }
+
+
+async def _passed_a_loss(hub: Hub, agent: Agent, given: int, drained: Drained) -> bool:
+    """Whether the answer's cursor passes events the agent will never be offered: expired, or
+    pruned (the given cursor was outside retention). Told once, by the answer that passes
+    them; an answer whose events follow the given cursor seq by seq passes none."""
+    if drained.cursor - given == len(drained.events):
+        return False
+    return await hub.missing_after(agent, given, drained.cursor) > 0

@@ -240,15 +240,17 @@ UPDATE events SET
 FROM unnest($1::text[], $2::text[], $4::text[]) AS pushed (event_id, agent_id, holder)
 WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id AND events.{OPEN}
 """
-# Count unread: $1 agent, $2 before, $3 now.
-# $1 agent, $2 after, $3 now: the agent's last seq, events stored after it, how many expired.
+# $1 agent, $2 after, $3 now, $4 through (or NULL): the last seq counted, events stored in between,
+# how many expired.
 MISSING_AFTER = f"""
-SELECT a.last_seq, count(e.id) AS stored,
+SELECT least(a.last_seq, coalesce($4::bigint, a.last_seq)) AS last_seq, count(e.id) AS stored,
     count(e.id) FILTER (WHERE e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3)) AS expired
 FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
+    AND ($4::bigint IS NULL OR e.seq <= $4::bigint)
 WHERE a.id = $1
 GROUP BY a.id
 """
+# Count unread: $1 agent, $2 before, $3 now.
 COUNT_OVERDUE = (
     f"SELECT count(*) FROM events WHERE agent_id = $1 AND {OPEN}"
     " AND status_at <= $2 AND (expires_at IS NULL OR expires_at > $3)"

@@ -308,9 +308,13 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
 
         return await self._run(select)
 
-    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+    async def missing_after(
+        self, agent_id: str, after_seq: int, through_seq: int | None = None
+    ) -> int:
         async def select(conn: Connection) -> int:
-            row = await conn.fetchrow(queries.MISSING_AFTER, agent_id, after_seq, self.now())
+            row = await conn.fetchrow(
+                queries.MISSING_AFTER, agent_id, after_seq, self.now(), through_seq
+            )
             return (
                 0
                 if row is None

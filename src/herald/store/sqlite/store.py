@@ -303,14 +303,20 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
         result: dict[str, tuple[int, int]] = await self._run(marks)
         return result
 
-    async def missing_after(self, agent_id: str, after_seq: int) -> int:
+    async def missing_after(
+        self, agent_id: str, after_seq: int, through_seq: int | None = None
+    ) -> int:
+        params = {"agent": agent_id, "after": after_seq, "through": through_seq, "now": self.now()}
+
         def count(conn: sqlite3.Connection) -> int:
             row = conn.execute(
-                "SELECT a.last_seq, count(e.id) AS stored, coalesce(sum(e.status = 'expired'"
+                "SELECT min(a.last_seq, coalesce(:through, a.last_seq)) AS last_seq,"
+                " count(e.id) AS stored, coalesce(sum(e.status = 'expired'"
                 f" OR (e.{OPEN} AND e.expires_at <= :now)), 0) AS expired"
                 " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
+                " AND (:through IS NULL OR e.seq <= :through)"
                 " WHERE a.id = :agent GROUP BY a.id",
-                {"agent": agent_id, "after": after_seq, "now": self.now()},
+                params,
             ).fetchone()
             return (
                 0
