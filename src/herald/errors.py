@@ -102,6 +102,21 @@ class LimitReached(HeraldError):
         self.maximum = maximum
 
 
+class SubscriptionLimitReached(LimitReached):
+    """A new webhook subscription refused: the agent holds ``held`` live ones, as many as the
+    operator allows (``maximum``). A refresh of one it holds is never refused."""
+
+    def __init__(self, held: int, maximum: int) -> None:
+        super().__init__(
+            f"you hold {held} webhook subscriptions, as many as herald allows an agent"
+            f" ({maximum}): end one with events/unsubscribe, or let one expire, before"
+            " subscribing anew (refreshing one you hold is always taken)",
+            "subscriptions",
+            maximum,
+        )
+        self.held = held
+
+
 class StoreUnavailable(HeraldError):
     """The store could not be reached or failed; nothing was changed. Retry later."""
 

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from herald.errors import LimitReached
 from herald.ids import new_id
 from herald.models import (
     Agent,
@@ -86,6 +87,31 @@ async def test_an_agent_has_many_subscriptions_beside_its_webhook(store: Store) 
     assert [e.id for e, _ in await store.subscriptions(ids=["sub_0000000000000002"])] == [
         "sub_0000000000000002"
     ]
+
+
+async def test_a_new_subscription_is_refused_at_the_limit_of_live_ones_a_refresh_is_taken(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    bob = await agent_of(store, "bob")
+    lapsing = subscription(store, agent, 2, expires_at=store.now() + 10_000)
+    for put in (subscription(store, agent, 1), lapsing):
+        assert await store.put_subscription(*put, 0, max_live=2) is None
+    with pytest.raises(LimitReached) as refused:
+        await store.put_subscription(*subscription(store, agent, 3), 0, max_live=2)
+    assert (refused.value.limit, refused.value.maximum) == ("subscriptions", 2)
+    assert "you hold 2 webhook subscriptions" in refused.value.message
+    held = await store.subscriptions(agent_id=agent.id)
+    assert [e.id for e, _ in held] == ["sub_0000000000000001", "sub_0000000000000002"]
+    # A refresh of one it holds, and another agent's, are taken; no limit takes any.
+    assert await store.put_subscription(*subscription(store, agent, 1), 0, max_live=2) is not None
+    assert await store.put_subscription(*subscription(store, bob, 4), 0, max_live=1) is None
+    assert await store.put_subscription(*subscription(store, agent, 3), 0) is None
+    # An expired one is not held: two live ones of a limit of three.
+    clock.advance(11)
+    assert await store.put_subscription(*subscription(store, agent, 5), 0, max_live=3) is None
+    with pytest.raises(LimitReached):
+        await store.put_subscription(*subscription(store, agent, 6), 0, max_live=3)
 
 
 async def test_a_subscription_is_scheduled_only_the_open_events_it_matches_after_its_start(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -244,6 +245,31 @@ async def test_an_agent_holds_at_most_the_limit_a_refresh_is_always_taken(
     await webhook.subscribe(hub, sender, agent, of_type("c.*"), SubscriptionConfig(max_per_agent=0))
     clock.advance(61)  # the three lapse: expired ones are not held
     await webhook.subscribe(hub, sender, agent, of_type("d.*"), config)
+
+
+async def test_subscribes_racing_past_the_check_still_end_at_the_limit(
+    store_url: str, clock: ManualClock, receiver: Receiver
+) -> None:
+    config = SubscriptionConfig(max_per_agent=2)
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=10, clock=clock)
+    async with Hub.from_url(store_url, clock=clock) as hub:
+        agent = await alice(hub)
+        await webhook.subscribe(hub, sender, agent, params(receiver.url + "/held"), config)
+        # Each challenge is answered only once both have come: both subscribes are past the
+        # early check, each seeing one held of two, before either stores anything.
+        both_verifying = threading.Barrier(2, timeout=5)
+        receiver.on_request = lambda _: both_verifying.wait()
+        results = await asyncio.gather(
+            *(
+                webhook.subscribe(hub, sender, agent, params(receiver.url + path), config)
+                for path in ("/one", "/two")
+            ),
+            return_exceptions=True,
+        )
+        refused = [r for r in results if isinstance(r, BaseException)]
+        assert len(refused) == 1 and isinstance(refused[0], LimitReached), results
+        assert (refused[0].limit, refused[0].maximum) == ("subscriptions", 2)
+        assert len(await hub.subscriptions.of_agent(agent.id)) == 2
 
 
 async def test_an_expired_subscription_stops_and_maintenance_deletes_it(

@@ -61,15 +61,23 @@ class SubscriptionBook:
                 log.exception("a handler of ended subscriptions failed")
 
     async def put(
-        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+        self,
+        endpoint: Endpoint,
+        subscription: WebhookSubscription,
+        rotation_until: int,
+        *,
+        max_live: int | None = None,
     ) -> tuple[Endpoint, WebhookSubscription] | None:
         """Create the subscription or refresh it (``Store.put_subscription``); returns what was
         stored before, None if it is new.
 
         Raises:
             NotFound: its agent does not exist.
+            LimitReached: it is new, and its agent holds ``max_live`` live ones.
         """
-        return await self._store.put_subscription(endpoint, subscription, rotation_until)
+        return await self._store.put_subscription(
+            endpoint, subscription, rotation_until, max_live=max_live
+        )
 
     async def get(self, subscription_id: str) -> tuple[Endpoint, WebhookSubscription] | None:
         if not SUBSCRIPTION_ID.fullmatch(subscription_id):

@@ -376,14 +376,22 @@ class Store(ABC):
 
     @abstractmethod
     async def put_subscription(
-        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+        self,
+        endpoint: Endpoint,
+        subscription: WebhookSubscription,
+        rotation_until: int,
+        *,
+        max_live: int | None = None,
     ) -> tuple[Endpoint, WebhookSubscription] | None:
         """Create the subscription, or refresh the one with its id as
-        ``rules.refreshed_subscription`` says (in one transaction). Returns what was stored
-        before; None: it is new.
+        ``rules.refreshed_subscription`` says (in one transaction). A new one is refused if its
+        agent holds ``max_live`` live (unexpired) subscriptions already, counted in the same
+        transaction, so that puts racing, in any process, never take it past the limit (None:
+        no limit); a refresh is never refused. Returns what was stored before; None: it is new.
 
         Raises:
             NotFound: its agent does not exist (deleted meanwhile, say).
+            SubscriptionLimitReached: it is new, and its agent holds ``max_live`` live ones.
         """
 
     @abstractmethod

@@ -21,7 +21,7 @@ from herald.config import DEFAULTS, SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
     InvalidInput,
-    LimitReached,
+    SubscriptionLimitReached,
     SubscriptionNotFound,
     Unsupported,
 )
@@ -122,7 +122,9 @@ async def subscribe(
         after,
         verified_at,
     )
-    previous = await hub.subscriptions.put(endpoint, record, now + ROTATION_GRACE_MS)
+    previous = await hub.subscriptions.put(
+        endpoint, record, now + ROTATION_GRACE_MS, max_live=config.max_per_agent or None
+    )
     watermark = await hub.subscriptions.cursor(sub_id)
     result: dict[str, Any] = {
         "id": sub_id,
@@ -213,7 +215,8 @@ async def _held(
 ) -> list[tuple[Endpoint, WebhookSubscription]]:
     """The agent's subscriptions, before it subscribes anew: one more is refused if it holds as
     many live ones as the operator allows (each matching event is POSTed once per
-    subscription, so they are what one event costs).
+    subscription, so they are what one event costs). Checked here so that a refused one is
+    never sent a challenge; the store checks again as it inserts, for subscribes that race.
 
     Raises:
         LimitReached: it holds ``config.max_per_agent`` live ones.
@@ -222,13 +225,7 @@ async def _held(
     limit = config.max_per_agent
     live = [e for e, _ in held if e.expires_at is None or e.expires_at > now]
     if limit and len(live) >= limit:
-        raise LimitReached(
-            f"you hold {len(live)} webhook subscriptions, as many as herald allows an agent"
-            f" ({limit}): end one with events/unsubscribe, or let one expire, before"
-            " subscribing anew (refreshing one you hold is always taken)",
-            "subscriptions",
-            limit,
-        )
+        raise SubscriptionLimitReached(len(live), limit)
     return held
 
 

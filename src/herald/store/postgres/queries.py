@@ -461,6 +461,15 @@ FROM subscriptions s JOIN endpoints w ON w.id = s.id
 WHERE s.id = $1
 FOR UPDATE OF w, s
 """
+# Puts of one agent's subscriptions wait for each other here (any process), so that the count of
+# its live ones a new one is checked against is still true when it is inserted. NO KEY UPDATE:
+# it does not hold back inserts that only reference the agent.
+LOCK_SUBSCRIBER = "SELECT FROM agents WHERE id = $1 FOR NO KEY UPDATE"
+# $1 agent, $2 now.
+LIVE_SUBSCRIPTIONS = """
+SELECT count(*) FROM subscriptions s JOIN endpoints w ON w.id = s.id
+WHERE s.agent_id = $1 AND (w.expires_at IS NULL OR w.expires_at > $2)
+"""
 INSERT_SUBSCRIPTION = (
     f"INSERT INTO subscriptions ({names(SUBSCRIPTIONS)}) VALUES ({placeholders(SUBSCRIPTIONS)})"
 )

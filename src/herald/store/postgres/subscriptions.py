@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import asyncpg
 
-from herald.errors import NotFound
+from herald.errors import NotFound, SubscriptionLimitReached
 from herald.models import Endpoint, OwedEvents, WebhookSubscription
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, count
@@ -26,15 +26,26 @@ class SubscriptionStore:
     now: Callable[[], int]
 
     async def put_subscription(
-        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+        self,
+        endpoint: Endpoint,
+        subscription: WebhookSubscription,
+        rotation_until: int,
+        *,
+        max_live: int | None = None,
     ) -> tuple[Endpoint, WebhookSubscription] | None:
+        now = self.now()
+
         async def put(conn: Connection) -> tuple[Endpoint, WebhookSubscription] | None:
+            # The agent first: a put racing this one (same key or not) then sees what it stored.
+            if await conn.fetchrow(queries.LOCK_SUBSCRIBER, endpoint.agent_id) is None:
+                raise NotFound(f"no agent has the id {endpoint.agent_id!r}")
             row = await conn.fetchrow(queries.LOCK_SUBSCRIPTION, endpoint.id)
             if row is None:
-                try:
-                    await conn.execute(queries.INSERT_ENDPOINT, *ENDPOINTS.values(endpoint))
-                except asyncpg.ForeignKeyViolationError as exc:
-                    raise NotFound(f"no agent has the id {endpoint.agent_id!r}") from exc
+                if max_live is not None:
+                    held = await conn.fetchval(queries.LIVE_SUBSCRIPTIONS, endpoint.agent_id, now)
+                    if held >= max_live:
+                        raise SubscriptionLimitReached(held, max_live)
+                await conn.execute(queries.INSERT_ENDPOINT, *ENDPOINTS.values(endpoint))
                 await conn.execute(queries.INSERT_SUBSCRIPTION, *SUBSCRIPTIONS.values(subscription))
                 return None
             before = _pair(row)

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from herald.errors import NotFound
+from herald.errors import NotFound, SubscriptionLimitReached
 from herald.models import Endpoint, OwedEvents, WebhookSubscription
 from herald.store.rules import owed_events, refreshed_subscription
 from herald.store.sqlite.rows import OPEN, Operation, as_json, insert_sql, records, select_list
@@ -46,11 +46,23 @@ class SubscriptionStore:
     now: Callable[[], int]
 
     async def put_subscription(
-        self, endpoint: Endpoint, subscription: WebhookSubscription, rotation_until: int
+        self,
+        endpoint: Endpoint,
+        subscription: WebhookSubscription,
+        rotation_until: int,
+        *,
+        max_live: int | None = None,
     ) -> tuple[Endpoint, WebhookSubscription] | None:
+        now = self.now()
+
         def put(conn: sqlite3.Connection) -> tuple[Endpoint, WebhookSubscription] | None:
             found = _select(conn, "e.id = ?", [endpoint.id])
             if not found:
+                # Counted in the transaction that inserts: the one writer runs one at a time.
+                if max_live is not None:
+                    held = _live(conn, endpoint.agent_id, now)
+                    if held >= max_live:
+                        raise SubscriptionLimitReached(held, max_live)
                 try:
                     conn.execute(INSERT_ENDPOINT, ENDPOINTS.values(endpoint))
                 except sqlite3.IntegrityError as exc:
@@ -145,6 +157,16 @@ class SubscriptionStore:
             ).rowcount
 
         return int(await self._run(schedule))
+
+
+def _live(conn: sqlite3.Connection, agent_id: str, now: int) -> int:
+    """How many unexpired subscriptions the agent holds."""
+    row = conn.execute(
+        "SELECT count(*) FROM subscriptions s JOIN endpoints e ON e.id = s.id"
+        f" WHERE s.agent_id = :agent AND {UNEXPIRED}",
+        {"agent": agent_id, "now": now},
+    ).fetchone()
+    return int(row[0])
 
 
 def _select(
