@@ -303,6 +303,14 @@ async def test_410_and_413_end_that_delivery_not_the_subscription(
     receiver.script = [(status, {})]
     refused = await hub.publish("alice", "dm.received", "refused")
     await deliver(worker)
+    # The endpoint is told at once that this event was given up on, with a cursor past it.
+    gap = receiver.requests[-1]
+    assert gap.headers["webhook-id"].startswith("msg_gap_")
+    assert gap.headers[SUBSCRIPTION_HEADER.lower()] == result["id"]
+    assert Webhook(SECRET).verify(gap.body, gap.headers) == {
+        "type": "gap",
+        "cursor": f"{agent.id}~1",
+    }
     clock.advance(700)  # past every retry
     later = await hub.publish("alice", "dm.received", "delivered")
     await deliver(worker)
@@ -345,6 +353,11 @@ async def test_failures_are_retried_on_the_subscription_schedule(
         assert await deliver(worker) == 1
     (delivery,) = await hub.endpoints.deliveries(published.event.id)
     assert delivery.state == "dead" and delivery.attempts == 5
+    # Given up on after the fifth: a gap follows it (answered 200: the script is out).
+    assert [r.json.get("type") for r in receiver.requests[1:]] == [None] * 5 + ["gap"]
+    assert receiver.requests[-1].json["cursor"] == f"{agent.id}~1"
+    event, _ = await hub.get_event(published.event.id)
+    assert event.status is EventStatus.PENDING  # still in the inbox for its other ways
 
 
 @pytest.mark.parametrize(

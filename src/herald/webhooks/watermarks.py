@@ -3,10 +3,10 @@ few dozen requests rather than once per request.
 
 A delivery's body carries the subscription's safe watermark: the seq before the oldest event it
 still owes, the one in the body aside. What it owes is read now and then, and kept up to date
-here with what this process delivered since (the store hears of those later, in batches). A
-kept reading only errs late: events delivered elsewhere or given up on since still count as
-owed, and events published since come after its newest seq. So a cursor may lag, never skip;
-it is read again whenever a delivery's event is not in the reading, so it never lags far."""
+here with what this process delivered or gave up on since (the store hears of those later, in
+batches). A kept reading only errs late: events done elsewhere since still count as owed, and
+events published since come after its newest seq. So a cursor may lag, never skip; it is read
+again whenever a delivery's event is not in the reading, so it never lags far."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ MAX_READINGS = 10_000
 class _Reading:
     owed: OwedEvents
     ids: frozenset[str]
-    delivered: set[str] = field(default_factory=set)
-    """Those of ``ids`` delivered by this process since."""
+    done: set[str] = field(default_factory=set)
+    """Those of ``ids`` this process delivered or gave up on since."""
 
 
 class Watermarks:
@@ -44,25 +44,26 @@ class Watermarks:
         subscription is gone."""
         reading = self._readings.get(subscription_id)
         if reading is not None and sending in reading.ids:
-            return reading.owed.cursor(sending, reading.delivered)
-        # Claimed after the last reading, or beyond it: read again. What was delivered here may
-        # not be recorded yet: it is carried over, and read past.
-        delivered = reading.delivered if reading is not None else set()
-        owed = await self._read(subscription_id, max(READ_AHEAD, in_hand + len(delivered) + 2))
+            return reading.owed.cursor(sending, reading.done)
+        # Claimed after the last reading, or beyond it: read again. What was done here may not
+        # be recorded yet: it is carried over, and read past.
+        done = reading.done if reading is not None else set()
+        owed = await self._read(subscription_id, max(READ_AHEAD, in_hand + len(done) + 2))
         if owed is None:
             self._readings.pop(subscription_id, None)
             return None
         ids = frozenset(event_id for _, event_id in owed.events)
         if len(self._readings) >= MAX_READINGS:
             self._readings.clear()
-        self._readings[subscription_id] = fresh = _Reading(owed, ids, delivered & ids)
-        return owed.cursor(sending, fresh.delivered)
+        self._readings[subscription_id] = fresh = _Reading(owed, ids, done & ids)
+        return owed.cursor(sending, fresh.done)
 
-    def delivered(self, subscription_id: str, event_id: str) -> None:
-        """Its endpoint received ``event_id``: later bodies' cursors may pass it."""
+    def done(self, subscription_id: str, event_id: str) -> None:
+        """``event_id`` was delivered to its endpoint, or given up on: later bodies' cursors may
+        pass it."""
         reading = self._readings.get(subscription_id)
         if reading is not None and event_id in reading.ids:
-            reading.delivered.add(event_id)
+            reading.done.add(event_id)
 
     def forget(self, subscription_id: str) -> None:
         """The subscription is gone."""

@@ -361,10 +361,13 @@ class WebhookWorker:
                     return None  # unsubscribed meanwhile: its deliveries went with it
             else:
                 outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
-            if outcome.ok and endpoint.kind is Kind.SUBSCRIPTION:
-                self._watermarks.delivered(endpoint.id, event.id)
+            finished = self._finished(delivery, endpoint, outcome)
             # Recorded in the background, in batches: the lane goes on to the next request.
-            self._results.add(self._finished(delivery, endpoint, outcome))
+            self._results.add(finished)
+            if endpoint.kind is Kind.SUBSCRIPTION and finished.next_at is None:
+                self._watermarks.done(endpoint.id, event.id)
+                if not outcome.ok:
+                    await self._send_gap(claimed)
             return outcome
         except Exception:  # keep the lane alive; the claim runs out and it is tried again
             log.exception("delivering %s to %s failed", event.id, endpoint.url)
@@ -392,6 +395,24 @@ class WebhookWorker:
         payload = catalogue.occurrence(event, name)
         payload["cursor"] = cursors.encode(claimed.agent, cursor)
         return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
+
+    async def _send_gap(self, claimed: _Claimed) -> None:
+        """Tell a subscription's endpoint that herald gave up on one of its events, with a cursor
+        past it (SEP-3415's ``gap`` envelope), before anything after it is sent. The event stays
+        in the agent's inbox for its other ways. Best effort: the attempt given up on is
+        recorded either way."""
+        endpoint = claimed.endpoint
+        cursor = await self._watermarks.cursor(
+            endpoint.id, claimed.event.id, self._held[endpoint.id]
+        )
+        if cursor is None:
+            return  # the subscription is gone
+        payload = {"type": "gap", "cursor": cursors.encode(claimed.agent, cursor)}
+        message_id = f"msg_gap_{secrets.token_hex(12)}"
+        outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
+        if not outcome.ok:
+            log.info("%s was not told of a gap in its subscription %s: %s", endpoint.url,
+                     endpoint.id, outcome.error)  # fmt: skip
 
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()
