@@ -467,3 +467,22 @@ async def test_an_agent_holds_at_most_its_stream_limit_of_streams_open(
         assert "streams-per-key" in exhausted.value.message
         async with streaming(client):  # the first one's slot is free again
             await next_of(received, "notifications/events/active")
+
+
+async def test_a_poll_passing_only_an_unmatched_event_that_expired_is_not_truncated(
+    notifier: Notifier, clock: ManualClock
+) -> None:
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    args = {"types": ["t"]}
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        start = await call(client, "events/poll", name="herald.event", arguments=args, cursor=None)
+        await hub.publish("alice", "other", "not matched, expires", ttl_s=1)  # seq 1
+        await hub.publish("alice", "t", "matched")  # seq 2
+        clock.advance(2)
+        page = await call(
+            client, "events/poll", name="herald.event", arguments=args, cursor=start["cursor"]
+        )
+    assert [e["data"]["text"] for e in page["events"]] == ["matched"]
+    # Nothing this subscription takes was lost: an event of another type expiring is no gap.
+    assert page["truncated"] is False

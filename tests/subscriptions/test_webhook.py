@@ -575,3 +575,29 @@ async def test_an_event_the_webhook_gave_up_on_stays_owed_whatever_cursor_a_refr
     await subscribe(hub, sender, agent, receiver.url, cursor=refreshed["cursor"])
     event, _ = await hub.get_event(gone.event.id)
     assert event.status is EventStatus.PENDING  # owed to the agent another way
+
+
+async def test_a_subscription_made_anew_under_the_same_id_gets_cursors_from_its_own_debts(
+    hub: Hub, sender: Sender, receiver: Receiver, clock: ManualClock
+) -> None:
+    agent = await alice(hub)
+    await subscribe(hub, sender, agent, receiver.url, ttlMs=60_000)
+    first = await hub.publish("alice", "dm.received", "given up, stays pending")  # seq 1
+    second = await hub.publish("alice", "dm.received", "given up too")  # seq 2
+    worker = WebhookWorker(hub, sender, per_endpoint=1)
+    receiver.script = [(410, {}), (200, {}), (410, {}), (200, {})]  # each event, then its gap
+    assert await deliver(worker) == 2
+    # The grant lapses and maintenance deletes it; the client subscribes again (same key, so
+    # the same id) from the cursor its first subscribe gave: both events are owed again.
+    clock.advance(61)
+    await hub.maintain_once()
+    again = await subscribe(hub, sender, agent, receiver.url, cursor=f"{agent.id}~0")
+    assert again["cursor"] == f"{agent.id}~0"
+    receiver.requests.clear()
+    receiver.script = [(200, {}), (500, {})]  # the first delivered, the second to be retried
+    await deliver(worker)
+    bodies = {r.json["eventId"]: r.json["cursor"] for r in events_of(receiver)}
+    # The first's body must not pass the second, still owed (its try failed, a retry is due).
+    (delivery,) = await hub.endpoints.deliveries(second.event.id)
+    assert delivery.state == "waiting"
+    assert bodies[first.event.id] == f"{agent.id}~1"

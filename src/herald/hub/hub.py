@@ -38,6 +38,7 @@ from herald.keys import (
     new_key,
 )
 from herald.models import (
+    EVERY_EVENT,
     Agent,
     Attempt,
     Drained,
@@ -483,10 +484,16 @@ class Hub:
         changed (``Store.inbox_marks``): absent for an empty inbox."""
         return await self._store.inbox_marks(agent_ids) if agent_ids else {}
 
-    async def missing_after(self, agent: Agent, cursor: int, through: int | None = None) -> int:
-        """Events after ``cursor`` (up to ``through``, if given) the agent will never be offered
-        (expired or pruned)."""
-        return await self._store.missing_after(agent.id, cursor, through)
+    async def missing_after(
+        self,
+        agent: Agent,
+        cursor: int,
+        through: int | None = None,
+        match: EventMatch = EVERY_EVENT,
+    ) -> int:
+        """Events after ``cursor`` (up to ``through``, if given) the agent will never be offered:
+        those that ``match`` and expired, and every one pruned."""
+        return await self._store.missing_after(agent.id, cursor, through, match)
 
     async def unread(self, agent: Agent, older_than_s: float) -> int:
         """Open events last offered more than ``older_than_s`` ago."""

@@ -231,11 +231,15 @@ class Store(ABC):
 
     @abstractmethod
     async def missing_after(
-        self, agent_id: str, after_seq: int, through_seq: int | None = None
+        self,
+        agent_id: str,
+        after_seq: int,
+        through_seq: int | None = None,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
         """How many of the agent's events after ``after_seq`` (up to ``through_seq``, if given)
-        will never be offered: expired, or pruned (a stream or poll resuming there is told its
-        history was truncated)."""
+        will never be offered: those that ``match`` and expired, and every one pruned (its type
+        is gone with it). A stream or poll resuming there is told its history was truncated."""
 
     @abstractmethod
     async def add_reply(

@@ -61,7 +61,7 @@ async def poll(
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
         cursor, has_more = drained.cursor, len(drained.events) == limit
-        truncated = await _passed_a_loss(hub, agent, given, drained)
+        truncated = await _passed_a_loss(hub, agent, subscription, given, drained)
     return {
         "events": events,
         "cursor": cursors.encode(agent, cursor),
@@ -71,10 +71,13 @@ async def poll(
     }
 
 
-async def _passed_a_loss(hub: Hub, agent: Agent, given: int, drained: Drained) -> bool:
-    """Whether the answer's cursor passes events the agent will never be offered: expired, or
-    pruned (the given cursor was outside retention). Told once, by the answer that passes
-    them; an answer whose events follow the given cursor seq by seq passes none."""
+async def _passed_a_loss(
+    hub: Hub, agent: Agent, subscription: Subscription, given: int, drained: Drained
+) -> bool:
+    """Whether the answer's cursor passes events the agent will never be offered: matching ones
+    that expired, or any pruned (the given cursor was outside retention). Told once, by the
+    answer that passes them; an answer whose events follow the given cursor seq by seq passes
+    none."""
     if drained.cursor - given == len(drained.events):
         return False
-    return await hub.missing_after(agent, given, drained.cursor) > 0
+    return await hub.missing_after(agent, given, drained.cursor, subscription.match) > 0

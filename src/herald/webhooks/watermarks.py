@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from herald.models import OwedEvents
+from herald.models import Endpoint, OwedEvents
 
 ReadOwed = Callable[[str, int], Awaitable[OwedEvents | None]]
 """What a subscription owes (``hub.subscriptions.owed``): its id, at most how many events."""
@@ -27,6 +27,9 @@ MAX_READINGS = 10_000
 
 @dataclass
 class _Reading:
+    generation: int
+    """When its subscription was made (``Endpoint.created_at``): one made anew under the same
+    id owes anew, so a reading of the one before is no reading of it."""
     owed: OwedEvents
     ids: frozenset[str]
     done: set[str] = field(default_factory=set)
@@ -38,11 +41,12 @@ class Watermarks:
         self._read = read
         self._readings: dict[str, _Reading] = {}
 
-    async def cursor(self, subscription_id: str, sending: str, in_hand: int) -> int | None:
+    async def cursor(self, subscription: Endpoint, sending: str, in_hand: int) -> int | None:
         """The cursor for the body of ``sending``. ``in_hand``: how many of the subscription's
         deliveries are claimed and not yet done, so that one reading covers them all. None: the
         subscription is gone."""
-        reading = self._readings.get(subscription_id)
+        subscription_id = subscription.id
+        reading = self._reading(subscription)
         if reading is not None and sending in reading.ids:
             return reading.owed.cursor(sending, reading.done)
         # Claimed after the last reading, or beyond it: read again. What was done here may not
@@ -55,15 +59,22 @@ class Watermarks:
         ids = frozenset(event_id for _, event_id in owed.events)
         if len(self._readings) >= MAX_READINGS:
             self._readings.clear()
-        self._readings[subscription_id] = fresh = _Reading(owed, ids, done & ids)
+        fresh = _Reading(subscription.created_at, owed, ids, done & ids)
+        self._readings[subscription_id] = fresh
         return owed.cursor(sending, fresh.done)
 
-    def done(self, subscription_id: str, event_id: str) -> None:
+    def done(self, subscription: Endpoint, event_id: str) -> None:
         """``event_id`` was delivered to its endpoint, or given up on: later bodies' cursors may
         pass it."""
-        reading = self._readings.get(subscription_id)
+        reading = self._reading(subscription)
         if reading is not None and event_id in reading.ids:
             reading.done.add(event_id)
+
+    def _reading(self, subscription: Endpoint) -> _Reading | None:
+        reading = self._readings.get(subscription.id)
+        if reading is None or reading.generation != subscription.created_at:
+            return None
+        return reading
 
     def forget(self, subscription_id: str) -> None:
         """The subscription is gone."""

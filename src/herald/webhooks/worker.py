@@ -365,7 +365,7 @@ class WebhookWorker:
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(finished)
             if endpoint.kind is Kind.SUBSCRIPTION and finished.next_at is None:
-                self._watermarks.done(endpoint.id, event.id)
+                self._watermarks.done(endpoint, event.id)
                 if not outcome.ok:
                     await self._send_gap(claimed)
             return outcome
@@ -388,7 +388,7 @@ class WebhookWorker:
                 self._entry_names.clear()
             # A subscription's entry is part of its identity: it never changes under its id.
             name = self._entry_names[endpoint.id] = found[1].name
-        cursor = await self._watermarks.cursor(endpoint.id, event.id, self._held[endpoint.id])
+        cursor = await self._watermarks.cursor(endpoint, event.id, self._held[endpoint.id])
         if cursor is None:
             self._entry_names.pop(endpoint.id, None)
             return None
@@ -402,9 +402,7 @@ class WebhookWorker:
         in the agent's inbox for its other ways. Best effort: the attempt given up on is
         recorded either way."""
         endpoint = claimed.endpoint
-        cursor = await self._watermarks.cursor(
-            endpoint.id, claimed.event.id, self._held[endpoint.id]
-        )
+        cursor = await self._watermarks.cursor(endpoint, claimed.event.id, self._held[endpoint.id])
         if cursor is None:
             return  # the subscription is gone
         payload = {"type": "gap", "cursor": cursors.encode(claimed.agent, cursor)}

@@ -240,11 +240,15 @@ UPDATE events SET
 FROM unnest($1::text[], $2::text[], $4::text[]) AS pushed (event_id, agent_id, holder)
 WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id AND events.{OPEN}
 """
-# $1 agent, $2 after, $3 now, $4 through (or NULL): the last seq counted, events stored in between,
-# how many expired.
+# $1 agent, $2 after, $3 now, $4 through (or NULL), $5 and $6 as $7 and $8 in MATCHING: the last
+# seq counted, events stored in between, how many of those that match expired.
 MISSING_AFTER = f"""
 SELECT least(a.last_seq, coalesce($4::bigint, a.last_seq)) AS last_seq, count(e.id) AS stored,
-    count(e.id) FILTER (WHERE e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3)) AS expired
+    count(e.id) FILTER (
+        WHERE (e.status = 'expired' OR (e.{OPEN} AND e.expires_at <= $3))
+        AND (cardinality($5::text[]) = 0 OR e.type LIKE ANY($5::text[]))
+        AND ($6::text IS NULL OR e.sender = $6::text)
+    ) AS expired
 FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
     AND ($4::bigint IS NULL OR e.seq <= $4::bigint)
 WHERE a.id = $1

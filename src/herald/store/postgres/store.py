@@ -309,12 +309,17 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
         return await self._run(select)
 
     async def missing_after(
-        self, agent_id: str, after_seq: int, through_seq: int | None = None
+        self,
+        agent_id: str,
+        after_seq: int,
+        through_seq: int | None = None,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
         async def select(conn: Connection) -> int:
             row = await conn.fetchrow(
-                queries.MISSING_AFTER, agent_id, after_seq, self.now(), through_seq
-            )
+                queries.MISSING_AFTER, agent_id, after_seq, self.now(), through_seq,
+                *matching(match),
+            )  # fmt: skip
             return (
                 0
                 if row is None

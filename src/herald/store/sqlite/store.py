@@ -42,6 +42,7 @@ from herald.store.sqlite.rows import (
     delivered,
     event,
     insert_sql,
+    match_sql,
     records,
     select_list,
 )
@@ -304,15 +305,20 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
         return result
 
     async def missing_after(
-        self, agent_id: str, after_seq: int, through_seq: int | None = None
+        self,
+        agent_id: str,
+        after_seq: int,
+        through_seq: int | None = None,
+        match: EventMatch = EVERY_EVENT,
     ) -> int:
-        params = {"agent": agent_id, "after": after_seq, "through": through_seq, "now": self.now()}
+        matching, params = match_sql(match)
+        params |= {"agent": agent_id, "after": after_seq, "through": through_seq, "now": self.now()}
 
         def count(conn: sqlite3.Connection) -> int:
             row = conn.execute(
                 "SELECT min(a.last_seq, coalesce(:through, a.last_seq)) AS last_seq,"
-                " count(e.id) AS stored, coalesce(sum(e.status = 'expired'"
-                f" OR (e.{OPEN} AND e.expires_at <= :now)), 0) AS expired"
+                " count(e.id) AS stored, coalesce(sum((e.status = 'expired'"
+                f" OR (e.{OPEN} AND e.expires_at <= :now)){matching}), 0) AS expired"
                 " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
                 " AND (:through IS NULL OR e.seq <= :through)"
                 " WHERE a.id = :agent GROUP BY a.id",
