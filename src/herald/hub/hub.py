@@ -121,7 +121,11 @@ class Hub:
 
     async def open(self) -> None:
         await self._store.open()
-        await self._store.listen(self._announce, self.event_types.heard)
+        await self._store.listen(
+            self._announce,
+            self.event_types.heard,
+            on_subscription_deleted=self.subscriptions.deleted,
+        )
         await self.event_types.open()
 
     async def close(self) -> None:

@@ -33,8 +33,8 @@ class SubscriptionBook:
         self._deleted: list[Callable[[str], None]] = []
 
     def on_deleted(self, handler: Callable[[str], None]) -> None:
-        """Call ``handler`` (it must not block) with the id of each subscription deleted in this
-        process: the webhook worker drops what it holds of it."""
+        """Call ``handler`` (it must not block) with the id of each subscription deleted, in
+        this process or (PostgreSQL) another: the webhook worker drops what it holds of it."""
         self._deleted.append(handler)
 
     def on_ended(self, handler: Ended) -> None:
@@ -103,9 +103,17 @@ class SubscriptionBook:
             and await self._store.delete_subscription(subscription_id)
         )
         if deleted:
-            for handler in self._deleted:
-                handler(subscription_id)
+            self.deleted(subscription_id)
         return deleted
+
+    def deleted(self, subscription_id: str) -> None:
+        """Tell the ``on_deleted`` handlers that a subscription is gone (deleted here, or heard
+        from another process)."""
+        for handler in self._deleted:
+            try:
+                handler(subscription_id)
+            except Exception:  # one handler's fault must not keep the others from hearing
+                log.exception("a handler of deleted subscriptions failed")
 
     async def owed(self, subscription_id: str, limit: int) -> OwedEvents | None:
         """Its oldest matching events still owed (``Store.subscription_owed``); None: no such

@@ -79,10 +79,13 @@ class Store(ABC):
         self,
         on_agents: Callable[[set[str]], None],
         on_catalogue: Callable[[], None] | None = None,
+        *,
+        on_subscription_deleted: Callable[[str], None] | None = None,
     ) -> None:
         """Call ``on_agents`` (it must not block) with the agents that got events committed by
-        other processes, and ``on_catalogue`` after a process changed the event types, as
-        hints. A backend shared by one process only has nothing to do."""
+        other processes, ``on_catalogue`` after a process changed the event types, as hints,
+        and ``on_subscription_deleted`` with the id of each webhook subscription another
+        process deleted. A backend shared by one process only has nothing to do."""
 
     @abstractmethod
     async def close(self) -> None:

@@ -1,6 +1,8 @@
-"""LISTEN for other processes' events (a hint that wakes local streams and sessions sooner) and
-changes of the event-type catalogue. A lost notification costs latency only, since every reader
-also polls the table, and the catalogue is read again once its copy is a few seconds old."""
+"""LISTEN for other processes' events (a hint that wakes local streams and sessions sooner),
+changes of the event-type catalogue, and webhook subscriptions deleted. A lost notification
+costs latency only, since every reader also polls the table, and the catalogue is read again
+once its copy is a few seconds old; a deletion not heard of leaves the deliveries this process
+holds of it to be sent (at most a few per subscription, until its next claim)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ log = logging.getLogger("herald.store.postgres")
 
 CHANNEL = "herald_events"
 CATALOGUE_CHANNEL = "herald_catalogue"
+SUBSCRIPTIONS_CHANNEL = "herald_subscriptions"
 MAX_BACKOFF_S = 30.0
 
 
@@ -29,10 +32,13 @@ class Listener:
         url: str,
         on_agents: Callable[[set[str]], None],
         on_catalogue: Callable[[], None] | None = None,
+        *,
+        on_subscription_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.url = url
         self.on_agents = on_agents
         self.on_catalogue = on_catalogue
+        self.on_subscription_deleted = on_subscription_deleted
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
 
@@ -69,6 +75,8 @@ class Listener:
             await conn.add_listener(CHANNEL, self._notified)
             if self.on_catalogue is not None:
                 await conn.add_listener(CATALOGUE_CHANNEL, self._catalogue_changed)
+            if self.on_subscription_deleted is not None:
+                await conn.add_listener(SUBSCRIPTIONS_CHANNEL, self._subscription_deleted)
             self.listening.set()
             await lost.wait()
         finally:
@@ -81,3 +89,7 @@ class Listener:
     def _catalogue_changed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if self.on_catalogue is not None:
             self.on_catalogue()
+
+    def _subscription_deleted(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if self.on_subscription_deleted is not None:
+            self.on_subscription_deleted(str(payload))

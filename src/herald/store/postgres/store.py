@@ -66,11 +66,16 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
         self,
         on_agents: Callable[[set[str]], None],
         on_catalogue: Callable[[], None] | None = None,
+        *,
+        on_subscription_deleted: Callable[[str], None] | None = None,
     ) -> None:
-        """Call ``on_agents`` with the agents that got events committed, and ``on_catalogue``
-        after the event types changed, by any process."""
+        """Call ``on_agents`` with the agents that got events committed, ``on_catalogue`` after
+        the event types changed, and ``on_subscription_deleted`` with the id of each webhook
+        subscription deleted, by any process."""
         if self._listener is None:
-            self._listener = Listener(self.url, on_agents, on_catalogue)
+            self._listener = Listener(
+                self.url, on_agents, on_catalogue, on_subscription_deleted=on_subscription_deleted
+            )
             self._listener.start()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LISTEN_READY_S):
