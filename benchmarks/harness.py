@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.metadata
 import os
 import platform
@@ -173,6 +174,11 @@ async def _run_steps(steps: list[tuple[str, Step]], quiet_s: float) -> list[Figu
     figures: list[Figure] = []
     for name, step in steps:
         await _wait_for_quiet(quiet_s)
+        # What earlier figures left in this process (the load generator, and the in-process
+        # side of some figures) is taken out of the collector's way: a full collection walking
+        # it stalled the generator for 100 ms and more in the middle of later figures' rounds.
+        gc.collect()
+        gc.freeze()
         started = time.perf_counter()
         print(f"benchmarks: {name} ...", flush=True)
         try:
