@@ -379,7 +379,8 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
             )
             insert_attempts(conn, [attempt for _, attempt in pushes])
 
-        await self._run(record)
+        # Lost in a crash, the records cost nothing: their events stay pending, offered again.
+        await self._worker.run(record, durable=False)
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:

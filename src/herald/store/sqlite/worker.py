@@ -3,6 +3,11 @@
 The worker takes all the operations waiting at that moment and runs them in one transaction, each
 inside its own savepoint, then commits once: under load many publishes share one fsync, and each
 caller still gets its answer only after the commit that made its write durable.
+
+An operation whose loss in a crash costs nothing (the record of a push: its event stays pending
+and is offered again) runs with ``durable=False``. A group made of such operations only commits
+without waiting for the disk (WAL with synchronous=NORMAL): it no longer holds the publishes
+queued behind it for an fsync of its own, and the next durable commit syncs its pages too.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class _Job:
     operation: Operation[Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    durable: bool = True
 
 
 class Worker:
@@ -61,8 +67,9 @@ class Worker:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
 
-    async def run(self, operation: Operation[T]) -> T:
-        """Run an operation on the connection; answers once the transaction is committed.
+    async def run(self, operation: Operation[T], *, durable: bool = True) -> T:
+        """Run an operation on the connection; answers once the transaction is committed (with
+        ``durable=False``, maybe not yet on disk: see the module's docstring).
 
         Raises:
             StoreUnavailable: the worker is not started, or SQLite failed.
@@ -71,7 +78,7 @@ class Worker:
             raise StoreUnavailable("the store is not open: call open() first")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(operation, future, loop))
+        self._jobs.put(_Job(operation, future, loop, durable))
         try:
             return await future
         except HeraldError:
@@ -112,14 +119,25 @@ class Worker:
                         stop = True
                         break
                     group.append(more)
-                _run_group(conn, group)
+                _run_group(conn, group, self.synchronous)
                 if stop:
                     break
         finally:
             conn.close()
 
 
-def _run_group(conn: sqlite3.Connection, group: list[_Job]) -> None:
+def _run_group(conn: sqlite3.Connection, group: list[_Job], synchronous: str) -> None:
+    relaxed = synchronous.upper() in {"FULL", "EXTRA"} and not any(j.durable for j in group)
+    if relaxed:
+        conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        _run_jobs(conn, group)
+    finally:
+        if relaxed:
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+
+
+def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> None:
     outcomes: list[tuple[bool, Any]] = []
     try:
         conn.execute("BEGIN IMMEDIATE")
