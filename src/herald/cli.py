@@ -24,6 +24,7 @@ from herald.config import (
     WebhookConfig,
 )
 from herald.errors import HeraldError
+from herald.operator import commands as operator_commands
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.checks import parse_schedule
 
@@ -68,11 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     drain.add_argument("--limit", type=int, default=100, help="events per heartbeat (1-100)")
     drain.add_argument("--follow", action="store_true", help="keep polling for new events")
     drain.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
+    operator_commands.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "operator", False):
+        try:
+            operator_commands.run(args)
+        except HeraldError as exc:
+            print(f"herald: {exc.message}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "bridge":
         return _bridge(args)
     if args.command == "drain":

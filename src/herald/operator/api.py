@@ -1,0 +1,90 @@
+"""The admin's side of a hub's HTTP API, for the operator's commands: one call, one answer, or
+an ``OperatorError`` that says in one line what went wrong."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx2
+
+from herald.errors import HeraldError
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+BUSY = {429, 503}
+BUSY_RETRIES = 20
+"""How many times a call the hub answered 429 or 503 is made, waiting as it says in between."""
+MAX_WAIT_S = 30.0
+
+
+class OperatorError(HeraldError):
+    """A command could not do what it was asked: the hub refused, or could not be reached."""
+
+
+class AdminApi:
+    """Calls a hub with a key (the admin key, or a publisher key for ``send``)."""
+
+    def __init__(self, url: str, key: str | None, *, timeout_s: float = 30.0) -> None:
+        if not key:
+            raise OperatorError(
+                "no key: set HERALD_ADMIN_KEY (the key `herald serve` printed) or pass --key"
+            )
+        self.url = url.rstrip("/")
+        self._http = httpx2.Client(
+            base_url=self.url,
+            headers={"authorization": f"Bearer {key}"},
+            timeout=httpx2.Timeout(timeout_s),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def get(self, path: str, **params: Any) -> Any:
+        query = {name: value for name, value in params.items() if value is not None}
+        return self.call("GET", path, params=query)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.call("POST", path, body=body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.call("PUT", path, body=body)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)
+
+    def call(
+        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
+        """The answer's JSON (None for an empty one).
+
+        Raises:
+            OperatorError: the hub could not be reached, or answered with an error (its
+                message, which says what to change).
+        """
+        for _ in range(BUSY_RETRIES):
+            try:
+                answer = self._http.request(method, path, json=body, params=params)
+            except httpx2.HTTPError as exc:
+                raise OperatorError(f"cannot reach the hub at {self.url}: {exc}") from exc
+            if answer.status_code not in BUSY:
+                break
+            # The hub asks to slow down (a publish rate limit, a full connection table).
+            time.sleep(min(_retry_after(answer), MAX_WAIT_S))
+        if answer.status_code >= 400:
+            raise OperatorError(f"{method} {path}: {answer.status_code} {_error_message(answer)}")
+        return answer.json() if answer.content else None
+
+
+def _retry_after(answer: httpx2.Response) -> float:
+    try:
+        return max(float(answer.headers.get("retry-after", "1")), 0.1)
+    except ValueError:
+        return 1.0
+
+
+def _error_message(answer: httpx2.Response) -> str:
+    try:
+        message = answer.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return answer.text[:200] or answer.reason_phrase
+    return str(message)

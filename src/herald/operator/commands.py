@@ -1,0 +1,308 @@
+"""The operator's commands: their arguments, and what each one asks the hub and prints.
+
+Each reads the hub's URL and the admin key from ``--url`` and ``--key``, or ``HERALD_URL`` and
+``HERALD_ADMIN_KEY``; prints a table, or JSON lines with ``--json``; and exits non-zero with a
+one-line reason on any error (``herald.cli`` prints it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from herald.operator.api import DEFAULT_URL, AdminApi, OperatorError
+
+if TYPE_CHECKING:  # rich is imported only when an operator's command runs, not for serve
+    from herald.operator.output import Output
+
+Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
+
+AGENT_COLUMNS = ("id", "handle", "pending", "sessions", "last_activity_at", "created_at")
+EVENT_COLUMNS = ("id", "to", "type", "status", "created_at", "text")
+ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
+ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the operator's commands to ``herald``'s."""
+    agent = _group(commands, "agent", "manage agents: add, list, show, rm, keys, endpoints")
+    add = _command(agent, "add", "create an agent; its key is shown once", _agent_add)
+    add.add_argument("handle")
+    add.add_argument("--webhook-url", help="push its events to this URL too (signed)")
+    _command(agent, "list", "every agent, with its pending events and live sessions", _agents)
+    show = _command(agent, "show", "one agent, by id or handle", _agent_show)
+    show.add_argument("agent", metavar="ID_OR_HANDLE")
+    remove = _command(agent, "rm", "delete an agent and its events", _agent_rm)
+    remove.add_argument("agent", metavar="ID_OR_HANDLE")
+    rotate = _command(agent, "rotate-key", "a new key for an agent, shown once", _rotate_key)
+    rotate.add_argument("agent", metavar="ID_OR_HANDLE")
+    rotate.add_argument(
+        "--grace", type=float, default=0, metavar="SECONDS", help="how long the old key still works"
+    )
+    webhook = _command(agent, "set-webhook", "push an agent's events to a URL", _set_webhook)
+    webhook.add_argument("agent", metavar="ID_OR_HANDLE")
+    webhook.add_argument("target", metavar="URL", help="where its events are POSTed")
+    openclaw = _command(agent, "set-openclaw", "push to an OpenClaw gateway", _set_openclaw)
+    openclaw.add_argument("agent", metavar="ID_OR_HANDLE")
+    openclaw.add_argument("target", metavar="URL", help="the gateway")
+    openclaw.add_argument("--token", required=True, help="the gateway's hooks token")
+    openclaw.add_argument("--mode", choices=["wake", "agent"], help="how the gateway is woken")
+
+    send = _command(commands, "send", "publish an event, or a file of them", _send)
+    send.add_argument("handle", nargs="?", help="the agent to send to")
+    send.add_argument("text", nargs="?")
+    send.add_argument("--type", default="message", help="the event's type (default message)")
+    send.add_argument("--data", type=_json_value, help="JSON data the event carries")
+    send.add_argument("--dedupe-key", help="the same key again stores nothing new")
+    send.add_argument("--reply-form", type=_json_value, help="a JSON Schema form to answer")
+    send.add_argument(
+        "--file",
+        type=Path,
+        help="a JSON lines file of events ({to, type, text, ...} each), sent in batches;"
+        " sending it again sends only what did not arrive",
+    )
+
+    events = _command(commands, "events", "events, newest first", _events)
+    events.add_argument("--agent", metavar="ID_OR_HANDLE")
+    events.add_argument("--status", help="pending, sent, delivered, expired")
+    events.add_argument("--type", help="an event type, or a glob such as build.*")
+    events.add_argument("--since", help="an ISO 8601 time")
+    events.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    event = _group(commands, "event", "one event: its attempts, or offer it again")
+    show_event = _command(event, "show", "an event and every attempt to deliver it", _event)
+    show_event.add_argument("event_id", metavar="ID")
+    redeliver = _command(event, "redeliver", "offer an event again", _redeliver)
+    redeliver.add_argument("event_id", metavar="ID")
+
+    endpoints = _command(commands, "endpoints", "every agent's webhook endpoints", _endpoints)
+    endpoints.add_argument("--failing", action="store_true", help="only those failing or off")
+    endpoint = _group(commands, "endpoint", "one endpoint")
+    enable = _command(endpoint, "enable", "bring a disabled endpoint back", _enable)
+    enable.add_argument("endpoint_id", metavar="ID")
+
+    _command(commands, "status", "is the hub healthy: one screen", _status)
+
+    key = _group(commands, "key", "publisher keys: keys that may only publish")
+    key_add = _command(key, "add", "a publisher key, shown once", _key_add)
+    key_add.add_argument("name")
+    key_add.add_argument("--handle", action="append", dest="handles", help="only to this agent")
+    key_add.add_argument("--type", action="append", dest="types", help="only this type (glob)")
+    _command(key, "list", "the publisher keys (never the keys themselves)", _keys)
+    revoke = _command(key, "revoke", "a publisher key stops working at once", _key_revoke)
+    revoke.add_argument("key_id", metavar="ID")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run the operator's command ``args`` holds.
+
+    Raises:
+        OperatorError: it could not be done; the message says why, in one line.
+    """
+    from herald.operator.output import Output
+
+    api = AdminApi(args.url, args.key)
+    try:
+        args.run(api, args, Output(args.json))
+    finally:
+        api.close()
+
+
+def _group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    parser = commands.add_parser(name, help=help, description=help)
+    return parser.add_subparsers(dest=f"{name}_command", required=True)
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    command: Command,
+) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help, description=help)
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("HERALD_URL", DEFAULT_URL),
+        help=f"the hub (default $HERALD_URL, or {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("HERALD_ADMIN_KEY"),
+        help="the admin key ($HERALD_ADMIN_KEY)",
+    )
+    parser.add_argument("--json", action="store_true", help="JSON lines instead of tables")
+    parser.set_defaults(run=command, operator=True)
+    return parser
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg} at character {exc.pos})") from exc
+
+
+def _agent_path(agent: str) -> str:
+    return f"/v1/agents/{quote(agent, safe='')}"
+
+
+# Agents
+
+
+def _agent_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    body = {"handle": args.handle, "webhook_url": args.webhook_url}
+    made = api.post("/v1/agents", {k: v for k, v in body.items() if v is not None})
+    out.record(made, f"agent {made['handle']}")
+    out.note("The api_key is shown this once: give it to the agent now.")
+
+
+def _agents(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    out.rows(api.get("/v1/agents")["agents"], AGENT_COLUMNS, "agents")
+
+
+def _agent_show(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    agent = api.get(_agent_path(args.agent))
+    out.record(agent, f"agent {agent['handle']}")
+
+
+def _agent_rm(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    api.delete(_agent_path(args.agent))
+    out.note(f"agent {args.agent} deleted, with its events")
+
+
+def _rotate_key(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    rotated = api.post(f"{_agent_path(args.agent)}/rotate-key", {"grace_s": args.grace})
+    out.record(rotated, f"new key of {args.agent}")
+    out.note("The api_key is shown this once: give it to the agent now.")
+
+
+def _set_webhook(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    made = api.put(f"{_agent_path(args.agent)}/webhook", {"url": args.target})
+    out.record(made, f"webhook of {args.agent}")
+    out.note("The secret is shown this once: give it to the receiver now.")
+
+
+def _set_openclaw(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    body = {"url": args.target, "token": args.token, "mode": args.mode}
+    made = api.put(
+        f"{_agent_path(args.agent)}/openclaw", {k: v for k, v in body.items() if v is not None}
+    )
+    out.record(made, f"OpenClaw gateway of {args.agent}")
+
+
+# Events
+
+
+def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    if args.file is not None:
+        from herald.operator.send import send_file
+
+        if args.handle is not None:
+            raise OperatorError("send either HANDLE TEXT or --file, not both")
+        send_file(api, args.file, out)
+        return
+    if args.handle is None or args.text is None:
+        raise OperatorError("send needs HANDLE and TEXT (or --file events.jsonl)")
+    event = {
+        "to": args.handle,
+        "type": args.type,
+        "text": args.text,
+        "data": args.data,
+        "dedupe_key": args.dedupe_key,
+        "reply": args.reply_form,
+    }
+    sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
+    out.record(sent, "sent" if not sent.get("duplicate") else "already sent (same dedupe key)")
+
+
+def _events(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    found = api.get(
+        "/v1/events",
+        agent=args.agent,
+        status=args.status,
+        type=args.type,
+        since=args.since,
+        limit=args.limit,
+    )
+    out.rows(found["events"], EVENT_COLUMNS, "events, newest first")
+    if found.get("next"):
+        out.note("more: narrow with --since, --agent, --status or --type, or raise --limit")
+
+
+def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    event = api.get(f"/v1/events/{quote(args.event_id, safe='')}")
+    if out.as_json:
+        out.record(event, "")
+        return
+    attempts = event.pop("attempts", [])
+    out.record(event, f"event {event['id']}")
+    out.rows(attempts, ATTEMPT_COLUMNS, "attempts, oldest first")
+
+
+def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    event = api.post(f"/v1/events/{quote(args.event_id, safe='')}/redeliver")
+    out.record(event, f"event {args.event_id} offered again")
+
+
+# Endpoints
+
+
+def _endpoints(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    rows = []
+    for agent in api.get("/v1/agents")["agents"]:
+        for endpoint in api.get(f"{_agent_path(agent['id'])}/endpoints")["endpoints"]:
+            if (
+                args.failing
+                and endpoint.get("state") == "active"
+                and not endpoint.get("failing_since")
+            ):
+                continue
+            rows.append({**endpoint, "agent": agent["handle"]})
+    out.rows(rows, ENDPOINT_COLUMNS, "endpoints" if not args.failing else "failing endpoints")
+
+
+def _enable(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    endpoint = api.post(f"/v1/endpoints/{quote(args.endpoint_id, safe='')}/enable")
+    out.record(endpoint, f"endpoint {args.endpoint_id} enabled")
+
+
+# The hub
+
+
+def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    health = api.get("/healthz")
+    ready = api.get("/readyz")
+    agents = api.get("/v1/agents")["agents"]
+    status = {
+        "hub": api.url,
+        "version": health.get("version"),
+        "store": ready.get("status"),
+        "agents": len(agents),
+        "pending": sum(agent.get("pending") or 0 for agent in agents),
+        "live sessions": sum(agent.get("sessions") or 0 for agent in agents),
+    }
+    out.record(status, "herald status")
+
+
+# Publisher keys
+
+
+def _key_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    body = {"name": args.name, "scopes": ["publish"], "handles": args.handles, "types": args.types}
+    made = api.post("/v1/keys", {k: v for k, v in body.items() if v is not None})
+    out.record(made, f"publisher key {args.name}")
+    out.note("The key is shown this once: give it to the application now.")
+
+
+def _keys(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    out.rows(api.get("/v1/keys")["keys"], ("id", "name", "handles", "types", "created_at"), "keys")
+
+
+def _key_revoke(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    api.delete(f"/v1/keys/{quote(args.key_id, safe='')}")
+    out.note(f"key {args.key_id} revoked")

@@ -1,0 +1,125 @@
+"""The operator's commands end to end: ``herald ...`` as a subprocess against a real
+``herald serve``, its ``--json`` lines parsed, its errors one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.herald_process import HeraldProcess
+
+
+@pytest.fixture(scope="module")
+def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    process = HeraldProcess(f"sqlite:///{tmp_path_factory.mktemp('operator') / 'hub.db'}")
+    yield process
+    process.stop()
+
+
+def herald_command(
+    herald: HeraldProcess, *args: str, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HERALD_URL": herald.url, "HERALD_ADMIN_KEY": key or herald.admin_key}
+    return subprocess.run(
+        [sys.executable, "-m", "herald.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def json_lines(herald: HeraldProcess, *args: str) -> list[dict[str, Any]]:
+    done = herald_command(herald, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_agents_are_added_listed_shown_by_handle_and_removed(herald: HeraldProcess) -> None:
+    (made,) = json_lines(herald, "agent", "add", "op-alice")
+    assert made["handle"] == "op-alice" and made["api_key"].startswith("herald_agent_")
+    listed = json_lines(herald, "agent", "list")
+    assert "op-alice" in {agent["handle"] for agent in listed}
+    (shown,) = json_lines(herald, "agent", "show", made["id"])
+    assert shown["id"] == made["id"] and "api_key" not in shown
+    table = herald_command(herald, "agent", "list")
+    assert table.returncode == 0 and "op-alice" in table.stdout  # a table for people
+    assert herald_command(herald, "agent", "rm", made["id"]).returncode == 0
+    assert "op-alice" not in {agent["handle"] for agent in json_lines(herald, "agent", "list")}
+
+
+def test_send_publishes_one_event_and_event_show_gives_its_attempts(herald: HeraldProcess) -> None:
+    json_lines(herald, "agent", "add", "op-bob")
+    (sent,) = json_lines(
+        herald, "send", "op-bob", "build failed", "--type", "build.failed", "--data", '{"n": 1}'
+    )
+    assert sent["id"].startswith("evt_") and sent["duplicate"] is False
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["type"] == "build.failed" and event["data"] == {"n": 1}
+    assert event["attempts"] == [] and event["status"] == "pending"
+
+
+def test_send_file_sends_every_line_once_even_when_sent_again(
+    herald: HeraldProcess, tmp_path: Path
+) -> None:
+    json_lines(herald, "agent", "add", "op-carol")
+    events = tmp_path / "events.jsonl"
+    lines = [{"to": "op-carol", "type": "bulk", "text": f"event {n}"} for n in range(2500)]
+    events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    (first,) = json_lines(herald, "send", "--file", str(events))
+    assert (first["events"], first["stored"], first["already_there"]) == (2500, 2500, 0)
+    (again,) = json_lines(herald, "send", "--file", str(events))  # interrupted, say: resent
+    assert (again["stored"], again["already_there"]) == (0, 2500)
+
+
+def test_a_bad_line_is_named_and_nothing_is_sent(herald: HeraldProcess, tmp_path: Path) -> None:
+    (dave,) = json_lines(herald, "agent", "add", "op-dave")
+    events = tmp_path / "bad.jsonl"
+    events.write_text('{"to": "op-dave", "type": "t", "text": "fine"}\n{not json\n')
+    done = herald_command(herald, "send", "--file", str(events))
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and f"{events}:2: not JSON" in done.stderr
+    (shown,) = json_lines(herald, "agent", "show", dave["id"])
+    assert shown["last_seq"] == 0
+
+
+def test_errors_are_one_line_with_a_non_zero_exit(herald: HeraldProcess) -> None:
+    wrong_key = herald_command(herald, "agent", "list", key="herald_admin_" + "x" * 40)
+    assert wrong_key.returncode == 1 and wrong_key.stderr.startswith("herald: GET /v1/agents: 401")
+    assert wrong_key.stderr.count("\n") == 1
+    unknown = herald_command(herald, "event", "show", "evt_nothing")
+    assert unknown.returncode == 1 and "404" in unknown.stderr
+    nowhere = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "agent", "list", "--url", "http://127.0.0.1:9"],
+        env={**os.environ, "HERALD_ADMIN_KEY": herald.admin_key},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert nowhere.returncode == 1 and "cannot reach the hub" in nowhere.stderr
+
+
+def test_endpoints_lists_each_agents_webhook(herald: HeraldProcess) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-erin")
+    (webhook,) = json_lines(herald, "agent", "set-webhook", agent["id"], "https://example.com/hook")
+    assert webhook["secret"].startswith("whsec_")
+    listed = [e for e in json_lines(herald, "endpoints") if e["agent"] == "op-erin"]
+    assert [e["url"] for e in listed] == ["https://example.com/hook"]
+    assert [
+        e for e in json_lines(herald, "endpoints", "--failing") if e["agent"] == "op-erin"
+    ] == []
+    assert agent["id"]
+
+
+def test_status_tells_whether_the_hub_is_healthy(herald: HeraldProcess) -> None:
+    (status,) = json_lines(herald, "status")
+    assert status["store"] == "ready" and status["hub"] == herald.url and status["agents"] >= 0
