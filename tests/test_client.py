@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -34,14 +35,11 @@ def agent(herald: HeraldProcess, handle: str) -> str:
         return str(admin.post("/v1/agents", json={"handle": handle}).json()["api_key"])
 
 
-def publish(herald: HeraldProcess, to: str, text: str, **fields: Any) -> None:
+def publish(herald: HeraldProcess, to: str, text: str, **fields: Any) -> str:
     with herald.client(herald.admin_key) as admin:
-        assert (
-            admin.post(
-                "/v1/events", json={"to": to, "type": "t", "text": text, **fields}
-            ).status_code
-            == 202
-        )
+        answer = admin.post("/v1/events", json={"to": to, "type": "t", "text": text, **fields})
+        assert answer.status_code == 202
+        return str(answer.json()["id"])
 
 
 async def test_a_drain_loop_with_a_cursor_gets_everything_once(herald: HeraldProcess) -> None:
@@ -242,3 +240,37 @@ async def test_a_following_drain_rides_out_a_hub_restart(tmp_path: Path) -> None
     finally:
         following.cancel()
         hub.stop()
+
+
+async def test_a_following_drain_is_woken_by_the_stream_not_the_interval(tmp_path: Path) -> None:
+    hub = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
+    key = agent(hub, "woken")
+    seen: asyncio.Queue[str] = asyncio.Queue()
+
+    async def follow() -> None:
+        async with HeraldClient(hub.url, key) as client:
+            # A poll every 10 minutes: only the stream can bring the event within the wait below.
+            async for event in client.drain(follow=True, interval_s=600):
+                seen.put_nowait(event.text)
+
+    following = asyncio.create_task(follow())
+    try:
+        first = publish(hub, "woken", "first")
+        async with asyncio.timeout(30):
+            assert await seen.get() == "first"
+            # Acknowledged by the heartbeat that found nothing more: the drain waits now.
+            while status(hub, first) != "delivered":
+                await asyncio.sleep(0)
+        publish(hub, "woken", "while it waits")
+        async with asyncio.timeout(30):
+            assert await seen.get() == "while it waits"
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following  # its stream closed before the hub stops
+        hub.stop()
+
+
+def status(hub: HeraldProcess, event_id: str) -> str:
+    with hub.client(hub.admin_key) as admin:
+        return str(admin.get(f"/v1/events/{event_id}").json()["status"])

@@ -109,9 +109,10 @@ class HeraldClient:
     ) -> AsyncIterator[Event]:
         """The agent's pending events, oldest first, at least once: a batch is acknowledged when
         the next one is asked for, so events handled before a crash are all that can come
-        twice. With ``follow``, poll every ``interval_s`` for ever, riding out a hub that cannot
-        be reached (a restart, say) or asks to slow down; else stop when none are left
-        (everything yielded is then acknowledged)::
+        twice. With ``follow``, go on for ever: when none are left, wait on the agent's event
+        stream for the next one (drained at once when it commits), or ``interval_s`` at most,
+        riding out a hub that cannot be reached (a restart, say) or asks to slow down; else
+        stop when none are left (everything yielded is then acknowledged)::
 
             async for event in client.drain():
                 handle(event)
@@ -123,6 +124,9 @@ class HeraldClient:
         """
         cursor = 0
         backoff = interval_s
+        seen = 0
+        """The newest seq the stream woke this drain for: the next wait starts after it, so an
+        event leased to another consumer wakes it once, not again and again."""
         while True:
             try:
                 drained = await self.heartbeat(cursor=cursor, limit=limit, consumer=consumer)
@@ -142,7 +146,26 @@ class HeraldClient:
                 continue
             if not follow:
                 return
-            await asyncio.sleep(interval_s)
+            seen = await self._next_on_stream(max(seen, cursor), interval_s)
+
+    async def _next_on_stream(self, after: int, timeout_s: float) -> int:
+        """Wait until the agent's stream shows an event after seq ``after`` (returns its seq), or
+        ``timeout_s`` went by, or the stream failed (returns ``after``): the drain then looks
+        again either way, so a stream that cannot be had costs only latency."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        try:
+            async with asyncio.timeout_at(until):
+                async for item in self.stream(after):
+                    if item.event is not None:
+                        return item.event.seq
+        except TimeoutError:
+            return after
+        except errors.HeraldError as exc:
+            log.debug("waiting on the stream failed (%s): waiting out the interval", exc.message)
+        # The stream ended or failed before an event: the rest of the interval, as a poll would.
+        await asyncio.sleep(max(until - loop.time(), 0))
+        return after
 
     async def inbox(self, limit: int) -> list[Event]:
         """The next pending events, held for this client (leased, so at least once); they are
