@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 import asyncpg
 
 from herald.errors import InvalidInput, StoreUnavailable
@@ -12,20 +15,56 @@ MIN_CONNECTIONS = 1
 MAX_CONNECTIONS = 10
 
 
-async def open_pool(url: str) -> asyncpg.Pool[asyncpg.Record]:
-    """A pool of connections to the database ``url`` names, its migrations applied.
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """The URL without herald's own ``schema`` parameter, and the schema it names (None: the
+    database's default search path, usually ``public``).
+
+    Raises:
+        InvalidInput: the schema is not a plain identifier.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for name, value in query if name == "schema"]
+    if not schemas:
+        return url, None
+    schema = schemas[-1]
+    if not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidInput(
+            f"schema={schema!r} in the store URL: name a schema with letters, digits and _"
+            " (not starting with a digit, at most 63), e.g. ?schema=herald"
+        )
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+def session_settings(schema: str | None, application: str) -> dict[str, str]:
+    """The settings each connection starts with: its name, and herald's schema first."""
+    settings = {"application_name": application}
+    if schema is not None:
+        settings["search_path"] = f'"{schema}"'
+    return settings
+
+
+async def open_pool(url: str, schema: str | None = None) -> asyncpg.Pool[asyncpg.Record]:
+    """A pool of connections to the database ``url`` names, its migrations applied; with
+    ``schema``, herald's tables are made and used there (the schema is created if need be).
 
     Raises:
         InvalidInput: the URL is malformed.
         StoreUnavailable: the database cannot be reached or migrated.
     """
     where = without_password(url)
+    if schema is not None:
+        await _create_schema(url, schema, where)
     try:
         pool = await asyncpg.create_pool(
             url,
             min_size=MIN_CONNECTIONS,
             max_size=MAX_CONNECTIONS,
-            server_settings={"application_name": "herald"},
+            server_settings=session_settings(schema, "herald"),
             reset=_keep_session,
         )
     except ValueError as exc:  # a malformed URL: asyncpg parses it only now
@@ -49,3 +88,20 @@ async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     session, a round trip more per operation): the store changes no setting, takes only
     transaction locks, listens to nothing and keeps no cursor. An open transaction is rolled back
     all the same."""
+
+
+async def _create_schema(url: str, schema: str, where: str) -> None:
+    try:
+        conn = await asyncpg.connect(url)
+    except ValueError as exc:
+        raise InvalidInput(f"cannot open PostgreSQL store {where}: {describe(exc)}") from exc
+    except DRIVER_ERRORS as exc:
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {describe(exc)}") from exc
+    try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    except DRIVER_ERRORS as exc:
+        raise StoreUnavailable(
+            f"cannot create schema {schema!r} in PostgreSQL store {where}: {describe(exc)}"
+        ) from exc
+    finally:
+        await conn.close()

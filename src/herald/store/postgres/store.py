@@ -31,7 +31,7 @@ from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.listener import Listener
-from herald.store.postgres.pool import open_pool
+from herald.store.postgres.pool import open_pool, split_schema
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
@@ -52,7 +52,7 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:
         super().__init__(clock)
-        self.url = url
+        self.url, self.schema = split_schema(url)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._writer = Writer(self._run)
         self._listener: Listener | None = None
@@ -60,7 +60,7 @@ class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeSto
     async def open(self) -> None:
         if self._pool is not None:
             return
-        self._pool = await open_pool(self.url)
+        self._pool = await open_pool(self.url, self.schema)
 
     async def listen(
         self,
