@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -105,7 +106,7 @@ def test_an_agent_is_named_by_its_handle_on_every_route(admin: httpx.Client) -> 
     assert missing.status_code == 404 and handle in missing.json()["error"]["message"]
 
 
-def test_the_stats_count_a_known_store(tmp_path: Any) -> None:
+def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
     herald = HeraldProcess(f"sqlite:///{tmp_path / 'herald.db'}")
     try:
         with herald.client(herald.admin_key) as admin:
