@@ -1,5 +1,5 @@
 """The admin's routes for agents: create, list, read, delete, their delivery overrides and
-their live sessions."""
+their live sessions. An agent is named in the path by its id or its handle."""
 
 from __future__ import annotations
 
@@ -33,21 +33,25 @@ async def create_agent(request: Request) -> Response:
 
 
 async def list_agents(request: Request) -> Response:
+    """Every agent with its open events, live sessions and last activity (``AgentSummary``)."""
     hub = services(request).hub
     await require_admin(hub, request)
-    return json_response({"agents": [agent.to_json() for agent in await hub.list_agents()]})
+    return json_response({"agents": [each.to_json() for each in await hub.overview.agents()]})
 
 
 async def get_agent(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
-    return json_response((await hub.get_agent(request.path_params["agent_id"])).to_json())
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    summaries = await hub.overview.agents(agent.id)
+    return json_response(summaries[0].to_json() if summaries else agent.to_json())
 
 
 async def delete_agent(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
-    await hub.delete_agent(request.path_params["agent_id"])
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    await hub.delete_agent(agent.id)
     return Response(status_code=204)
 
 
@@ -56,14 +60,15 @@ async def set_delivery(request: Request) -> Response:
     await require_admin(hub, request)
     body = parse(DeliveryInput, await read_json(request))
     delivery = body.delivery.model_dump(exclude_unset=True)
-    agent = await hub.set_delivery(request.path_params["agent_id"], delivery)
+    named = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    agent = await hub.set_delivery(named.id, delivery)
     return json_response(agent.to_json())
 
 
 async def agent_sessions(request: Request) -> Response:
     hub, notifier = services(request).hub, services(request).notifier
     await require_admin(hub, request)
-    agent = await hub.get_agent(request.path_params["agent_id"])
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     sessions = await notifier.presence.live(agent.id)
     return json_response({"sessions": [session.to_json() for session in sessions]})
 

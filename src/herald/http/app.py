@@ -16,7 +16,7 @@ from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
-from herald.http import agents, channel, endpoints, event_types, events, health
+from herald.http import agents, channel, endpoints, event_types, events, health, stats
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
@@ -85,6 +85,7 @@ def create_app(
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         *endpoints.ROUTES,
         *event_types.ROUTES,
+        *stats.ROUTES,
     ]
     app = Starlette(
         routes=routes,

@@ -1,5 +1,6 @@
 """The admin's routes for an agent's webhook and OpenClaw target. Targets are checked where they
-point as they are set (and again as they are called)."""
+point as they are set (and again as they are called). An endpoint is shown with
+``next_attempt_at``: when its earliest waiting delivery is due (null: none waits)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from starlette.routing import Route
 from herald.http.auth import require_admin
 from herald.http.io import json_response, read_json
 from herald.http.services import services
+from herald.hub import Hub
 from herald.inputs.agents import OpenClawInput, RotationInput, WebhookInput
 from herald.inputs.refusals import parse
-from herald.models import Kind
+from herald.models import Endpoint, Kind
+from herald.times import iso_ms
 from herald.webhooks import manage
 
 
@@ -69,9 +72,25 @@ async def list_endpoints(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     agent = await hub.get_agent(request.path_params["agent_id"])
-    return json_response(
-        {"endpoints": [e.to_json() for e in await hub.endpoints.of_agent(agent.id)]}
-    )
+    return json_response({"endpoints": await shown(hub, await hub.endpoints.of_agent(agent.id))})
+
+
+async def enable(request: Request) -> Response:
+    """Bring a disabled webhook or OpenClaw endpoint back, its secret unchanged."""
+    hub = services(request).hub
+    await require_admin(hub, request)
+    endpoint = await hub.endpoints.enable_by_admin(request.path_params["endpoint_id"])
+    (answer,) = await shown(hub, [endpoint])
+    return json_response(answer)
+
+
+async def shown(hub: Hub, endpoints: list[Endpoint]) -> list[dict[str, Any]]:
+    """The endpoints' JSON, each with when its earliest waiting delivery is due."""
+    due = await hub.endpoints.next_attempts([e.id for e in endpoints])
+    return [
+        {**e.to_json(), "next_attempt_at": iso_ms(due[e.id]) if e.id in due else None}
+        for e in endpoints
+    ]
 
 
 def with_warning(answer: dict[str, Any], warning: str | None) -> dict[str, Any]:
@@ -86,4 +105,5 @@ ROUTES = [
     Route("/v1/agents/{agent_id}/webhook", remove_webhook, methods=["DELETE"]),
     Route("/v1/agents/{agent_id}/openclaw", remove_openclaw, methods=["DELETE"]),
     Route("/v1/agents/{agent_id}/endpoints", list_endpoints, methods=["GET"]),
+    Route("/v1/endpoints/{endpoint_id}/enable", enable, methods=["POST"]),
 ]

@@ -1,5 +1,5 @@
-"""Publishing events (one, or a batch of up to 1,000) and reading one back with its attempts
-and replies."""
+"""Publishing events (one, or a batch of up to 1,000), reading one back with its attempts
+and replies, listing them page by page, and offering one again."""
 
 from __future__ import annotations
 
@@ -9,11 +9,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from herald.errors import InvalidInput, NotFound
 from herald.http.auth import admin_or_agent, require_admin
 from herald.http.io import json_response, read_json
 from herald.http.limits import ADMIN
 from herald.http.services import services
+from herald.hub import Hub
 from herald.inputs.events import parse_batch, parse_new_event
+from herald.inputs.listing import EventListingInput, page_cursor
+from herald.inputs.refusals import parse
+from herald.models import EventStatus
+from herald.overview import EventQuery
 
 
 async def publish(request: Request) -> Response:
@@ -49,11 +55,55 @@ async def get_event(request: Request) -> Response:
     )
 
 
+async def list_events(request: Request) -> Response:
+    """Events of every agent (or one), newest first, a page at a time: ``next`` is the cursor
+    of the page after (null: this is the last)."""
+    hub = services(request).hub
+    await require_admin(hub, request)
+    asked = parse(EventListingInput, dict(request.query_params))
+    query = EventQuery(
+        agent_id=await _agent_id(hub, asked.agent) if asked.agent is not None else None,
+        status=EventStatus(asked.status) if asked.status is not None else None,
+        type=asked.type,
+        since_ms=asked.since,
+        until_ms=asked.until,
+        before=asked.cursor,
+        limit=asked.limit + 1,  # one more tells whether a page follows
+    )
+    events = await hub.overview.events(query)
+    page = events[: asked.limit]
+    more = len(events) > asked.limit
+    return json_response(
+        {
+            "events": [event.to_json() for event in page],
+            "next": page_cursor(page[-1].created_at, page[-1].id) if more else None,
+        }
+    )
+
+
+async def _agent_id(hub: Hub, value: str) -> str:
+    try:
+        return (await hub.agent_by_id_or_handle(value)).id
+    except NotFound:
+        raise InvalidInput(
+            f"query.agent names no agent: {value!r} is neither an agent's id nor its handle"
+        ) from None
+
+
+async def redeliver(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    event = await hub.redeliver(request.path_params["event_id"])
+    return json_response(event.to_json())
+
+
 def _receipt(event_id: str, seq: int, created: bool) -> dict[str, Any]:
     return {"id": event_id, "seq": seq, "duplicate": not created}
 
 
 ROUTES = [
     Route("/v1/events", publish, methods=["POST"]),
+    Route("/v1/events", list_events, methods=["GET"]),
     Route("/v1/events/{event_id}", get_event, methods=["GET"]),
+    Route("/v1/events/{event_id}/redeliver", redeliver, methods=["POST"]),
 ]

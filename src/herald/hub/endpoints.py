@@ -3,19 +3,26 @@ what the admin's endpoint operations and the webhook worker read and write."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from herald.errors import NotFound
 from herald.ids import is_id
-from herald.models import Agent, Delivery, Endpoint, Event, Finished, Kind
+from herald.models import Agent, Delivery, Endpoint, Event, Finished, Kind, State
 from herald.store import Store
+
+ENABLE_TRIES = 3
+"""An endpoint disabled anew (for another reason) while it is enabled is read again, this often."""
 
 
 class EndpointBook:
     """The endpoints part of the hub (``hub.endpoints``). Ids that cannot name anything are
     answered without asking the store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, *, on_enabled: Callable[[str], None] = lambda agent_id: None
+    ) -> None:
         self._store = store
+        self._on_enabled = on_enabled
 
     async def put(self, endpoint: Endpoint) -> None:
         """Create the agent's endpoint of that kind, or replace it (its deliveries go with it)."""
@@ -41,6 +48,38 @@ class EndpointBook:
     async def enable(self, endpoint_id: str, disabled_reason: str) -> bool:
         """Make a disabled endpoint active again, if it is still disabled for that reason."""
         return await self._store.enable_endpoint(endpoint_id, disabled_reason)
+
+    async def enable_by_admin(self, endpoint_id: str) -> Endpoint:
+        """Bring a disabled webhook or OpenClaw endpoint back, whatever disabled it: its secret
+        and waiting deliveries are kept, and its failing span starts afresh. An active one is
+        answered as it is. ``on_enabled`` is told its agent (the worker looks again).
+
+        Raises:
+            NotFound: no webhook or OpenClaw endpoint has that id.
+        """
+        for _ in range(ENABLE_TRIES):
+            endpoint = await self.get(endpoint_id)
+            if endpoint.state is State.ACTIVE:
+                return endpoint
+            if await self._store.enable_endpoint(endpoint.id, endpoint.disabled_reason or ""):
+                self._on_enabled(endpoint.agent_id)
+                return await self.get(endpoint_id)
+        return await self.get(endpoint_id)
+
+    async def get(self, endpoint_id: str) -> Endpoint:
+        """A webhook or OpenClaw endpoint (a subscription's is its own, ``hub.subscriptions``).
+
+        Raises:
+            NotFound: no such endpoint.
+        """
+        found = await self._store.get_endpoint(endpoint_id) if is_id(endpoint_id, "end_") else None
+        if found is None or found.kind is Kind.SUBSCRIPTION:
+            raise NotFound(f"no webhook or OpenClaw endpoint has the id {endpoint_id!r}")
+        return found
+
+    async def next_attempts(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
+        """When each endpoint's earliest waiting delivery is due (none waiting: left out)."""
+        return await self._store.next_attempts(endpoint_ids) if endpoint_ids else {}
 
     async def schedule(
         self,

@@ -23,6 +23,7 @@ from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
+from herald.hub.overview import Overview
 from herald.hub.presence import Presence
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
@@ -87,7 +88,8 @@ class Hub:
         payload_check_s: float = DEFAULTS.hub.payload_check_s,
     ) -> None:
         self._store = store
-        self.endpoints = EndpointBook(store)
+        self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
+        self.overview = Overview(store)
         self.presence = Presence(store)
         self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
@@ -247,6 +249,20 @@ class Hub:
         agent = await self._store.get_agent(agent_id) if is_id(agent_id, "agt_") else None
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")
+        return agent
+
+    async def agent_by_id_or_handle(self, value: str) -> Agent:
+        """The agent with that id or, failing that, that handle (an id is never a handle: ids
+        are upper case).
+
+        Raises:
+            NotFound: no agent has either.
+        """
+        agent = await self._store.get_agent(value) if is_id(value, "agt_") else None
+        if agent is None and HANDLE_PATTERN.fullmatch(value):
+            agent = await self._store.agent_by_handle(value)
+        if agent is None:
+            raise NotFound(f"no agent has the id or handle {value!r}")
         return agent
 
     async def set_delivery(self, agent_id: str, delivery: Any) -> Agent:
@@ -520,6 +536,21 @@ class Hub:
         if event is None or (viewer is not None and event.agent_id != viewer.id):
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self._store.attempts(event_id)
+
+    async def redeliver(self, event_id: str) -> Event:
+        """Offer a delivered, expired or undeliverable event again (``Store.redeliver``): it is
+        pending once more, and its webhook and OpenClaw deliveries start a new series of
+        attempts (those to a disabled endpoint once it is enabled). Its attempts stay.
+
+        Raises:
+            NotFound: no such event.
+            Conflict: it is pending, and none of its deliveries was given up on.
+        """
+        event = await self._store.redeliver(event_id) if is_id(event_id, "evt_") else None
+        if event is None:
+            raise NotFound(f"no event {event_id!r}")
+        self._announce({event.agent_id})  # its ways read the agent's open events again
+        return event
 
     async def drain(
         self,

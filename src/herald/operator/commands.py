@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # rich is imported only when an operator's command runs, not 
 
 Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
 
-AGENT_COLUMNS = ("id", "handle", "pending", "sessions", "last_activity_at", "created_at")
+AGENT_COLUMNS = ("id", "handle", "pending", "live_sessions", "last_activity_at", "created_at")
 EVENT_COLUMNS = ("id", "to", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
@@ -284,7 +284,7 @@ def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "store": ready.get("status"),
         "agents": len(agents),
         "pending": sum(agent.get("pending") or 0 for agent in agents),
-        "live sessions": sum(agent.get("sessions") or 0 for agent in agents),
+        "live sessions": sum(agent.get("live_sessions") or 0 for agent in agents),
     }
     out.record(status, "herald status")
 

@@ -42,6 +42,7 @@ from herald.models import (
     StartPosition,
     WebhookSubscription,
 )
+from herald.overview import AgentSummary, EventQuery, Stats
 
 Clock = Callable[[], float]
 
@@ -105,6 +106,9 @@ class Store(ABC):
 
     @abstractmethod
     async def agent_by_key_hash(self, key_hash: str) -> Agent | None: ...
+
+    @abstractmethod
+    async def agent_by_handle(self, handle: str) -> Agent | None: ...
 
     @abstractmethod
     async def list_agents(self) -> list[Agent]: ...
@@ -332,6 +336,14 @@ class Store(ABC):
         begins with ``herald.models.REFUSED_PREFIX``."""
 
     @abstractmethod
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None: ...
+
+    @abstractmethod
+    async def next_attempts(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
+        """When each endpoint's earliest waiting delivery is due; endpoints with none waiting
+        are left out."""
+
+    @abstractmethod
     async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
         """Make a disabled endpoint active again, if it is still disabled for that reason;
         its failing span starts afresh. Returns whether it was."""
@@ -453,3 +465,34 @@ class Store(ABC):
     @abstractmethod
     async def delete_event_type(self, name: str) -> bool:
         """Forget an event type; False if it was not declared."""
+
+    # What an operator lists and counts
+
+    @abstractmethod
+    async def list_events(self, query: EventQuery) -> list[Event]:
+        """A page of events of any agents, newest first by ``(created_at, id)``, as ``query``
+        filters them (``query.before``: those after the previous page's last). A walk of pages
+        sees each event that existed when it started once, whatever is published meanwhile."""
+
+    @abstractmethod
+    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
+        """Every agent (or the one with that id) with its open, unexpired events, its live
+        sessions and its last activity, in one query, by handle."""
+
+    @abstractmethod
+    async def stats(self, top: int = 10) -> Stats:
+        """Counts of the whole store, each one aggregate query; the ``top`` agents by open,
+        unexpired events (agents with none left out)."""
+
+    @abstractmethod
+    async def redeliver(self, event_id: str) -> Event | None:
+        """Offer a finished event (delivered, expired, sent) or one whose delivery to an
+        endpoint was given up on, again, in one transaction: it becomes pending, unleased, its
+        time to live starting afresh, and its deliveries to webhook and OpenClaw endpoints that
+        are finished (done or dead) start a new series of attempts, due now. Its attempts stay.
+        None: no such event.
+
+        Raises:
+            Conflict: the event is pending and none of its deliveries was given up on: it is
+                being offered already; nothing changes.
+        """

@@ -523,3 +523,63 @@ ORDER BY e.seq
 LIMIT $2
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
+
+# What an operator lists and counts. A page of events is made by ``overview.events_page``; the
+# counts below each read their index on the agent's id. $1 now; in AGENT_SUMMARIES, $2 the one
+# agent (NULL: every agent); in TOP_PENDING, $2 how many.
+OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1)"
+AGENT_BY_HANDLE = f"SELECT {AGENT_COLUMNS} FROM agents WHERE handle = $1"
+GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1"
+NEXT_ATTEMPTS = """
+SELECT endpoint_id, min(next_at) AS next_at FROM deliveries
+WHERE state = 'waiting' AND endpoint_id = ANY($1::text[]) GROUP BY endpoint_id
+"""
+AGENT_SUMMARIES = f"""
+SELECT {AGENT_COLUMNS},
+    (SELECT count(*) FROM events e WHERE e.agent_id = agents.id AND {OPEN_UNEXPIRED})
+        AS pending,
+    (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > $1)
+        AS live_sessions,
+    greatest(
+        (SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id),
+        (SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id)
+    ) AS last_activity_at
+FROM agents WHERE $2::text IS NULL OR id = $2 ORDER BY handle COLLATE "C"
+"""
+EVENTS_BY_STATUS = "SELECT status, count(*) AS n FROM events GROUP BY status"
+ATTEMPTS_BY_WAY = """
+SELECT mechanism, outcome, count(*) AS n FROM attempts
+GROUP BY mechanism, outcome ORDER BY mechanism COLLATE "C", outcome COLLATE "C"
+"""
+TOP_PENDING = f"""
+SELECT a.id, a.handle, count(*) AS n FROM events e JOIN agents a ON a.id = e.agent_id
+WHERE {OPEN_UNEXPIRED}
+GROUP BY a.id ORDER BY n DESC, a.handle COLLATE "C" LIMIT $2
+"""
+SESSIONS_BY_WAY = """
+SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
+GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
+"""
+ENDPOINTS_BY_STATE = """
+SELECT kind, state, count(*) AS n FROM endpoints
+GROUP BY kind, state ORDER BY kind COLLATE "C", state COLLATE "C"
+"""
+# Redeliver: $1 event, $2 now. A pending event is being offered: it is offered again only once
+# a delivery of it was given up on. The row is locked, so that two redelivers take turns.
+REDELIVERABLE = """
+SELECT e.status <> 'pending' OR EXISTS (
+    SELECT FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead')
+FROM events e WHERE e.id = $1 FOR UPDATE
+"""
+REOFFER_EVENT = f"""
+UPDATE events SET status = 'pending', status_at = $2, lease_owner = NULL,
+    lease_until = NULL, lease_cursor = NULL,
+    expires_at = CASE WHEN expires_at IS NULL THEN NULL ELSE $2 + expires_at - created_at END
+WHERE id = $1 RETURNING {EVENT_COLUMNS}
+"""
+RESTART_DELIVERIES = """
+UPDATE deliveries SET state = 'waiting', attempts = 0, next_at = $2, claimed_by = NULL,
+    claimed_until = NULL, last_error = NULL
+WHERE event_id = $1 AND state IN ('done', 'dead')
+  AND endpoint_id IN (SELECT id FROM endpoints WHERE kind <> 'subscription')
+"""

@@ -31,6 +31,7 @@ from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.listener import Listener
+from herald.store.postgres.overview import OverviewStore
 from herald.store.postgres.pool import open_pool, split_schema
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
@@ -47,7 +48,9 @@ TRANSACTION_TRIES = 3
 LISTEN_READY_S = 5.0
 
 
-class PostgresStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, Store):
+class PostgresStore(
+    EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, OverviewStore, Store
+):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 
     def __init__(self, url: str, clock: Clock = time.time) -> None:

@@ -30,6 +30,7 @@ from herald.store.sqlite.attempts import (
 )
 from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.event_types import EventTypeStore
+from herald.store.sqlite.overview import OverviewStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -58,7 +59,9 @@ REPLY_COLUMNS = select_list(REPLIES)
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
-class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, Store):
+class SQLiteStore(
+    EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, OverviewStore, Store
+):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 

@@ -1,0 +1,101 @@
+"""What the admin asks of ``GET /v1/events``: filters, a page's size, and where the page starts
+(the opaque cursor the page before answered with)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BeforeValidator, Field
+
+from herald.ids import is_id
+from herald.inputs.fields import whole
+from herald.inputs.refusals import Input, Says, refuse
+from herald.validation import HANDLE_PATTERN
+
+MAX_PAGE = 500
+DEFAULT_PAGE = 50
+TYPE_GLOB = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
+_CURSOR = re.compile(r"(\d{1,15})\.(evt_[0-9A-Z]{26})")
+
+
+def page_cursor(created_at: int, event_id: str) -> str:
+    """The cursor that starts the next page after the event at ``(created_at, event_id)``."""
+    return base64.urlsafe_b64encode(f"{created_at}.{event_id}".encode()).decode().rstrip("=")
+
+
+def _position(value: Any) -> tuple[int, str]:
+    """A cursor read back: the ``(created_at, id)`` the page before ended at."""
+    refused = refuse(
+        " is not a cursor herald gave: send the next value of the page before, or leave it"
+        " out for the first page"
+    )
+    if not isinstance(value, str) or len(value) > 64:
+        raise refused
+    try:
+        text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise refused from None
+    found = _CURSOR.fullmatch(text)
+    if found is None or not is_id(found[2], "evt_"):
+        raise refused
+    return int(found[1]), found[2]
+
+
+def _moment(value: Any) -> int:
+    """An ISO 8601 time in milliseconds since the epoch (UTC when it names no zone)."""
+    refused = refuse(" must be an ISO 8601 time such as 2025-01-31T09:30:00Z or 2025-01-31")
+    if not isinstance(value, str) or len(value) > 64:
+        raise refused
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise refused from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return round(moment.timestamp() * 1000)
+
+
+def _whole_number(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+
+
+Moment = Annotated[int, BeforeValidator(_moment)]
+Page = Annotated[
+    int,
+    Field(ge=1, le=MAX_PAGE),
+    BeforeValidator(_whole_number),
+    Says(f"must be a whole number from 1 to {MAX_PAGE}"),
+]
+AgentName = Annotated[
+    str,
+    Field(pattern=f"{whole(HANDLE_PATTERN)}|^agt_[0-9A-Z]{{26}}$"),
+    Says("must be an agent's id (agt_...) or handle"),
+]
+TypeFilter = Annotated[
+    str,
+    Field(pattern=whole(TYPE_GLOB)),
+    Says("must be an event type, or a glob of one where * is any run and ? one character"),
+]
+Status = Annotated[
+    Literal["pending", "sent", "delivered", "expired"],
+    Says("must be one of pending, sent, delivered, expired"),
+]
+
+
+class EventListingInput(Input):
+    """``GET /v1/events``'s query parameters."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    agent: AgentName | None = None
+    status: Status | None = None
+    type: TypeFilter | None = None
+    since: Moment | None = None
+    until: Moment | None = None
+    cursor: Annotated[tuple[int, str], BeforeValidator(_position)] | None = None
+    limit: Page = DEFAULT_PAGE

@@ -1,0 +1,91 @@
+"""What an operator sees of a running herald: pages of events across agents, each agent with its
+backlog and activity, and counts of the whole. Plain values, read by the store in single queries
+(``Store.list_events``, ``Store.agent_summaries``, ``Store.stats``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from herald.models import Agent, EventStatus
+from herald.times import iso_ms
+
+
+@dataclass(frozen=True)
+class EventQuery:
+    """Which events a page lists, newest first by ``(created_at, id)``: a total order across
+    agents (seqs are per agent), so that a page's position is one event's ``(created_at, id)``.
+
+    ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one); ``since_ms``
+    is inclusive and ``until_ms`` exclusive; ``before``: only events that sort after that
+    position (the last event of the page before)."""
+
+    agent_id: str | None = None
+    status: EventStatus | None = None
+    type: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    before: tuple[int, str] | None = None
+    limit: int = 50
+
+    @property
+    def type_is_glob(self) -> bool:
+        return self.type is not None and ("*" in self.type or "?" in self.type)
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    """An agent with its open events, live sessions and last activity, read at one moment.
+
+    ``last_activity_at`` is the newest of its newest stored event's ``created_at`` (its last
+    publish) and its sessions' ``seen_at`` (their last sign of life): both read from indexes.
+    Acknowledgements are not counted (no index finds an agent's last one cheaply); a session
+    gone and events pruned are forgotten."""
+
+    agent: Agent
+    pending: int
+    live_sessions: int
+    last_activity_at: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        last = self.last_activity_at
+        return {
+            **self.agent.to_json(),
+            "pending": self.pending,
+            "live_sessions": self.live_sessions,
+            "last_activity_at": iso_ms(last) if last is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counts of the whole store, each from one aggregate query: events by status, attempts by
+    mechanism and outcome, the agents with the most open events, live sessions by transport
+    and era, endpoints by kind and state."""
+
+    events: dict[str, int]
+    attempts: list[tuple[str, str, int]]
+    top_pending: list[tuple[str, str, int]]
+    """(agent id, handle, open events), most first."""
+    sessions: list[tuple[str, str, int]]
+    endpoints: list[tuple[str, str, int]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "events": {status.value: self.events.get(status.value, 0) for status in EventStatus},
+            "attempts": [
+                {"mechanism": mechanism, "outcome": outcome, "count": n}
+                for mechanism, outcome, n in self.attempts
+            ],
+            "top_pending": [
+                {"id": agent_id, "handle": handle, "pending": n}
+                for agent_id, handle, n in self.top_pending
+            ],
+            "sessions": [
+                {"transport": transport, "era": era, "count": n}
+                for transport, era, n in self.sessions
+            ],
+            "endpoints": [
+                {"kind": kind, "state": state, "count": n} for kind, state, n in self.endpoints
+            ],
+        }

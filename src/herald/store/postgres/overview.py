@@ -1,0 +1,141 @@
+"""What an operator lists and counts, on PostgreSQL: pages of events, agents with their backlog,
+the store's counts, and an event offered again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from herald.errors import Conflict
+from herald.models import Agent, Endpoint, Event
+from herald.overview import AgentSummary, EventQuery, Stats
+from herald.store.postgres import queries
+from herald.store.postgres.rows import Connection, Runner, endpoint, event
+from herald.store.rules import like_patterns
+from herald.store.tables import AGENTS
+
+ALREADY_PENDING = (
+    "event {!r} is pending already and none of its deliveries was given up on: it is being"
+    " offered; redeliver an event once it is delivered, expired or undeliverable"
+)
+
+
+class OverviewStore:
+    """The overview half of ``PostgresStore``."""
+
+    _run: Runner
+    now: Callable[[], int]
+
+    async def agent_by_handle(self, handle: str) -> Agent | None:
+        async def select(conn: Connection) -> Agent | None:
+            row = await conn.fetchrow(queries.AGENT_BY_HANDLE, handle)
+            return AGENTS.record(row) if row is not None else None
+
+        return await self._run(select)
+
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
+        async def select(conn: Connection) -> Endpoint | None:
+            row = await conn.fetchrow(queries.GET_ENDPOINT, endpoint_id)
+            return endpoint(row) if row is not None else None
+
+        return await self._run(select)
+
+    async def next_attempts(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
+        async def select(conn: Connection) -> dict[str, int]:
+            rows = await conn.fetch(queries.NEXT_ATTEMPTS, list(endpoint_ids))
+            return {row["endpoint_id"]: row["next_at"] for row in rows}
+
+        return await self._run(select)
+
+    async def list_events(self, query: EventQuery) -> list[Event]:
+        sql, args = events_page(query)
+
+        async def select(conn: Connection) -> list[Event]:
+            return [event(row) for row in await conn.fetch(sql, *args)]
+
+        return await self._run(select)
+
+    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
+        now = self.now()
+
+        async def select(conn: Connection) -> list[AgentSummary]:
+            rows = await conn.fetch(queries.AGENT_SUMMARIES, now, agent_id)
+            return [
+                AgentSummary(
+                    AGENTS.record(row),
+                    row["pending"],
+                    row["live_sessions"],
+                    row["last_activity_at"],
+                )
+                for row in rows
+            ]
+
+        return await self._run(select)
+
+    async def stats(self, top: int = 10) -> Stats:
+        now = self.now()
+
+        async def select(conn: Connection) -> Stats:
+            async def rows(sql: str, *args: Any) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in await conn.fetch(sql, *args)]
+
+            return Stats(
+                events=dict(await rows(queries.EVENTS_BY_STATUS)),
+                attempts=await rows(queries.ATTEMPTS_BY_WAY),
+                top_pending=await rows(queries.TOP_PENDING, now, top),
+                sessions=await rows(queries.SESSIONS_BY_WAY, now),
+                endpoints=await rows(queries.ENDPOINTS_BY_STATE),
+            )
+
+        return await self._run(select)
+
+    async def redeliver(self, event_id: str) -> Event | None:
+        now = self.now()
+
+        async def reoffer(conn: Connection) -> Event | None:
+            redeliverable = await conn.fetchrow(queries.REDELIVERABLE, event_id)
+            if redeliverable is None:
+                return None
+            if not redeliverable[0]:
+                raise Conflict(ALREADY_PENDING.format(event_id))
+            row = await conn.fetchrow(queries.REOFFER_EVENT, event_id, now)
+            await conn.execute(queries.RESTART_DELIVERIES, event_id, now)
+            return event(row) if row is not None else None
+
+        return await self._run(reoffer, transaction=True)
+
+
+def events_page(query: EventQuery) -> tuple[str, list[Any]]:
+    """The SELECT of a page of events and its arguments: only the filters given are in it, so
+    that each combination gets a plan of its own (a filter made void by a NULL argument would
+    not be read from its index)."""
+    parts: list[str] = []
+    args: list[Any] = []
+
+    def arg(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    if query.agent_id is not None:
+        parts.append(f"agent_id = {arg(query.agent_id)}")
+    if query.status is not None:
+        parts.append(f"status = {arg(query.status.value)}")
+    if query.type is not None:
+        if query.type_is_glob:
+            parts.append(f"type LIKE {arg(like_patterns([query.type])[0])}")
+        else:
+            parts.append(f"type = {arg(query.type)}")
+    if query.since_ms is not None:
+        parts.append(f"created_at >= {arg(query.since_ms)}::bigint")
+    if query.until_ms is not None:
+        parts.append(f"created_at < {arg(query.until_ms)}::bigint")
+    if query.before is not None:
+        at, event_id = arg(query.before[0]), arg(query.before[1])
+        parts.append(f'(created_at, id COLLATE "C") < ({at}::bigint, {event_id}::text)')
+    where = " WHERE " + " AND ".join(parts) if parts else ""
+    limit = arg(query.limit)
+    sql = (
+        f"SELECT {queries.EVENT_COLUMNS} FROM events{where}"
+        f' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT {limit}'
+    )
+    return sql, args

@@ -1,0 +1,210 @@
+"""What an operator lists and counts, on SQLite: pages of events, agents with their backlog,
+the store's counts, and an event offered again."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from herald.errors import Conflict
+from herald.models import Agent, Endpoint, Event
+from herald.overview import AgentSummary, EventQuery, Stats
+from herald.store.sqlite.rows import (
+    AGENT_COLUMNS,
+    EVENT_COLUMNS,
+    OPEN,
+    Operation,
+    as_json,
+    event,
+    record,
+    records,
+    select_list,
+)
+from herald.store.tables import AGENTS, ENDPOINTS, EVENTS
+
+OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > :now)"
+
+# One query for every agent: each count and maximum read from an index on the agent's id.
+AGENT_SUMMARIES = f"""
+SELECT {AGENT_COLUMNS},
+    (SELECT count(*) FROM events e WHERE e.agent_id = agents.id AND {OPEN_UNEXPIRED})
+        AS pending,
+    (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > :now)
+        AS live_sessions,
+    max(
+        coalesce((SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id), 0),
+        coalesce((SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id), 0)
+    ) AS last_activity_at
+FROM agents WHERE :agent IS NULL OR id = :agent ORDER BY handle
+"""
+
+TOP_PENDING = f"""
+SELECT a.id, a.handle, count(*) AS pending FROM events e JOIN agents a ON a.id = e.agent_id
+WHERE {OPEN_UNEXPIRED}
+GROUP BY a.id ORDER BY pending DESC, a.handle LIMIT :top
+"""
+
+# A pending event is being offered: it is offered again only once a delivery of it was given up.
+REDELIVERABLE = """
+SELECT e.status <> 'pending' OR EXISTS (
+    SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead')
+FROM events e WHERE e.id = :id
+"""
+REOFFER_EVENT = f"""
+UPDATE events SET status = 'pending', status_at = :now, lease_owner = NULL,
+    lease_until = NULL, lease_cursor = NULL,
+    expires_at = CASE WHEN expires_at IS NULL THEN NULL ELSE :now + expires_at - created_at END
+WHERE id = :id RETURNING {EVENT_COLUMNS}
+"""
+RESTART_DELIVERIES = """
+UPDATE deliveries SET state = 'waiting', attempts = 0, next_at = :now, claimed_by = NULL,
+    claimed_until = NULL, last_error = NULL
+WHERE event_id = :id AND state IN ('done', 'dead')
+  AND endpoint_id IN (SELECT id FROM endpoints WHERE kind <> 'subscription')
+"""
+
+
+class OverviewStore:
+    """The overview half of ``SQLiteStore``."""
+
+    _run: Callable[[Operation[Any]], Awaitable[Any]]
+    now: Callable[[], int]
+
+    async def agent_by_handle(self, handle: str) -> Agent | None:
+        def select(conn: sqlite3.Connection) -> Agent | None:
+            rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents WHERE handle = ?", (handle,))
+            return record(AGENTS, rows)
+
+        result: Agent | None = await self._run(select)
+        return result
+
+    async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
+        def select(conn: sqlite3.Connection) -> Endpoint | None:
+            rows = conn.execute(
+                f"SELECT {select_list(ENDPOINTS)} FROM endpoints WHERE id = ?", (endpoint_id,)
+            )
+            return record(ENDPOINTS, rows)
+
+        result: Endpoint | None = await self._run(select)
+        return result
+
+    async def next_attempts(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
+        def select(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(
+                "SELECT endpoint_id, min(next_at) FROM deliveries WHERE state = 'waiting'"
+                " AND endpoint_id IN (SELECT value FROM json_each(?)) GROUP BY endpoint_id",
+                (as_json(list(endpoint_ids)),),
+            )
+            return {row[0]: row[1] for row in rows}
+
+        result: dict[str, int] = await self._run(select)
+        return result
+
+    async def list_events(self, query: EventQuery) -> list[Event]:
+        where, params = _filters(query)
+
+        def select(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events{where}"
+                " ORDER BY created_at DESC, id DESC LIMIT :limit",
+                params,
+            )
+            return records(EVENTS, rows)
+
+        result: list[Event] = await self._run(select)
+        return result
+
+    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
+        params = {"now": self.now(), "agent": agent_id}
+
+        def select(conn: sqlite3.Connection) -> list[AgentSummary]:
+            rows = conn.execute(AGENT_SUMMARIES, params).fetchall()
+            return [
+                AgentSummary(
+                    AGENTS.record(row),
+                    row["pending"],
+                    row["live_sessions"],
+                    row["last_activity_at"] or None,
+                )
+                for row in rows
+            ]
+
+        result: list[AgentSummary] = await self._run(select)
+        return result
+
+    async def stats(self, top: int = 10) -> Stats:
+        params = {"now": self.now(), "top": top}
+
+        def select(conn: sqlite3.Connection) -> Stats:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in conn.execute(sql, params)]
+
+            events = rows("SELECT status, count(*) FROM events GROUP BY status")
+            return Stats(
+                events={status: n for status, n in events},
+                attempts=rows(
+                    "SELECT mechanism, outcome, count(*) FROM attempts"
+                    " GROUP BY mechanism, outcome ORDER BY mechanism, outcome"
+                ),
+                top_pending=rows(TOP_PENDING),
+                sessions=rows(
+                    "SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now"
+                    " GROUP BY transport, era ORDER BY transport, era"
+                ),
+                endpoints=rows(
+                    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state"
+                    " ORDER BY kind, state"
+                ),
+            )
+
+        result: Stats = await self._run(select)
+        return result
+
+    async def redeliver(self, event_id: str) -> Event | None:
+        params = {"id": event_id, "now": self.now()}
+
+        def reoffer(conn: sqlite3.Connection) -> Event | None:
+            found = conn.execute(REDELIVERABLE, params).fetchone()
+            if found is None:
+                return None
+            if not found[0]:
+                raise Conflict(_ALREADY_PENDING.format(event_id))
+            row = conn.execute(REOFFER_EVENT, params).fetchone()
+            conn.execute(RESTART_DELIVERIES, params)
+            return event(row)
+
+        result: Event | None = await self._run(reoffer)
+        return result
+
+
+_ALREADY_PENDING = (
+    "event {!r} is pending already and none of its deliveries was given up on: it is being"
+    " offered; redeliver an event once it is delivered, expired or undeliverable"
+)
+
+
+def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause (or nothing) and the parameters of a page of events."""
+    parts: list[str] = []
+    params: dict[str, Any] = {"limit": query.limit}
+    if query.agent_id is not None:
+        parts.append("agent_id = :agent")
+        params["agent"] = query.agent_id
+    if query.status is not None:
+        parts.append("status = :status")
+        params["status"] = query.status.value
+    if query.type is not None:
+        parts.append("type GLOB :type" if query.type_is_glob else "type = :type")
+        params["type"] = query.type
+    if query.since_ms is not None:
+        parts.append("created_at >= :since")
+        params["since"] = query.since_ms
+    if query.until_ms is not None:
+        parts.append("created_at < :until")
+        params["until"] = query.until_ms
+    if query.before is not None:
+        # The range on created_at is read from the index; the tie on it is broken by id.
+        parts.append("created_at <= :before_at AND (created_at < :before_at OR id < :before_id)")
+        params["before_at"], params["before_id"] = query.before
+    return (" WHERE " + " AND ".join(parts) if parts else ""), params

@@ -1,0 +1,220 @@
+"""What an operator lists and counts, and an event offered again: the store contract, on every
+backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from herald.errors import Conflict
+from herald.ids import new_id
+from herald.models import (
+    Agent,
+    Attempt,
+    Endpoint,
+    EventStatus,
+    Finished,
+    Kind,
+    NewEvent,
+    SessionRecord,
+    State,
+)
+from herald.overview import EventQuery
+from herald.store import Store
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def add_agent(store: Store, handle: str) -> Agent:
+    agent = Agent(new_id("agt_"), handle, f"hash-{handle}", store.now())
+    await store.create_agent(agent)
+    return agent
+
+
+async def publish(store: Store, to: str, count: int, type: str = "t", **kw: float) -> list[str]:
+    events = [NewEvent(to=to, type=type, text=f"{to}{n}", **kw) for n in range(count)]  # type: ignore[arg-type]
+    return [p.event.id for p in await store.append(events)]
+
+
+async def walk(store: Store, query: EventQuery) -> list[str]:
+    """Every page of ``query``, by ``before``, as GET /v1/events walks them."""
+    seen: list[str] = []
+    before = None
+    while True:
+        page = await store.list_events(EventQuery(**{**query.__dict__, "before": before}))
+        seen += [event.id for event in page]
+        if len(page) < query.limit:
+            return seen
+        before = (page[-1].created_at, page[-1].id)
+
+
+async def test_events_are_listed_newest_first_across_agents(
+    store: Store, clock: ManualClock
+) -> None:
+    await add_agent(store, "alice"), await add_agent(store, "bob")
+    ids = []
+    for _ in range(3):
+        ids += await publish(store, "alice", 2) + await publish(store, "bob", 1)
+        clock.advance(1)
+    listed = await store.list_events(EventQuery(limit=100))
+    assert [e.id for e in listed] == sorted(ids, reverse=True)
+    assert await walk(store, EventQuery(limit=2)) == [e.id for e in listed]
+
+
+async def test_a_walk_sees_each_event_that_existed_when_it_began_once(
+    store: Store, clock: ManualClock
+) -> None:
+    await add_agent(store, "alice"), await add_agent(store, "bob")
+    before = await publish(store, "alice", 5) + await publish(store, "bob", 5)
+    seen: list[str] = []
+    position = None
+    while True:
+        page = await store.list_events(EventQuery(before=position, limit=3))
+        seen += [e.id for e in page]
+        if len(page) < 3:
+            break
+        position = (page[-1].created_at, page[-1].id)
+        # Published between two pages, at the same millisecond and later.
+        await publish(store, "alice", 2)
+        clock.advance(0.001)
+    assert sorted(seen) == sorted(before)
+
+
+async def test_events_are_filtered_by_agent_status_type_and_time(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, _ = await add_agent(store, "alice"), await add_agent(store, "bob")
+    early = await publish(store, "alice", 1, type="dm.received")
+    start = store.now()
+    clock.advance(10)
+    later = await publish(store, "alice", 2, type="build.failed")
+    bob = await publish(store, "bob", 1, type="dm.sent")
+    await store.ack(alice.id, ids=[later[0]])
+
+    async def ids(**filters: object) -> set[str]:
+        return {e.id for e in await store.list_events(EventQuery(**filters))}  # type: ignore[arg-type]
+
+    assert await ids(agent_id=alice.id) == {*early, *later}
+    assert await ids(status=EventStatus.DELIVERED) == {later[0]}
+    assert await ids(type="dm.*") == {*early, *bob}
+    assert await ids(type="dm.receive?") == set(early)
+    assert await ids(type="dm.received") == set(early)
+    assert await ids(type="dm") == set()
+    assert await ids(since_ms=start + 1) == {*later, *bob}
+    assert await ids(until_ms=start + 1) == set(early)
+    assert await ids(agent_id=alice.id, type="build.*", status=EventStatus.PENDING) == {later[1]}
+
+
+async def test_agents_are_summed_up_in_one_read(store: Store, clock: ManualClock) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    published = await publish(store, "alice", 3)
+    await publish(store, "alice", 1, ttl_s=1)
+    await store.ack(alice.id, ids=published[:1])
+    clock.advance(2)  # the event with a ttl ran out: not open any more
+    seen = store.now()
+    await store.put_session(
+        SessionRecord("s1", bob.id, "p1", "mcp", "2025-06-18", seen, seen, seen + 60_000)
+    )
+    summaries = {s.agent.handle: s for s in await store.agent_summaries()}
+    assert [s.agent.handle for s in await store.agent_summaries()] == ["alice", "bob"]
+    assert (summaries["alice"].pending, summaries["alice"].live_sessions) == (2, 0)
+    assert summaries["alice"].last_activity_at == seen - 2000
+    assert (summaries["bob"].pending, summaries["bob"].live_sessions) == (0, 1)
+    assert summaries["bob"].last_activity_at == seen
+    (only,) = await store.agent_summaries(bob.id)
+    assert only.agent.id == bob.id
+
+
+async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    await add_agent(store, "carol")
+    await publish(store, "alice", 3)
+    await publish(store, "bob", 1)
+    await store.claim(alice.id, "c", 1, 60_000, "heartbeat")
+    await store.take(bob.id, 1, "heartbeat", "s")
+    now = store.now()
+    await store.put_session(
+        SessionRecord("s1", alice.id, "p", "mcp", "2025-06-18", now, now, now + 1)
+    )
+    await store.put_session(
+        SessionRecord("s2", bob.id, "p", "mcp", "2025-06-18", now, now, now + 1)
+    )
+    await store.put_session(SessionRecord("s3", bob.id, "p", "sse", "stream", now, now, now + 1))
+    await store.put_endpoint(Endpoint(new_id("end_"), bob.id, Kind.WEBHOOK, "https://x", "s", now))
+    stats = await store.stats(top=1)
+    assert stats.to_json() == {
+        "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0},
+        "attempts": [
+            {"mechanism": "heartbeat", "outcome": "delivered", "count": 1},
+            {"mechanism": "heartbeat", "outcome": "leased", "count": 1},
+        ],
+        "top_pending": [{"id": alice.id, "handle": "alice", "pending": 3}],
+        "sessions": [
+            {"transport": "mcp", "era": "2025-06-18", "count": 2},
+            {"transport": "sse", "era": "stream", "count": 1},
+        ],
+        "endpoints": [{"kind": "webhook", "state": "active", "count": 1}],
+    }
+
+
+async def test_an_agent_is_found_by_handle_and_an_endpoint_by_id(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    assert await store.agent_by_handle("alice") == alice
+    assert await store.agent_by_handle("nobody") is None
+    endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x", "s", store.now())
+    await store.put_endpoint(endpoint)
+    assert await store.get_endpoint(endpoint.id) == endpoint
+    assert await store.get_endpoint(new_id("end_")) is None
+
+
+async def give_up(store: Store, endpoint: Endpoint, event_id: str) -> None:
+    """The endpoint's delivery of the event fails for good, and the endpoint is disabled."""
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    gone = Attempt(event_id, store.now(), "webhook", "undeliverable", endpoint.id, "HTTP 410")
+    await store.finish_deliveries([Finished(delivery, gone, None, None, False, "HTTP 410")])
+
+
+async def test_an_undeliverable_event_is_offered_again_with_its_history(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x", "s", store.now())
+    await store.put_endpoint(endpoint)
+    (event_id,) = await publish(store, "alice", 1)
+    with pytest.raises(Conflict, match="pending already"):
+        await store.redeliver(event_id)
+    await give_up(store, endpoint, event_id)
+    assert await store.next_attempts([endpoint.id]) == {}
+    clock.advance(5)
+    again = await store.redeliver(event_id)
+    assert again is not None and again.status is EventStatus.PENDING
+    assert again.status_at == store.now()
+    (delivery,) = await store.deliveries(event_id)
+    assert (delivery.state, delivery.attempts, delivery.next_at) == ("waiting", 0, store.now())
+    assert await store.next_attempts([endpoint.id]) == {endpoint.id: store.now()}
+    assert [a.outcome for a in await store.attempts(event_id)] == ["undeliverable"]
+    # Waiting for its endpoint, disabled: enabled, it is claimed.
+    assert await store.claim_deliveries("w", 10, 60_000) == []
+    disabled = await store.get_endpoint(endpoint.id)
+    assert disabled is not None and disabled.state is State.DISABLED
+    assert await store.enable_endpoint(endpoint.id, disabled.disabled_reason or "")
+    ((claimed, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    assert claimed.event_id == event_id
+
+
+async def test_a_finished_event_is_offered_again_its_ttl_starting_afresh(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    delivered, expiring = await publish(store, "alice", 2, ttl_s=10)
+    await store.claim(alice.id, "c", 1, 60_000, "heartbeat")
+    await store.ack(alice.id, ids=[delivered])
+    clock.advance(11)
+    assert await store.expire() == 1
+    for event_id in (delivered, expiring):
+        again = await store.redeliver(event_id)
+        assert again is not None and again.status is EventStatus.PENDING
+        assert again.expires_at == store.now() + 10_000
+    assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [delivered, expiring]
+    assert await store.redeliver(new_id("evt_")) is None
