@@ -122,4 +122,33 @@ def test_endpoints_lists_each_agents_webhook(herald: HeraldProcess) -> None:
 
 def test_status_tells_whether_the_hub_is_healthy(herald: HeraldProcess) -> None:
     (status,) = json_lines(herald, "status")
-    assert status["store"] == "ready" and status["hub"] == herald.url and status["agents"] >= 0
+    assert status["store"] == "ready" and status["hub"] == herald.url
+    assert set(status["events"]) >= {"pending", "delivered"} and status["live sessions"] >= 0
+    table = herald_command(herald, "status")
+    assert table.returncode == 0 and "herald status" in table.stdout
+
+
+def test_events_lists_newest_first_and_an_agent_is_found_by_handle(herald: HeraldProcess) -> None:
+    json_lines(herald, "agent", "add", "op-frank")
+    for text in ("one", "two"):
+        json_lines(herald, "send", "op-frank", text, "--type", "note")
+    listed = json_lines(herald, "events", "--agent", "op-frank")
+    assert [event["text"] for event in listed] == ["two", "one"]
+    (shown,) = json_lines(herald, "agent", "show", "op-frank")
+    assert shown["pending"] == 2
+    (status,) = json_lines(herald, "status")
+    assert status["events"]["pending"] >= 2
+
+
+def test_an_event_is_redelivered_once_delivered(herald: HeraldProcess) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-grace")
+    (sent,) = json_lines(herald, "send", "op-grace", "read already")
+    with herald.client(agent["api_key"]) as client:
+        assert client.post("/channel/heartbeat", json={}).status_code == 200  # at most once
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["status"] == "delivered"
+    json_lines(herald, "event", "redeliver", sent["id"])
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["status"] == "pending"
+    again = herald_command(herald, "event", "redeliver", sent["id"])
+    assert again.returncode == 1 and "409" in again.stderr

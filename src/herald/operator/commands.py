@@ -277,14 +277,22 @@ def _enable(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     health = api.get("/healthz")
     ready = api.get("/readyz")
-    agents = api.get("/v1/agents")["agents"]
+    stats = api.get("/v1/stats")
+    endpoints: dict[str, int] = {}
+    for row in stats["endpoints"]:
+        endpoints[row["state"]] = endpoints.get(row["state"], 0) + row["count"]
+    failures = sum(
+        row["count"] for row in stats["attempts"] if row["outcome"] in {"failed", "undeliverable"}
+    )
     status = {
         "hub": api.url,
         "version": health.get("version"),
         "store": ready.get("status"),
-        "agents": len(agents),
-        "pending": sum(agent.get("pending") or 0 for agent in agents),
-        "live sessions": sum(agent.get("live_sessions") or 0 for agent in agents),
+        "events": stats["events"],
+        "live sessions": sum(row["count"] for row in stats["sessions"]),
+        "endpoints": endpoints,
+        "failed attempts": failures,
+        "most pending": [f"{row['handle']}: {row['pending']}" for row in stats["top_pending"]],
     }
     out.record(status, "herald status")
 
