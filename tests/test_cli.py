@@ -176,12 +176,13 @@ def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> 
         )
     assert result.returncode != 0
     assert result.stderr.splitlines() == [
-        f"herald: cannot listen on 127.0.0.1:{port}: address already in use"
+        f"herald: port 127.0.0.1:{port} is in use: another process listens on it; stop that"
+        " one, or choose another port (--port)"
     ]
     assert result.stdout == ""
     assert not store.exists(), "the store was opened although herald could not listen"
     assert bad_flag.returncode == 2
-    assert "head timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr
+    assert "head timeout" in bad_flag.stderr and "in use" not in bad_flag.stderr
 
 
 def serve_flags(*flags: str) -> ServeConfig:
