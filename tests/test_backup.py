@@ -174,11 +174,11 @@ def test_a_backup_of_a_missing_store_or_onto_the_store_itself_is_refused(tmp_pat
 
 
 def test_a_postgresql_store_is_pointed_to_pg_dump_without_its_password(tmp_path: Path) -> None:
-    url = "postgresql://herald:s3cret@db.example:5432/herald?sslmode=require"
+    url = "postgresql://herald:s3cret@db.example:5432/herald?sslmode=require&schema=hub"
     result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
     assert result.returncode == 0
     command = (
-        f"pg_dump --format=custom --file={tmp_path / 'herald.dump'}"
+        f"pg_dump --format=custom --schema=hub --file={tmp_path / 'herald.dump'}"
         " 'postgresql://herald@db.example:5432/herald?sslmode=require'"
     )
     assert f"  {command}" in result.stdout.splitlines()

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from herald.errors import HeraldError, InvalidInput
 from herald.serving_lock import hold_store
-from herald.urls import backend_of, sqlite_path, without_password
+from herald.urls import backend_of, password_free, split_schema, sqlite_path
 
 PAGES_PER_STEP = 1024
 """Pages copied per step of the backup (4 MiB at SQLite's default page size)."""
@@ -49,9 +49,7 @@ def backup(store_url: str, path: str, *, say: Callable[[str], None] = print) -> 
         HeraldError: the store cannot be read, or the copy cannot be written or fails its check.
     """
     if backend_of(store_url) == "postgres":
-        command = shlex.join(
-            ["pg_dump", "--format=custom", f"--file={path}", without_password(store_url)]
-        )
+        command = shlex.join(_pg_dump(store_url, path))
         say("herald: a PostgreSQL store is backed up with pg_dump, run as:")
         say(f"  {command}")
         say("herald: (the password, if one is needed, from PGPASSWORD or ~/.pgpass)")
@@ -76,7 +74,7 @@ def restore(backup_path: str, store_url: str, *, say: Callable[[str], None] = pr
     if backend_of(store_url) == "postgres":
         command = shlex.join(
             ["pg_restore", "--clean", "--if-exists", "--no-owner",
-             f"--dbname={without_password(store_url)}", backup_path]
+             f"--dbname={password_free(split_schema(store_url)[0])}", backup_path]
         )  # fmt: skip
         say("herald: a PostgreSQL store is restored with pg_restore, with herald stopped:")
         say(f"  {command}")
@@ -85,6 +83,13 @@ def restore(backup_path: str, store_url: str, *, say: Callable[[str], None] = pr
     with hold_store(store, otherwise="stop it before restoring its store"):
         events = copy_store(backup_path, store, before_rename=_remove_stale_files)
     say(f"herald: restored {store} from {backup_path} ({events} events; integrity checked)")
+
+
+def _pg_dump(store_url: str, path: str) -> list[str]:
+    # herald's own ?schema= is no libpq parameter: pg_dump is told it as --schema.
+    url, schema = split_schema(store_url)
+    schemas = [f"--schema={schema}"] if schema is not None else []
+    return ["pg_dump", "--format=custom", *schemas, f"--file={path}", password_free(url)]
 
 
 def copy_store(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -11,6 +12,7 @@ from herald.errors import InvalidInput
 Backend = Literal["sqlite", "postgres"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 def backend_of(url: str) -> Backend:
@@ -44,7 +46,7 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-def without_password(url: str) -> str:
+def password_free(url: str) -> str:
     """A PostgreSQL URL with its password left out (from the user part and from the query), fit
     to be shown in a command line: the tool then asks libpq's usual places (PGPASSWORD,
     ~/.pgpass)."""
@@ -53,3 +55,25 @@ def without_password(url: str) -> str:
     netloc = f"{credentials.split(':', 1)[0]}{at}{location}"
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """The URL without herald's own ``schema`` parameter, and the schema it names (None: the
+    database's default search path, usually ``public``).
+
+    Raises:
+        InvalidInput: the schema is not a plain identifier.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for name, value in query if name == "schema"]
+    if not schemas:
+        return url, None
+    schema = schemas[-1]
+    if not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidInput(
+            f"schema={schema!r} in the store URL: name a schema with letters, digits and _"
+            " (not starting with a digit, at most 63), e.g. ?schema=herald"
+        )
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
