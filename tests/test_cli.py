@@ -15,6 +15,7 @@ import pytest
 
 from herald.cli import build_parser, serve_config
 from herald.config import DEFAULTS, ServeConfig
+from herald.errors import InvalidInput
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import HANG, Receiver
 
@@ -176,16 +177,55 @@ def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> 
         )
     assert result.returncode != 0
     assert result.stderr.splitlines() == [
-        f"herald: cannot listen on 127.0.0.1:{port}: address already in use"
+        f"herald: port 127.0.0.1:{port} is in use: another process listens on it; stop that"
+        " one, or choose another port (--port)"
     ]
     assert result.stdout == ""
     assert not store.exists(), "the store was opened although herald could not listen"
     assert bad_flag.returncode == 2
-    assert "head timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr
+    assert "head timeout" in bad_flag.stderr and "in use" not in bad_flag.stderr
 
 
 def serve_flags(*flags: str) -> ServeConfig:
     return serve_config(build_parser().parse_args(["serve", *flags]))
+
+
+OUT_OF_RANGE = [
+    ("--lease", "-1", "the lease must be more than 0 seconds, not -1"),
+    ("--lease", "nan", "the lease must be more than 0 seconds, not nan"),
+    ("--ack-timeout", "0", "the ack timeout must be more than 0 seconds, not 0"),
+    ("--backlog-limit", "-1", "the backlog limit must be 0 or more, not -1"),
+    ("--stream-buffer", "0", "the stream buffer must be 1 or more, not 0"),
+    ("--webhook-timeout", "0", "the webhook timeout must be more than 0 seconds, not 0"),
+    (
+        "--webhook-disable-after",
+        "-5",
+        "the time a webhook may keep failing must be more than 0 seconds, not -5",
+    ),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), OUT_OF_RANGE, ids=[f[0] for f in OUT_OF_RANGE])
+def test_a_serve_flag_out_of_range_is_refused_saying_what_to_give(
+    flag: str, value: str, said: str
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        serve_flags(flag, value)
+    assert refused.value.message == said
+
+
+def test_a_serve_flag_out_of_range_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    store = tmp_path / "herald.db"
+    result = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "serve", "--port", "0", "--lease", "nan",
+         "--store", f"sqlite:///{store}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["herald: the lease must be more than 0 seconds, not nan"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_herald_serve_without_flags_runs_on_the_defaults_of_serve_config(

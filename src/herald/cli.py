@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="which MCP protocol era a client probing with server/discover gets, as for"
         f" herald serve (default {DEFAULTS.mcp.era})",
     )
+    _add_backup_and_restore(commands)
     drain = commands.add_parser(
         "drain", help="print an agent's pending events as JSON lines, at least once"
     )
@@ -86,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bridge(args)
     if args.command == "drain":
         return _drain(args)
+    if args.command in {"backup", "restore"}:
+        return _backup_or_restore(args)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -102,15 +105,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _add_serve(serve: argparse.ArgumentParser) -> None:
-    """``herald serve``'s flags: each one sets a field of ``ServeConfig`` and defaults to it."""
-    http, hub, delivery = DEFAULTS.http, DEFAULTS.hub, DEFAULTS.delivery
-    webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
-    serve.add_argument(
+def _add_backup_and_restore(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    backup = commands.add_parser(
+        "backup", help="copy a SQLite store, even while it is served (PostgreSQL: see pg_dump)"
+    )
+    backup.add_argument("path", help="the file to write (replaced if it exists)")
+    _add_store(backup)
+    restore = commands.add_parser(
+        "restore", help="put a backup in a SQLite store's place, with herald stopped"
+    )
+    restore.add_argument("backup", help="the file herald backup wrote")
+    _add_store(restore)
+
+
+def _add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--store",
         default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
         help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
     )
+
+
+def _add_serve(serve: argparse.ArgumentParser) -> None:
+    """``herald serve``'s flags: each one sets a field of ``ServeConfig`` and defaults to it."""
+    http, hub, delivery = DEFAULTS.http, DEFAULTS.hub, DEFAULTS.delivery
+    webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
+    _add_store(serve)
     serve.add_argument(
         "--host", default=http.host, help=f"address to listen on (default {http.host})"
     )
@@ -388,6 +408,20 @@ def _drain(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _backup_or_restore(args: argparse.Namespace) -> int:
+    from herald import backup
+
+    try:
+        if args.command == "backup":
+            backup.backup(args.store, args.path)
+        else:
+            backup.restore(args.backup, args.store)
+    except HeraldError as exc:
+        print(f"herald {args.command}: {exc.message}", file=sys.stderr)
+        return 1
     return 0
 
 

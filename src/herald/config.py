@@ -21,6 +21,40 @@ DAY_S = 24 * 3600
 MIN_PRESENCE_TTL_S = 1.0
 
 
+def _require_seconds(**durations: float) -> None:
+    """Each duration (named as the error should say it) is a finite number of seconds above 0.
+
+    Raises:
+        InvalidInput: one is not.
+    """
+    for name, seconds in durations.items():
+        if not math.isfinite(seconds) or seconds <= 0:
+            what = name.replace("_", " ")
+            raise InvalidInput(f"the {what} must be more than 0 seconds, not {seconds:g}")
+
+
+def _require_schedule(schedule_s: tuple[int, ...]) -> None:
+    """A retry schedule has at least one delay, none negative.
+
+    Raises:
+        InvalidInput: it has not.
+    """
+    if not schedule_s or any(delay < 0 for delay in schedule_s):
+        raise InvalidInput("a retry schedule needs at least one delay, none negative")
+
+
+def _require_count(least: int, **counts: int) -> None:
+    """Each count (named as the error should say it) is ``least`` or more.
+
+    Raises:
+        InvalidInput: one is not.
+    """
+    for name, count in counts.items():
+        if count < least:
+            what = name.replace("_", " ")
+            raise InvalidInput(f"the {what} must be {least} or more, not {count}")
+
+
 @dataclass(frozen=True)
 class HttpConfig:
     """Where the hub listens, and how long a connection may take to ask."""
@@ -37,7 +71,11 @@ class HttpConfig:
 
 @dataclass(frozen=True)
 class HubConfig:
-    """The hub's hold on events in the store."""
+    """The hub's hold on events in the store.
+
+    Raises:
+        InvalidInput: a duration is not above 0 s.
+    """
 
     lease_s: float = 30.0
     """How long a drained event stays reserved for its consumer before it is offered again."""
@@ -49,10 +87,23 @@ class HubConfig:
     """The longest checking one publish's events against their types' payload schemas may
     take (in a child process): past it the publish is refused and the check stopped."""
 
+    def __post_init__(self) -> None:
+        _require_seconds(
+            lease=self.lease_s,
+            retention=self.retention_s,
+            maintenance_interval=self.maintenance_interval_s,
+            payload_check_time=self.payload_check_s,
+        )
+
 
 @dataclass(frozen=True)
 class DeliveryConfig:
-    """The cascade's pace for live sessions (MCP and the stdio bridge)."""
+    """The cascade's pace for live sessions (MCP and the stdio bridge).
+
+    Raises:
+        InvalidInput: a duration is not above 0 s (the presence TTL: under 1 s), or the
+            backlog limit is negative.
+    """
 
     ack_timeout_s: float = 300.0
     """How long a push may go unacknowledged before the next way is tried (an agent's
@@ -66,6 +117,8 @@ class DeliveryConfig:
     refreshes it every third of this): the sessions of a process that died drop out within it."""
 
     def __post_init__(self) -> None:
+        _require_seconds(ack_timeout=self.ack_timeout_s, poll_interval=self.poll_interval_s)
+        _require_count(0, backlog_limit=self.backlog_limit)
         if not math.isfinite(self.presence_ttl_s) or self.presence_ttl_s < MIN_PRESENCE_TTL_S:
             raise InvalidInput(
                 f"the presence TTL must be at least {MIN_PRESENCE_TTL_S:g} s: a process refreshes"
@@ -110,7 +163,12 @@ class McpConfig:
 
 @dataclass(frozen=True)
 class StreamConfig:
-    """The live buffer that every ``GET /channel/stream`` of one agent reads from."""
+    """The live buffer that every ``GET /channel/stream`` of one agent reads from.
+
+    Raises:
+        InvalidInput: a buffer holds less than 1 event or byte, or the poll interval is not
+            above 0 s.
+    """
 
     buffer_size: int = 2000
     """How many events a stream client may fall behind before it is cut off (and resumes)."""
@@ -120,10 +178,19 @@ class StreamConfig:
     poll_interval_s: float = 5.0
     """How often an agent's buffer looks at the store without a wake-up."""
 
+    def __post_init__(self) -> None:
+        _require_count(1, stream_buffer=self.buffer_size, stream_buffer_bytes=self.buffer_bytes)
+        _require_seconds(stream_poll_interval=self.poll_interval_s)
+
 
 @dataclass(frozen=True)
 class WebhookConfig:
-    """Signed webhooks and OpenClaw wakes, for agents that hold no connection."""
+    """Signed webhooks and OpenClaw wakes, for agents that hold no connection.
+
+    Raises:
+        InvalidInput: a duration is not above 0 s, the concurrency is below 1, or the schedule is
+            empty or has a negative delay.
+    """
 
     allow: AddressPolicy = field(default_factory=AddressPolicy)
     """Address classes webhooks may go to besides public ones (loopback, private); link-local
@@ -141,6 +208,15 @@ class WebhookConfig:
     """How often the worker looks for due deliveries without a wake-up."""
     min_interval_s: float = 0.2
     """The shortest pause between two of the worker's rounds."""
+
+    def __post_init__(self) -> None:
+        _require_seconds(
+            webhook_timeout=self.timeout_s,
+            time_a_webhook_may_keep_failing=self.disable_after_s,
+            webhook_poll_interval=self.poll_interval_s,
+        )
+        _require_count(1, webhook_concurrency=self.per_endpoint)
+        _require_schedule(self.schedule_s)
 
 
 @dataclass(frozen=True)
@@ -178,8 +254,7 @@ class SubscriptionConfig:
                 "subscription TTLs must be above 0 s, the minimum at most the default and the"
                 " default at most the maximum"
             )
-        if not self.schedule_s or any(delay < 0 for delay in self.schedule_s):
-            raise InvalidInput("a retry schedule needs at least one delay, none negative")
+        _require_schedule(self.schedule_s)
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,13 @@ class StoreUnavailable(HeraldError):
     http_status = 503
 
 
+class StoreInUse(Conflict):
+    """A SQLite store is held by another process (a running ``herald serve``, or a restore):
+    nothing was done. Stop that process first, or, to serve from several, use PostgreSQL."""
+
+    code = "store_in_use"
+
+
 class HubUnreachable(HeraldError):
     """A herald client could not reach its hub; events wait there until it is back."""
 

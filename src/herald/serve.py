@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -26,6 +27,8 @@ from herald.http.connections import (
     raise_file_limit,
 )
 from herald.hub import Hub
+from herald.serving_lock import hold_store
+from herald.urls import backend_of, sqlite_path
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 
@@ -46,7 +49,9 @@ async def serve(
     """Serve the hub until the process is told to stop (SIGINT or SIGTERM), or ``stop`` is set;
     either way open streams are ended first, then requests in flight get a few seconds.
 
-    Every setting is checked before the port is taken, and the port before anything starts.
+    Every setting is checked before the port is taken, and the port before anything starts. A
+    SQLite store is served by one process at a time: its file is locked before the port is
+    taken, for as long as this runs.
     ``admin_key`` replaces the stored admin key for good; without one, a first start generates
     one and announces it once. ``announce`` gets the lines an operator should see (by default
     they are printed).
@@ -54,46 +59,63 @@ async def serve(
     Raises:
         HeraldError: a setting is invalid (the store URL, the head timeout, the webhook
             concurrency), the address cannot be taken, or the admin key is too short.
+        StoreInUse: another process serves the SQLite store.
         StoreUnavailable: the store cannot be opened.
     """
     hub = build_hub(config)
     budget = ConnectionBudget.for_files(raise_file_limit())
     guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
     host = config.http.host
-    sock = listen(host, config.http.port)
-    await hub.open()
-    try:
-        generated = await hub.setup_admin_key(admin_key)
-        if generated:
-            announce(
-                f"herald: new admin key (shown once, stored only hashed): {generated}\n"
-                "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents."
+    with _sole_server(config.store_url):
+        sock = listen(host, config.http.port)
+        await hub.open()
+        try:
+            generated = await hub.setup_admin_key(admin_key)
+            if generated:
+                announce(
+                    f"herald: new admin key (shown once, stored only hashed): {generated}\n"
+                    "herald: set HERALD_ADMIN_KEY or keep it safe; it publishes and manages agents."
+                )
+            bound_port = sock.getsockname()[1]
+            public_url = config.http.public_url or f"http://{host}:{bound_port}"
+            app, fanout = build_app(hub, config, public_url)
+            server_config = uvicorn.Config(
+                app,
+                log_level=config.log_level,
+                access_log=False,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                http=guarded_protocol(guard),
+                ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
+                backlog=budget.backlog,
             )
-        bound_port = sock.getsockname()[1]
-        public_url = config.http.public_url or f"http://{host}:{bound_port}"
-        app, fanout = build_app(hub, config, public_url)
-        server_config = uvicorn.Config(
-            app,
-            log_level=config.log_level,
-            access_log=False,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-            http=guarded_protocol(guard),
-            ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
-            backlog=budget.backlog,
-        )
-        server = _Server(server_config, on_shutdown=fanout.close)
-        announce(
-            f"herald: at most {budget.max_connections} open connections (the open-file limit is "
-            f"{budget.files}); a request head must come within {config.http.head_timeout_s:g} s "
-            f"and fit in {MAX_HEAD_BYTES // 1024} KiB"
-        )
-        announce(
-            f"herald: listening on http://{host}:{bound_port} (store {redact(config.store_url)})"
-        )
-        async with _exit_when(stop, server):
-            await server.serve(sockets=[sock])
-    finally:
-        await hub.close()
+            server = _Server(server_config, on_shutdown=fanout.close)
+            announce(
+                f"herald: at most {budget.max_connections} open connections (the open-file limit"
+                f" is {budget.files}); a request head must come within"
+                f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB"
+            )
+            store = redact(config.store_url)
+            announce(f"herald: listening on http://{host}:{bound_port} (store {store})")
+            async with _exit_when(stop, server):
+                await server.serve(sockets=[sock])
+        finally:
+            await hub.close()
+
+
+def _sole_server(store_url: str) -> contextlib.AbstractContextManager[None]:
+    """While inside, no other process may serve the store: SQLite's delivery state lives in one
+    process. PostgreSQL is made for several processes, and needs no lock.
+
+    Raises:
+        StoreInUse: another process serves the SQLite file.
+    """
+    if backend_of(store_url) == "postgres":
+        return contextlib.nullcontext()
+    return hold_store(
+        sqlite_path(store_url),
+        otherwise="a SQLite store is served by one process: stop that one, or use PostgreSQL"
+        " (--store postgresql://...) to run several",
+    )
 
 
 @contextlib.asynccontextmanager
@@ -192,6 +214,11 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), reuse_port=False)
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise HeraldError(
+                f"port {host}:{port} is in use: another process listens on it; stop that one,"
+                " or choose another port (--port)"
+            ) from exc
         # create_server repeats the address after the reason: the line says it once.
         reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
         reason = reason[:1].lower() + reason[1:]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from urllib.parse import parse_qs, urlsplit
 
-from herald.errors import InvalidInput
 from herald.store.base import Store
 from herald.times import Clock
+from herald.urls import backend_of, sqlite_path
 
 __all__ = ["Store", "open_store", "store_from_url"]
 
@@ -21,23 +21,15 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
     Raises:
         InvalidInput: the URL names no backend herald has.
     """
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
+    if backend_of(url) == "sqlite":
         from herald.store.sqlite import SQLiteStore
 
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        if not path:
-            raise InvalidInput("a SQLite store URL needs a file: sqlite:///herald.db")
-        options = parse_qs(parts.query)
+        options = parse_qs(urlsplit(url).query)
         synchronous = options.get("synchronous", ["FULL"])[0]
-        return SQLiteStore(path, clock=clock, synchronous=synchronous)
-    if parts.scheme in {"postgresql", "postgres"}:
-        from herald.store.postgres import PostgresStore
+        return SQLiteStore(sqlite_path(url), clock=clock, synchronous=synchronous)
+    from herald.store.postgres import PostgresStore
 
-        return PostgresStore(url, clock=clock)
-    raise InvalidInput(
-        f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
-    )
+    return PostgresStore(url, clock=clock)
 
 
 async def open_store(url: str, *, clock: Clock = time.time) -> Store:

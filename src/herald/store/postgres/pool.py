@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 import asyncpg
 
 from herald.errors import InvalidInput, StoreUnavailable
@@ -13,31 +10,6 @@ from herald.store.postgres.schema import migrate
 
 MIN_CONNECTIONS = 1
 MAX_CONNECTIONS = 10
-
-
-SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """The URL without herald's own ``schema`` parameter, and the schema it names (None: the
-    database's default search path, usually ``public``).
-
-    Raises:
-        InvalidInput: the schema is not a plain identifier.
-    """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for name, value in query if name == "schema"]
-    if not schemas:
-        return url, None
-    schema = schemas[-1]
-    if not SCHEMA_NAME.fullmatch(schema):
-        raise InvalidInput(
-            f"schema={schema!r} in the store URL: name a schema with letters, digits and _"
-            " (not starting with a digit, at most 63), e.g. ?schema=herald"
-        )
-    rest = urlencode([(name, value) for name, value in query if name != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
 
 
 def session_settings(schema: str | None, application: str) -> dict[str, str]:

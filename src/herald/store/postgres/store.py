@@ -32,7 +32,7 @@ from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
-from herald.store.postgres.pool import open_pool, split_schema
+from herald.store.postgres.pool import open_pool
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
@@ -40,6 +40,7 @@ from herald.store.postgres.writer import Writer
 from herald.store.rules import lease_attempts, missing, take_attempts
 from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
+from herald.urls import split_schema
 
 TRANSACTION_TRIES = 3
 """A transaction Postgres chose as a deadlock victim is rolled back, so it is run again."""

@@ -1,0 +1,199 @@
+"""``herald backup`` and ``herald restore``: a consistent copy of a SQLite store, taken while
+``herald serve`` serves it, and that copy put back in its place.
+
+A SQLite store is a file in WAL mode: what was committed lately is in ``<db>-wal``, and a plain
+copy of the file alone misses it. The copy is made with SQLite's online backup API instead, in
+steps, from one read snapshot held from the first step to the last. In WAL mode a reader never
+blocks the serving process's writes, and the held snapshot is what keeps the steps from
+restarting: without it, each commit of the serving process between two steps would restart the
+copy, which under load would never finish. So the copy holds every event committed before it
+began, and none half-written.
+
+A copy is written beside its destination under a temporary name, checked (SQLite's
+``integrity_check``, and its events counted) and only then renamed into place: a failed or
+interrupted backup leaves any earlier one untouched.
+
+A PostgreSQL store is copied by PostgreSQL's own tools (``pg_dump``, ``pg_restore``): for one,
+these functions print the command to run and do nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+from herald.errors import HeraldError, InvalidInput
+from herald.serving_lock import hold_store
+from herald.urls import backend_of, password_free, split_schema, sqlite_path
+
+PAGES_PER_STEP = 1024
+"""Pages copied per step of the backup (4 MiB at SQLite's default page size)."""
+
+STALE_BESIDE_STORE = ("-wal", "-shm")
+"""The files SQLite keeps beside a store: left from the store a restore replaces, they would be
+read as part of the restored one."""
+
+
+def backup(store_url: str, path: str, *, say: Callable[[str], None] = print) -> None:
+    """Copy the store ``store_url`` names to the file ``path`` (replaced if it exists), while it
+    may be served; for PostgreSQL, tell the ``pg_dump`` command instead.
+
+    Raises:
+        InvalidInput: the store URL is malformed, or ``path`` is the store itself.
+        HeraldError: the store cannot be read, or the copy cannot be written or fails its check.
+    """
+    if backend_of(store_url) == "postgres":
+        command = shlex.join(_pg_dump(store_url, path))
+        say("herald: a PostgreSQL store is backed up with pg_dump, run as:")
+        say(f"  {command}")
+        say("herald: (the password, if one is needed, from PGPASSWORD or ~/.pgpass)")
+        return
+    store = sqlite_path(store_url)
+    if Path(path).resolve() == Path(store).resolve():
+        raise InvalidInput(f"the backup {path} would replace the store itself: choose another path")
+    events = copy_store(store, path)
+    say(f"herald: backed up {store} to {path} ({events} events; integrity checked)")
+
+
+def restore(backup_path: str, store_url: str, *, say: Callable[[str], None] = print) -> None:
+    """Put the backup ``backup_path`` in the place of the store ``store_url`` names, once it is
+    checked; for PostgreSQL, tell the ``pg_restore`` command instead.
+
+    Raises:
+        InvalidInput: the store URL is malformed.
+        StoreInUse: a herald serves the store: it must be stopped first.
+        HeraldError: the backup cannot be read or fails its check, or the store cannot be
+            replaced. The store is left as it was.
+    """
+    if backend_of(store_url) == "postgres":
+        command = shlex.join(
+            ["pg_restore", "--clean", "--if-exists", "--no-owner",
+             f"--dbname={password_free(split_schema(store_url)[0])}", backup_path]
+        )  # fmt: skip
+        say("herald: a PostgreSQL store is restored with pg_restore, with herald stopped:")
+        say(f"  {command}")
+        return
+    store = sqlite_path(store_url)
+    with hold_store(store, otherwise="stop it before restoring its store"):
+        events = copy_store(backup_path, store, before_rename=_remove_stale_files)
+    say(f"herald: restored {store} from {backup_path} ({events} events; integrity checked)")
+
+
+def _pg_dump(store_url: str, path: str) -> list[str]:
+    # herald's own ?schema= is no libpq parameter: pg_dump is told it as --schema.
+    url, schema = split_schema(store_url)
+    schemas = [f"--schema={schema}"] if schema is not None else []
+    return ["pg_dump", "--format=custom", *schemas, f"--file={path}", password_free(url)]
+
+
+def copy_store(
+    source: str, destination: str, *, before_rename: Callable[[Path], None] | None = None
+) -> int:
+    """Copy the SQLite store ``source`` (which may be being written) to ``destination`` by way
+    of a checked temporary file beside it; ``before_rename`` runs on the destination just
+    before the copy takes its name. Returns how many events the copy holds.
+
+    Raises:
+        HeraldError: ``source`` is missing or not a herald store, or the copy cannot be written
+            or fails its check; ``destination`` is then left as it was.
+    """
+    target = Path(destination)
+    try:
+        fd, temporary = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+        )
+    except OSError as exc:
+        raise HeraldError(f"cannot write beside {destination}: {exc.strerror}") from exc
+    os.close(fd)
+    try:
+        expected = _copy_snapshot(source, temporary)
+        _check_copy(temporary, expected)
+        _sync(temporary)
+        if before_rename is not None:
+            before_rename(target)
+        os.replace(temporary, target)
+        _sync(str(target.parent))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return expected
+
+
+def _copy_snapshot(source: str, destination: str) -> int:
+    """Copy ``source`` as of one snapshot into the empty database file ``destination``; returns
+    how many events that snapshot holds."""
+    with _reading(source) as reader, _sqlite_errors(f"cannot copy {source}"):
+        reader.execute("BEGIN")
+        expected = _count_events(reader, source)  # the read starts the snapshot held below
+        copy = sqlite3.connect(destination, isolation_level=None)
+        try:
+            reader.backup(copy, pages=PAGES_PER_STEP)
+            # A file that stands alone: no -wal beside it to copy or lose with it.
+            copy.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            copy.close()
+        reader.execute("COMMIT")
+    return expected
+
+
+def _check_copy(path: str, expected: int) -> None:
+    with _reading(path) as copy, _sqlite_errors("the copy failed its check"):
+        problems = [row[0] for row in copy.execute("PRAGMA integrity_check")]
+        if problems != ["ok"]:
+            raise HeraldError(f"the copy failed SQLite's integrity check: {problems[:3]}")
+        events = _count_events(copy, path)
+    if events != expected:
+        raise HeraldError(f"the copy holds {events} events where its source held {expected}")
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the SQLite file ``path``, which must exist."""
+    if not Path(path).is_file():
+        raise HeraldError(f"there is no SQLite store at {path}")
+    uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
+    with _sqlite_errors(f"cannot open {path}"):
+        connection = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def _count_events(connection: sqlite3.Connection, path: str) -> int:
+    try:
+        (count,) = connection.execute("SELECT count(*) FROM events").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise HeraldError(f"{path} is not a herald store: {exc}") from exc
+    return int(count)
+
+
+@contextlib.contextmanager
+def _sqlite_errors(doing: str) -> Iterator[None]:
+    """SQLite's errors, and the OS's, said as a ``HeraldError`` that begins with ``doing``."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise HeraldError(f"{doing}: {exc}") from exc
+
+
+def _remove_stale_files(store: Path) -> None:
+    for suffix in STALE_BESIDE_STORE:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(store.with_name(store.name + suffix))
+
+
+def _sync(path: str) -> None:
+    """Flush a file, or a directory's entries (a rename), to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

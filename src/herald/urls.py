@@ -1,0 +1,79 @@
+"""Store URLs read without opening a store: ``herald.store`` builds its stores from them, and
+``herald serve``, ``herald backup`` and ``herald restore`` find a SQLite store's file by them."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from herald.errors import InvalidInput
+
+Backend = Literal["sqlite", "postgres"]
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def backend_of(url: str) -> Backend:
+    """Which backend a store URL names.
+
+    Raises:
+        InvalidInput: the URL names no backend herald has.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in POSTGRES_SCHEMES:
+        return "postgres"
+    raise InvalidInput(
+        f"unknown store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db"
+    )
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` URL, as given.
+
+    Raises:
+        InvalidInput: the URL is not a SQLite URL, or names no file.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise InvalidInput(f"{url!r} is not a SQLite store URL: use sqlite:///path.db")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path:
+        raise InvalidInput("a SQLite store URL needs a file: sqlite:///herald.db")
+    return path
+
+
+def password_free(url: str) -> str:
+    """A PostgreSQL URL with its password left out (from the user part and from the query), fit
+    to be shown in a command line: the tool then asks libpq's usual places (PGPASSWORD,
+    ~/.pgpass)."""
+    parts = urlsplit(url)
+    credentials, at, location = parts.netloc.rpartition("@")
+    netloc = f"{credentials.split(':', 1)[0]}{at}{location}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """The URL without herald's own ``schema`` parameter, and the schema it names (None: the
+    database's default search path, usually ``public``).
+
+    Raises:
+        InvalidInput: the schema is not a plain identifier.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for name, value in query if name == "schema"]
+    if not schemas:
+        return url, None
+    schema = schemas[-1]
+    if not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidInput(
+            f"schema={schema!r} in the store URL: name a schema with letters, digits and _"
+            " (not starting with a digit, at most 63), e.g. ?schema=herald"
+        )
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema

@@ -1,0 +1,186 @@
+"""``herald backup`` and ``herald restore`` as an operator runs them, beside a running herald."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from tests.herald_process import HeraldProcess
+from tests.http.test_api import new_agent, publish
+
+WAIT_S = 60
+
+
+def herald_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "herald.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+
+
+class Publisher:
+    """Publishes events to one agent through a running herald, one after another, until the
+    ``with`` block ends; ``answered()`` is the id of every publish herald has answered."""
+
+    def __init__(self, herald: HeraldProcess, to: str) -> None:
+        self._client = herald.client(herald.admin_key)
+        self._to = to
+        self._answered: list[str] = []
+        self._progress = threading.Condition()
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._publish, daemon=True)
+
+    def __enter__(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=WAIT_S)
+        self._client.close()
+        if self._failure is not None and error is None:
+            raise self._failure
+
+    def answered(self) -> list[str]:
+        with self._progress:
+            return list(self._answered)
+
+    def wait_for(self, count: int) -> None:
+        """Return once ``count`` publishes are answered (bounded)."""
+        with self._progress:
+            done = self._progress.wait_for(
+                lambda: len(self._answered) >= count or self._failure is not None, WAIT_S
+            )
+        assert done and self._failure is None, self._failure or f"{len(self._answered)} answered"
+
+    def _publish(self) -> None:
+        try:
+            while not self._stop.is_set():
+                response = publish(self._client, self._to, "under load")
+                assert response.status_code == 202, response.text
+                with self._progress:
+                    self._answered.append(response.json()["id"])
+                    self._progress.notify_all()
+        except BaseException as exc:  # handed to the test's thread
+            with self._progress:
+                self._failure = exc
+                self._progress.notify_all()
+
+
+def missing_events(herald: HeraldProcess, event_ids: list[str]) -> list[str]:
+    with herald.client(herald.admin_key) as admin:
+        return [i for i in event_ids if admin.get(f"/v1/events/{i}").status_code != 200]
+
+
+def test_a_backup_taken_under_load_holds_every_event_answered_before_it_began(
+    tmp_path: Path,
+) -> None:
+    store, copy = tmp_path / "herald.db", tmp_path / "backups" / "herald-copy.db"
+    copy.parent.mkdir()
+    herald = HeraldProcess(f"sqlite:///{store}")
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = new_agent(admin)
+        with Publisher(herald, agent["handle"]) as publisher:
+            publisher.wait_for(200)
+            before = publisher.answered()
+            result = herald_command("backup", str(copy), "--store", f"sqlite:///{store}")
+            publisher.wait_for(len(publisher.answered()) + 1)  # the load went on throughout
+    finally:
+        herald.stop()
+    assert result.returncode == 0, result.stderr
+    (said,) = result.stdout.splitlines()
+    assert said.startswith(f"herald: backed up {store} to {copy} (") and "integrity" in said
+    assert sorted(p.name for p in copy.parent.iterdir()) == [copy.name], "a temporary file is left"
+    from_copy = HeraldProcess(f"sqlite:///{copy}")
+    try:
+        assert missing_events(from_copy, before) == []
+    finally:
+        from_copy.stop()
+
+
+def test_restore_puts_a_backup_in_place_of_a_crashed_store_and_its_stale_wal(
+    tmp_path: Path,
+) -> None:
+    store, copy = tmp_path / "herald.db", tmp_path / "herald-copy.db"
+    url = f"sqlite:///{store}"
+    herald = HeraldProcess(url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            handle = new_agent(admin)["handle"]
+            kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(5)]
+            assert herald_command("backup", str(copy), "--store", url).returncode == 0
+            later = publish(admin, handle, "after the backup").json()["id"]
+        while_served = herald_command("restore", str(copy), "--store", url)
+    finally:
+        herald.kill()  # a crash: the store's -wal stays beside it, holding the later event
+    assert while_served.returncode == 1
+    assert while_served.stderr.splitlines() == [
+        f"herald restore: {store} is in use by another herald (pid {herald.process.pid});"
+        " stop it before restoring its store"
+    ]
+    assert (tmp_path / "herald.db-wal").exists()
+    restored = herald_command("restore", str(copy), "--store", url)
+    assert restored.returncode == 0, restored.stderr
+    assert not (tmp_path / "herald.db-wal").exists()
+    herald = HeraldProcess(url)
+    try:
+        assert missing_events(herald, kept) == []
+        assert missing_events(herald, [later]) == [later]
+    finally:
+        herald.stop()
+
+
+def test_restore_refuses_a_file_that_is_no_herald_store_and_leaves_the_store_as_it_was(
+    tmp_path: Path,
+) -> None:
+    store, bogus = tmp_path / "herald.db", tmp_path / "notes.txt"
+    url = f"sqlite:///{store}"
+    HeraldProcess(url).stop()
+    before = store.read_bytes()
+    bogus.write_text("not a database\n" * 100)
+    result = herald_command("restore", str(bogus), "--store", url)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"herald restore: {bogus} is not a herald store: file is not a database"
+    ]
+    assert store.read_bytes() == before
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_backup_of_a_missing_store_or_onto_the_store_itself_is_refused(tmp_path: Path) -> None:
+    missing = herald_command(
+        "backup", str(tmp_path / "copy.db"), "--store", f"sqlite:///{tmp_path / 'none.db'}"
+    )
+    assert missing.returncode == 1
+    assert missing.stderr == f"herald backup: there is no SQLite store at {tmp_path / 'none.db'}\n"
+    onto_itself = herald_command(
+        "backup", str(tmp_path / "h.db"), "--store", f"sqlite:///{tmp_path / 'h.db'}"
+    )
+    assert onto_itself.returncode == 1
+    assert "would replace the store itself" in onto_itself.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_postgresql_store_is_pointed_to_pg_dump_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://herald:s3cret@db.example:5432/herald?sslmode=require&schema=hub"
+    result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+    assert result.returncode == 0
+    command = (
+        f"pg_dump --format=custom --schema=hub --file={tmp_path / 'herald.dump'}"
+        " 'postgresql://herald@db.example:5432/herald?sslmode=require'"
+    )
+    assert f"  {command}" in result.stdout.splitlines()
+    assert "s3cret" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
