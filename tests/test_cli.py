@@ -181,7 +181,7 @@ def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> 
     assert result.stdout == ""
     assert not store.exists(), "the store was opened although herald could not listen"
     assert bad_flag.returncode == 2
-    assert "head timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr
+    assert "--head-timeout" in bad_flag.stderr and "cannot listen" not in bad_flag.stderr
 
 
 def serve_flags(*flags: str) -> ServeConfig:
