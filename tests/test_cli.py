@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -487,3 +488,40 @@ def test_bad_values_from_the_environment_are_refused_before_the_port_is_taken(
         " 12h or 7d (a number alone is seconds), not '0'"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+def json_lines(herald: HeraldProcess) -> list[dict[str, object]]:
+    """Every log line so far, each parsed; the lines for the operator ("herald: ...") are
+    printed, not logged."""
+    return [json.loads(line) for line in herald.output() if not line.startswith("herald: ")]
+
+
+def test_json_logs_say_each_attempt_and_each_change_of_an_endpoint_in_one_line(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(500, {})])
+    extra = ("--log-level", "info", "--log-format", "json", "--webhook-allow", "loopback",
+             "--webhook-schedule", "0,1")  # fmt: skip
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'herald.db'}", extra_args=extra)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = admin.post("/v1/agents", json={"handle": "alice"}).json()
+            endpoint = admin.put(
+                f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url}
+            ).json()
+            event = admin.post("/v1/events", json={"to": "alice", "type": "t", "text": "hi"}).json()
+        herald.wait_for_line(lambda line: '"state": "recovered"' in line)
+        lines = json_lines(herald)
+    finally:
+        herald.stop()
+        receiver.close()
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    attempts = [line for line in lines if line.get("event") == event["id"]]
+    assert [(a["way"], a["target"], a["outcome"]) for a in attempts] == [
+        ("webhook", endpoint["id"], "failed"),
+        ("webhook", endpoint["id"], "delivered"),
+    ]
+    assert attempts[0]["next_try"] is not None and attempts[1]["next_try"] is None
+    assert attempts[0]["level"] == "info" and "HTTP 500" in str(attempts[0]["error"])
+    changes = [(line["endpoint"], line["state"]) for line in lines if "state" in line]
+    assert changes == [(endpoint["id"], "failing"), (endpoint["id"], "recovered")]
