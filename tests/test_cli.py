@@ -525,3 +525,14 @@ def test_json_logs_say_each_attempt_and_each_change_of_an_endpoint_in_one_line(
     assert attempts[0]["level"] == "info" and "HTTP 500" in str(attempts[0]["error"])
     changes = [(line["endpoint"], line["state"]) for line in lines if "state" in line]
     assert changes == [(endpoint["id"], "failing"), (endpoint["id"], "recovered")]
+
+
+def test_each_flags_help_tells_its_default_from_the_config_and_its_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    told = " ".join(capsys.readouterr().out.split())
+    for setting in ALL_SETTINGS:
+        assert f"(default {setting.shown_default()}; ${setting.env})" in told, setting.name
+    assert "(default 7d; $HERALD_RETENTION)" in told
