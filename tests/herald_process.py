@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,6 +81,24 @@ class HeraldProcess:
             self.lines.append(line)
             if "listening on " in line:
                 return line.split("listening on ", 1)[1].split(" ", 1)[0]
+
+    def wait_for_line(self, wanted: Callable[[str], bool], timeout_s: float = 30) -> str:
+        """The first line from now on that is ``wanted``, waiting for it at most ``timeout_s``.
+
+        Raises:
+            TimeoutError: none came in time, or the process ended.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no such line within {timeout_s} s: {self.lines}") from None
+            if line is None:
+                raise TimeoutError(f"herald serve ended without such a line: {self.lines}")
+            self.lines.append(line)
+            if wanted(line):
+                return line
 
     def output(self) -> list[str]:
         """Every line the process has printed so far."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from herald.cli import build_parser, serve_config
+from herald.cli import build_parser, main, serve_config, serve_settings
 from herald.config import DEFAULTS, ServeConfig
-from herald.errors import InvalidInput
+from herald.settings import SETTINGS as ALL_SETTINGS
+from herald.settings.sources import ConfigProblems
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import HANG, Receiver
 
@@ -183,7 +185,7 @@ def test_a_port_in_use_is_one_clear_line_and_nothing_started(tmp_path: Path) -> 
     assert result.stdout == ""
     assert not store.exists(), "the store was opened although herald could not listen"
     assert bad_flag.returncode == 2
-    assert "head timeout" in bad_flag.stderr and "in use" not in bad_flag.stderr
+    assert "--head-timeout" in bad_flag.stderr and "in use" not in bad_flag.stderr
 
 
 def serve_flags(*flags: str) -> ServeConfig:
@@ -191,27 +193,22 @@ def serve_flags(*flags: str) -> ServeConfig:
 
 
 OUT_OF_RANGE = [
-    ("--lease", "-1", "the lease must be more than 0 seconds, not -1"),
-    ("--lease", "nan", "the lease must be more than 0 seconds, not nan"),
-    ("--ack-timeout", "0", "the ack timeout must be more than 0 seconds, not 0"),
-    ("--backlog-limit", "-1", "the backlog limit must be 0 or more, not -1"),
-    ("--stream-buffer", "0", "the stream buffer must be 1 or more, not 0"),
-    ("--webhook-timeout", "0", "the webhook timeout must be more than 0 seconds, not 0"),
-    (
-        "--webhook-disable-after",
-        "-5",
-        "the time a webhook may keep failing must be more than 0 seconds, not -5",
-    ),
+    ("--lease", "-1"),
+    ("--lease", "nan"),
+    ("--ack-timeout", "0"),
+    ("--backlog-limit", "-1"),
+    ("--stream-buffer", "0"),
+    ("--webhook-timeout", "0"),
+    ("--webhook-disable-after", "-5"),
 ]
 
 
-@pytest.mark.parametrize(("flag", "value", "said"), OUT_OF_RANGE, ids=[f[0] for f in OUT_OF_RANGE])
-def test_a_serve_flag_out_of_range_is_refused_saying_what_to_give(
-    flag: str, value: str, said: str
-) -> None:
-    with pytest.raises(InvalidInput) as refused:
+@pytest.mark.parametrize(("flag", "value"), OUT_OF_RANGE, ids=[f"{f}={v}" for f, v in OUT_OF_RANGE])
+def test_a_serve_flag_out_of_range_is_refused_saying_what_to_give(flag: str, value: str) -> None:
+    with pytest.raises(ConfigProblems) as refused:
         serve_flags(flag, value)
-    assert refused.value.message == said
+    (said,) = refused.value.problems
+    assert f"(flag {flag}): write " in said and said.endswith(f"not {value!r}")
 
 
 def test_a_serve_flag_out_of_range_is_one_line_before_anything_starts(tmp_path: Path) -> None:
@@ -224,8 +221,14 @@ def test_a_serve_flag_out_of_range_is_one_line_before_anything_starts(tmp_path: 
         timeout=60,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.splitlines() == ["herald: the lease must be more than 0 seconds, not nan"]
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("herald: lease (flag --lease): write a duration") and "'nan'" in said
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_setting_has_a_flag_that_is_tested() -> None:
+    tested = {flag[0] for flag, _, _ in SETTINGS}
+    assert tested == {setting.flag for setting in ALL_SETTINGS}
 
 
 def test_herald_serve_without_flags_runs_on_the_defaults_of_serve_config(
@@ -250,6 +253,7 @@ SETTINGS = [
     (("--ack-timeout", "9"), lambda c: c.delivery.ack_timeout_s, 9.0),
     (("--backlog-limit", "2"), lambda c: c.delivery.backlog_limit, 2),
     (("--presence-ttl", "3"), lambda c: c.delivery.presence_ttl_s, 3.0),
+    (("--mcp-era", "modern"), lambda c: c.mcp.era, "modern"),
     (("--stream-buffer", "50"), lambda c: c.streams.buffer_size, 50),
     (("--webhook-allow", "private"), lambda c: str(c.webhooks.allow), "private"),
     (("--webhook-schedule", "0,1"), lambda c: c.webhooks.schedule_s, (0, 1)),
@@ -261,6 +265,9 @@ SETTINGS = [
     (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),
     (("--publish-burst", "6"), lambda c: c.limits.publish_burst, 6),
     (("--log-level", "debug"), lambda c: c.log_level, "debug"),
+    (("--log-format", "json"), lambda c: c.log_format, "json"),
+    (("--access-log",), lambda c: c.access_log, True),
+    (("--retention", "12h"), lambda c: c.hub.retention_s, 12 * 3600.0),
     (("--subscription-ttl", "120"), lambda c: c.subscriptions.default_ttl_s, 120.0),
     (("--subscription-max-ttl", "7200"), lambda c: c.subscriptions.max_ttl_s, 7200.0),
     (("--subscription-min-ttl", "30"), lambda c: c.subscriptions.min_ttl_s, 30.0),
@@ -280,3 +287,288 @@ def test_each_serve_flag_sets_its_setting_and_only_that(
         (name, group) for name, group in vars(config).items() if group != getattr(DEFAULTS, name)
     ]
     assert len(changed) == 1, changed
+
+
+def settings_from(
+    flags: tuple[str, ...], environ: dict[str, str], toml: str | None, tmp_path: Path
+) -> ServeConfig:
+    config_flag: tuple[str, ...] = ()
+    if toml is not None:
+        (tmp_path / "herald.toml").write_text(toml)
+        config_flag = ("--config", str(tmp_path / "herald.toml"))
+    args = build_parser().parse_args(["serve", *config_flag, *flags])
+    return serve_settings(args, environ).config
+
+
+PRECEDENCE = [
+    ("port", "--port", "HERALD_PORT", lambda c: c.http.port, ("7001", "7002", "7003"), 8787),
+    (
+        "retention",
+        "--retention",
+        "HERALD_RETENTION",
+        lambda c: c.hub.retention_s,
+        ("90s", "15m", '"12h"'),
+        7 * 86400,
+    ),
+    (
+        "webhook_allow",
+        "--webhook-allow",
+        "HERALD_WEBHOOK_ALLOW",
+        lambda c: str(c.webhooks.allow),
+        ("loopback", "private", '"loopback,private"'),
+        "",
+    ),
+    (
+        "subscription_max_ttl",
+        "--subscription-max-ttl",
+        "HERALD_SUBSCRIPTION_MAX_TTL",
+        lambda c: c.subscriptions.max_ttl_s,
+        ("2h", "3h", "14400"),
+        86400,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "flag", "variable", "setting", "values", "default"),
+    PRECEDENCE,
+    ids=[p[0] for p in PRECEDENCE],
+)
+def test_a_flag_beats_the_environment_which_beats_the_file_which_beats_the_default(
+    tmp_path: Path,
+    key: str,
+    flag: str,
+    variable: str,
+    setting: Callable[[ServeConfig], object],
+    values: tuple[str, str, str],
+    default: object,
+) -> None:
+    from_flag, from_env, from_file = values
+    toml = f"{key} = {from_file}\n"
+    everything = settings_from((flag, from_flag), {variable: from_env}, toml, tmp_path)
+    no_flag = settings_from((), {variable: from_env}, toml, tmp_path)
+    file_only = settings_from((), {}, toml, tmp_path)
+    nothing = settings_from((), {}, None, tmp_path)
+    expected = [
+        setting(settings_from((flag, text.strip('"')), {}, None, tmp_path)) for text in values
+    ]
+    assert len(set(map(str, expected))) == 3, "the three sources' values must differ"
+    assert setting(everything) == expected[0]
+    assert setting(no_flag) == expected[1]
+    assert setting(file_only) == expected[2]
+    assert setting(nothing) == default == setting(DEFAULTS)
+
+
+def test_herald_config_names_the_file_when_no_flag_does(tmp_path: Path) -> None:
+    (tmp_path / "h.toml").write_text('retention = "2d"\nsubscription_no_expiry = true\n')
+    config = settings_from((), {"HERALD_CONFIG": str(tmp_path / "h.toml")}, None, tmp_path)
+    assert config.hub.retention_s == 2 * 86400
+    assert config.subscriptions.allow_no_expiry is True
+
+
+def run_serve(
+    *flags: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "herald.cli", "serve", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **(env or {})},
+        cwd=cwd,
+    )
+
+
+def problems(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *flags: str, **env: str
+) -> list[str]:
+    """What ``herald serve --check-config`` says is wrong, in process (nothing is started)."""
+    for name in [name for name in os.environ if name.startswith("HERALD_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--check-config", *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.splitlines()
+
+
+def test_a_bad_flag_value_is_named_with_what_to_write(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert problems(capsys, monkeypatch, "--port", "x", "--retention", "soon") == [
+        "herald: port (flag --port): write an integer from 0 to 65535, not 'x'",
+        "herald: retention (flag --retention): write a duration such as 90s, 15m, 12h or 7d"
+        " (a number alone is seconds), not 'soon'",
+    ]
+
+
+def test_a_bad_or_unknown_variable_is_named_with_what_to_write(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = problems(capsys, monkeypatch, HERALD_LOG_FORMAT="xml", HERALD_WEBHOOK_ALOW="loopback")
+    assert found == [
+        "herald: log_format (env HERALD_LOG_FORMAT): write one of text, json, not 'xml'",
+        "herald: HERALD_WEBHOOK_ALOW (env): herald serve has no such setting:"
+        " write HERALD_WEBHOOK_ALLOW",
+    ]
+
+
+def test_variables_of_other_commands_are_not_mistakes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERALD_URL", "http://127.0.0.1:8787")
+    monkeypatch.setenv("HERALD_API_KEY", "k")
+    assert main(["serve", "--check-config"]) == 0
+    assert "HERALD_URL" not in capsys.readouterr().err
+
+
+def test_a_bad_or_unknown_key_in_the_file_is_named_with_its_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    toml = tmp_path / "herald.toml"
+    toml.write_text('# herald\nport = 8000\n\nwebhook_alow = "loopback"\nlease = -5\n')
+    assert problems(capsys, monkeypatch, "--config", str(toml)) == [
+        f"herald: webhook_alow ({toml}:4): herald serve has no such setting: write webhook_allow",
+        f"herald: lease ({toml}:5): write a duration above 0 such as 90s, 15m, 12h or 7d"
+        " (a number alone is seconds), not -5",
+    ]
+
+
+def test_a_mistake_in_the_file_counts_even_where_a_flag_overrides_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    toml = tmp_path / "herald.toml"
+    toml.write_text("port = 99999\n")
+    assert problems(capsys, monkeypatch, "--config", str(toml), "--port", "8000") == [
+        f"herald: port ({toml}:1): write an integer from 0 to 65535, not 99999"
+    ]
+
+
+def test_a_file_that_cannot_be_read_or_parsed_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing, broken = tmp_path / "missing.toml", tmp_path / "broken.toml"
+    broken.write_text("port =\n")
+    assert problems(capsys, monkeypatch, "--config", str(missing)) == [
+        f"herald: {missing}: cannot be read (FileNotFoundError): give a readable TOML file"
+        " with --config or HERALD_CONFIG"
+    ]
+    assert problems(capsys, monkeypatch, HERALD_CONFIG=str(broken)) == [
+        f"herald: {broken}: not valid TOML: Invalid value (at line 1, column 7)"
+    ]
+
+
+def test_settings_that_do_not_fit_together_are_named_with_their_sources(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = problems(
+        capsys, monkeypatch, "--subscription-min-ttl", "2h", HERALD_SUBSCRIPTION_TTL="1h"
+    )
+    assert found == [
+        "herald: subscription_min_ttl (flag --subscription-min-ttl), subscription_ttl"
+        " (env HERALD_SUBSCRIPTION_TTL): subscription TTLs must be above 0 s, the minimum at"
+        " most the default and the default at most the maximum"
+    ]
+
+
+def test_an_unknown_store_url_is_named_with_its_source(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert problems(capsys, monkeypatch, HERALD_STORE="mysql://x") == [
+        "herald: store (env HERALD_STORE): unknown store URL 'mysql://x': use sqlite:///path.db"
+        " or postgresql://user@host/db"
+    ]
+
+
+def test_check_config_prints_the_effective_configuration_with_secrets_masked(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "herald.toml").write_text('retention = "12h"\nport = 7000\n')
+    admin_key = "a-secret-admin-key-0123456789abcdefgh"
+    result = run_serve(
+        "--check-config", "--config", "herald.toml", "--port", "7100",
+        env={"HERALD_ADMIN_KEY": admin_key, "HERALD_STORE": "postgresql://h:hunter2@db/h"},
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert 'store = "postgresql://h:***@db/h"  # env HERALD_STORE' in lines
+    assert "port = 7100  # flag --port" in lines
+    assert 'retention = "12h"  # herald.toml:1' in lines
+    assert 'lease = "30s"  # default' in lines
+    assert f"# HERALD_ADMIN_KEY: set, {len(admin_key)} characters (masked)" in lines
+    assert admin_key not in result.stdout and "hunter2" not in result.stdout
+    assert not (tmp_path / "herald.db").exists(), "checking opened the store"
+
+
+def test_the_printed_configuration_reads_back_as_the_same_configuration(tmp_path: Path) -> None:
+    flags = ("--retention", "36h", "--webhook-schedule", "0,9", "--webhook-allow", "private")
+    printed = run_serve("--check-config", *flags).stdout
+    (tmp_path / "herald.toml").write_text(printed)
+    assert settings_from((), {}, printed, tmp_path) == settings_from(flags, {}, None, tmp_path)
+
+
+def test_bad_values_from_the_environment_are_refused_before_the_port_is_taken(
+    tmp_path: Path,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = run_serve(
+            "--port", port, env={"HERALD_RETENTION": "0"}, cwd=tmp_path
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "herald: retention (env HERALD_RETENTION): write a duration above 0 such as 90s, 15m,"
+        " 12h or 7d (a number alone is seconds), not '0'"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def json_lines(herald: HeraldProcess) -> list[dict[str, object]]:
+    """Every log line so far, each parsed; the lines for the operator ("herald: ...") are
+    printed, not logged."""
+    return [json.loads(line) for line in herald.output() if not line.startswith("herald: ")]
+
+
+def test_json_logs_say_each_attempt_and_each_change_of_an_endpoint_in_one_line(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(500, {})])
+    extra = ("--log-level", "info", "--log-format", "json", "--webhook-allow", "loopback",
+             "--webhook-schedule", "0,1")  # fmt: skip
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'herald.db'}", extra_args=extra)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = admin.post("/v1/agents", json={"handle": "alice"}).json()
+            endpoint = admin.put(
+                f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url}
+            ).json()
+            event = admin.post("/v1/events", json={"to": "alice", "type": "t", "text": "hi"}).json()
+        herald.wait_for_line(lambda line: '"state": "recovered"' in line)
+        lines = json_lines(herald)
+    finally:
+        herald.stop()
+        receiver.close()
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    attempts = [line for line in lines if line.get("event") == event["id"]]
+    assert [(a["way"], a["target"], a["outcome"]) for a in attempts] == [
+        ("webhook", endpoint["id"], "failed"),
+        ("webhook", endpoint["id"], "delivered"),
+    ]
+    assert attempts[0]["next_try"] is not None and attempts[1]["next_try"] is None
+    assert attempts[0]["level"] == "info" and "HTTP 500" in str(attempts[0]["error"])
+    changes = [(line["endpoint"], line["state"]) for line in lines if "state" in line]
+    assert changes == [(endpoint["id"], "failing"), (endpoint["id"], "recovered")]
+
+
+def test_each_flags_help_tells_its_default_from_the_config_and_its_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    told = " ".join(capsys.readouterr().out.split())
+    for setting in ALL_SETTINGS:
+        assert f"(default {setting.shown_default()}; ${setting.env})" in told, setting.name
+    assert "(default 7d; $HERALD_RETENTION)" in told

@@ -14,6 +14,7 @@ from herald.capabilities import DeliveryCapabilities
 from herald.config import DEFAULTS, DeliveryConfig, KeyLimits, SubscriptionConfig
 from herald.delivery.fanout import Fanout
 from herald.http.limits import Limits
+from herald.times import format_duration, parse_duration
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
@@ -108,3 +109,32 @@ def test_a_negative_subscription_limit_is_refused() -> None:
 def test_an_empty_subscription_schedule_is_refused() -> None:
     with pytest.raises(InvalidInput, match="retry schedule"):
         SubscriptionConfig(schedule_s=())
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("15m", 900), ("12h", 43200), ("7d", 604800), ("2.5", 2.5), ("500ms", 0.5)],
+)
+def test_a_duration_reads_as_seconds_and_writes_back_as_it_was_read(
+    text: str, seconds: float
+) -> None:
+    assert parse_duration(text) == seconds
+    assert parse_duration(format_duration(seconds)) == seconds
+
+
+def test_a_duration_is_written_in_its_largest_whole_unit() -> None:
+    written = [format_duration(s) for s in (DEFAULTS.hub.retention_s, 300.0, 90.0, 0.25)]
+    assert written == ["7d", "5m", "90s", "0.25s"]
+
+
+@pytest.mark.parametrize("text", ["", "soon", "-5s", "5 weeks", "1e3", "nan"])
+def test_a_duration_that_is_not_one_says_what_to_write(text: str) -> None:
+    with pytest.raises(InvalidInput, match="write a duration such as 90s, 15m, 12h or 7d"):
+        parse_duration(text)
+
+
+def test_an_unknown_log_level_or_format_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="log level"):
+        ServeConfig(log_level="loud")
+    with pytest.raises(InvalidInput, match="log format"):
+        ServeConfig(log_format="xml")

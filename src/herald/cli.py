@@ -5,30 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
-from herald.config import (
-    DEFAULTS,
-    MCP_ERAS,
-    DeliveryConfig,
-    HttpConfig,
-    HubConfig,
-    KeyLimits,
-    McpConfig,
-    ServeConfig,
-    StreamConfig,
-    SubscriptionConfig,
-    WebhookConfig,
-)
+from herald.config import DEFAULTS, LOG_LEVELS, MCP_ERAS, ServeConfig
 from herald.errors import HeraldError
+from herald.logs import configure_logging
 from herald.operator import commands as operator_commands
-from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.checks import parse_schedule
-
-LOG_LEVELS = ["debug", "info", "warning", "error"]
+from herald.settings import SETTINGS, ConfigProblems, Resolved, effective_toml, resolve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,20 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _drain(args)
     if args.command in {"backup", "restore"}:
         return _backup_or_restore(args)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        config = serve_config(args)
-        from herald.serve import serve  # here: bridge and drain need none of the server
-
-        _run(serve(config, admin_key=os.environ.get("HERALD_ADMIN_KEY")))
-    except HeraldError as exc:
-        print(f"herald: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return _serve(args)
 
 
 def _add_backup_and_restore(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -127,246 +99,81 @@ def _add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_serve(serve: argparse.ArgumentParser) -> None:
-    """``herald serve``'s flags: each one sets a field of ``ServeConfig`` and defaults to it."""
-    http, hub, delivery = DEFAULTS.http, DEFAULTS.hub, DEFAULTS.delivery
-    webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
-    _add_store(serve)
+    """``herald serve``'s flags: one per setting (``herald.settings``). A flag not given is left
+    out, so that a variable, the file or the default can set it; what each defaults to is told
+    from ``DEFAULTS``."""
     serve.add_argument(
-        "--host", default=http.host, help=f"address to listen on (default {http.host})"
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="read settings from this TOML file: each flag's name without -- and with _ for -,"
+        ' e.g. webhook_allow = "loopback"; flags and variables win over it ($HERALD_CONFIG)',
     )
     serve.add_argument(
-        "--port",
-        type=_int_from(0, 65535),
-        default=http.port,
-        help=f"port to listen on (default {http.port}; 0 picks a free one)",
-    )
-    serve.add_argument(
-        "--lease",
-        type=float,
-        default=hub.lease_s,
-        metavar="SECONDS",
-        help=f"how long a drained event stays reserved for its consumer (default {hub.lease_s:g})",
-    )
-    serve.add_argument(
-        "--ack-timeout",
-        type=float,
-        default=delivery.ack_timeout_s,
-        metavar="SECONDS",
-        help="how long a push may go unacknowledged before the next way is tried"
-        f" (default {delivery.ack_timeout_s:g})",
-    )
-    serve.add_argument(
-        "--backlog-limit",
-        type=int,
-        default=delivery.backlog_limit,
-        metavar="N",
-        help="on connect, a backlog longer than this arrives as one summary"
-        f" (default {delivery.backlog_limit})",
-    )
-    serve.add_argument(
-        "--mcp-era",
-        choices=MCP_ERAS,
-        default=DEFAULTS.mcp.era,
-        help="which MCP protocol era a client probing with server/discover gets: auto (by its"
-        " client profile: Claude Code stays on the legacy era, where herald can push to it;"
-        " others get 2026-07-28), legacy (the probe is refused) or modern (it is answered)"
-        f" (default {DEFAULTS.mcp.era})",
-    )
-    serve.add_argument(
-        "--presence-ttl",
-        type=float,
-        default=delivery.presence_ttl_s,
-        metavar="SECONDS",
-        help="how long a live session stays registered in the store without a refresh: the"
-        " sessions of a process that died drop out within it"
-        f" (default {delivery.presence_ttl_s:g})",
-    )
-    serve.add_argument(
-        "--stream-buffer",
-        type=int,
-        default=DEFAULTS.streams.buffer_size,
-        metavar="N",
-        help="how many events a stream client may fall behind before it is cut off"
-        f" (default {DEFAULTS.streams.buffer_size})",
-    )
-    serve.add_argument(
-        "--public-url",
-        default=http.public_url,
-        help="the hub's URL as agents reach it, told to OpenClaw agents (default: host and port)",
-    )
-    serve.add_argument(
-        "--webhook-allow",
-        default=str(webhooks.allow),
-        metavar="CLASSES",
-        help="address classes webhooks may go to besides public ones: loopback, private"
-        " (link-local and cloud metadata addresses never)",
-    )
-    schedule = ",".join(str(s) for s in webhooks.schedule_s)
-    serve.add_argument(
-        "--webhook-schedule",
-        default=schedule,
-        metavar="SECONDS,...",
-        help=f"delays before each webhook try (default {schedule})",
-    )
-    serve.add_argument(
-        "--webhook-disable-after",
-        type=float,
-        default=webhooks.disable_after_s,
-        metavar="SECONDS",
-        help="disable an endpoint that keeps failing for this long"
-        f" (default {webhooks.disable_after_s:g}: {webhooks.disable_after_s / 86400:g} days)",
-    )
-    serve.add_argument(
-        "--webhook-timeout",
-        type=float,
-        default=webhooks.timeout_s,
-        metavar="SECONDS",
-        help=f"how long one webhook request may take (default {webhooks.timeout_s:g})",
-    )
-    serve.add_argument(
-        "--webhook-concurrency",
-        type=_int_from(1),
-        default=webhooks.per_endpoint,
-        metavar="N",
-        help="requests in flight to one webhook or OpenClaw endpoint at most"
-        f" (default {webhooks.per_endpoint})",
-    )
-    serve.add_argument(
-        "--head-timeout",
-        type=float,
-        default=http.head_timeout_s,
-        metavar="SECONDS",
-        help="close a connection whose request head is not complete within this"
-        f" (default {http.head_timeout_s:g})",
-    )
-    serve.add_argument(
-        "--streams-per-key",
-        type=_int_from(0),
-        default=limits.streams,
-        metavar="N",
-        help=f"open GET /channel/stream per key at most (default {limits.streams}; 0: no limit)",
-    )
-    serve.add_argument(
-        "--sessions-per-key",
-        type=_int_from(0),
-        default=limits.sessions,
-        metavar="N",
-        help=f"live MCP sessions per key at most (default {limits.sessions}; 0: no limit)",
-    )
-    serve.add_argument(
-        "--publish-rate",
-        type=float,
-        default=limits.publish_rate,
-        metavar="EVENTS",
-        help="events per second one key may publish, each event of a batch counted "
-        f"(default {limits.publish_rate:g}; 0: no limit)",
-    )
-    serve.add_argument(
-        "--publish-burst",
-        type=_int_from(1),
-        default=limits.publish_burst,
-        metavar="EVENTS",
-        help="events one key may publish at once, beyond its rate"
-        f" (default {limits.publish_burst})",
-    )
-    serve.add_argument("--log-level", default=DEFAULTS.log_level, choices=LOG_LEVELS)
-    _add_subscriptions(serve)
-
-
-def _add_subscriptions(serve: argparse.ArgumentParser) -> None:
-    """The flags of ``SubscriptionConfig``: MCP Events webhook subscriptions."""
-    subscriptions = DEFAULTS.subscriptions
-    for flag, default, what in (
-        ("--subscription-ttl", subscriptions.default_ttl_s, "the grant when none is suggested"),
-        ("--subscription-max-ttl", subscriptions.max_ttl_s, "the longest grant"),
-        ("--subscription-min-ttl", subscriptions.min_ttl_s, "the shortest grant (raised to it)"),
-    ):
-        serve.add_argument(
-            flag,
-            type=float,
-            default=default,
-            metavar="SECONDS",
-            help=f"Events webhook subscriptions: {what} (default {default:g})",
-        )
-    serve.add_argument(
-        "--subscription-no-expiry",
+        "--check-config",
         action="store_true",
-        help="grant no expiry to an Events webhook subscription that asks for it (ttlMs null);"
-        " without it, it gets the longest grant",
+        help="check the flags, variables and file, print the configuration they make and exit",
     )
-    schedule = ",".join(str(s) for s in subscriptions.schedule_s)
-    serve.add_argument(
-        "--subscription-schedule",
-        default=schedule,
-        metavar="SECONDS,...",
-        help=f"delays before each try of an Events webhook delivery (default {schedule})",
-    )
-    serve.add_argument(
-        "--subscription-limit",
-        type=_int_from(0),
-        default=subscriptions.max_per_agent,
-        metavar="N",
-        help="Events webhook subscriptions one agent may hold at once"
-        f" (default {subscriptions.max_per_agent}; 0: no limit)",
-    )
+    for setting in SETTINGS:
+        told = f"{setting.help} (default {setting.shown_default()}; ${setting.env})"
+        if setting.kind.is_switch:
+            serve.add_argument(
+                setting.flag, action="store_true", default=argparse.SUPPRESS, help=told
+            )
+        else:
+            serve.add_argument(
+                setting.flag, metavar=setting.kind.metavar, default=argparse.SUPPRESS, help=told
+            )
 
 
-def serve_config(args: argparse.Namespace) -> ServeConfig:
-    """The ``ServeConfig`` that ``herald serve``'s flags say; what no flag sets keeps its default.
+def serve_settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Resolved:
+    """The settings ``herald serve``'s flags, ``environ`` (by default the process's) and the
+    TOML file they name make.
 
     Raises:
-        InvalidInput: the webhook or subscription schedule, the subscription TTLs, the address
-            classes or a per-key limit is invalid.
+        ConfigProblems: one line per problem.
     """
-    return ServeConfig(
-        store_url=args.store,
-        log_level=args.log_level,
-        http=HttpConfig(
-            host=args.host,
-            port=args.port,
-            public_url=args.public_url,
-            head_timeout_s=args.head_timeout,
-        ),
-        hub=HubConfig(lease_s=args.lease),
-        delivery=DeliveryConfig(
-            ack_timeout_s=args.ack_timeout,
-            backlog_limit=args.backlog_limit,
-            presence_ttl_s=args.presence_ttl,
-        ),
-        mcp=McpConfig(era=args.mcp_era),
-        streams=StreamConfig(buffer_size=args.stream_buffer),
-        webhooks=WebhookConfig(
-            allow=AddressPolicy.parse(args.webhook_allow),
-            schedule_s=parse_schedule(args.webhook_schedule),
-            disable_after_s=args.webhook_disable_after,
-            timeout_s=args.webhook_timeout,
-            per_endpoint=args.webhook_concurrency,
-        ),
-        subscriptions=SubscriptionConfig(
-            default_ttl_s=args.subscription_ttl,
-            max_ttl_s=args.subscription_max_ttl,
-            min_ttl_s=args.subscription_min_ttl,
-            allow_no_expiry=args.subscription_no_expiry,
-            schedule_s=parse_schedule(args.subscription_schedule),
-            max_per_agent=args.subscription_limit,
-        ),
-        limits=KeyLimits(
-            streams=args.streams_per_key,
-            sessions=args.sessions_per_key,
-            publish_rate=args.publish_rate,
-            publish_burst=args.publish_burst,
-        ),
-    )
+    given = {s.name: getattr(args, s.name) for s in SETTINGS if hasattr(args, s.name)}
+    environ = os.environ if environ is None else environ
+    return resolve(given, environ, getattr(args, "config", None))
+
+
+def serve_config(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServeConfig:
+    """The ``ServeConfig`` of ``serve_settings``.
+
+    Raises:
+        ConfigProblems: one line per problem.
+    """
+    return serve_settings(args, environ).config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        settings = serve_settings(args)
+    except ConfigProblems as exc:
+        for problem in exc.problems:
+            print(f"herald: {problem}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        print("\n".join(effective_toml(settings)))
+        return 0
+    config = settings.config
+    configure_logging(config.log_level, config.log_format)
+    try:
+        from herald.serve import serve  # here: bridge and drain need none of the server
+
+        _run(serve(config, admin_key=settings.admin_key))
+    except HeraldError as exc:
+        print(f"herald: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def _bridge(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    configure_logging(args.log_level, "text")
     if not args.key:
         print("herald bridge: give the agent's key with --key or HERALD_API_KEY", file=sys.stderr)
         return 2
@@ -433,22 +240,6 @@ def _run(coroutine: object) -> None:
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(coroutine)  # type: ignore[arg-type]
-
-
-def _int_from(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` (to ``high``)."""
-    bounds = f"from {low} to {high}" if high is not None else f"of {low} or more"
-
-    def parse(text: str) -> int:
-        try:
-            value: int | None = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, not {text!r}")
-        return value
-
-    return parse
 
 
 if __name__ == "__main__":

@@ -284,6 +284,10 @@ class KeyLimits:
             raise InvalidInput("the publish burst must be 1 event or more")
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """Everything ``herald serve`` can be told, grouped by the part of the hub it sets."""
@@ -293,6 +297,11 @@ class ServeConfig:
     ``postgresql://...``."""
     log_level: str = "info"
     """The least severe log level written: debug, info, warning or error."""
+    log_format: str = "text"
+    """How log lines are written: ``text`` for people, ``json`` (one object a line) for
+    collectors."""
+    access_log: bool = False
+    """Log a line per HTTP request (uvicorn's access log)."""
     http: HttpConfig = field(default_factory=HttpConfig)
     hub: HubConfig = field(default_factory=HubConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
@@ -302,6 +311,12 @@ class ServeConfig:
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
     subscriptions: SubscriptionConfig = field(default_factory=SubscriptionConfig)
     limits: KeyLimits = field(default_factory=KeyLimits)
+
+    def __post_init__(self) -> None:
+        if self.log_level not in LOG_LEVELS:
+            raise InvalidInput(f"the log level must be one of {', '.join(LOG_LEVELS)}")
+        if self.log_format not in LOG_FORMATS:
+            raise InvalidInput(f"the log format must be one of {', '.join(LOG_FORMATS)}")
 
 
 DEFAULTS = ServeConfig()

@@ -28,6 +28,7 @@ from herald.http.connections import (
 )
 from herald.hub import Hub
 from herald.serving_lock import hold_store
+from herald.settings import masked_url
 from herald.urls import backend_of, sqlite_path
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
@@ -82,7 +83,10 @@ async def serve(
             server_config = uvicorn.Config(
                 app,
                 log_level=config.log_level,
-                access_log=False,
+                # uvicorn's lines go where the program's logging sends them (herald serve: in its
+                # --log-format), not through uvicorn's own handlers.
+                log_config=None,
+                access_log=config.access_log,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=guarded_protocol(guard),
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
@@ -94,8 +98,10 @@ async def serve(
                 f" is {budget.files}); a request head must come within"
                 f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB"
             )
-            store = redact(config.store_url)
-            announce(f"herald: listening on http://{host}:{bound_port} (store {store})")
+            announce(
+                f"herald: listening on http://{host}:{bound_port}"
+                f" (store {masked_url(config.store_url)})"
+            )
             async with _exit_when(stop, server):
                 await server.serve(sockets=[sock])
         finally:
@@ -223,15 +229,6 @@ def listen(host: str, port: int) -> socket.socket:
         reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
         reason = reason[:1].lower() + reason[1:]
         raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
-
-
-def redact(url: str) -> str:
-    """The store URL without a password, fit for a log line."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, location = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{location}"
 
 
 class _Server(uvicorn.Server):

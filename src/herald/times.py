@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import Callable
+
+from herald.errors import InvalidInput
 
 Clock = Callable[[], float]
 """Seconds since the epoch, like ``time.time``; ``herald.testing.ManualClock`` is one to move."""
@@ -24,3 +27,32 @@ def ms_from_iso(text: str) -> int:
     """The inverse of ``iso_ms``."""
     moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     return round(moment.timestamp() * 1000)
+
+
+DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s|ms)?")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from a duration as an operator writes it: ``90s``, ``15m``, ``12h``, ``7d``,
+    ``500ms``, or a number alone, which is seconds (``2.5``).
+
+    Raises:
+        InvalidInput: none of those.
+    """
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise InvalidInput(
+            "write a duration such as 90s, 15m, 12h or 7d (a number alone is seconds),"
+            f" not {text!r}"
+        )
+    number, unit = found.groups()
+    return float(number) / 1000 if unit == "ms" else float(number) * DURATION_UNITS[unit or "s"]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest text ``parse_duration`` reads back as ``seconds``: ``7d``, ``5m``, ``2.5s``."""
+    for unit, size in DURATION_UNITS.items():
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds!r}s" if seconds != int(seconds) else f"{int(seconds)}s"

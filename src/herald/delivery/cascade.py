@@ -14,6 +14,7 @@ from herald.delivery.answers import reply_with
 from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
 from herald.delivery.sessions import LiveSession, Unconfirmed
 from herald.hub import Hub
+from herald.logs import log_attempt
 from herald.models import Attempt, Event, EventStatus
 
 log = logging.getLogger("herald.delivery")
@@ -175,5 +176,7 @@ class Cascade:
             self._report(report)
 
     def _report(self, report: PushReport) -> None:
+        log_attempt(log, report.event.id, report.mechanism, report.session_id,
+                    report.result.outcome.value, error=report.result.error)  # fmt: skip
         for observer in self._observers:
             observer(report)

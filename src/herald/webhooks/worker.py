@@ -29,6 +29,7 @@ from herald.errors import InvalidInput
 from herald.hub import Hub
 from herald.hub.subscriptions import AGENT_DELETED, TYPE_DELETED
 from herald.ids import new_id
+from herald.logs import log_attempt, log_endpoint_state
 from herald.models import (
     Agent,
     Attempt,
@@ -362,6 +363,8 @@ class WebhookWorker:
             else:
                 outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
             finished = self._finished(delivery, endpoint, outcome)
+            if log.isEnabledFor(logging.INFO):
+                _log_finished(finished, endpoint)
             # Recorded in the background, in batches: the lane goes on to the next request.
             self._results.add(finished)
             if endpoint.kind is Kind.SUBSCRIPTION and finished.next_at is None:
@@ -453,6 +456,26 @@ class WebhookWorker:
         if outcome.retry_after_s is not None:
             delay = max(delay, outcome.retry_after_s)
         return now + int(delay * 1000)
+
+
+def _log_finished(finished: Finished, endpoint: Endpoint) -> None:
+    """The attempt's outcome, and the endpoint's change of state if it made one (as this
+    process saw the endpoint when it claimed the delivery)."""
+    attempt, way = finished.attempt, endpoint.kind.value
+    log_attempt(log, attempt.event_id, way, endpoint.id, attempt.outcome, finished.next_at,
+                attempt.error)  # fmt: skip
+    failing_too_long = (
+        finished.disable_failing_since is not None
+        and endpoint.failing_since is not None
+        and endpoint.failing_since <= finished.disable_failing_since
+    )
+    if finished.disable_reason is not None or (not finished.endpoint_ok and failing_too_long):
+        why = finished.disable_reason or f"kept failing for too long; last error: {attempt.error}"
+        log_endpoint_state(log, endpoint.id, way, "disabled", why)
+    elif finished.endpoint_ok and endpoint.failing_since is not None:
+        log_endpoint_state(log, endpoint.id, way, "recovered", "an attempt succeeded")
+    elif not finished.endpoint_ok and endpoint.failing_since is None:
+        log_endpoint_state(log, endpoint.id, way, "failing", attempt.error or "an attempt failed")
 
 
 def _termination(why: str, subscription: WebhookSubscription) -> dict[str, Any]:

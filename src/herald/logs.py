@@ -1,0 +1,75 @@
+"""Log lines as ``herald serve --log-format`` writes them: ``text`` for people, ``json`` (one
+object a line: time, level, logger, message and the fields the line was given with
+``extra=``) for log collectors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from herald.times import iso_ms
+
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+"""A record's own attributes: the rest came with ``extra=`` and are the line's fields."""
+_LEFT_OUT = _STANDARD | {"color_message"}
+"""uvicorn's ``color_message`` is its message again, with terminal colours."""
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": iso_ms(int(record.created * 1000)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in vars(record).items():
+            if name not in _LEFT_OUT and name not in line:
+                line[name] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    """Send every log line to stderr at ``level`` and above, in ``log_format`` (text, json)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    # The HTTP client logs each request with its full URL at INFO: a webhook URL may carry a
+    # token, and herald logs each attempt itself.
+    for client in QUIET_LOGGERS:
+        logging.getLogger(client).setLevel(
+            max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()])
+        )
+
+
+def log_attempt(
+    log: logging.Logger,
+    event_id: str,
+    way: str,
+    target: str,
+    outcome: str,
+    next_try_ms: int | None = None,
+    error: str | None = None,
+) -> None:
+    """One INFO line for what came of one delivery attempt, with its fields for ``json``. Called
+    on every attempt: when INFO is off it costs one level check."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    next_try = iso_ms(next_try_ms) if next_try_ms is not None else None
+    fields = {"event": event_id, "way": way, "target": target, "outcome": outcome,
+              "next_try": next_try, "error": error}  # fmt: skip
+    log.info("%s by %s to %s: %s%s", event_id, way, target, outcome,
+             f", next try {next_try}" if next_try else "", extra=fields)  # fmt: skip
+
+
+def log_endpoint_state(
+    log: logging.Logger, endpoint_id: str, way: str, state: str, why: str
+) -> None:
+    """One INFO line when an endpoint starts failing, recovers or is disabled."""
+    log.info("%s %s %s: %s", way, endpoint_id, state, why,
+             extra={"endpoint": endpoint_id, "way": way, "state": state, "why": why})  # fmt: skip

@@ -1,0 +1,247 @@
+"""Every setting of ``herald serve``: its name (the TOML key; ``--name-with-dashes`` is its flag,
+``HERALD_NAME`` its variable), the ``ServeConfig`` field it sets and the kind of value it takes.
+The defaults are ``herald.config.DEFAULTS``'s, never repeated here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from herald.config import DEFAULTS, LOG_FORMATS, LOG_LEVELS, MCP_ERAS
+from herald.settings.kinds import (
+    ADDRESSES,
+    DURATION,
+    SCHEDULE,
+    SWITCH,
+    TEXT,
+    Kind,
+    choice,
+    integer,
+    number,
+)
+
+ENV_PREFIX = "HERALD_"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    """The key in a TOML file, e.g. ``webhook_allow``."""
+    field: str
+    """The ``ServeConfig`` field it sets: ``store_url``, or ``group.field`` (``webhooks.allow``)."""
+    kind: Kind
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def default(self) -> Any:
+        value: Any = DEFAULTS
+        for part in self.field.split("."):
+            value = getattr(value, part)
+        return value
+
+    def shown_default(self) -> str:
+        default = self.default
+        if default is None:
+            return "none"
+        plain = self.kind.plain(default)
+        return ",".join(str(d) for d in plain) if isinstance(plain, list) else str(plain)
+
+
+def _subscriptions(what: str) -> str:
+    return f"Events webhook subscriptions: {what}"
+
+
+SETTINGS = (
+    Setting("store", "store_url", TEXT, "store URL: sqlite:///PATH or postgresql://USER@HOST/DB"),
+    Setting("host", "http.host", TEXT, "address to listen on"),
+    Setting("port", "http.port", integer(0, 65535), "port to listen on (0 picks a free one)"),
+    Setting(
+        "public_url",
+        "http.public_url",
+        TEXT,
+        "the hub's URL as agents reach it, told to OpenClaw agents (none: host and port)",
+    ),
+    Setting(
+        "head_timeout",
+        "http.head_timeout_s",
+        DURATION,
+        "close a connection whose request head is not complete within this",
+    ),
+    Setting(
+        "lease",
+        "hub.lease_s",
+        DURATION,
+        "how long a drained event stays reserved for its consumer",
+    ),
+    Setting(
+        "retention",
+        "hub.retention_s",
+        DURATION,
+        "how long delivered and expired events are kept before they are pruned",
+    ),
+    Setting(
+        "ack_timeout",
+        "delivery.ack_timeout_s",
+        DURATION,
+        "how long a push may go unacknowledged before the next way is tried",
+    ),
+    Setting(
+        "backlog_limit",
+        "delivery.backlog_limit",
+        integer(0),
+        "on connect, a backlog longer than this arrives as one summary",
+    ),
+    Setting(
+        "presence_ttl",
+        "delivery.presence_ttl_s",
+        DURATION,
+        "how long a live session stays registered in the store without a refresh: the"
+        " sessions of a process that died drop out within it",
+    ),
+    Setting(
+        "mcp_era",
+        "mcp.era",
+        choice(MCP_ERAS),
+        "which MCP protocol era a client probing with server/discover gets: auto (by its"
+        " client profile: Claude Code stays on the legacy era, where herald can push to it;"
+        " others get 2026-07-28), legacy (the probe is refused) or modern (it is answered)",
+    ),
+    Setting(
+        "stream_buffer",
+        "streams.buffer_size",
+        integer(1),
+        "how many events a stream client may fall behind before it is cut off",
+    ),
+    Setting(
+        "webhook_allow",
+        "webhooks.allow",
+        ADDRESSES,
+        "address classes webhooks may go to besides public ones: loopback, private"
+        " (link-local and cloud metadata addresses never)",
+    ),
+    Setting("webhook_schedule", "webhooks.schedule_s", SCHEDULE, "delays before each webhook try"),
+    Setting(
+        "webhook_disable_after",
+        "webhooks.disable_after_s",
+        DURATION,
+        "disable an endpoint that keeps failing for this long",
+    ),
+    Setting(
+        "webhook_timeout", "webhooks.timeout_s", DURATION, "how long one webhook request may take"
+    ),
+    Setting(
+        "webhook_concurrency",
+        "webhooks.per_endpoint",
+        integer(1),
+        "requests in flight to one webhook or OpenClaw endpoint at most",
+    ),
+    Setting(
+        "streams_per_key",
+        "limits.streams",
+        integer(0),
+        "open GET /channel/stream per key at most (0: no limit)",
+    ),
+    Setting(
+        "sessions_per_key",
+        "limits.sessions",
+        integer(0),
+        "live MCP sessions per key at most (0: no limit)",
+    ),
+    Setting(
+        "publish_rate",
+        "limits.publish_rate",
+        number(0),
+        "events per second one key may publish, each event of a batch counted (0: no limit)",
+    ),
+    Setting(
+        "publish_burst",
+        "limits.publish_burst",
+        integer(1),
+        "events one key may publish at once, beyond its rate",
+    ),
+    Setting(
+        "subscription_ttl",
+        "subscriptions.default_ttl_s",
+        DURATION,
+        _subscriptions("the grant when none is suggested"),
+    ),
+    Setting(
+        "subscription_max_ttl",
+        "subscriptions.max_ttl_s",
+        DURATION,
+        _subscriptions("the longest grant"),
+    ),
+    Setting(
+        "subscription_min_ttl",
+        "subscriptions.min_ttl_s",
+        DURATION,
+        _subscriptions("the shortest grant (raised to it)"),
+    ),
+    Setting(
+        "subscription_no_expiry",
+        "subscriptions.allow_no_expiry",
+        SWITCH,
+        _subscriptions(
+            "grant no expiry to one that asks for it (ttlMs null); without it, it"
+            " gets the longest grant"
+        ),
+    ),
+    Setting(
+        "subscription_schedule",
+        "subscriptions.schedule_s",
+        SCHEDULE,
+        _subscriptions("delays before each try of a delivery"),
+    ),
+    Setting(
+        "subscription_limit",
+        "subscriptions.max_per_agent",
+        integer(0),
+        _subscriptions("how many one agent may hold at once (0: no limit)"),
+    ),
+    Setting("log_level", "log_level", choice(LOG_LEVELS), "the least severe log level written"),
+    Setting(
+        "log_format",
+        "log_format",
+        choice(LOG_FORMATS),
+        "text for people, json for collectors (one object a line: time, level, logger, message"
+        " and the line's fields)",
+    ),
+    Setting("access_log", "access_log", SWITCH, "log a line per HTTP request"),
+)
+
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+BY_ENV = {setting.env: setting for setting in SETTINGS}
+
+CONFIG_ENV = "HERALD_CONFIG"
+"""The TOML file to read, when ``--config`` does not name one."""
+ADMIN_KEY_ENV = "HERALD_ADMIN_KEY"
+NOT_SETTINGS = frozenset(
+    {
+        CONFIG_ENV,
+        ADMIN_KEY_ENV,
+        # herald bridge and herald drain, and the test peers' (tests/peers/).
+        "HERALD_API_KEY",
+        "HERALD_URL",
+        "HERALD_AGENT_ID",
+        "HERALD_AGENT_KEY",
+        "HERALD_AGENT_HANDLE",
+        "HERALD_PEER_KEY",
+        "HERALD_PEER_HANDLE",
+        "HERALD_WAIT_MS",
+        # The test suite's, the benchmarks' and scripts/'.
+        "HERALD_TEST_POSTGRES_URL",
+        "HERALD_FUZZ_EXAMPLES",
+        "HERALD_FUZZ_RANDOM",
+        "HERALD_BENCH_POSTGRES_URL",
+        "HERALD_EXTRAS",
+    }
+)
+"""``HERALD_*`` variables that are not settings of ``herald serve``: any other is a mistake."""
