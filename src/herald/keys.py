@@ -10,6 +10,7 @@ from herald.errors import InvalidInput
 
 ADMIN_PREFIX = "herald_admin_"
 AGENT_PREFIX = "herald_agent_"
+PUBLISHER_PREFIX = "herald_pub_"
 MIN_CHOSEN_KEY_CHARS = 32
 """A key chosen by an operator is as guessable as its length allows; generated ones have 56."""
 

@@ -294,6 +294,44 @@ class EventType:
 
 
 @dataclass(frozen=True)
+class PublisherKey:
+    """A key an application publishes with instead of the admin key, kept only as a hash: its
+    ``scopes`` (what it may do: ``publish``), and, if set, the only ``handles`` it may publish
+    to and the only event types (globs, ``*`` and ``?``) it may publish."""
+
+    id: str
+    name: str
+    key_hash: str
+    scopes_json: str
+    handles_json: str | None
+    types_json: str | None
+    created_at: int
+
+    @property
+    def scopes(self) -> list[str]:
+        return list(json.loads(self.scopes_json))
+
+    @property
+    def handles(self) -> list[str] | None:
+        return None if self.handles_json is None else list(json.loads(self.handles_json))
+
+    @property
+    def types(self) -> list[str] | None:
+        return None if self.types_json is None else list(json.loads(self.types_json))
+
+    def to_json(self) -> dict[str, Any]:
+        """What the admin sees of the key: never the key, nor its hash."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scopes": self.scopes,
+            "handles": self.handles,
+            "types": self.types,
+            "created_at": iso_ms(self.created_at),
+        }
+
+
+@dataclass(frozen=True)
 class Published:
     """The answer to one publish: the stored event, and whether this call created it."""
 

@@ -56,9 +56,10 @@ class Agent:
 class World:
     """The agents and events the fuzzed requests aim at, and the state they must not change.
 
-    alice drains and answers; bob writes to her and owns events she must not reach; the admin
-    routes change target only. After each accepted request alice gets new open events if she
-    ran short, so that a refused request always has something it could wrongly change.
+    alice drains and answers; bob writes to her and owns events she must not reach; a publisher
+    key may publish to alice only; the admin routes change target only. After each accepted
+    request alice gets new open events if she ran short, so that a refused request always has
+    something it could wrongly change.
     """
 
     def __init__(self, herald: HeraldProcess) -> None:
@@ -72,6 +73,8 @@ class World:
             f"/v1/event-types/{TYPED}",
             json={"description": "checked", "payload_schema": TYPED_SCHEMA},
         )
+        publisher = {"name": "fuzz", "scopes": ["publish"], "handles": [self.alice.handle]}
+        self.keys["publisher"] = self.admin("POST", "/v1/keys", json=publisher).json()["key"]
         self.events: list[str] = []
         self.bob_event = self.publish(self.bob, "for bob only")
         self._sessions: dict[str, str] = {}
@@ -115,6 +118,7 @@ class World:
             "agents": sorted(agents, key=lambda agent: agent["id"]),
             "endpoints": [{k: e[k] for k in stable} for e in endpoints["endpoints"]],
             "event_types": self.admin("GET", "/v1/event-types").json()["event_types"],
+            "publisher_keys": self.admin("GET", "/v1/keys").json()["keys"],
             "events": {
                 event_id: self._event_state(event_id) for event_id in [*self.events, self.bob_event]
             },

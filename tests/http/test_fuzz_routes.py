@@ -67,7 +67,7 @@ def world(
 
 def key(natural: str) -> SearchStrategy[str]:
     """Mostly the key the route wants; else another, none, or one no herald made."""
-    return st.sampled_from([natural] * 12 + ["admin", "alice", "none", "garbage"])
+    return st.sampled_from([natural] * 12 + ["admin", "alice", "publisher", "none", "garbage"])
 
 
 def call(
@@ -293,6 +293,29 @@ ROUTES: dict[str, SearchStrategy[Call]] = {
     # The world's own type would be gone for the routes after: one never declared stands for it.
     "DELETE /v1/event-types/{name}": call(
         "DELETE", path_ids(st.just("fuzz.never")).map(lambda n: f"/v1/event-types/{n}"), "admin"
+    ),
+    "POST /v1/keys": call(
+        "POST",
+        "/v1/keys",
+        "admin",
+        bodies(
+            objects(
+                {
+                    "name": texts,
+                    "scopes": either(st.lists(either(st.sampled_from(["publish", "admin"])))),
+                    "handles": either(st.lists(either(handles), max_size=2)),
+                    "types": either(st.lists(either(st.sampled_from(["t", "b.*", "a b"])))),
+                },
+                required=("name", "scopes"),
+            )
+        ),
+    ),
+    "GET /v1/keys": call("GET", "/v1/keys", "admin"),
+    # The world's publisher key must outlive this route: an id no key has stands for one.
+    "DELETE /v1/keys/{id}": call(
+        "DELETE",
+        path_ids(st.just("key_00000000000000000000000000")).map(lambda i: f"/v1/keys/{i}"),
+        "admin",
     ),
 }
 

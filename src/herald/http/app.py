@@ -1,6 +1,6 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
-events, the channel, endpoints, event types, health), the stream and ``/mcp`` endpoints, and what
-runs beside them for as long as the app does."""
+events, the channel, endpoints, event types, publisher keys, health), the stream and ``/mcp``
+endpoints, and what runs beside them for as long as the app does."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
-from herald.http import agents, channel, endpoints, event_types, events, health, stats
+from herald.http import agents, channel, endpoints, event_types, events, health, keys, stats
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
@@ -86,6 +86,7 @@ def create_app(
         *endpoints.ROUTES,
         *event_types.ROUTES,
         *stats.ROUTES,
+        *keys.ROUTES,
     ]
     app = Starlette(
         routes=routes,

@@ -1,12 +1,12 @@
-"""Who is calling: the admin, an agent, or no one herald knows."""
+"""Who is calling: the admin, an agent, a publisher, or no one herald knows."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 
-from herald.errors import Forbidden, Unauthorized
+from herald.errors import Forbidden, HeraldError, Unauthorized
 from herald.hub import Hub
-from herald.models import Agent
+from herald.models import Agent, PublisherKey
 
 
 def bearer_key(request: Request) -> str:
@@ -20,11 +20,7 @@ async def require_admin(hub: Hub, request: Request) -> None:
     key = bearer_key(request)
     if hub.is_admin_key(key):
         return
-    if await hub.agent_for_key(key) is not None:
-        raise Forbidden(
-            "this route needs the admin key; an agent key only drains and acks its own events"
-        )
-    raise Unauthorized("the key is not known to this herald")
+    raise await _refusal(hub, key, "the admin key")
 
 
 async def require_agent(hub: Hub, request: Request) -> Agent:
@@ -32,9 +28,7 @@ async def require_agent(hub: Hub, request: Request) -> Agent:
     agent = await hub.agent_for_key(key)
     if agent is not None:
         return agent
-    if hub.is_admin_key(key):
-        raise Forbidden("this route needs an agent's key, not the admin key")
-    raise Unauthorized("the key is not known to this herald")
+    raise await _refusal(hub, key, "an agent's key")
 
 
 async def admin_or_agent(hub: Hub, request: Request) -> Agent | None:
@@ -44,5 +38,32 @@ async def admin_or_agent(hub: Hub, request: Request) -> Agent | None:
         return None
     agent = await hub.agent_for_key(key)
     if agent is None:
-        raise Unauthorized("the key is not known to this herald")
+        raise await _refusal(hub, key, "the admin key or an agent's key")
     return agent
+
+
+async def admin_or_publisher(hub: Hub, request: Request) -> PublisherKey | None:
+    """The calling publisher key, or None for the admin. The admin key is checked first, and
+    in memory: publishing with it costs no trip to the store."""
+    key = bearer_key(request)
+    if hub.is_admin_key(key):
+        return None
+    publisher = await hub.publisher_keys.for_key(key)
+    if publisher is None:
+        raise await _refusal(hub, key, "the admin key or a publisher key")
+    return publisher
+
+
+async def _refusal(hub: Hub, key: str, needed: str) -> HeraldError:
+    """Why ``key`` is refused on a route that takes only ``needed``: 403, saying what the key
+    may do, when herald knows it; 401 when it does not. (Each lookup answers at once for a
+    key without its kind's prefix.)"""
+    if hub.is_admin_key(key):
+        return Forbidden(f"this route needs {needed}, not the admin key")
+    if await hub.agent_for_key(key) is not None:
+        return Forbidden(
+            f"this route needs {needed}; an agent key only drains and acks its own events"
+        )
+    if await hub.publisher_keys.for_key(key) is not None:
+        return Forbidden(f"this route needs {needed}; a publisher key only publishes")
+    return Unauthorized("the key is not known to this herald")

@@ -1,5 +1,6 @@
-"""Publishing events (one, or a batch of up to 1,000), reading one back with its attempts
-and replies, listing them page by page, and offering one again."""
+"""Publishing events (one, or a batch of up to 1,000) with the admin key or a publisher key
+within its scope, reading one back with its attempts and replies, listing them page by page, and
+offering one again."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from herald.errors import InvalidInput, NotFound
-from herald.http.auth import admin_or_agent, require_admin
+from herald.http.auth import admin_or_agent, admin_or_publisher, require_admin
 from herald.http.io import json_response, read_json
 from herald.http.limits import ADMIN
 from herald.http.services import services
 from herald.hub import Hub
+from herald.hub.publisher_keys import check_scope
 from herald.inputs.events import parse_batch, parse_new_event
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
@@ -24,18 +26,23 @@ from herald.overview import EventQuery
 
 async def publish(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
-    await require_admin(hub, request)
+    publisher = await admin_or_publisher(hub, request)
+    caller = ADMIN if publisher is None else publisher.id
     body = await read_json(request)
     if isinstance(body, list):
         batch = parse_batch(body)
-        limits.publish.take(ADMIN, len(batch))
+        if publisher is not None:
+            check_scope(publisher, batch, batch=True)
+        limits.publish.take(caller, len(batch))
         results = await hub.publish_many(batch)
         status = 202 if any(r.created for r in results) else 200
         return json_response(
             {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
         )
     event = parse_new_event(body)
-    limits.publish.take(ADMIN, 1)
+    if publisher is not None:
+        check_scope(publisher, [event], batch=False)
+    limits.publish.take(caller, 1)
     (published,) = await hub.publish_many([event])
     receipt = _receipt(published.event.id, published.event.seq, published.created)
     return json_response(receipt, 202 if published.created else 200)

@@ -2,7 +2,7 @@
 MCP sessions, and the publish rate. A key over a limit gets 429 with ``Retry-After`` (a
 ``RateLimited`` error) and nothing is done. A limit of 0 turns that limit off.
 
-A key here is the caller: an agent (by its id) or the admin key.
+A key here is the caller: an agent or a publisher key (by its id), or the admin key.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.overview import Overview
 from herald.hub.presence import Presence
+from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.channel import PermissionInput
@@ -93,6 +94,7 @@ class Hub:
         self.presence = Presence(store)
         self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
+        self.publisher_keys = PublisherKeyBook(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s

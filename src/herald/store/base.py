@@ -11,7 +11,8 @@ Every backend keeps the same promises, proven by one test suite run against each
 - live sessions are kept with an expiry that their process refreshes, so that every process
   sharing the store sees them, and those of a process that died drop out once it passes;
 - the event types the operator declares are kept by name; every process sharing the store is
-  told when they change (a hint, where the backend can tell).
+  told when they change (a hint, where the backend can tell);
+- publisher keys are kept by id and found by their hash, so that each request reads the truth.
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
 move time instead of sleeping.
@@ -37,6 +38,7 @@ from herald.models import (
     NewEvent,
     OwedEvents,
     Published,
+    PublisherKey,
     Reply,
     SessionRecord,
     StartPosition,
@@ -131,6 +133,23 @@ class Store(ABC):
     @abstractmethod
     async def set_setting(self, name: str, value: str) -> None:
         """Store ``value``, replacing the setting's value if it has one."""
+
+    # Publisher keys: what applications publish with instead of the admin key
+
+    @abstractmethod
+    async def create_publisher_key(self, key: PublisherKey) -> None:
+        """Store a new publisher key (its id and hash are new: made by the caller)."""
+
+    @abstractmethod
+    async def publisher_key_by_hash(self, key_hash: str) -> PublisherKey | None: ...
+
+    @abstractmethod
+    async def list_publisher_keys(self) -> list[PublisherKey]:
+        """Every publisher key, oldest first."""
+
+    @abstractmethod
+    async def delete_publisher_key(self, key_id: str) -> bool:
+        """Revoke a publisher key; False if there was none."""
 
     # Events
 

@@ -22,6 +22,7 @@ from herald.models import (
     EventStatus,
     EventType,
     Kind,
+    PublisherKey,
     Reply,
     SessionRecord,
     State,
@@ -295,5 +296,19 @@ EVENT_TYPES = Table(
         Column("payload_schema", Type.JSON, field="payload_schema_json"),
         Column("created_at", Type.INT),
         Column("updated_at", Type.INT),
+    ),
+)
+
+PUBLISHER_KEYS = Table(
+    "publisher_keys",
+    PublisherKey,
+    (
+        Column("id"),
+        Column("name"),
+        Column("key_hash"),
+        Column("scopes", Type.JSON, field="scopes_json"),
+        Column("handles", Type.JSON, field="handles_json"),
+        Column("types", Type.JSON, field="types_json"),
+        Column("created_at", Type.INT),
     ),
 )

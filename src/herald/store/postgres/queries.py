@@ -10,6 +10,7 @@ from herald.store.tables import (
     ENDPOINTS,
     EVENT_TYPES,
     EVENTS,
+    PUBLISHER_KEYS,
     REPLIES,
     SESSIONS,
     SUBSCRIPTIONS,
@@ -583,3 +584,13 @@ UPDATE deliveries SET state = 'waiting', attempts = 0, next_at = $2, claimed_by 
 WHERE event_id = $1 AND state IN ('done', 'dead')
   AND endpoint_id IN (SELECT id FROM endpoints WHERE kind <> 'subscription')
 """
+
+# Publisher keys
+
+PUBLISHER_KEY_COLUMNS = column_list(PUBLISHER_KEYS)
+INSERT_PUBLISHER_KEY = (
+    f"INSERT INTO publisher_keys ({names(PUBLISHER_KEYS)}) VALUES ({placeholders(PUBLISHER_KEYS)})"
+)
+PUBLISHER_KEY_BY_HASH = f"SELECT {PUBLISHER_KEY_COLUMNS} FROM publisher_keys WHERE key_hash = $1"
+LIST_PUBLISHER_KEYS = f'SELECT {PUBLISHER_KEY_COLUMNS} FROM publisher_keys ORDER BY id COLLATE "C"'
+DELETE_PUBLISHER_KEY = "DELETE FROM publisher_keys WHERE id = $1"

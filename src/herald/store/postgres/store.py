@@ -33,6 +33,7 @@ from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
 from herald.store.postgres.pool import open_pool
+from herald.store.postgres.publisher_keys import PublisherKeyStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
@@ -50,7 +51,13 @@ LISTEN_READY_S = 5.0
 
 
 class PostgresStore(
-    EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, OverviewStore, Store
+    EndpointStore,
+    SubscriptionStore,
+    SessionStore,
+    EventTypeStore,
+    OverviewStore,
+    PublisherKeyStore,
+    Store,
 ):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
 

@@ -31,6 +31,7 @@ from herald.store.sqlite.attempts import (
 from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.overview import OverviewStore
+from herald.store.sqlite.publisher_keys import PublisherKeyStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -60,7 +61,13 @@ ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
 class SQLiteStore(
-    EndpointStore, SubscriptionStore, SessionStore, EventTypeStore, OverviewStore, Store
+    EndpointStore,
+    SubscriptionStore,
+    SessionStore,
+    EventTypeStore,
+    OverviewStore,
+    PublisherKeyStore,
+    Store,
 ):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""

@@ -1,0 +1,94 @@
+"""Publisher keys: what an application publishes with, so that it never holds the admin key.
+Each request's key is looked up by its hash in the store, never remembered: a key revoked by
+any process stops at once in every one."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Sequence
+
+from herald.errors import Forbidden, NotFound
+from herald.ids import is_id, new_id
+from herald.inputs.keys import PUBLISH, NewPublisherKeyInput
+from herald.keys import PUBLISHER_PREFIX, hash_key, new_key
+from herald.models import NewEvent, PublisherKey
+from herald.store import Store
+
+KEY_ID_PREFIX = "key_"
+
+
+class PublisherKeyBook:
+    """The publisher-key part of the hub (``hub.publisher_keys``). Ids that cannot name a key
+    are answered without asking the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def create(self, spec: NewPublisherKeyInput) -> tuple[PublisherKey, str]:
+        """Make a publisher key; returns it with the key itself, which is kept only hashed:
+        show it once."""
+        key = new_key(PUBLISHER_PREFIX)
+        created = PublisherKey(
+            new_id(KEY_ID_PREFIX),
+            spec.name,
+            hash_key(key),
+            json.dumps(list(dict.fromkeys(spec.scopes))),
+            None if spec.handles is None else json.dumps(list(dict.fromkeys(spec.handles))),
+            None if spec.types is None else json.dumps(list(dict.fromkeys(spec.types))),
+            self._store.now(),
+        )
+        await self._store.create_publisher_key(created)
+        return created, key
+
+    async def list(self) -> list[PublisherKey]:
+        """Every publisher key, oldest first."""
+        return await self._store.list_publisher_keys()
+
+    async def revoke(self, key_id: str) -> None:
+        """Delete a publisher key: from now on no process takes it.
+
+        Raises:
+            NotFound: no publisher key has that id.
+        """
+        if not is_id(key_id, KEY_ID_PREFIX) or not await self._store.delete_publisher_key(key_id):
+            raise NotFound(f"no publisher key has the id {key_id!r}")
+
+    async def for_key(self, key: str) -> PublisherKey | None:
+        """The publisher key that ``key`` is, read from the store (None: it is not one, or it
+        was revoked)."""
+        if not key.startswith(PUBLISHER_PREFIX):
+            return None
+        return await self._store.publisher_key_by_hash(hash_key(key))
+
+
+def check_scope(key: PublisherKey, events: Sequence[NewEvent], *, batch: bool) -> None:
+    """Refuse the whole request unless ``key`` may publish every one of ``events``.
+
+    Raises:
+        Forbidden: the key has no publish scope, or an event is for a handle or of a type
+            outside the key's; the message names the first such event (its index in a
+            ``batch``) and what the key allows.
+    """
+    if PUBLISH not in key.scopes:
+        raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
+    handles, types = key.handles, key.types
+    allowed_handles = None if handles is None else frozenset(handles)
+    for index, event in enumerate(events):
+        if allowed_handles is not None and event.to not in allowed_handles:
+            refused = f"is for the agent {event.to!r}"
+        elif types is not None and not any(fnmatch.fnmatchcase(event.type, t) for t in types):
+            refused = f"has the type {event.type!r}"
+        else:
+            continue
+        where = f"events[{index}]" if batch else "event"
+        raise Forbidden(
+            f"{where} {refused}, which the publisher key {key.name!r} may not publish: it"
+            f" {_allowance(handles, types)}; nothing was published"
+        )
+
+
+def _allowance(handles: list[str] | None, types: list[str] | None) -> str:
+    to = "any agent" if handles is None else "the agents " + ", ".join(handles)
+    of = "any type" if types is None else "types matching " + ", ".join(types)
+    return f"publishes to {to}, events of {of}"

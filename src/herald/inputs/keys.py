@@ -1,0 +1,60 @@
+"""What the admin sends about publisher keys: a new key, with its scopes and, if it is to be
+narrower than every agent and every type, the handles and event types it may publish."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, get_args
+
+from pydantic import Field
+
+from herald.inputs.fields import Handle
+from herald.inputs.refusals import Input, Says
+from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
+
+Scope = Literal["publish"]
+SCOPES: tuple[str, ...] = get_args(Scope)
+"""Every scope a publisher key may have: only publishing, today."""
+PUBLISH = "publish"
+MAX_NAME_CHARS = 128
+MAX_HANDLES = 100
+
+Scopes = Annotated[
+    list[Scope],
+    Field(min_length=1, max_length=len(SCOPES)),
+    Says(f'must be a list of scopes, each one of: {", ".join(SCOPES)} (for example ["publish"])'),
+]
+
+
+class NewPublisherKeyInput(Input):
+    """``POST /v1/keys``."""
+
+    where: ClassVar[str] = "key"
+
+    name: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_NAME_CHARS),
+        Says(f"must be 1-{MAX_NAME_CHARS} characters saying who publishes with the key"),
+    ]
+    scopes: Scopes
+    handles: (
+        Annotated[
+            list[Handle],
+            Field(min_length=1, max_length=MAX_HANDLES),
+            Says(
+                f"must be a list of 1-{MAX_HANDLES} agent handles the key may publish to, or"
+                " left out for every agent"
+            ),
+        ]
+        | None
+    ) = None
+    types: (
+        Annotated[
+            list[TypeGlob],
+            Field(min_length=1, max_length=MAX_GLOBS),
+            Says(
+                f"must be a list of 1-{MAX_GLOBS} event-type globs the key may publish (* stands"
+                ' for any run of characters, ? for one: ["build.*"]), or left out for every type'
+            ),
+        ]
+        | None
+    ) = None
