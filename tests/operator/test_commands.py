@@ -152,3 +152,19 @@ def test_an_event_is_redelivered_once_delivered(herald: HeraldProcess) -> None:
     assert event["status"] == "pending"
     again = herald_command(herald, "event", "redeliver", sent["id"])
     assert again.returncode == 1 and "409" in again.stderr
+
+
+def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: HeraldProcess) -> None:
+    json_lines(herald, "agent", "add", "op-hank")
+    (made,) = json_lines(herald, "key", "add", "ci", "--handle", "op-hank", "--type", "build.*")
+    assert made["key"].startswith("herald_pub_") and made["handles"] == ["op-hank"]
+    sent = herald_command(
+        herald, "send", "op-hank", "red", "--type", "build.failed", "--json", key=made["key"]
+    )
+    assert sent.returncode == 0, sent.stderr
+    outside = herald_command(herald, "send", "op-hank", "hi", "--type", "chat", key=made["key"])
+    assert outside.returncode == 1 and "403" in outside.stderr
+    assert made["id"] in {key["id"] for key in json_lines(herald, "key", "list")}
+    json_lines(herald, "key", "revoke", made["id"])
+    revoked = herald_command(herald, "send", "op-hank", "red", "--type", "build.x", key=made["key"])
+    assert revoked.returncode == 1 and "401" in revoked.stderr
