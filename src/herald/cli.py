@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     drain.add_argument("--limit", type=int, default=100, help="events per heartbeat (1-100)")
     drain.add_argument("--follow", action="store_true", help="keep polling for new events")
     drain.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
+    _add_admin_key(commands.add_parser("admin-key", help="manage the admin key"))
     return parser
 
 
@@ -77,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bridge(args)
     if args.command == "drain":
         return _drain(args)
+    if args.command == "admin-key":
+        return _rotate_admin_key(args)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -97,11 +100,7 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
     """``herald serve``'s flags: each one sets a field of ``ServeConfig`` and defaults to it."""
     http, hub, delivery = DEFAULTS.http, DEFAULTS.hub, DEFAULTS.delivery
     webhooks, limits = DEFAULTS.webhooks, DEFAULTS.limits
-    serve.add_argument(
-        "--store",
-        default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
-        help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
-    )
+    _add_store(serve)
     serve.add_argument(
         "--host", default=http.host, help=f"address to listen on (default {http.host})"
     )
@@ -242,6 +241,52 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--log-level", default=DEFAULTS.log_level, choices=LOG_LEVELS)
     _add_subscriptions(serve)
+
+
+def _add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
+        help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
+    )
+
+
+def _add_admin_key(admin_key: argparse.ArgumentParser) -> None:
+    actions = admin_key.add_subparsers(dest="action", required=True)
+    rotate = actions.add_parser(
+        "rotate",
+        help="print a new admin key, which replaces the stored one for good: every herald"
+        " sharing the store stops taking the old one within a second",
+    )
+    _add_store(rotate)
+
+
+def _rotate_admin_key(args: argparse.Namespace) -> int:
+    if os.environ.get("HERALD_ADMIN_KEY"):
+        print(
+            "herald admin-key rotate: HERALD_ADMIN_KEY is set, and the next herald serve would"
+            " replace the new key with it again; unset it, or change it and restart instead",
+            file=sys.stderr,
+        )
+        return 2
+    from herald.hub import Hub  # here: the other commands need no store
+
+    async def rotate() -> str:
+        async with Hub.from_url(args.store) as hub:
+            return await hub.rotate_admin_key()
+
+    try:
+        key = asyncio.run(rotate())
+    except HeraldError as exc:
+        print(f"herald admin-key rotate: {exc.message}", file=sys.stderr)
+        return 2
+    print(key)
+    print(
+        "herald: the admin key is replaced (shown once, stored only hashed); every herald"
+        " sharing the store stops taking the old one within a second",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _add_subscriptions(serve: argparse.ArgumentParser) -> None:

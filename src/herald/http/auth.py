@@ -18,7 +18,7 @@ def bearer_key(request: Request) -> str:
 
 async def require_admin(hub: Hub, request: Request) -> None:
     key = bearer_key(request)
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return
     if await hub.agent_for_key(key) is not None:
         raise Forbidden(
@@ -32,7 +32,7 @@ async def require_agent(hub: Hub, request: Request) -> Agent:
     agent = await hub.agent_for_key(key)
     if agent is not None:
         return agent
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         raise Forbidden("this route needs an agent's key, not the admin key")
     raise Unauthorized("the key is not known to this herald")
 
@@ -40,7 +40,7 @@ async def require_agent(hub: Hub, request: Request) -> Agent:
 async def admin_or_agent(hub: Hub, request: Request) -> Agent | None:
     """The calling agent, or None for the admin."""
     key = bearer_key(request)
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return None
     agent = await hub.agent_for_key(key)
     if agent is None:

@@ -106,7 +106,9 @@ class SQLiteStore(EndpointStore, SubscriptionStore, SessionStore, EventTypeStore
 
     async def _one_agent(self, where: str, *values: object) -> Agent | None:
         def select(conn: sqlite3.Connection) -> Agent | None:
-            row = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}", values).fetchone()
+            row = conn.execute(
+                f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}", values
+            ).fetchone()
             return AGENTS.record(row) if row else None
 
         return await self._run(select)
