@@ -110,6 +110,36 @@ def test_agent_keys_are_not_stored_in_clear(tmp_path: Path) -> None:
     assert not any(key in line for line in herald.output())
 
 
+def test_admin_key_rotate_prints_a_key_kept_only_hashed_that_replaces_the_old_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = f"sqlite:///{tmp_path / 'herald.db'}"
+    monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
+    assert main(["admin-key", "rotate", "--store", store]) == 0
+    first = capsys.readouterr().out.strip()
+    assert main(["admin-key", "rotate", "--store", store]) == 0
+    second = capsys.readouterr().out.strip()
+    assert first.startswith("herald_admin_") and second.startswith("herald_admin_")
+    for path in tmp_path.iterdir():
+        assert first.encode() not in path.read_bytes() and second.encode() not in path.read_bytes()
+    herald = HeraldProcess(store, admin_key=None)
+    try:
+        assert admin_status(herald, second) == 200
+        assert admin_status(herald, first) == 401
+    finally:
+        herald.stop()
+
+
+def test_admin_key_rotate_refuses_an_unknown_store_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
+    assert main(["admin-key", "rotate", "--store", "mysql://x"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "unknown store URL" in captured.err
+    assert len(captured.err.splitlines()) == 1
+
+
 def test_serve_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
     herald = HeraldProcess("sqlite:///herald.db", cwd=tmp_path)
     herald.stop()

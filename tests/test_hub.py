@@ -63,17 +63,17 @@ async def test_the_admin_key_is_generated_once_then_read_back(tmp_path: Path) ->
     url = f"sqlite:///{tmp_path / 'keys.db'}"
     async with Hub.from_url(url) as first:
         key = await first.setup_admin_key()
-        assert key is not None and first.is_admin_key(key)
+        assert key is not None and await first.is_admin_key(key)
     async with Hub.from_url(url) as second:
         assert await second.setup_admin_key() is None
-        assert second.is_admin_key(key) and not second.is_admin_key(key + "x")
+        assert await second.is_admin_key(key) and not await second.is_admin_key(key + "x")
     chosen_key = "my-own-admin-key-of-32-characters"
     async with Hub.from_url(url) as chosen:
         assert await chosen.setup_admin_key(chosen_key) is None
-        assert chosen.is_admin_key(chosen_key) and not chosen.is_admin_key(key)
+        assert await chosen.is_admin_key(chosen_key) and not await chosen.is_admin_key(key)
     async with Hub.from_url(url) as later:
         assert await later.setup_admin_key() is None
-        assert later.is_admin_key(chosen_key) and not later.is_admin_key(key)
+        assert await later.is_admin_key(chosen_key) and not await later.is_admin_key(key)
 
 
 async def test_a_chosen_admin_key_under_32_characters_is_refused(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ async def test_a_chosen_admin_key_under_32_characters_is_refused(tmp_path: Path)
             await hub.setup_admin_key("x" * 31)
         with pytest.raises(InvalidInput, match="visible ASCII"):
             await hub.setup_admin_key("a key with spaces of 32 characters")
-        assert not hub.is_admin_key("x" * 31)
+        assert not await hub.is_admin_key("x" * 31)
 
 
 async def test_an_agent_key_finds_its_agent_only(hub: Hub) -> None:

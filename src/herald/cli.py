@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     drain.add_argument("--follow", action="store_true", help="keep polling for new events")
     drain.add_argument("--interval", type=float, default=5.0, metavar="SECONDS")
     operator_commands.register(commands)
+    _add_admin_key(commands.add_parser("admin-key", help="manage the admin key"))
     return parser
 
 
@@ -72,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bridge(args)
     if args.command == "drain":
         return _drain(args)
+    if args.command == "admin-key":
+        return _rotate_admin_key(args)
     if args.command in {"backup", "restore"}:
         return _backup_or_restore(args)
     return _serve(args)
@@ -96,6 +99,44 @@ def _add_store(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("HERALD_STORE", DEFAULTS.store_url),
         help=f"store URL (default {DEFAULTS.store_url}, or $HERALD_STORE)",
     )
+
+
+def _add_admin_key(admin_key: argparse.ArgumentParser) -> None:
+    actions = admin_key.add_subparsers(dest="action", required=True)
+    rotate = actions.add_parser(
+        "rotate",
+        help="print a new admin key, which replaces the stored one for good: every herald"
+        " sharing the store stops taking the old one within a second",
+    )
+    _add_store(rotate)
+
+
+def _rotate_admin_key(args: argparse.Namespace) -> int:
+    if os.environ.get("HERALD_ADMIN_KEY"):
+        print(
+            "herald admin-key rotate: HERALD_ADMIN_KEY is set, and the next herald serve would"
+            " replace the new key with it again; unset it, or change it and restart instead",
+            file=sys.stderr,
+        )
+        return 2
+    from herald.hub import Hub  # here: the other commands need no store
+
+    async def rotate() -> str:
+        async with Hub.from_url(args.store) as hub:
+            return await hub.rotate_admin_key()
+
+    try:
+        key = asyncio.run(rotate())
+    except HeraldError as exc:
+        print(f"herald admin-key rotate: {exc.message}", file=sys.stderr)
+        return 2
+    print(key)
+    print(
+        "herald: the admin key is replaced (shown once, stored only hashed); every herald"
+        " sharing the store stops taking the old one within a second",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _add_serve(serve: argparse.ArgumentParser) -> None:

@@ -464,6 +464,38 @@ async def test_agents_are_found_by_key_hash_and_listed(store: Store) -> None:
     assert await store.agent_by_key_hash("nope") is None
     assert [a.handle for a in await store.list_agents()] == ["alice", "bob"]
     assert alice in await store.list_agents()
+    assert await store.agent_by_handle("alice") == alice
+    assert await store.agent_by_handle("carol") is None
+
+
+async def test_a_rotated_key_keeps_working_until_its_grace_ends_by_the_stores_clock(
+    store: Store, clock: ManualClock
+) -> None:
+    alice = await add_agent(store, "alice")
+    assert await store.rotate_agent_key(alice.id, "hash-2", store.now() + 10_000)
+    rotated = await store.agent_by_key_hash("hash-2")
+    assert rotated is not None and rotated.key_hash == "hash-2"
+    assert await store.agent_by_key_hash("hash-alice") == rotated
+    clock.advance(9.9)
+    assert await store.agent_by_key_hash("hash-alice") == rotated
+    clock.advance(0.1)
+    assert await store.agent_by_key_hash("hash-alice") is None
+    assert await store.agent_by_key_hash("hash-2") == rotated
+
+
+async def test_a_rotation_without_grace_or_during_one_ends_every_earlier_key(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    assert await store.rotate_agent_key(alice.id, "hash-2", store.now() + 60_000)
+    assert await store.rotate_agent_key(alice.id, "hash-3", store.now() + 60_000)
+    assert await store.agent_by_key_hash("hash-alice") is None, "only one previous key is kept"
+    assert await store.agent_by_key_hash("hash-2") is not None
+    assert await store.rotate_agent_key(alice.id, "hash-4", None)
+    assert await store.agent_by_key_hash("hash-2") is None
+    assert await store.agent_by_key_hash("hash-3") is None
+    assert await store.agent_by_key_hash("hash-4") is not None
+    assert not await store.rotate_agent_key(new_id("agt_"), "hash-5", None)
 
 
 async def test_a_setting_is_written_once(store: Store) -> None:

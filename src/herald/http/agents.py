@@ -1,5 +1,5 @@
-"""The admin's routes for agents: create, list, read, delete, their delivery overrides and
-their live sessions. An agent is named in the path by its id or its handle."""
+"""The admin's routes for agents: create, list, read, delete, their delivery overrides, their
+live sessions and their keys. An agent is named in the path by its id or its handle."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from herald.http.auth import require_admin
 from herald.http.endpoints import with_warning
 from herald.http.io import json_response, read_json
 from herald.http.services import services
-from herald.inputs.agents import DeliveryInput, NewAgentInput
+from herald.inputs.agents import DeliveryInput, KeyRotationInput, NewAgentInput
 from herald.inputs.refusals import parse
+from herald.times import iso_ms
 from herald.webhooks import manage
 
 
@@ -73,6 +74,19 @@ async def agent_sessions(request: Request) -> Response:
     return json_response({"sessions": [session.to_json() for session in sessions]})
 
 
+async def rotate_key(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    body = parse(KeyRotationInput, await read_json(request, if_empty={}))
+    agent, key, until = await hub.rotate_agent_key(
+        request.path_params["id_or_handle"], body.grace_s
+    )
+    previous_valid_until = iso_ms(until) if until is not None else None
+    return json_response(
+        {**agent.to_json(), "api_key": key, "previous_valid_until": previous_valid_until}
+    )
+
+
 ROUTES = [
     Route("/v1/agents", create_agent, methods=["POST"]),
     Route("/v1/agents", list_agents, methods=["GET"]),
@@ -80,4 +94,5 @@ ROUTES = [
     Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
     Route("/v1/agents/{agent_id}", set_delivery, methods=["PATCH"]),
     Route("/v1/agents/{agent_id}/sessions", agent_sessions, methods=["GET"]),
+    Route("/v1/agents/{id_or_handle}/rotate-key", rotate_key, methods=["POST"]),
 ]

@@ -18,7 +18,7 @@ def bearer_key(request: Request) -> str:
 
 async def require_admin(hub: Hub, request: Request) -> None:
     key = bearer_key(request)
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return
     raise await _refusal(hub, key, "the admin key")
 
@@ -34,7 +34,7 @@ async def require_agent(hub: Hub, request: Request) -> Agent:
 async def admin_or_agent(hub: Hub, request: Request) -> Agent | None:
     """The calling agent, or None for the admin."""
     key = bearer_key(request)
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return None
     agent = await hub.agent_for_key(key)
     if agent is None:
@@ -46,7 +46,7 @@ async def admin_or_publisher(hub: Hub, request: Request) -> PublisherKey | None:
     """The calling publisher key, or None for the admin. The admin key is checked first, and
     in memory: publishing with it costs no trip to the store."""
     key = bearer_key(request)
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return None
     publisher = await hub.publisher_keys.for_key(key)
     if publisher is None:
@@ -58,7 +58,7 @@ async def _refusal(hub: Hub, key: str, needed: str) -> HeraldError:
     """Why ``key`` is refused on a route that takes only ``needed``: 403, saying what the key
     may do, when herald knows it; 401 when it does not. (Each lookup answers at once for a
     key without its kind's prefix.)"""
-    if hub.is_admin_key(key):
+    if await hub.is_admin_key(key):
         return Forbidden(f"this route needs {needed}, not the admin key")
     if await hub.agent_for_key(key) is not None:
         return Forbidden(

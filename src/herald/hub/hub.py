@@ -21,6 +21,7 @@ from typing import Any
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
+from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.overview import Overview
@@ -28,17 +29,11 @@ from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
+from herald.inputs.agents import KeyRotationInput
 from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
 from herald.inputs.refusals import parse
-from herald.keys import (
-    ADMIN_PREFIX,
-    AGENT_PREFIX,
-    check_chosen_key,
-    hash_key,
-    matches,
-    new_key,
-)
+from herald.keys import AGENT_PREFIX, hash_key, new_key
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -59,10 +54,9 @@ from herald.validation import HANDLE_PATTERN, check_form_answer
 
 log = logging.getLogger("herald")
 
-ADMIN_KEY_SETTING = "admin_key_hash"
 SIGNING_KEY_SETTING = "signing_key"
 DEFAULT_CONSUMER = "default"
-KEY_CACHE_S = 1.0
+KEY_CACHE_MS = 1_000
 KEY_CACHE_SIZE = 10_000
 READY_TIMEOUT_S = 3.0
 
@@ -98,11 +92,11 @@ class Hub:
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
-        self._admin_key_hash: str | None = None
+        self._admin_key = AdminKey(store)
         self._listeners: list[Callable[[set[str]], None]] = []
         self._inbox_listeners: list[Callable[[set[str]], None]] = []
         self._signing_key: bytes | None = None
-        self._known_keys: dict[str, tuple[Agent, float]] = {}
+        self._known_keys: dict[str, tuple[Agent, int]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
 
     @property
@@ -170,23 +164,12 @@ class Hub:
         Raises:
             InvalidInput: ``given`` is under 32 characters or not all visible ASCII.
         """
-        if given:
-            check_chosen_key(given, "HERALD_ADMIN_KEY")
-            self._admin_key_hash = hash_key(given)
-            # Stored, so that the key it replaces stops working for good: once the variable is
-            # unset too, and in every process started on this store later.
-            await self._store.set_setting(ADMIN_KEY_SETTING, self._admin_key_hash)
-            return None
-        stored = await self._store.get_setting(ADMIN_KEY_SETTING)
-        if stored is not None:
-            self._admin_key_hash = stored
-            return None
-        key = new_key(ADMIN_PREFIX)
-        # Another process may have generated one at the same moment: the first one stored wins.
-        self._admin_key_hash = await self._store.set_setting_if_absent(
-            ADMIN_KEY_SETTING, hash_key(key)
-        )
-        return key if matches(key, self._admin_key_hash) else None
+        return await self._admin_key.setup(given)
+
+    async def rotate_admin_key(self) -> str:
+        """A new admin key, replacing the stored one for good: every process sharing the store
+        stops taking the old one within a second. Returned to be shown once."""
+        return await self._admin_key.rotate()
 
     async def signing_key(self) -> bytes:
         """A random key kept in the store, the same in every process that shares it: it signs
@@ -199,26 +182,33 @@ class Hub:
             self._signing_key = bytes.fromhex(stored)
         return self._signing_key
 
-    def is_admin_key(self, key: str) -> bool:
-        return self._admin_key_hash is not None and matches(key, self._admin_key_hash)
+    async def is_admin_key(self, key: str) -> bool:
+        """Whether ``key`` is the admin key as the store has it (a copy at most a second old).
+
+        Raises:
+            StoreUnavailable: the copy was due to be read again and the store failed.
+        """
+        return await self._admin_key.accepts(key)
 
     async def agent_for_key(self, key: str) -> Agent | None:
-        """The agent a key belongs to. Known keys are remembered for a second: every request
-        carries one, and a round trip to the store each time would cost more than the
-        request. (Deleting an agent here forgets its key at once; in another process, within a
-        second.)"""
+        """The agent a key belongs to. Known keys are remembered for a second by the store's
+        clock: every request carries one, and a round trip to the store each time would cost
+        more than the request. (Deleting an agent or rotating its key here forgets its key at
+        once; in another process, within a second.) A key replaced by a rotation with a grace
+        is not remembered: each use asks the store, so that it stops when its grace ends."""
         if not key.startswith(AGENT_PREFIX):
             return None
         key_hash = hash_key(key)
-        now = time.monotonic()
+        now = self.now()
         cached = self._known_keys.get(key_hash)
-        if cached is not None and cached[1] > now:
+        # A clock set back ends what was remembered too, or it could be kept for good.
+        if cached is not None and cached[1] <= now < cached[1] + KEY_CACHE_MS:
             return cached[0]
         agent = await self._store.agent_by_key_hash(key_hash)
-        if agent is not None:
+        if agent is not None and agent.key_hash == key_hash:
             if len(self._known_keys) >= KEY_CACHE_SIZE:
                 self._known_keys.clear()
-            self._known_keys[key_hash] = (agent, now + KEY_CACHE_S)
+            self._known_keys[key_hash] = (agent, now)
         return agent
 
     # Agents
@@ -242,6 +232,27 @@ class Hub:
         )
         await self._store.create_agent(agent)
         return agent, key
+
+    async def rotate_agent_key(
+        self, id_or_handle: str, grace_s: float = 0
+    ) -> tuple[Agent, str, int | None]:
+        """A new key for the agent, kept only hashed: show it once. The key it replaces keeps
+        working for ``grace_s`` (0: it stops at once; at most 7 days) in every process sharing
+        the store; a key replaced by an earlier rotation stops now. Returns the agent, the key,
+        and until when the replaced key works (ms since the epoch; None: it stopped).
+
+        Raises:
+            InvalidInput: ``grace_s`` is not a number of seconds from 0 to 7 days.
+            NotFound: no agent has that id or handle.
+        """
+        grace_ms = int(parse(KeyRotationInput, {"grace_s": grace_s}).grace_s * 1000)
+        agent = await self.agent_by_id_or_handle(id_or_handle)
+        key = new_key(AGENT_PREFIX)
+        previous_until = self.now() + grace_ms if grace_ms > 0 else None
+        if not await self._store.rotate_agent_key(agent.id, hash_key(key), previous_until):
+            raise NotFound(f"no agent has the id {agent.id!r}")
+        self._known_keys.clear()
+        return await self.get_agent(agent.id), key, previous_until
 
     async def list_agents(self) -> list[Agent]:
         return await self._store.list_agents()

@@ -1,5 +1,5 @@
 """What the admin sends about agents: a new agent, its delivery overrides, its webhook or
-OpenClaw target, a new signing secret."""
+OpenClaw target, a new signing secret, a new key."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from herald.inputs.fields import MAX_ACK_TIMEOUT_S, MAX_GRACE_S, Handle, NullRef
 from herald.inputs.refusals import Input, Says
 
 DEFAULT_ROTATION_GRACE_S = 24 * 3600
+MAX_KEY_GRACE_S = 7 * 86400
 OpenClawMode = Literal["wake", "agent"]
 
 Switch = Annotated[bool | None, NullRefused, Says("must be true or false")]
@@ -25,6 +26,15 @@ AckTimeout = Annotated[
 Grace = Annotated[
     Annotated[int, Field(ge=0, le=MAX_GRACE_S)] | Annotated[float, Field(ge=0, le=MAX_GRACE_S)],
     Says("must be a number of seconds from 0 to 30 days"),
+]
+
+KeyGrace = Annotated[
+    Annotated[int, Field(ge=0, le=MAX_KEY_GRACE_S)]
+    | Annotated[float, Field(ge=0, le=MAX_KEY_GRACE_S)],
+    Says(
+        f"must be a number of seconds from 0 (the old key stops at once) to {MAX_KEY_GRACE_S}"
+        " (7 days)"
+    ),
 ]
 
 
@@ -98,3 +108,12 @@ class RotationInput(Input):
 
     grace_s: Grace = DEFAULT_ROTATION_GRACE_S
     secret: Secret | None = None
+
+
+class KeyRotationInput(Input):
+    """``POST /v1/agents/{id_or_handle}/rotate-key``: a new agent key; the old one keeps working
+    for ``grace_s`` (by default it stops at once)."""
+
+    where: ClassVar[str] = "rotation"
+
+    grace_s: KeyGrace = 0

@@ -107,7 +107,17 @@ class Store(ABC):
     async def get_agent(self, agent_id: str) -> Agent | None: ...
 
     @abstractmethod
-    async def agent_by_key_hash(self, key_hash: str) -> Agent | None: ...
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        """The agent whose key has this hash, or whose previous key has it while its grace
+        lasts (``previous_until`` after now, by the store's clock)."""
+
+    @abstractmethod
+    async def rotate_agent_key(
+        self, agent_id: str, key_hash: str, previous_until: int | None
+    ) -> bool:
+        """Give the agent the key of ``key_hash``. With ``previous_until``, the key it had keeps
+        working until then; without, it stops at once. Either way a previous key from an
+        earlier rotation stops (only one is kept). False if there is no such agent."""
 
     @abstractmethod
     async def agent_by_handle(self, handle: str) -> Agent | None: ...

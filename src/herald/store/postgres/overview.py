@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Agent, Endpoint, Event
+from herald.models import Endpoint, Event
 from herald.overview import AgentSummary, EventQuery, Stats
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
@@ -25,13 +25,6 @@ class OverviewStore:
 
     _run: Runner
     now: Callable[[], int]
-
-    async def agent_by_handle(self, handle: str) -> Agent | None:
-        async def select(conn: Connection) -> Agent | None:
-            row = await conn.fetchrow(queries.AGENT_BY_HANDLE, handle)
-            return AGENTS.record(row) if row is not None else None
-
-        return await self._run(select)
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
         async def select(conn: Connection) -> Endpoint | None:

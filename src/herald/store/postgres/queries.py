@@ -39,7 +39,18 @@ RECORD_MIGRATION = "INSERT INTO herald_migrations (version, name, applied_at) VA
 
 INSERT_AGENT = f"INSERT INTO agents ({names(AGENTS)}) VALUES ({placeholders(AGENTS)})"
 AGENT_BY_ID = f"SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"
-AGENT_BY_KEY_HASH = f"SELECT {AGENT_COLUMNS} FROM agents WHERE key_hash = $1"
+AGENT_BY_HANDLE = f"SELECT {AGENT_COLUMNS} FROM agents WHERE handle = $1"
+# $1 the key's hash, $2 now: the current key, or the previous one while its grace lasts.
+AGENT_BY_KEY_HASH = f"""
+SELECT {AGENT_COLUMNS} FROM agents
+WHERE key_hash = $1 OR (previous_key_hash = $1 AND previous_until > $2)
+"""
+# $1 agent, $2 the new key's hash, $3 until when the current key keeps working (NULL: it stops).
+ROTATE_AGENT_KEY = """
+UPDATE agents SET key_hash = $2, previous_until = $3::bigint,
+    previous_key_hash = CASE WHEN $3::bigint IS NULL THEN NULL ELSE key_hash END
+WHERE id = $1
+"""
 # Byte order, as SQLite sorts, whatever the database's collation.
 LIST_AGENTS = f'SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle COLLATE "C"'
 DELETE_AGENT = "DELETE FROM agents WHERE id = $1"
@@ -529,7 +540,6 @@ ON CONFLICT (endpoint_id, event_id) DO NOTHING
 # counts below each read their index on the agent's id. $1 now; in AGENT_SUMMARIES, $2 the one
 # agent (NULL: every agent); in TOP_PENDING, $2 how many.
 OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1)"
-AGENT_BY_HANDLE = f"SELECT {AGENT_COLUMNS} FROM agents WHERE handle = $1"
 GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1"
 NEXT_ATTEMPTS = """
 SELECT endpoint_id, min(next_at) AS next_at FROM deliveries

@@ -140,15 +140,29 @@ class PostgresStore(
     async def get_agent(self, agent_id: str) -> Agent | None:
         return await self._one_agent(queries.AGENT_BY_ID, agent_id)
 
-    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
-        return await self._one_agent(queries.AGENT_BY_KEY_HASH, key_hash)
+    async def agent_by_handle(self, handle: str) -> Agent | None:
+        return await self._one_agent(queries.AGENT_BY_HANDLE, handle)
 
-    async def _one_agent(self, query: str, value: str) -> Agent | None:
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        return await self._one_agent(queries.AGENT_BY_KEY_HASH, key_hash, self.now())
+
+    async def _one_agent(self, query: str, *values: object) -> Agent | None:
         async def select(conn: Connection) -> Agent | None:
-            row = await conn.fetchrow(query, value)
+            row = await conn.fetchrow(query, *values)
             return AGENTS.record(row) if row is not None else None
 
         return await self._run(select)
+
+    async def rotate_agent_key(
+        self, agent_id: str, key_hash: str, previous_until: int | None
+    ) -> bool:
+        async def update(conn: Connection) -> bool:
+            status = await conn.execute(
+                queries.ROTATE_AGENT_KEY, agent_id, key_hash, previous_until
+            )
+            return count(status) > 0
+
+        return await self._run(update)
 
     async def list_agents(self) -> list[Agent]:
         async def select(conn: Connection) -> list[Agent]:

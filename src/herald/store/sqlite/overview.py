@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Agent, Endpoint, Event
+from herald.models import Endpoint, Event
 from herald.overview import AgentSummary, EventQuery, Stats
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
@@ -70,14 +70,6 @@ class OverviewStore:
 
     _run: Callable[[Operation[Any]], Awaitable[Any]]
     now: Callable[[], int]
-
-    async def agent_by_handle(self, handle: str) -> Agent | None:
-        def select(conn: sqlite3.Connection) -> Agent | None:
-            rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents WHERE handle = ?", (handle,))
-            return record(AGENTS, rows)
-
-        result: Agent | None = await self._run(select)
-        return result
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
         def select(conn: sqlite3.Connection) -> Endpoint | None:

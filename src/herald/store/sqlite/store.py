@@ -103,18 +103,39 @@ class SQLiteStore(
     async def get_agent(self, agent_id: str) -> Agent | None:
         return await self._one_agent("id = ?", agent_id)
 
-    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
-        return await self._one_agent("key_hash = ?", key_hash)
+    async def agent_by_handle(self, handle: str) -> Agent | None:
+        return await self._one_agent("handle = ?", handle)
 
-    async def _one_agent(self, where: str, value: str) -> Agent | None:
+    async def agent_by_key_hash(self, key_hash: str) -> Agent | None:
+        # The current key, or the previous one while its grace lasts.
+        return await self._one_agent(
+            "key_hash = ?1 OR (previous_key_hash = ?1 AND previous_until > ?2)",
+            key_hash,
+            self.now(),
+        )
+
+    async def _one_agent(self, where: str, *values: object) -> Agent | None:
         def select(conn: sqlite3.Connection) -> Agent | None:
             row = conn.execute(
-                f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}",
-                (value,),
+                f"SELECT {AGENT_COLUMNS} FROM agents WHERE {where}", values
             ).fetchone()
             return AGENTS.record(row) if row else None
 
         return await self._run(select)
+
+    async def rotate_agent_key(
+        self, agent_id: str, key_hash: str, previous_until: int | None
+    ) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE agents SET key_hash = ?2, previous_until = ?3,"
+                " previous_key_hash = CASE WHEN ?3 IS NULL THEN NULL ELSE key_hash END"
+                " WHERE id = ?1",
+                (agent_id, key_hash, previous_until),
+            )
+            return cursor.rowcount > 0
+
+        return await self._run(update)
 
     async def list_agents(self) -> list[Agent]:
         def select(conn: sqlite3.Connection) -> list[Agent]:
