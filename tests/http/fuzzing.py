@@ -111,7 +111,13 @@ class World:
         self.state = self.snapshot()
 
     def snapshot(self) -> dict[str, Any]:
-        agents = self.admin("GET", "/v1/agents").json()["agents"]
+        # Sessions come and go with each fuzzed MCP call: who the agents are and what they hold
+        # is the state, not their live sessions or when they were last seen.
+        lively = {"live_sessions", "last_activity_at"}
+        agents = [
+            {k: v for k, v in agent.items() if k not in lively}
+            for agent in self.admin("GET", "/v1/agents").json()["agents"]
+        ]
         endpoints = self.admin("GET", f"/v1/agents/{self.target.id}/endpoints").json()
         stable = ("id", "kind", "url", "mode", "rotating_until")
         return {
