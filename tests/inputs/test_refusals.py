@@ -110,6 +110,8 @@ def test_every_field_says_what_to_send() -> None:
     import herald.inputs.channel
     import herald.inputs.event_types
     import herald.inputs.events
+    import herald.inputs.keys
+    import herald.inputs.listing
     import herald.inputs.subscriptions  # noqa: F401 (every model, so that each is found)
 
     silent = [

@@ -63,7 +63,16 @@ def _whole_number(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
 
 
-Moment = Annotated[int, BeforeValidator(_moment)]
+Moment = Annotated[
+    int,
+    BeforeValidator(_moment),
+    Says("must be an ISO 8601 time such as 2025-01-31T09:30:00Z or 2025-01-31"),
+]
+PageCursor = Annotated[
+    tuple[int, str],
+    BeforeValidator(_position),
+    Says("must be the next value of the page before, or left out for the first page"),
+]
 Page = Annotated[
     int,
     Field(ge=1, le=MAX_PAGE),
@@ -97,5 +106,5 @@ class EventListingInput(Input):
     type: TypeFilter | None = None
     since: Moment | None = None
     until: Moment | None = None
-    cursor: Annotated[tuple[int, str], BeforeValidator(_position)] | None = None
+    cursor: PageCursor | None = None
     limit: Page = DEFAULT_PAGE
