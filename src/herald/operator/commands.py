@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # rich is imported only when an operator's command runs, not 
 Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
 
 AGENT_COLUMNS = ("id", "handle", "pending", "live_sessions", "last_activity_at", "created_at")
-EVENT_COLUMNS = ("id", "to", "type", "status", "created_at", "text")
+EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
 

@@ -25,7 +25,7 @@ class Output:
             return
         table = Table(title=title, title_justify="left")
         for column in columns:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")  # an id cut short is no id
         for row in rows:
             table.add_row(*(_cell(row.get(column)) for column in columns))
         self.console.print(table)
@@ -37,7 +37,7 @@ class Output:
             return
         table = Table(title=title, title_justify="left", show_header=False)
         table.add_column("field", style="bold")
-        table.add_column("value")
+        table.add_column("value", overflow="fold")
         for name, value in record.items():
             table.add_row(name, _cell(value))
         self.console.print(table)
