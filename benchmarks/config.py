@@ -47,6 +47,13 @@ class Sizes:
     stream_publishers: int
     events_rounds: int
     subscription_rounds: int
+    send_file_events: int
+    send_file_rounds: int
+    send_file_seconds: float
+    listing_events: int
+    listing_agents: int
+    listing_requests: int
+    listing_fill_seconds: float
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,6 +97,13 @@ FULL = Sizes(
     stream_publishers=16,
     events_rounds=3,
     subscription_rounds=3,
+    send_file_events=100_000,
+    send_file_rounds=3,
+    send_file_seconds=60.0,
+    listing_events=1_000_000,
+    listing_agents=10,
+    listing_requests=200,
+    listing_fill_seconds=90.0,
 )
 
 QUICK = Sizes(
@@ -130,4 +144,11 @@ QUICK = Sizes(
     stream_publishers=16,
     events_rounds=1,
     subscription_rounds=1,
+    send_file_events=10_000,
+    send_file_rounds=1,
+    send_file_seconds=20.0,
+    listing_events=20_000,
+    listing_agents=10,
+    listing_requests=50,
+    listing_fill_seconds=30.0,
 )

@@ -24,7 +24,9 @@ import uvloop
 from benchmarks import (
     fig_events,
     fig_http,
+    fig_listing,
     fig_mcp,
+    fig_send,
     fig_store,
     fig_stream,
     fig_subscriptions,
@@ -50,6 +52,8 @@ GROUPS = (
     "events-poll",
     "events-stream",
     "webhook-subscriptions",
+    "send-file",
+    "list-events",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -145,11 +149,21 @@ def _steps(
     async def webhook_subscriptions() -> list[Figure]:
         return [await fig_subscriptions.subscription_figure(sizes, workdir)]
 
+    async def send_file() -> list[Figure]:
+        return [await fig_send.send_file_figure(sizes, workdir)]
+
+    async def list_events() -> list[Figure]:
+        figures = await fig_listing.sqlite_figures(sizes, workdir)
+        if not args.no_postgres:
+            figures += await fig_listing.postgres_figures(sizes, workdir, args.postgres_url)
+        return figures
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
-        "webhook-subscriptions": webhook_subscriptions,
+        "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
+        "list-events": list_events,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

@@ -1,5 +1,5 @@
-"""A real ``herald serve`` subprocess on a scratch SQLite file, and the bare-SDK MCP baseline
-server, each bound to 127.0.0.1 only."""
+"""A real ``herald serve`` subprocess on a scratch SQLite file (or a store it is given), and the
+bare-SDK MCP baseline server, each bound to 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -95,16 +95,19 @@ async def _subprocess(
 
 
 @contextlib.asynccontextmanager
-async def herald_server(workdir: Path, name: str) -> AsyncIterator[Server]:
-    """Run ``herald serve`` on ``workdir/name.db`` with a fresh admin key; stop it on exit."""
+async def herald_server(
+    workdir: Path, name: str, store: str | None = None
+) -> AsyncIterator[Server]:
+    """Run ``herald serve`` on ``store`` (default: ``workdir/name.db``) with a fresh admin key;
+    stop it on exit."""
     admin_key = "herald_admin_bench_" + secrets.token_urlsafe(16)
-    db = workdir / f"{name}.db"
+    store = store or f"sqlite:///{workdir / f'{name}.db'}"
     log_path = workdir / f"{name}.log"
     # The benchmarks measure herald, not its per-key limits: one key publishes every event and
     # one agent holds thousands of streams.
     command = [
         sys.executable, "-m", "herald.cli", "serve",
-        "--store", f"sqlite:///{db}", "--host", HOST, "--port", "0", "--log-level", "warning",
+        "--store", store, "--host", HOST, "--port", "0", "--log-level", "warning",
         "--publish-rate", "0", "--streams-per-key", "0", "--sessions-per-key", "0",
     ]  # fmt: skip
     env = {**os.environ, "HERALD_ADMIN_KEY": admin_key}
