@@ -168,3 +168,27 @@ def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: Herald
     json_lines(herald, "key", "revoke", made["id"])
     revoked = herald_command(herald, "send", "op-hank", "red", "--type", "build.x", key=made["key"])
     assert revoked.returncode == 1 and "401" in revoked.stderr
+
+
+def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_it(
+    herald: HeraldProcess, tmp_path: Path
+) -> None:
+    json_lines(herald, "agent", "add", "op-ivy")
+    lines = [{"to": "op-ivy", "type": "bulk", "text": f"event {n}"} for n in range(2500)]
+    lines[1499]["to"] = "nobody-here"  # line 1500: the batch of lines 1001-2000 is refused
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    done = herald_command(herald, "send", "--file", str(events))
+    assert done.returncode == 1 and "lines 1001-2000 were refused" in done.stderr
+    assert done.stderr.count("\n") == 1
+    (shown,) = json_lines(herald, "agent", "show", "op-ivy")
+    assert shown["pending"] == 1500  # every other batch arrived
+    lines[1499]["to"] = "op-ivy"
+    events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    (again,) = json_lines(herald, "send", "--file", str(events))
+    # Each line's dedupe key comes from its own content: only the refused batch is new.
+    assert (again["stored"], again["already_there"]) == (1000, 1500)
+    more = tmp_path / "more.jsonl"
+    more.write_text(events.read_text() + json.dumps({"to": "op-ivy", "type": "b", "text": "x"}))
+    (added,) = json_lines(herald, "send", "--file", str(more))
+    assert (added["stored"], added["already_there"]) == (1, 2500)
