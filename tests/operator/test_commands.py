@@ -170,7 +170,7 @@ def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: Herald
     assert revoked.returncode == 1 and "401" in revoked.stderr
 
 
-def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_it(
+def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_the_rest(
     herald: HeraldProcess, tmp_path: Path
 ) -> None:
     json_lines(herald, "agent", "add", "op-ivy")
@@ -182,12 +182,13 @@ def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_it(
     assert done.returncode == 1 and "lines 1001-2000 were refused" in done.stderr
     assert done.stderr.count("\n") == 1
     (shown,) = json_lines(herald, "agent", "show", "op-ivy")
-    assert shown["pending"] == 1500  # every other batch arrived
+    assert shown["pending"] == 1000  # the batch before it arrived; sending stopped there
     lines[1499]["to"] = "op-ivy"
     events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     (again,) = json_lines(herald, "send", "--file", str(events))
-    # Each line's dedupe key comes from its own content: only the refused batch is new.
-    assert (again["stored"], again["already_there"]) == (1000, 1500)
+    # Each line's dedupe key comes from its number and content: the first batch is not stored
+    # twice.
+    assert (again["stored"], again["already_there"]) == (1500, 1000)
     more = tmp_path / "more.jsonl"
     more.write_text(events.read_text() + json.dumps({"to": "op-ivy", "type": "b", "text": "x"}))
     (added,) = json_lines(herald, "send", "--file", str(more))

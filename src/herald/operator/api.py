@@ -30,18 +30,11 @@ class AdminApi:
                 "no key: set HERALD_ADMIN_KEY (the key `herald serve` printed) or pass --key"
             )
         self.url = url.rstrip("/")
-        self._key = key
-        self._timeout_s = timeout_s
         self._http = httpx2.Client(
             base_url=self.url,
             headers={"authorization": f"Bearer {key}"},
             timeout=httpx2.Timeout(timeout_s),
         )
-
-    def another(self) -> AdminApi:
-        """A client of the same hub with the same key, on connections of its own (a client is
-        used by one thread at a time)."""
-        return AdminApi(self.url, self._key, timeout_s=self._timeout_s)
 
     def close(self) -> None:
         self._http.close()
