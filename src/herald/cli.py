@@ -195,12 +195,19 @@ def _serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"herald: {problem}", file=sys.stderr)
         return 2
+    except HeraldError as exc:  # settings that are each fine but not together
+        print(f"herald: {exc.message}", file=sys.stderr)
+        return 2
     if args.check_config:
         print("\n".join(effective_toml(settings)))
         return 0
     config = settings.config
     configure_logging(config.log_level, config.log_format)
     try:
+        if config.workers > 1:
+            from herald.workers import serve_in_workers
+
+            return serve_in_workers(config, settings.admin_key, _run)
         from herald.serve import serve  # here: bridge and drain need none of the server
 
         _run(serve(config, admin_key=settings.admin_key))

@@ -302,6 +302,9 @@ class ServeConfig:
     collectors."""
     access_log: bool = False
     """Log a line per HTTP request (uvicorn's access log)."""
+    workers: int = 1
+    """Processes serving the port, sharing the work (``herald.workers``); more than one needs
+    PostgreSQL, since a SQLite store is served by one process."""
     http: HttpConfig = field(default_factory=HttpConfig)
     hub: HubConfig = field(default_factory=HubConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
@@ -317,6 +320,11 @@ class ServeConfig:
             raise InvalidInput(f"the log level must be one of {', '.join(LOG_LEVELS)}")
         if self.log_format not in LOG_FORMATS:
             raise InvalidInput(f"the log format must be one of {', '.join(LOG_FORMATS)}")
+        if self.workers > 1 and not self.store_url.startswith(("postgresql:", "postgres:")):
+            raise InvalidInput(
+                f"--workers {self.workers} needs a PostgreSQL store: a SQLite store is served by"
+                " one process (give --store postgresql://... or leave --workers out)"
+            )
 
 
 DEFAULTS = ServeConfig()

@@ -46,6 +46,7 @@ async def serve(
     admin_key: str | None = None,
     announce: Callable[[str], None] = _say,
     stop: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the hub until the process is told to stop (SIGINT or SIGTERM), or ``stop`` is set;
     either way open streams are ended first, then requests in flight get a few seconds.
@@ -55,7 +56,8 @@ async def serve(
     taken, for as long as this runs.
     ``admin_key`` replaces the stored admin key for good; without one, a first start generates
     one and announces it once. ``announce`` gets the lines an operator should see (by default
-    they are printed).
+    they are printed). ``sock``: a socket already listening (``herald.workers``), served
+    instead of binding one.
 
     Raises:
         HeraldError: a setting is invalid (the store URL, the head timeout, the webhook
@@ -68,7 +70,8 @@ async def serve(
     guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
     host = config.http.host
     with _sole_server(config.store_url):
-        sock = listen(host, config.http.port)
+        if sock is None:
+            sock = listen(host, config.http.port)
         await hub.open()
         try:
             generated = await hub.setup_admin_key(admin_key)

@@ -215,6 +215,12 @@ SETTINGS = (
         " and the line's fields)",
     ),
     Setting("access_log", "access_log", SWITCH, "log a line per HTTP request"),
+    Setting(
+        "workers",
+        "workers",
+        integer(1, 64),
+        "processes serving the port, sharing the work (PostgreSQL only)",
+    ),
 )
 
 BY_NAME = {setting.name: setting for setting in SETTINGS}
