@@ -31,6 +31,7 @@ from benchmarks import (
     fig_stream,
     fig_subscriptions,
     fig_webhooks,
+    fig_workers,
 )
 from benchmarks.config import FULL, QUICK, Sizes
 from benchmarks.cpu import Probe
@@ -54,6 +55,7 @@ GROUPS = (
     "webhook-subscriptions",
     "send-file",
     "list-events",
+    "workers",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -158,12 +160,17 @@ def _steps(
             figures += await fig_listing.postgres_figures(sizes, workdir, args.postgres_url)
         return figures
 
+    async def workers() -> list[Figure]:
+        if args.no_postgres:
+            return []
+        return [await fig_workers.workers_figure(sizes, workdir, args.postgres_url)]
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
-        "list-events": list_events,
+        "list-events": list_events, "workers": workers,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

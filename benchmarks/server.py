@@ -11,7 +11,7 @@ import re
 import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +96,10 @@ async def _subprocess(
 
 @contextlib.asynccontextmanager
 async def herald_server(
-    workdir: Path, name: str, store: str | None = None
+    workdir: Path, name: str, store: str | None = None, extra: Sequence[str] = ()
 ) -> AsyncIterator[Server]:
-    """Run ``herald serve`` on ``store`` (default: ``workdir/name.db``) with a fresh admin key;
-    stop it on exit."""
+    """Run ``herald serve`` on ``store`` (default: ``workdir/name.db``) with a fresh admin key
+    and ``extra`` flags; stop it on exit."""
     admin_key = "herald_admin_bench_" + secrets.token_urlsafe(16)
     store = store or f"sqlite:///{workdir / f'{name}.db'}"
     log_path = workdir / f"{name}.log"
@@ -108,7 +108,7 @@ async def herald_server(
     command = [
         sys.executable, "-m", "herald.cli", "serve",
         "--store", store, "--host", HOST, "--port", "0", "--log-level", "warning",
-        "--publish-rate", "0", "--streams-per-key", "0", "--sessions-per-key", "0",
+        "--publish-rate", "0", "--streams-per-key", "0", "--sessions-per-key", "0", *extra,
     ]  # fmt: skip
     env = {**os.environ, "HERALD_ADMIN_KEY": admin_key}
     async with _subprocess(command, env, log_path) as (address, pid):
