@@ -193,3 +193,20 @@ def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_the_rest(
     more.write_text(events.read_text() + json.dumps({"to": "op-ivy", "type": "b", "text": "x"}))
     (added,) = json_lines(herald, "send", "--file", str(more))
     assert (added["stored"], added["already_there"]) == (1, 2500)
+
+
+def test_an_agents_key_is_rotated_with_a_grace_and_an_openclaw_gateway_set(
+    herald: HeraldProcess,
+) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-jack")
+    (rotated,) = json_lines(herald, "agent", "rotate-key", "op-jack", "--grace", "60")
+    assert rotated["api_key"] != agent["api_key"] and rotated["previous_valid_until"]
+    for key in (agent["api_key"], rotated["api_key"]):  # the old one still, for its grace
+        with herald.client(key) as client:
+            assert client.post("/channel/heartbeat", json={}).status_code == 200
+    (gateway,) = json_lines(
+        herald, "agent", "set-openclaw", "op-jack", "https://gateway.example", "--token", "t" * 32
+    )
+    assert gateway["url"] == "https://gateway.example"
+    kinds = {e["kind"] for e in json_lines(herald, "endpoints") if e["agent"] == "op-jack"}
+    assert kinds == {"openclaw"}

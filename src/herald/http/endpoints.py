@@ -25,8 +25,7 @@ async def put_webhook(request: Request) -> Response:
     hub, guard = services(request).hub, services(request).guard
     await require_admin(hub, request)
     body = parse(WebhookInput, await read_json(request))
-    agent_id = request.path_params["agent_id"]
-    await hub.get_agent(agent_id)
+    agent_id = (await hub.agent_by_id_or_handle(request.path_params["agent_id"])).id
     warning = await manage.admit(guard, body.url)
     endpoint, secret = await manage.set_webhook(hub, agent_id, body.url, body.secret)
     return json_response(with_warning({**endpoint.to_json(), "secret": secret}, warning))
@@ -36,9 +35,8 @@ async def rotate_secret(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     body = parse(RotationInput, await read_json(request, if_empty={}))
-    endpoint, secret = await manage.rotate_webhook_secret(
-        hub, request.path_params["agent_id"], body.grace_s, body.secret
-    )
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    endpoint, secret = await manage.rotate_webhook_secret(hub, agent.id, body.grace_s, body.secret)
     return json_response({**endpoint.to_json(), "secret": secret})
 
 
@@ -46,8 +44,7 @@ async def put_openclaw(request: Request) -> Response:
     hub, guard = services(request).hub, services(request).guard
     await require_admin(hub, request)
     body = parse(OpenClawInput, await read_json(request))
-    agent_id = request.path_params["agent_id"]
-    await hub.get_agent(agent_id)
+    agent_id = (await hub.agent_by_id_or_handle(request.path_params["agent_id"])).id
     warning = await manage.admit(guard, body.url)
     endpoint = await manage.set_openclaw(hub, agent_id, body.url, body.token, body.mode)
     return json_response(with_warning(endpoint.to_json(), warning))
@@ -64,14 +61,15 @@ async def remove_openclaw(request: Request) -> Response:
 async def _remove(request: Request, kind: Kind) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
-    await manage.remove(hub, request.path_params["agent_id"], kind)
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    await manage.remove(hub, agent.id, kind)
     return Response(status_code=204)
 
 
 async def list_endpoints(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
-    agent = await hub.get_agent(request.path_params["agent_id"])
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     return json_response({"endpoints": await shown(hub, await hub.endpoints.of_agent(agent.id))})
 
 
