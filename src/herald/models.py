@@ -502,6 +502,16 @@ class Delivery:
     state: str
     last_error: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        waiting = self.state == "waiting"
+        return {
+            "endpoint": self.endpoint_id,
+            "state": self.state,
+            "tries": self.attempts,
+            "next_attempt_at": iso_ms(self.next_at) if waiting else None,
+            "last_error": self.last_error,
+        }
+
 
 @dataclass(frozen=True)
 class Finished:

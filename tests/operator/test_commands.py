@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.herald_process import HeraldProcess
+from tests.webhooks.receiver import Receiver
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +211,27 @@ def test_an_agents_key_is_rotated_with_a_grace_and_an_openclaw_gateway_set(
     assert gateway["url"] == "https://gateway.example"
     kinds = {e["kind"] for e in json_lines(herald, "endpoints") if e["agent"] == "op-jack"}
     assert kinds == {"openclaw"}
+
+
+def test_event_show_tells_when_a_failing_webhook_is_tried_next(tmp_path: Path) -> None:
+    receiver = Receiver(script=[(500, {})])
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
+    )
+    try:
+        json_lines(herald, "agent", "add", "op-kim")
+        json_lines(herald, "agent", "set-webhook", "op-kim", receiver.url)
+        (sent,) = json_lines(herald, "send", "op-kim", "to a failing receiver")
+        receiver.arrived.get(timeout=30)  # the first try, answered 500
+        for _ in range(200):  # the try is recorded in the background: a bounded wait for it
+            (event,) = json_lines(herald, "event", "show", sent["id"])
+            if event["deliveries"] and event["deliveries"][0]["tries"] == 1:
+                break
+        (delivery,) = event["deliveries"]
+        assert delivery["state"] == "waiting" and delivery["next_attempt_at"]
+        assert "500" in delivery["last_error"]
+        table = herald_command(herald, "event", "show", sent["id"])
+        assert "next retry" in table.stdout
+    finally:
+        herald.stop()
+        receiver.close()

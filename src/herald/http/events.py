@@ -53,11 +53,13 @@ async def get_event(request: Request) -> Response:
     viewer = await admin_or_agent(hub, request)
     event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
     replies = await hub.replies(event.id)
+    deliveries = await hub.endpoints.deliveries(event.id)
     return json_response(
         {
             **event.to_json(),
             "attempts": [a.to_json() for a in attempts],
             "replies": [r.to_json() for r in replies],
+            "deliveries": [d.to_json() for d in deliveries],
         }
     )
 

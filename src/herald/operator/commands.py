@@ -24,6 +24,7 @@ Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
 AGENT_COLUMNS = ("id", "handle", "pending", "live_sessions", "last_activity_at", "created_at")
 EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
+DELIVERY_COLUMNS = ("endpoint", "state", "tries", "next_attempt_at", "last_error")
 ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
 
 
@@ -240,8 +241,11 @@ def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         out.record(event, "")
         return
     attempts = event.pop("attempts", [])
+    deliveries = event.pop("deliveries", [])
     out.record(event, f"event {event['id']}")
     out.rows(attempts, ATTEMPT_COLUMNS, "attempts, oldest first")
+    if deliveries:
+        out.rows(deliveries, DELIVERY_COLUMNS, "webhook and OpenClaw deliveries, next retry")
 
 
 def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
