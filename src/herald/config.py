@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from herald.errors import InvalidInput
+from herald.urls import backend_of
 from herald.webhooks.addresses import AddressPolicy
 
 DAY_S = 24 * 3600
@@ -320,7 +321,7 @@ class ServeConfig:
             raise InvalidInput(f"the log level must be one of {', '.join(LOG_LEVELS)}")
         if self.log_format not in LOG_FORMATS:
             raise InvalidInput(f"the log format must be one of {', '.join(LOG_FORMATS)}")
-        if self.workers > 1 and not self.store_url.startswith(("postgresql:", "postgres:")):
+        if self.workers > 1 and backend_of(self.store_url) != "postgres":
             raise InvalidInput(
                 f"--workers {self.workers} needs a PostgreSQL store: a SQLite store is served by"
                 " one process (give --store postgresql://... or leave --workers out)"
