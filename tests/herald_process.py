@@ -20,7 +20,8 @@ STARTUP_TIMEOUT_S = 30
 
 
 class HeraldProcess:
-    """Starts ``herald serve --port 0`` on a store URL and waits (bounded) for it to listen."""
+    """Starts ``herald serve --port 0`` on a store URL and waits (bounded) for it to listen.
+    ``command`` is what starts ``herald serve`` (the flags follow it)."""
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class HeraldProcess:
         extra_args: tuple[str, ...] = (),
         port: int = 0,
         file_limit: tuple[int, int] | None = None,
+        command: tuple[str, ...] = (sys.executable, "-m", "herald.cli", "serve"),
     ) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HERALD_ADMIN_KEY"}
         if admin_key is not None:
@@ -39,10 +41,7 @@ class HeraldProcess:
         self.store_url = store_url
         self.process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "herald.cli",
-                "serve",
+                *command,
                 "--port",
                 str(port),
                 "--store",
