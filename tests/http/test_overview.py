@@ -153,6 +153,10 @@ def test_an_undeliverable_event_reaches_its_fixed_endpoint_after_redeliver_and_e
             webhook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
             (event_id,) = publish(admin, agent["handle"], 1)
             disabled = wait_for_state(admin, agent["id"], "disabled")
+            failing = admin.get("/v1/endpoints", params={"failing": "true"}).json()
+            assert [(e["id"], e["agent_handle"]) for e in failing["endpoints"]] == [
+                (disabled["id"], agent["handle"])
+            ]
             url = f"/v1/events/{event_id}"
             wait_for(
                 lambda: (
@@ -172,6 +176,7 @@ def test_an_undeliverable_event_reaches_its_fixed_endpoint_after_redeliver_and_e
 
             enabled = admin.post(f"/v1/endpoints/{disabled['id']}/enable")
             assert enabled.status_code == 200 and enabled.json()["state"] == "active"
+            assert admin.get("/v1/endpoints?failing=true").json()["endpoints"] == []
             third = receiver.arrived.get(timeout=30)
             assert third.headers["webhook-id"] == event_id
             Webhook(webhook.json()["secret"]).verify(third.body, third.headers)
@@ -193,3 +198,26 @@ def test_redelivering_a_pending_event_is_a_conflict(admin: httpx.Client) -> None
     assert missing.status_code == 404
     unknown = admin.post(f"/v1/endpoints/end_{uuid.uuid4().hex}/enable")
     assert unknown.status_code == 404
+
+
+def test_every_agents_endpoints_are_listed_a_page_at_a_time(admin: httpx.Client) -> None:
+    made = {}
+    for _ in range(3):
+        agent = new_agent(admin)
+        url = f"https://{agent['handle']}.example/hook"
+        put = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": url})
+        made[put.json()["id"]] = agent["handle"]
+    seen: dict[str, str] = {}
+    params: dict[str, Any] = {"limit": 2}
+    while True:
+        page = admin.get("/v1/endpoints", params=params).json()
+        for endpoint in page["endpoints"]:
+            assert endpoint["id"] not in seen and "secret" not in endpoint
+            seen[endpoint["id"]] = endpoint["agent_handle"]
+        if page["next"] is None:
+            break
+        params["cursor"] = page["next"]
+    assert made.items() <= seen.items()
+    for bad in ({"cursor": "evt_1"}, {"failing": "yes"}, {"limit": "0"}):
+        refused = admin.get("/v1/endpoints", params=bad)
+        assert refused.status_code == 422 and next(iter(bad)) in refused.text

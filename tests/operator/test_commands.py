@@ -235,3 +235,34 @@ def test_event_show_tells_when_a_failing_webhook_is_tried_next(tmp_path: Path) -
     finally:
         herald.stop()
         receiver.close()
+
+
+def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(410, {}), (204, {})])  # 410 Gone disables the endpoint
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
+    )
+    try:
+        json_lines(herald, "agent", "add", "op-lou")
+        json_lines(herald, "agent", "set-webhook", "op-lou", receiver.url)
+        (sent,) = json_lines(herald, "send", "op-lou", "to a gone receiver")
+        receiver.arrived.get(timeout=30)
+        for _ in range(200):  # the endpoint is disabled in the background: a bounded wait
+            failing = json_lines(herald, "endpoints", "--failing")
+            if failing:
+                break
+        (disabled,) = failing
+        assert (disabled["agent"], disabled["state"]) == ("op-lou", "disabled")
+        json_lines(herald, "event", "redeliver", sent["id"])
+        (enabled,) = json_lines(herald, "endpoint", "enable", disabled["id"])
+        assert enabled["state"] == "active"
+        assert json_lines(herald, "endpoints", "--failing") == []
+        again = receiver.arrived.get(timeout=30)  # the event reaches it once enabled
+        assert again.headers["webhook-id"] == sent["id"]
+        table = herald_command(herald, "endpoints")
+        assert table.returncode == 0 and "op-lou" in table.stdout and "active" in table.stdout
+    finally:
+        herald.stop()
+        receiver.close()

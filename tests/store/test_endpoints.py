@@ -343,3 +343,26 @@ async def test_an_event_two_endpoints_finish_in_one_batch_is_delivered_if_either
     await store.finish_deliveries([result(webhook, "delivered"), result(openclaw, "sent")])
     assert (await store.get_event(event_id)).status is EventStatus.DELIVERED  # type: ignore[union-attr]
     assert {d.state for d in await store.deliveries(event_id)} == {"done"}
+
+
+async def test_every_agents_endpoints_are_listed_by_id_a_page_at_a_time(store: Store) -> None:
+    made = [await setup(store, handle) for handle in ("p-alice", "p-bob", "p-carol")]
+    openclaw = Endpoint(
+        new_id("end_"), made[0][0].id, Kind.OPENCLAW, "https://gw.example", "token", store.now()
+    )
+    await store.put_endpoint(openclaw)
+    handles = {e.id: a.handle for a, e in made} | {openclaw.id: "p-alice"}
+    first = await store.endpoint_page(None, 3, failing=False)
+    rest = await store.endpoint_page(first[-1][0].id, 3, failing=False)
+    listed = [(endpoint.id, handle) for endpoint, handle in first + rest]
+    assert listed == sorted(handles.items())  # by id, each once, with its agent's handle
+    assert await store.endpoint_page(None, 10, failing=True) == []
+
+    carol, carol_endpoint = made[2]
+    (event_id,) = await publish(store, "p-carol", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    gone = Attempt(event_id, store.now(), "webhook", "undeliverable", carol_endpoint.id, "410")
+    await store.finish_deliveries([Finished(delivery, gone, None, None, False, "HTTP 410")])
+    ((failing, handle),) = await store.endpoint_page(None, 10, failing=True)
+    assert (failing.id, failing.state, handle) == (carol_endpoint.id, State.DISABLED, carol.handle)

@@ -15,6 +15,7 @@ from herald.http.io import json_response, read_json
 from herald.http.services import services
 from herald.hub import Hub
 from herald.inputs.agents import OpenClawInput, RotationInput, WebhookInput
+from herald.inputs.listing import EndpointListingInput
 from herald.inputs.refusals import parse
 from herald.models import Endpoint, Kind
 from herald.times import iso_ms
@@ -73,6 +74,28 @@ async def list_endpoints(request: Request) -> Response:
     return json_response({"endpoints": await shown(hub, await hub.endpoints.of_agent(agent.id))})
 
 
+async def list_all_endpoints(request: Request) -> Response:
+    """Every agent's webhook and OpenClaw endpoints by id, a page at a time, each with its
+    agent's handle: ``next`` is the cursor of the page after (null: this is the last)."""
+    hub = services(request).hub
+    await require_admin(hub, request)
+    asked = parse(EndpointListingInput, dict(request.query_params))
+    found = await hub.endpoints.page(
+        asked.cursor, asked.limit + 1, failing=asked.failing == "true"
+    )  # one more tells whether a page follows
+    page = found[: asked.limit]
+    answers = await shown(hub, [endpoint for endpoint, _ in page])
+    return json_response(
+        {
+            "endpoints": [
+                {**answer, "agent_handle": handle}
+                for answer, (_, handle) in zip(answers, page, strict=True)
+            ],
+            "next": page[-1][0].id if len(found) > asked.limit else None,
+        }
+    )
+
+
 async def enable(request: Request) -> Response:
     """Bring a disabled webhook or OpenClaw endpoint back, its secret unchanged."""
     hub = services(request).hub
@@ -103,5 +126,6 @@ ROUTES = [
     Route("/v1/agents/{agent_id}/webhook", remove_webhook, methods=["DELETE"]),
     Route("/v1/agents/{agent_id}/openclaw", remove_openclaw, methods=["DELETE"]),
     Route("/v1/agents/{agent_id}/endpoints", list_endpoints, methods=["GET"]),
+    Route("/v1/endpoints", list_all_endpoints, methods=["GET"]),
     Route("/v1/endpoints/{endpoint_id}/enable", enable, methods=["POST"]),
 ]

@@ -31,6 +31,13 @@ class EndpointBook:
     async def of_agent(self, agent_id: str) -> list[Endpoint]:
         return await self._store.endpoints(agent_id) if is_id(agent_id, "agt_") else []
 
+    async def page(
+        self, after: str | None, limit: int, *, failing: bool = False
+    ) -> list[tuple[Endpoint, str]]:
+        """Every agent's webhook and OpenClaw endpoints by id, a page at a time, each with its
+        agent's handle; ``failing``: only those disabled or failing."""
+        return await self._store.endpoint_page(after, limit, failing=failing)
+
     async def delete(self, agent_id: str, kind: Kind) -> bool:
         """False if the agent had no endpoint of that kind."""
         return is_id(agent_id, "agt_") and await self._store.delete_endpoint(agent_id, kind.value)

@@ -1,5 +1,5 @@
-"""What the admin asks of ``GET /v1/events``: filters, a page's size, and where the page starts
-(the opaque cursor the page before answered with)."""
+"""What the admin asks of ``GET /v1/events`` and ``GET /v1/endpoints``: filters, a page's size,
+and where the page starts (the opaque cursor the page before answered with)."""
 
 from __future__ import annotations
 
@@ -107,4 +107,23 @@ class EventListingInput(Input):
     since: Moment | None = None
     until: Moment | None = None
     cursor: PageCursor | None = None
+    limit: Page = DEFAULT_PAGE
+
+
+EndpointCursor = Annotated[
+    str,
+    Field(pattern=r"^end_[0-9A-Z]{26}$"),
+    Says("must be the next value of the page before, or left out for the first page"),
+]
+
+
+class EndpointListingInput(Input):
+    """``GET /v1/endpoints``'s query parameters: ``failing=true`` for only the endpoints that
+    are disabled or failing."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    failing: Annotated[Literal["true", "false"], Says("must be true or false")] = "false"
+    cursor: EndpointCursor | None = None
     limit: Page = DEFAULT_PAGE

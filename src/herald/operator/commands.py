@@ -26,6 +26,8 @@ EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 DELIVERY_COLUMNS = ("endpoint", "state", "tries", "next_attempt_at", "last_error")
 ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
+ENDPOINT_PAGE = 500
+"""Endpoints asked for at once by ``herald endpoints`` (the largest page the hub gives)."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -257,16 +259,14 @@ def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
 
 def _endpoints(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    rows = []
-    for agent in api.get("/v1/agents")["agents"]:
-        for endpoint in api.get(f"{_agent_path(agent['id'])}/endpoints")["endpoints"]:
-            if (
-                args.failing
-                and endpoint.get("state") == "active"
-                and not endpoint.get("failing_since")
-            ):
-                continue
-            rows.append({**endpoint, "agent": agent["handle"]})
+    rows: list[dict[str, Any]] = []
+    query: dict[str, Any] = {"limit": ENDPOINT_PAGE, "failing": str(args.failing).lower()}
+    while True:
+        page = api.get("/v1/endpoints", **query)
+        rows += [{**each, "agent": each["agent_handle"]} for each in page["endpoints"]]
+        if page["next"] is None:
+            break
+        query["cursor"] = page["next"]
     out.rows(rows, ENDPOINT_COLUMNS, "endpoints" if not args.failing else "failing endpoints")
 
 

@@ -350,6 +350,13 @@ class Store(ABC):
     async def endpoints(self, agent_id: str) -> list[Endpoint]: ...
 
     @abstractmethod
+    async def endpoint_page(
+        self, after: str | None, limit: int, *, failing: bool
+    ) -> list[tuple[Endpoint, str]]:
+        """Webhook and OpenClaw endpoints of every agent by id, those after ``after``, at most
+        ``limit``, each with its agent's handle; ``failing``: only those disabled or failing."""
+
+    @abstractmethod
     async def delete_endpoint(self, agent_id: str, kind: str) -> bool: ...
 
     @abstractmethod

@@ -33,6 +33,15 @@ class EndpointStore:
 
         return await self._run(select)
 
+    async def endpoint_page(
+        self, after: str | None, limit: int, *, failing: bool
+    ) -> list[tuple[Endpoint, str]]:
+        async def select(conn: Connection) -> list[tuple[Endpoint, str]]:
+            rows = await conn.fetch(queries.ENDPOINT_PAGE, after or "", limit, failing)
+            return [(endpoint(row), row["agent_handle"]) for row in rows]
+
+        return await self._run(select)
+
     async def delete_endpoint(self, agent_id: str, kind: str) -> bool:
         async def delete(conn: Connection) -> bool:
             return count(await conn.execute(queries.DELETE_ENDPOINT, agent_id, kind)) > 0

@@ -307,6 +307,15 @@ LIST_ENDPOINTS = (
     f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 AND kind <> 'subscription'"
     ' ORDER BY kind COLLATE "C"'
 )
+# Every agent's webhook and OpenClaw endpoints by id: $1 the id to start after, $2 at most this
+# many, $3 only the disabled or failing ones.
+ENDPOINT_PAGE = f"""
+SELECT {column_list(ENDPOINTS, "w")}, a.handle AS agent_handle
+FROM endpoints w JOIN agents a ON a.id = w.agent_id
+WHERE w.kind <> 'subscription' AND w.id COLLATE "C" > $1
+  AND (NOT $3 OR w.state = 'disabled' OR w.failing_since IS NOT NULL)
+ORDER BY w.id COLLATE "C" LIMIT $2
+"""
 # Disabled for their address: $1 the prefix of such a disabled_reason.
 REFUSED_ENDPOINTS = f"""
 SELECT {ENDPOINT_COLUMNS} FROM endpoints

@@ -25,6 +25,13 @@ from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, Table
 ENDPOINT_COLUMNS = select_list(ENDPOINTS)
 DELIVERY_COLUMNS = select_list(DELIVERIES)
 INSERT_ENDPOINT = insert_sql(ENDPOINTS)
+ENDPOINT_PAGE = (
+    f"SELECT {select_list(ENDPOINTS, 'w')}, a.handle AS agent_handle"
+    " FROM endpoints w JOIN agents a ON a.id = w.agent_id"
+    " WHERE w.kind <> 'subscription' AND w.id > :after"
+    " AND (NOT :failing OR w.state = 'disabled' OR w.failing_since IS NOT NULL)"
+    " ORDER BY w.id LIMIT :limit"
+)
 # Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
 CLAIMED_ROWS = (
@@ -62,6 +69,19 @@ class EndpointStore:
             return records(ENDPOINTS, rows)
 
         result: list[Endpoint] = await self._run(select)
+        return result
+
+    async def endpoint_page(
+        self, after: str | None, limit: int, *, failing: bool
+    ) -> list[tuple[Endpoint, str]]:
+        params = {"after": after or "", "limit": limit, "failing": failing}
+
+        def select(conn: sqlite3.Connection) -> list[tuple[Endpoint, str]]:
+            cursor = conn.execute(ENDPOINT_PAGE, params)
+            read = ENDPOINTS.reader([column[0] for column in cursor.description])
+            return [(read(row), row[-1]) for row in cursor]
+
+        result: list[tuple[Endpoint, str]] = await self._run(select)
         return result
 
     async def delete_endpoint(self, agent_id: str, kind: str) -> bool:
