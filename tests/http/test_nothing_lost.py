@@ -198,7 +198,7 @@ def test_a_deleted_agents_stream_ends(herald: HeraldProcess) -> None:
     handle, agent = new_agent(herald)
     key = agent.headers["authorization"].removeprefix("Bearer ")
     with herald.client(herald.admin_key) as admin:
-        listed = admin.get("/v1/agents").json()["agents"]
+        listed = admin.get("/v1/agents", params={"search": handle}).json()["agents"]
     agent_id = next(a["id"] for a in listed if a["handle"] == handle)
     reader = SSEReader(herald.url, key)
     try:

@@ -221,3 +221,17 @@ def test_every_agents_endpoints_are_listed_a_page_at_a_time(admin: httpx.Client)
     for bad in ({"cursor": "evt_1"}, {"failing": "yes"}, {"limit": "0"}):
         refused = admin.get("/v1/endpoints", params=bad)
         assert refused.status_code == 422 and next(iter(bad)) in refused.text
+
+
+def test_agents_are_searched_and_listed_a_page_at_a_time(admin: httpx.Client) -> None:
+    prefix = f"pg-{uuid.uuid4().hex[:6]}"
+    made = [admin.post("/v1/agents", json={"handle": f"{prefix}-{n}"}).json() for n in range(3)]
+    first = admin.get("/v1/agents", params={"search": prefix, "limit": 2}).json()
+    assert [a["handle"] for a in first["agents"]] == [f"{prefix}-0", f"{prefix}-1"]
+    params = {"search": prefix, "limit": 2, "cursor": first["next"]}
+    rest = admin.get("/v1/agents", params=params).json()
+    assert [a["id"] for a in rest["agents"]] == [made[2]["id"]] and rest["next"] is None
+    assert "api_key" not in str(first) and rest["agents"][0]["pending"] == 0
+    for bad in ({"search": "%"}, {"cursor": "Bad Cursor"}, {"limit": "501"}):
+        refused = admin.get("/v1/agents", params=bad)
+        assert refused.status_code == 422 and next(iter(bad)) in refused.text

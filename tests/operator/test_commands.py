@@ -49,6 +49,9 @@ def test_agents_are_added_listed_shown_by_handle_and_removed(herald: HeraldProce
     assert made["handle"] == "op-alice" and made["api_key"].startswith("herald_agent_")
     listed = json_lines(herald, "agent", "list")
     assert "op-alice" in {agent["handle"] for agent in listed}
+    assert [a["handle"] for a in json_lines(herald, "agent", "list", "--search", "p-ali")] == [
+        "op-alice"
+    ]
     (shown,) = json_lines(herald, "agent", "show", made["id"])
     assert shown["id"] == made["id"] and "api_key" not in shown
     table = herald_command(herald, "agent", "list")

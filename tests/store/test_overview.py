@@ -125,6 +125,21 @@ async def test_agents_are_summed_up_in_one_read(store: Store, clock: ManualClock
     assert only.agent.id == bob.id
 
 
+async def test_agents_come_a_page_at_a_time_by_handle_and_are_searched(store: Store) -> None:
+    for handle in ("ann", "bo_b", "bob", "bobby", "carl"):
+        await add_agent(store, handle)
+
+    async def handles(**query: str | int | None) -> list[str]:
+        return [s.agent.handle for s in await store.agent_summaries(**query)]  # type: ignore[arg-type]
+
+    assert await handles(limit=2) == ["ann", "bo_b"]
+    assert await handles(after="bo_b", limit=2) == ["bob", "bobby"]
+    assert await handles(after="bobby") == ["carl"]
+    assert await handles(search="bob") == ["bob", "bobby"]
+    assert await handles(search="_") == ["bo_b"]  # a handle's own character, not a wildcard
+    assert await handles(search="bob", after="bob") == ["bobby"]
+
+
 async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Store) -> None:
     alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
     await add_agent(store, "carol")

@@ -12,6 +12,7 @@ from herald.http.endpoints import with_warning
 from herald.http.io import json_response, read_json
 from herald.http.services import services
 from herald.inputs.agents import DeliveryInput, KeyRotationInput, NewAgentInput
+from herald.inputs.listing import AgentListingInput
 from herald.inputs.refusals import parse
 from herald.times import iso_ms
 from herald.webhooks import manage
@@ -34,10 +35,23 @@ async def create_agent(request: Request) -> Response:
 
 
 async def list_agents(request: Request) -> Response:
-    """Every agent with its open events, live sessions and last activity (``AgentSummary``)."""
+    """Agents by handle with their open events, live sessions and last activity
+    (``AgentSummary``), a page at a time: ``next`` is the cursor of the page after (null: this
+    is the last)."""
     hub = services(request).hub
     await require_admin(hub, request)
-    return json_response({"agents": [each.to_json() for each in await hub.overview.agents()]})
+    asked = parse(AgentListingInput, dict(request.query_params))
+    found = await hub.overview.agents(
+        after=asked.cursor, search=asked.search, limit=asked.limit + 1
+    )  # one more tells whether a page follows
+    page = found[: asked.limit]
+    more = len(found) > asked.limit
+    return json_response(
+        {
+            "agents": [each.to_json() for each in page],
+            "next": page[-1].agent.handle if more else None,
+        }
+    )
 
 
 async def get_agent(request: Request) -> Response:

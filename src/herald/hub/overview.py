@@ -20,9 +20,18 @@ class Overview:
         """A page of events newest first (``Store.list_events``)."""
         return await self._store.list_events(query)
 
-    async def agents(self, agent_id: str | None = None) -> list[AgentSummary]:
-        """Every agent (or one) with its open events, live sessions and last activity."""
-        return await self._store.agent_summaries(agent_id)
+    async def agents(
+        self,
+        agent_id: str | None = None,
+        *,
+        after: str | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+    ) -> list[AgentSummary]:
+        """Every agent (or one) with its open events, live sessions and last activity, by
+        handle: those after the handle ``after`` whose handle contains ``search``, at most
+        ``limit``."""
+        return await self._store.agent_summaries(agent_id, after=after, search=search, limit=limit)
 
     async def stats(self) -> Stats:
         return await self._store.stats(TOP_AGENTS)

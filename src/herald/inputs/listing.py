@@ -1,5 +1,5 @@
-"""What the admin asks of ``GET /v1/events`` and ``GET /v1/endpoints``: filters, a page's size,
-and where the page starts (the opaque cursor the page before answered with)."""
+"""What the admin asks of ``GET /v1/events``, ``GET /v1/agents`` and ``GET /v1/endpoints``:
+filters, a page's size, and where the page starts (the cursor the page before answered with)."""
 
 from __future__ import annotations
 
@@ -126,4 +126,28 @@ class EndpointListingInput(Input):
 
     failing: Annotated[Literal["true", "false"], Says("must be true or false")] = "false"
     cursor: EndpointCursor | None = None
+    limit: Page = DEFAULT_PAGE
+
+
+Handle = Annotated[
+    str,
+    Field(pattern=whole(HANDLE_PATTERN)),
+    Says("must be the next value of the page before, or left out for the first page"),
+]
+HandlePart = Annotated[
+    str,
+    Field(pattern=whole(HANDLE_PATTERN)),
+    Says("must be part of a handle: 1 to 64 of a-z, 0-9, _ and -"),
+]
+
+
+class AgentListingInput(Input):
+    """``GET /v1/agents``'s query parameters: ``search`` keeps the agents whose handle
+    contains it."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    search: HandlePart | None = None
+    cursor: Handle | None = None
     limit: Page = DEFAULT_PAGE

@@ -26,8 +26,8 @@ EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 DELIVERY_COLUMNS = ("endpoint", "state", "tries", "next_attempt_at", "last_error")
 ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
-ENDPOINT_PAGE = 500
-"""Endpoints asked for at once by ``herald endpoints`` (the largest page the hub gives)."""
+LARGEST_PAGE = 500
+"""The most items of a listing the hub gives at once."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +36,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add = _command(agent, "add", "create an agent; its key is shown once", _agent_add)
     add.add_argument("handle")
     add.add_argument("--webhook-url", help="push its events to this URL too (signed)")
-    _command(agent, "list", "every agent, with its pending events and live sessions", _agents)
+    listing = _command(
+        agent, "list", "every agent, with its pending events and live sessions", _agents
+    )
+    listing.add_argument("--search", metavar="TEXT", help="only handles that contain it")
     show = _command(agent, "show", "one agent, by id or handle", _agent_show)
     show.add_argument("agent", metavar="ID_OR_HANDLE")
     remove = _command(agent, "rm", "delete an agent and its events", _agent_rm)
@@ -165,7 +168,8 @@ def _agent_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
 
 def _agents(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    out.rows(api.get("/v1/agents")["agents"], AGENT_COLUMNS, "agents")
+    agents = _every(api, "/v1/agents", "agents", search=args.search)
+    out.rows(agents, AGENT_COLUMNS, "agents")
 
 
 def _agent_show(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
@@ -259,15 +263,22 @@ def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
 
 def _endpoints(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    rows: list[dict[str, Any]] = []
-    query: dict[str, Any] = {"limit": ENDPOINT_PAGE, "failing": str(args.failing).lower()}
-    while True:
-        page = api.get("/v1/endpoints", **query)
-        rows += [{**each, "agent": each["agent_handle"]} for each in page["endpoints"]]
-        if page["next"] is None:
-            break
-        query["cursor"] = page["next"]
+    failing = str(args.failing).lower()
+    endpoints = _every(api, "/v1/endpoints", "endpoints", failing=failing)
+    rows = [{**each, "agent": each["agent_handle"]} for each in endpoints]
     out.rows(rows, ENDPOINT_COLUMNS, "endpoints" if not args.failing else "failing endpoints")
+
+
+def _every(api: AdminApi, path: str, field: str, **query: Any) -> list[dict[str, Any]]:
+    """Every item of a listing the hub gives a page at a time (the largest pages it gives)."""
+    found: list[dict[str, Any]] = []
+    query["limit"] = LARGEST_PAGE
+    while True:
+        page = api.get(path, **query)
+        found += page[field]
+        if page["next"] is None:
+            return found
+        query["cursor"] = page["next"]
 
 
 def _enable(api: AdminApi, args: argparse.Namespace, out: Output) -> None:

@@ -511,9 +511,17 @@ class Store(ABC):
         sees each event that existed when it started once, whatever is published meanwhile."""
 
     @abstractmethod
-    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
+    async def agent_summaries(
+        self,
+        agent_id: str | None = None,
+        *,
+        after: str | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+    ) -> list[AgentSummary]:
         """Every agent (or the one with that id) with its open, unexpired events, its live
-        sessions and its last activity, in one query, by handle."""
+        sessions and its last activity, in one query, by handle: those whose handle comes
+        after ``after`` and contains ``search``, at most ``limit``."""
 
     @abstractmethod
     async def stats(self, top: int = 10) -> Stats:

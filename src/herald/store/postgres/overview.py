@@ -48,11 +48,19 @@ class OverviewStore:
 
         return await self._run(select)
 
-    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
+    async def agent_summaries(
+        self,
+        agent_id: str | None = None,
+        *,
+        after: str | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+    ) -> list[AgentSummary]:
         now = self.now()
+        args = (now, agent_id, after, search, limit)
 
         async def select(conn: Connection) -> list[AgentSummary]:
-            rows = await conn.fetch(queries.AGENT_SUMMARIES, now, agent_id)
+            rows = await conn.fetch(queries.AGENT_SUMMARIES, *args)
             return [
                 AgentSummary(
                     AGENTS.record(row),

@@ -547,7 +547,8 @@ ON CONFLICT (endpoint_id, event_id) DO NOTHING
 
 # What an operator lists and counts. A page of events is made by ``overview.events_page``; the
 # counts below each read their index on the agent's id. $1 now; in AGENT_SUMMARIES, $2 the one
-# agent (NULL: every agent); in TOP_PENDING, $2 how many.
+# agent (NULL: every agent), $3 the handle to start after, $4 what the handle contains, $5 at most
+# this many (NULL: all); in TOP_PENDING, $2 how many.
 OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1)"
 GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1"
 NEXT_ATTEMPTS = """
@@ -564,7 +565,10 @@ SELECT {AGENT_COLUMNS},
         (SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id),
         (SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id)
     ) AS last_activity_at
-FROM agents WHERE $2::text IS NULL OR id = $2 ORDER BY handle COLLATE "C"
+FROM agents
+WHERE ($2::text IS NULL OR id = $2) AND ($3::text IS NULL OR handle COLLATE "C" > $3)
+    AND ($4::text IS NULL OR strpos(handle, $4) > 0)
+ORDER BY handle COLLATE "C" LIMIT $5
 """
 EVENTS_BY_STATUS = "SELECT status, count(*) AS n FROM events GROUP BY status"
 ATTEMPTS_BY_WAY = """

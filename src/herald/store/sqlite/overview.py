@@ -36,7 +36,10 @@ SELECT {AGENT_COLUMNS},
         coalesce((SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id), 0),
         coalesce((SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id), 0)
     ) AS last_activity_at
-FROM agents WHERE :agent IS NULL OR id = :agent ORDER BY handle
+FROM agents
+WHERE (:agent IS NULL OR id = :agent) AND (:after IS NULL OR handle > :after)
+    AND (:search IS NULL OR instr(handle, :search) > 0)
+ORDER BY handle LIMIT :limit
 """
 
 TOP_PENDING = f"""
@@ -107,8 +110,21 @@ class OverviewStore:
         result: list[Event] = await self._run(select)
         return result
 
-    async def agent_summaries(self, agent_id: str | None = None) -> list[AgentSummary]:
-        params = {"now": self.now(), "agent": agent_id}
+    async def agent_summaries(
+        self,
+        agent_id: str | None = None,
+        *,
+        after: str | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+    ) -> list[AgentSummary]:
+        params = {
+            "now": self.now(),
+            "agent": agent_id,
+            "after": after,
+            "search": search,
+            "limit": -1 if limit is None else limit,  # SQLite: a negative LIMIT is none
+        }
 
         def select(conn: sqlite3.Connection) -> list[AgentSummary]:
             rows = conn.execute(AGENT_SUMMARIES, params).fetchall()
