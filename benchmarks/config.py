@@ -46,6 +46,7 @@ class Sizes:
     stream_seconds: float
     stream_publishers: int
     events_rounds: int
+    latency_rounds: int
     subscription_rounds: int
     send_file_events: int
     send_file_rounds: int
@@ -96,6 +97,7 @@ FULL = Sizes(
     stream_seconds=5.0,
     stream_publishers=16,
     events_rounds=3,
+    latency_rounds=5,
     subscription_rounds=3,
     send_file_events=100_000,
     send_file_rounds=3,
@@ -143,6 +145,7 @@ QUICK = Sizes(
     stream_seconds=2.0,
     stream_publishers=16,
     events_rounds=1,
+    latency_rounds=1,
     subscription_rounds=1,
     send_file_events=10_000,
     send_file_rounds=1,
