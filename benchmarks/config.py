@@ -103,7 +103,7 @@ FULL = Sizes(
     send_file_rounds=3,
     send_file_seconds=60.0,
     listing_events=1_000_000,
-    listing_agents=10,
+    listing_agents=10_000,
     listing_requests=200,
     listing_fill_seconds=90.0,
 )
@@ -151,7 +151,7 @@ QUICK = Sizes(
     send_file_rounds=1,
     send_file_seconds=20.0,
     listing_events=20_000,
-    listing_agents=10,
+    listing_agents=1_000,
     listing_requests=50,
     listing_fill_seconds=30.0,
 )
