@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.herald_process import HeraldProcess
 from tests.http.test_endpoints import new_agent
 from tests.http.test_keys import new_key
+from tests.http.test_readiness import allow_connections
 from tests.sse import SSEReader
 from tests.webhooks.receiver import Receiver
 
@@ -243,3 +244,27 @@ def test_a_scrape_shows_no_key_secret_or_agents_data(tmp_path: Path) -> None:
         "93.184.215.14",
     ):
         assert str(secret) not in text, secret
+
+
+def test_a_scrape_while_the_store_is_away_answers_the_processs_own_counts(
+    postgres_database_url: str,
+) -> None:
+    herald = HeraldProcess(postgres_database_url, extra_args=("--metrics-token", TOKEN))
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = new_agent(admin)
+            publish(admin, [{"to": agent["handle"], "type": "t", "text": "e"}])
+        with herald.client(TOKEN) as scraper:  # the token is checked without the store
+            assert scrape(scraper)["herald_store_up"][()] == 1
+            allow_connections(postgres_database_url, False)
+            away = wait_for(
+                lambda: (found := scrape(scraper))["herald_store_up"][()] == 0 and found,
+                "a scrape without the store",
+            )
+            allow_connections(postgres_database_url, True)
+            wait_for(lambda: scrape(scraper)["herald_store_up"][()] == 1, "the store back")
+    finally:
+        allow_connections(postgres_database_url, True)
+        herald.stop()
+    assert "herald_events_pending" not in away
+    assert by(away, "herald_events_published_total", "type_class") == {("other",): 1}

@@ -67,9 +67,11 @@ def test_webhook_attempts_are_counted_by_the_class_of_their_answer() -> None:
 def test_the_store_gauges_show_the_reading_given_with_every_endpoint_state() -> None:
     metrics = Metrics()
     assert not any(name == "herald_events_pending" for name, _ in values(metrics))
+    assert values(metrics)["herald_store_up", ()] == 0
     reading = Gauges(10_000, 7, 4_500, [("mcp", "legacy", 2)], [("webhook", "disabled", 1)])
     metrics.store_gauges.show(reading)
     found = values(metrics)
+    assert found["herald_store_up", ()] == 1
     assert found["herald_events_pending", ()] == 7
     assert found["herald_oldest_pending_age_seconds", ()] == 5.5
     assert found["herald_sessions", (("era", "legacy"), ("transport", "mcp"))] == 2

@@ -4,6 +4,8 @@ HTTP request by its route's template."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -13,12 +15,19 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald.errors import StoreUnavailable
 from herald.http.auth import require_metrics_reader
 from herald.http.services import services
+from herald.hub import Hub
 from herald.metrics import Metrics
+from herald.overview import Gauges
+
+log = logging.getLogger("herald.http")
 
 UNMATCHED = "unmatched"
 """The route label of a request no route took: a raw path would be a label per path."""
+STORE_READ_S = 2.0
+"""How long a scrape waits for the store's gauges before it answers without them."""
 
 
 async def metrics(request: Request) -> Response:
@@ -26,11 +35,22 @@ async def metrics(request: Request) -> Response:
     hub = found.hub
     if not found.metrics_access.open:
         await require_metrics_reader(hub, request, found.metrics_access.token_hash)
-    reading = await hub.overview.gauges()
+    reading = await _store_gauges(hub)
     # No await from here to the rendering: the reading shown is this one.
     hub.metrics.store_gauges.show(reading)
     body, content_type = hub.metrics.render(request.headers.get("accept", ""))
     return Response(body, headers={"content-type": content_type, "cache-control": "no-store"})
+
+
+async def _store_gauges(hub: Hub) -> Gauges | None:
+    """The store's gauges; None when it does not answer in time: the process's own counts are
+    answered all the same, since they tell most about an outage (``herald_store_up`` 0)."""
+    try:
+        async with asyncio.timeout(STORE_READ_S):
+            return await hub.overview.gauges()
+    except (StoreUnavailable, TimeoutError) as exc:
+        log.warning("metrics without the store's gauges: %s", exc)
+        return None
 
 
 ROUTES = [Route("/metrics", metrics, methods=["GET"])]

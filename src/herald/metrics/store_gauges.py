@@ -23,22 +23,29 @@ OLDEST = (
 )
 SESSIONS = ("herald_sessions", "Live sessions of every process sharing the store")
 ENDPOINTS = ("herald_webhook_endpoints", "Webhook, OpenClaw and subscription endpoints by state")
+STORE_UP = (
+    "herald_store_up",
+    "1 when this scrape read the store's gauges, 0 when the store did not answer (they are left"
+    " out)",
+)
 
 
 class StoreGauges:
     """Yields the last reading it was given (``show``): the caller reads the store first, since
-    a collector cannot wait for it."""
+    a collector cannot wait for it. None: the store could not be read."""
 
     def __init__(self) -> None:
         self.reading: Gauges | None = None
 
-    def show(self, reading: Gauges) -> None:
+    def show(self, reading: Gauges | None) -> None:
         self.reading = reading
 
     def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(*STORE_UP)
         yield from self._families(Gauges(0, 0, None, [], []))
 
     def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(*STORE_UP, value=0 if self.reading is None else 1)
         if self.reading is not None:
             yield from self._families(self.reading)
 

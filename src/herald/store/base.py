@@ -6,7 +6,9 @@ Every backend keeps the same promises, proven by one test suite run against each
 - ``claim`` leases open events to one consumer atomically: two consumers never hold the same
   event at once, and an event whose lease ran out is offered again;
 - ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
-  was handed, or what nobody holds; a cursor past the newest seq is refused);
+  was handed, or what nobody holds; a cursor past the newest seq is refused), and, once it is
+  committed, tells ``on_acknowledged`` when each event it finished was published (as a claim's
+  cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
 - live sessions are kept with an expiry that their process refreshes, so that every process
   sharing the store sees them, and those of a process that died drop out once it passes;
