@@ -215,6 +215,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         mcp_era=config.mcp.era,
         events_config=config.events,
         subscriptions_config=config.subscriptions,
+        metrics_config=config.metrics,
     )
     return app, fanout
 

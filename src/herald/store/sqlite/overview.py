@@ -9,7 +9,7 @@ from typing import Any
 
 from herald.errors import Conflict
 from herald.models import Endpoint, Event
-from herald.overview import AgentSummary, EventQuery, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -47,6 +47,16 @@ SELECT a.id, a.handle, count(*) AS pending FROM events e JOIN agents a ON a.id =
 WHERE {OPEN_UNEXPIRED}
 GROUP BY a.id ORDER BY pending DESC, a.handle LIMIT :top
 """
+
+# The open events the metrics count, from their partial index (events_open).
+PENDING = f"SELECT count(*), min(e.created_at) FROM events e WHERE {OPEN_UNEXPIRED}"
+SESSIONS_BY_WAY = """
+SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
+GROUP BY transport, era ORDER BY transport, era
+"""
+ENDPOINTS_BY_STATE = (
+    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state ORDER BY kind, state"
+)
 
 # A pending event is being offered: it is offered again only once a delivery of it was given up.
 REDELIVERABLE = """
@@ -156,17 +166,30 @@ class OverviewStore:
                     " GROUP BY mechanism, outcome ORDER BY mechanism, outcome"
                 ),
                 top_pending=rows(TOP_PENDING),
-                sessions=rows(
-                    "SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now"
-                    " GROUP BY transport, era ORDER BY transport, era"
-                ),
-                endpoints=rows(
-                    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state"
-                    " ORDER BY kind, state"
-                ),
+                sessions=rows(SESSIONS_BY_WAY),
+                endpoints=rows(ENDPOINTS_BY_STATE),
             )
 
         result: Stats = await self._run(select)
+        return result
+
+    async def gauges(self) -> Gauges:
+        params = {"now": self.now()}
+
+        def select(conn: sqlite3.Connection) -> Gauges:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in conn.execute(sql, params)]
+
+            pending, oldest = conn.execute(PENDING, params).fetchone()
+            return Gauges(
+                read_at=params["now"],
+                pending=pending,
+                oldest_pending_at=oldest,
+                sessions=rows(SESSIONS_BY_WAY),
+                endpoints=rows(ENDPOINTS_BY_STATE),
+            )
+
+        result: Gauges = await self._run(select)
         return result
 
     async def redeliver(self, event_id: str) -> Event | None:
