@@ -16,10 +16,12 @@ import asyncio
 import queue
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from herald.errors import HeraldError, StoreUnavailable
+from herald.store.journal import start_watching, written_in
 from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
@@ -37,9 +39,13 @@ class _Job:
 class Worker:
     """The thread that runs operations on a SQLite file, a group of them per transaction."""
 
-    def __init__(self, path: str, synchronous: str) -> None:
+    def __init__(
+        self, path: str, synchronous: str, on_journal: Callable[[], None] = lambda: None
+    ) -> None:
         self.path = path
         self.synchronous = synchronous
+        self.on_journal = on_journal
+        """Called in the event loop after a commit that wrote a journal row."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -119,7 +125,10 @@ class Worker:
                         stop = True
                         break
                     group.append(more)
+                watch = start_watching()
                 _run_group(conn, group, self.synchronous)
+                if written_in(watch):
+                    group[0].loop.call_soon_threadsafe(self.on_journal)
                 if stop:
                     break
         finally:
