@@ -4,7 +4,7 @@ an ``OperatorError`` that says in one line what went wrong."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx2
@@ -88,10 +88,15 @@ class AdminApi:
         return answer.json() if answer.content else None
 
     def stream(
-        self, path: str, params: dict[str, Any], last_event_id: str | None
+        self,
+        path: str,
+        params: dict[str, Any],
+        last_event_id: str | None,
+        opened: Callable[[], None] = lambda: None,
     ) -> Iterator[ServerSentEvent]:
         """The events of a Server-Sent Events stream as they come, from after
-        ``last_event_id`` (None: where the hub starts it), until the hub ends it.
+        ``last_event_id`` (None: where the hub starts it), until the hub ends it; ``opened``
+        is called once the hub has answered, before any event.
 
         Raises:
             StreamLost: the hub could not be reached, failed, or the connection broke.
@@ -112,6 +117,7 @@ class AdminApi:
                     if answer.status_code in BUSY or answer.status_code >= 500:
                         raise StreamLost(failure)
                     raise OperatorError(failure)
+                opened()
                 decoder = SSEDecoder(max_event_chars=MAX_STREAM_EVENT_CHARS)
                 for chunk in answer.iter_bytes():
                     yield from decoder.feed(chunk)

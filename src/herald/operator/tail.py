@@ -51,10 +51,15 @@ def tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     params = {"agent": args.agent, "type": args.type}
     last_id: str | None = None
     backoff = FIRST_BACKOFF_S
+
+    def opened() -> None:
+        where = f"after {last_id}" if last_id is not None else "from now"
+        out.note(f"following {api.url}/v1/stream {where} (Ctrl-C to stop)")
+
     try:
         while True:
             try:
-                for message in api.stream("/v1/stream", params, last_id):
+                for message in api.stream("/v1/stream", params, last_id, opened):
                     backoff = FIRST_BACKOFF_S
                     if message.type == "error":
                         raise StreamLost(f"the hub ended the stream: {message.data}")

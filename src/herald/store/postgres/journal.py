@@ -1,8 +1,8 @@
 """The journal on PostgreSQL: each row carries its transaction's id (``tx``, xid8), and is read
-by ``(tx, position)`` below the snapshot's xmin (see ``queries.READ_JOURNAL``), so that commit
-order is kept although identities are not handed out in it. Rows are written in the
-transaction they journal, folded into one of its statements where it has few
-(``queries.journaled``)."""
+by ``(tx, position)`` below a horizon no running transaction of this database is under
+(``read_horizon``), so that commit order is kept although identities are not handed out in it.
+Rows are written in the transaction they journal, folded into one of its statements where it
+has few (``queries.journaled``)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,28 @@ async def insert_attempts(
     note_written()
 
 
+XID_WRAP = 2**32
+"""A backend's transaction id is the low 32 bits of its 64-bit (xid8) one."""
+
+
+async def read_horizon(conn: Connection) -> tuple[int, int, JournalPosition | None]:
+    """The journal's read horizon, the snapshot's xmax and the pruned horizon.
+
+    A row is final once every transaction that could still write one before it has ended: the
+    horizon is the oldest transaction of this database still running (the snapshot's xmax when
+    none runs). Transactions of other databases sharing the server never write this journal,
+    so a long one there does not hold the feed back (the snapshot's xmin would). Which running
+    transactions are this database's is read after the snapshot, in a statement of its own:
+    one that ended in between has committed before the rows are read, in a third.
+    """
+    snapshot = await conn.fetchrow(queries.JOURNAL_SNAPSHOT)
+    assert snapshot is not None  # a SELECT from a function of one row
+    here = {int(row[0]) for row in await conn.fetch(queries.RUNNING_HERE)}
+    xmax = int(snapshot["xmax"])
+    running = [int(x) for x in snapshot["running"] if int(x) % XID_WRAP in here]
+    return min(running, default=xmax), xmax, position(snapshot["horizon"])
+
+
 def position(text: str | None) -> JournalPosition | None:
     """A position written ``tx.position`` (as the horizon is kept)."""
     if text is None:
@@ -61,13 +83,8 @@ class JournalStore:
 
     async def journal_bounds(self) -> JournalBounds:
         async def read(conn: Connection) -> JournalBounds:
-            row = await conn.fetchrow(queries.JOURNAL_BOUNDS)
-            assert row is not None  # a SELECT without FROM's conditions: always one row
-            return JournalBounds(
-                JournalPosition(int(row["xmin"]), 0),
-                JournalPosition(int(row["xmax"]), 0),
-                position(row["horizon"]),
-            )
+            horizon, xmax, pruned = await read_horizon(conn)
+            return JournalBounds(JournalPosition(horizon, 0), JournalPosition(xmax, 0), pruned)
 
         return await self._run(read)
 
@@ -83,7 +100,10 @@ class JournalStore:
         start = after.position - 1 if inclusive else after.position
 
         async def read(conn: Connection) -> JournalPage:
-            rows = await conn.fetch(queries.READ_JOURNAL, str(after.tx), start, agent_id, limit)
+            horizon, _, _ = await read_horizon(conn)
+            rows = await conn.fetch(
+                queries.READ_JOURNAL, str(after.tx), start, str(horizon), agent_id, limit
+            )
             found = [
                 JournalRow(
                     JournalPosition(int(row["tx"]), row["position"]),
@@ -93,9 +113,8 @@ class JournalStore:
                     decode(row["detail"]),
                 )
                 for row in rows
-                if row["tx"] is not None
             ]
-            return JournalPage(found, max(after, JournalPosition(int(rows[0]["xmin"]), 0)))
+            return JournalPage(found, max(after, JournalPosition(horizon, 0)))
 
         return await self._run(read)
 
@@ -121,6 +140,7 @@ class JournalStore:
 
     async def prune_journal(self, before_ms: int) -> int:
         async def prune(conn: Connection) -> int:
-            return int(await conn.fetchval(queries.PRUNE_JOURNAL, before_ms))
+            horizon, _, _ = await read_horizon(conn)
+            return int(await conn.fetchval(queries.PRUNE_JOURNAL, before_ms, str(horizon)))
 
         return await self._run(prune)

@@ -660,27 +660,27 @@ LIST_PUBLISHER_KEYS = f'SELECT {PUBLISHER_KEY_COLUMNS} FROM publisher_keys ORDER
 DELETE_PUBLISHER_KEY = "DELETE FROM publisher_keys WHERE id = $1"
 
 # The journal, read in commit order: by (tx, position), only the rows of transactions older
-# than every one running (those below the snapshot's xmin), so that a reader never passes a
-# row that commits later. Bounds: the head (every row committed from now on has tx >= xmin), the
-# ceiling (no transaction has an id >= xmax yet), the horizon kept in settings.
-JOURNAL_BOUNDS = """
-SELECT pg_snapshot_xmin(s)::text AS xmin, pg_snapshot_xmax(s)::text AS xmax,
+# than every transaction of this database still running (herald's writers all connect to it),
+# so that a reader never passes a row that commits later (``journal.read_horizon``). First the
+# snapshot: its xmax and the ids running (cluster-wide), and the horizon kept in settings.
+JOURNAL_SNAPSHOT = """
+SELECT pg_snapshot_xmax(s)::text AS xmax,
+    array(SELECT x::text FROM pg_snapshot_xip(s) AS x) AS running,
     (SELECT value FROM settings WHERE name = 'journal_horizon') AS horizon
 FROM pg_current_snapshot() AS s
 """
-# Read: $1 after tx, $2 after position, $3 agent (NULL: any), $4 limit. One row at least: the
-# snapshot's xmin, with NULL columns when no journal row follows.
+# Then, read after it, which of them run in this database (the low 32 bits of their ids).
+RUNNING_HERE = """
+SELECT backend_xid::text FROM pg_stat_activity
+WHERE datname = current_database() AND backend_xid IS NOT NULL
+"""
+# Read: $1 after tx, $2 after position, $3 the horizon, $4 agent (NULL: any), $5 limit.
 READ_JOURNAL = """
-WITH snapshot AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
-SELECT s.xmin::text AS xmin, j.tx::text AS tx, j.position, j.at, j.kind, j.agent_id, j.detail
-FROM snapshot s LEFT JOIN LATERAL (
-    SELECT * FROM journal
-    WHERE (tx, position) > ($1::text::xid8, $2::bigint) AND tx < s.xmin
-      AND ($3::text IS NULL OR agent_id = $3::text OR agent_id IS NULL)
-    ORDER BY tx, position
-    LIMIT $4
-) j ON true
-ORDER BY j.tx, j.position
+SELECT tx::text AS tx, position, at, kind, agent_id, detail FROM journal
+WHERE (tx, position) > ($1::text::xid8, $2::bigint) AND tx < $3::text::xid8
+  AND ($4::text IS NULL OR agent_id = $4::text OR agent_id IS NULL)
+ORDER BY tx, position
+LIMIT $5
 """
 # What the feed shows of events: $1 ids; $2, $3, $4 the agent, first and last seq of ranges.
 FEED_EVENTS = """
@@ -694,13 +694,12 @@ JOIN events e ON e.agent_id = r.agent_id AND e.seq BETWEEN r.first_seq AND r.las
 JOIN agents a ON a.id = e.agent_id
 """
 AGENT_HANDLES = "SELECT id, handle FROM agents WHERE id = ANY($1::text[])"
-# Prune: $1 the time before which rows go. In commit order from the oldest, up to the first row
-# written at or after it, the newest row kept in any case, and only rows no reader can still be
-# waiting for; the newest row deleted becomes the horizon (never moved back by a process that
-# pruned less at the same time). The answer is how many went.
+# Prune: $1 the time before which rows go, $2 the read horizon (``journal.read_horizon``). In
+# commit order from the oldest, up to the first row written at or after $1, the newest row kept in
+# any case, and only rows final for every reader; the newest row deleted becomes the horizon
+# (never moved back by a process that pruned less at the same time). The answer is how many went.
 PRUNE_JOURNAL = """
-WITH snapshot AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
-kept AS (SELECT tx, position FROM journal WHERE at >= $1 ORDER BY tx, position LIMIT 1),
+WITH kept AS (SELECT tx, position FROM journal WHERE at >= $1 ORDER BY tx, position LIMIT 1),
 newest AS (SELECT tx, position FROM journal ORDER BY tx DESC, position DESC LIMIT 1),
 bound AS (
     SELECT tx, position FROM kept
@@ -708,8 +707,8 @@ bound AS (
     SELECT tx, position FROM newest WHERE NOT EXISTS (SELECT FROM kept)
 ),
 gone AS (
-    DELETE FROM journal j USING bound b, snapshot s
-    WHERE (j.tx, j.position) < (b.tx, b.position) AND j.tx < s.xmin
+    DELETE FROM journal j USING bound b
+    WHERE (j.tx, j.position) < (b.tx, b.position) AND j.tx < $2::text::xid8
     RETURNING j.tx, j.position
 ),
 horizon AS (SELECT tx, position FROM gone ORDER BY tx DESC, position DESC LIMIT 1),

@@ -126,27 +126,33 @@ class Worker:
                         break
                     group.append(more)
                 watch = start_watching()
-                _run_group(conn, group, self.synchronous)
-                if written_in(watch):
+                outcomes = _run_group(conn, group, self.synchronous)
+                if written_in(watch):  # told before the callers get their answers
                     group[0].loop.call_soon_threadsafe(self.on_journal)
+                for job, (ok, value) in zip(group, outcomes, strict=True):
+                    job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
                 if stop:
                     break
         finally:
             conn.close()
 
 
-def _run_group(conn: sqlite3.Connection, group: list[_Job], synchronous: str) -> None:
+def _run_group(
+    conn: sqlite3.Connection, group: list[_Job], synchronous: str
+) -> list[tuple[bool, Any]]:
     relaxed = synchronous.upper() in {"FULL", "EXTRA"} and not any(j.durable for j in group)
     if relaxed:
         conn.execute("PRAGMA synchronous=NORMAL")
     try:
-        _run_jobs(conn, group)
+        return _run_jobs(conn, group)
     finally:
         if relaxed:
             conn.execute(f"PRAGMA synchronous={synchronous}")
 
 
-def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> None:
+def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, Any]]:
+    """Run the group in one transaction; each job's outcome: (True, its result) or (False, its
+    error)."""
     outcomes: list[tuple[bool, Any]] = []
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -172,8 +178,7 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         outcomes = [(False, exc)] * len(group)
-    for job, (ok, value) in zip(group, outcomes, strict=True):
-        job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+    return outcomes
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
