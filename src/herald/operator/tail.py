@@ -54,7 +54,7 @@ def tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
     def opened() -> None:
         where = f"after {last_id}" if last_id is not None else "from now"
-        out.note(f"following {api.url}/v1/stream {where} (Ctrl-C to stop)")
+        _note(out, f"following {api.url}/v1/stream {where} (Ctrl-C to stop)")
 
     try:
         while True:
@@ -69,11 +69,16 @@ def tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
                     show(out, message.type, message.last_event_id, json.loads(message.data))
                 raise StreamLost("the hub ended the stream")
             except StreamLost as exc:
-                out.note(f"{exc.message}; following again in {backoff:g}s")
+                _note(out, f"{exc.message}; following again in {backoff:g}s")
                 time.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
     except KeyboardInterrupt:
         return
+
+
+def _note(out: Output, text: str) -> None:
+    out.note(text)
+    sys.stdout.flush()  # a line for whoever reads the pipe now, not when a buffer fills
 
 
 def show(out: Output, kind: str, item_id: str, data: dict[str, Any]) -> None:
