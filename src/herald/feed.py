@@ -41,7 +41,6 @@ from typing import Any
 
 from herald.times import iso_ms
 
-KINDS = ("published", "attempt", "acked", "expired", "endpoint", "gap")
 ACK_WAY = "ack"
 """The way an acknowledgement is recorded under (``herald.store.rules.ACK``)."""
 

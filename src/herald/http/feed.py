@@ -34,6 +34,9 @@ POLL_S = 1.0
 journaled without a publish (its attempts, acknowledgements, endpoint changes) shows by then."""
 SEND_TIMEOUT_S = 30.0
 """A client that takes no data for this long is not reading: the stream is closed."""
+READ_EVERY_S = 0.05
+"""The least time between two reads of the store for one client: under a stream of commits,
+each read takes what came meanwhile at once, rather than one read per commit."""
 
 
 class FeedRoute:
@@ -46,11 +49,13 @@ class FeedRoute:
         send_timeout_s: float = SEND_TIMEOUT_S,
         keepalive_s: float = KEEPALIVE_S,
         poll_s: float = POLL_S,
+        read_every_s: float = READ_EVERY_S,
     ) -> None:
         self.hub = hub
         self.send_timeout_s = send_timeout_s
         self.keepalive_s = keepalive_s
         self.poll_s = poll_s
+        self.read_every_s = read_every_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -105,6 +110,7 @@ class FeedRoute:
         quiet_since = loop.time()
         while True:
             changed = self.hub.feed.changed()
+            read_at = loop.time()
             try:
                 items = await reader.read()
             except HeraldError as exc:  # the store failed: the client resumes from its last id
@@ -125,6 +131,8 @@ class FeedRoute:
                 if loop.time() >= keepalive_at:
                     await write(": keepalive\n\n")
                     quiet_since = loop.time()
+                continue
+            await asyncio.sleep(max(read_at + self.read_every_s - loop.time(), 0))
 
 
 def _frame(item: FeedItem) -> str:
