@@ -11,6 +11,7 @@ import pytest
 from herald.times import ms_from_iso
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import error_code, new_agent
+from tests.sse import SSEReader
 
 
 def key_status(herald: HeraldProcess, key: str) -> int:
@@ -78,3 +79,20 @@ def test_a_rotation_needs_the_admin_key_and_a_known_agent(
     missing = admin.post("/v1/agents/nobody-here/rotate-key")
     assert missing.status_code == 404 and "'nobody-here'" in missing.json()["error"]["message"]
     assert key_status(herald, agent["api_key"]) == 200
+
+
+def test_an_open_stream_ends_once_its_key_is_rotated_out(
+    herald: HeraldProcess, admin: httpx.Client
+) -> None:
+    agent = new_agent(admin)
+    reader = SSEReader(herald.url, agent["api_key"])
+    try:
+        rotated = admin.post(f"/v1/agents/{agent['id']}/rotate-key", json={"grace_s": 0})
+        assert rotated.status_code == 200
+        published = admin.post("/v1/events", json={"to": agent["handle"], "type": "t", "text": "x"})
+        assert published.status_code == 202
+        ended = reader.next()
+        assert ended.event == "error" and "rotated out" in ended.data["message"]
+        assert reader.next() is None  # and nothing after: the event is not sent to the old key
+    finally:
+        reader.close()

@@ -288,3 +288,34 @@ async def test_a_stream_the_client_closes_gives_its_slot_back(
                 pytest.fail("the closed stream's slot never came back")
     finally:
         one_stream.stop()
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_stream_ends_once_its_key_is_rotated_out(herald: HeraldProcess, era: str) -> None:
+    agent = new_agent(herald)
+    async with agent_http(herald, agent["api_key"]) as http:
+        if era == "modern":
+            headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+            params: dict[str, Any] = {"_meta": meta()}
+        else:
+            initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+            opened = await http.post("/mcp", json=initialize)
+            headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            params = {}
+        body = {
+            "jsonrpc": "2.0",
+            "id": "stream-1",
+            "method": "events/stream",
+            "params": {**params, "name": "herald.event", "cursor": None},
+        }
+        async with stream_messages(http, body, headers) as messages:
+            assert (await anext(messages))["method"] == "notifications/events/active"
+            with herald.client(herald.admin_key) as admin:
+                rotated = admin.post(f"/v1/agents/{agent['id']}/rotate-key")
+                assert rotated.status_code == 200
+                publish(herald, agent["handle"], "not for the old key")
+            with pytest.raises(httpx.RemoteProtocolError):  # the stream is cut off
+                async for message in messages:
+                    assert "not for the old key" not in json.dumps(message)
+        again = await http.post("/mcp", json=body, headers=headers)
+        assert again.status_code == 401  # and the old key opens nothing new

@@ -3,6 +3,7 @@ session's stream is open (a push sent while it is closed would be dropped by the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -22,11 +23,13 @@ from herald.delivery.fanout import Fanout
 from herald.delivery.recorder import PushRecorder
 from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
-from herald.http.auth import require_agent
+from herald.http.auth import bearer_key, require_agent
 from herald.http.io import error_headers, error_response
+from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
 from herald.mcp.events import Streams, StreamSlot, no_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
+from herald.models import Agent
 from herald.webhooks.worker import WebhookWorker
 
 SESSION_HEADER = b"mcp-session-id"
@@ -160,11 +163,34 @@ class McpRoute:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
         try:
-            agent = await require_agent(self.notifier.hub, Request(scope))
+            agent = await require_agent(self.notifier.hub, request)
         except HeraldError as exc:
             await _refuse(exc, scope, receive, send)
             return
+        # A request authenticated with a key that then stops working (rotated out) ends: a
+        # session's stream or an events/stream would otherwise go on pushing the agent's events
+        # to whoever held the old key. The client's next request is refused.
+        handling = asyncio.current_task()
+        revoked = False
+
+        def end(reason: str) -> None:
+            nonlocal revoked
+            revoked = True
+            if handling is not None:
+                handling.cancel(reason)
+
+        unwatch = self.notifier.hub.key_watch.watch(hash_key(bearer_key(request)), end)
+        try:
+            await self._serve(agent, scope, receive, send)
+        except asyncio.CancelledError:
+            if not revoked:
+                raise
+        finally:
+            unwatch()
+
+    async def _serve(self, agent: Agent, scope: Scope, receive: Receive, send: Send) -> None:
         method = mcp_short.short_method(scope)
         if method is not None:
             request, receive = await mcp_short.take(scope, receive, method)

@@ -15,10 +15,11 @@ from starlette.types import Receive, Scope, Send
 
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
-from herald.http.auth import require_agent
+from herald.http.auth import bearer_key, require_agent
 from herald.http.io import cancel_on_disconnect, error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
+from herald.keys import hash_key
 from herald.models import Agent, Event
 
 BACKLOG_PAGE = 200
@@ -45,6 +46,7 @@ class StreamRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         try:
+            key = bearer_key(request)
             agent = await require_agent(self.hub, request)
             cursor = _resume_point(request)
             # Read now: the key's agent record may be a second old, and a position is checked
@@ -59,6 +61,7 @@ class StreamRoute:
             )
             return
         subscription = self.fanout.subscribe(agent.id, newest)
+        unwatch = self.hub.key_watch.watch(hash_key(key), subscription.close)
         streaming = asyncio.current_task()
         watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
         try:
@@ -71,6 +74,7 @@ class StreamRoute:
             raise
         finally:
             watcher.cancel()
+            unwatch()
             self.fanout.unsubscribe(subscription)
             release_slot()
 

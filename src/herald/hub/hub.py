@@ -25,6 +25,7 @@ from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
 from herald.hub.feed import Feed
+from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
@@ -98,6 +99,7 @@ class Hub:
         self.presence = Presence(store)
         self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
+        self.key_watch = KeyWatch(store)
         self.publisher_keys = PublisherKeyBook(store)
         self.feed = Feed(store)
         self.lease_ms = int(lease_s * 1000)
@@ -140,6 +142,7 @@ class Hub:
         await self.event_types.open()
 
     async def close(self) -> None:
+        await self.key_watch.close()
         await self.event_types.close()
         await self._store.close()
 
@@ -265,6 +268,10 @@ class Hub:
         if not await self._store.rotate_agent_key(agent.id, hash_key(key), previous_until):
             raise NotFound(f"no agent has the id {agent.id!r}")
         self._known_keys.clear()
+        try:  # this process's streams on a key that stopped end before the answer
+            await self.key_watch.check()
+        except StoreUnavailable:
+            self.key_watch.check_soon()
         return await self.get_agent(agent.id), key, previous_until
 
     async def list_agents(self) -> list[Agent]:

@@ -138,6 +138,11 @@ class Store(ABC):
         lasts (``previous_until`` after now, by the store's clock)."""
 
     @abstractmethod
+    async def working_key_hashes(self, key_hashes: Sequence[str]) -> set[str]:
+        """Those of ``key_hashes`` that still work: an agent's key, or its previous key while
+        its grace lasts (by the store's clock). One read, however many."""
+
+    @abstractmethod
     async def rotate_agent_key(
         self, agent_id: str, key_hash: str, previous_until: int | None
     ) -> bool:

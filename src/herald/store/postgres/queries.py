@@ -45,6 +45,13 @@ AGENT_BY_KEY_HASH = f"""
 SELECT {AGENT_COLUMNS} FROM agents
 WHERE key_hash = $1 OR (previous_key_hash = $1 AND previous_until > $2)
 """
+# $1 keys' hashes, $2 now: those that are an agent's key, or its previous one in its grace.
+WORKING_KEY_HASHES = """
+SELECT key_hash FROM agents WHERE key_hash = ANY($1::text[])
+UNION
+SELECT previous_key_hash FROM agents
+WHERE previous_key_hash = ANY($1::text[]) AND previous_until > $2
+"""
 # $1 agent, $2 the new key's hash, $3 until when the current key keeps working (NULL: it stops).
 ROTATE_AGENT_KEY = """
 UPDATE agents SET key_hash = $2, previous_until = $3::bigint,

@@ -166,6 +166,15 @@ class PostgresStore(
 
         return await self._run(select)
 
+    async def working_key_hashes(self, key_hashes: Sequence[str]) -> set[str]:
+        now = self.now()
+
+        async def select(conn: Connection) -> set[str]:
+            rows = await conn.fetch(queries.WORKING_KEY_HASHES, list(key_hashes), now)
+            return {row[0] for row in rows}
+
+        return await self._run(select)
+
     async def rotate_agent_key(
         self, agent_id: str, key_hash: str, previous_until: int | None
     ) -> bool:

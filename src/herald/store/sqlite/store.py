@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -60,6 +61,14 @@ from herald.times import Clock
 INSERT_AGENT = insert_sql(AGENTS)
 INSERT_REPLY = insert_sql(REPLIES)
 REPLY_COLUMNS = select_list(REPLIES)
+# ?1 keys' hashes (a JSON array), ?2 now: those that are an agent's key, or its previous one in
+# its grace.
+WORKING_KEY_HASHES = """
+SELECT key_hash FROM agents WHERE key_hash IN (SELECT value FROM json_each(?1))
+UNION
+SELECT previous_key_hash FROM agents
+WHERE previous_key_hash IN (SELECT value FROM json_each(?1)) AND previous_until > ?2
+"""
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
@@ -117,6 +126,16 @@ class SQLiteStore(
             key_hash,
             self.now(),
         )
+
+    async def working_key_hashes(self, key_hashes: Sequence[str]) -> set[str]:
+        params = (json.dumps(list(key_hashes)), self.now())
+
+        def select(conn: sqlite3.Connection) -> set[str]:
+            rows = conn.execute(WORKING_KEY_HASHES, params)
+            return {row[0] for row in rows}
+
+        result: set[str] = await self._run(select)
+        return result
 
     async def _one_agent(self, where: str, *values: object) -> Agent | None:
         def select(conn: sqlite3.Connection) -> Agent | None:
