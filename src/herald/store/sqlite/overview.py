@@ -48,6 +48,16 @@ WHERE {OPEN_UNEXPIRED}
 GROUP BY a.id ORDER BY pending DESC, a.handle LIMIT :top
 """
 
+# The oldest open event, read from the open events' partial index (events_open).
+OLDEST_PENDING = f"""
+SELECT e.id, a.id, a.handle, e.created_at FROM events e JOIN agents a ON a.id = e.agent_id
+WHERE {OPEN_UNEXPIRED} ORDER BY e.created_at, e.id LIMIT 1
+"""
+CLIENTS = """
+SELECT client_name, era, count(*) FROM sessions WHERE expires_at > :now
+GROUP BY client_name, era ORDER BY client_name, era
+"""
+
 # A pending event is being offered: it is offered again only once a delivery of it was given up.
 REDELIVERABLE = """
 SELECT e.status <> 'pending' OR EXISTS (
@@ -164,6 +174,8 @@ class OverviewStore:
                     "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state"
                     " ORDER BY kind, state"
                 ),
+                clients=rows(CLIENTS),
+                oldest_pending=oldest[0] if (oldest := rows(OLDEST_PENDING)) else None,
             )
 
         result: Stats = await self._run(select)
