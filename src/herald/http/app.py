@@ -1,6 +1,6 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
 events, the channel, endpoints, event types, publisher keys, health), the stream and ``/mcp``
-endpoints, and what runs beside them for as long as the app does."""
+endpoints, the web console, and what runs beside them for as long as the app does."""
 
 from __future__ import annotations
 
@@ -16,7 +16,17 @@ from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
-from herald.http import agents, channel, endpoints, event_types, events, health, keys, stats
+from herald.http import (
+    agents,
+    channel,
+    console,
+    endpoints,
+    event_types,
+    events,
+    health,
+    keys,
+    stats,
+)
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
@@ -87,6 +97,7 @@ def create_app(
         *event_types.ROUTES,
         *stats.ROUTES,
         *keys.ROUTES,
+        *console.ROUTES,
     ]
     app = Starlette(
         routes=routes,
