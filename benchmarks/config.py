@@ -46,6 +46,7 @@ class Sizes:
     stream_seconds: float
     stream_publishers: int
     events_rounds: int
+    latency_rounds: int
     subscription_rounds: int
     send_file_events: int
     send_file_rounds: int
@@ -96,12 +97,13 @@ FULL = Sizes(
     stream_seconds=5.0,
     stream_publishers=16,
     events_rounds=3,
+    latency_rounds=5,
     subscription_rounds=3,
     send_file_events=100_000,
     send_file_rounds=3,
     send_file_seconds=60.0,
     listing_events=1_000_000,
-    listing_agents=10,
+    listing_agents=10_000,
     listing_requests=200,
     listing_fill_seconds=90.0,
 )
@@ -143,12 +145,13 @@ QUICK = Sizes(
     stream_seconds=2.0,
     stream_publishers=16,
     events_rounds=1,
+    latency_rounds=1,
     subscription_rounds=1,
     send_file_events=10_000,
     send_file_rounds=1,
     send_file_seconds=20.0,
     listing_events=20_000,
-    listing_agents=10,
+    listing_agents=1_000,
     listing_requests=50,
     listing_fill_seconds=30.0,
 )

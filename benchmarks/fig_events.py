@@ -276,7 +276,7 @@ async def _stream_rounds(
         warm = dataclasses.replace(sizes, stream_seconds=WARM_UP_S)
         for way in ("old", "new"):
             await _latency_round(server, way, f"warm-{way}", warm)
-        for index, order in enumerate(_orders(sizes.events_rounds)):
+        for index, order in enumerate(_orders(sizes.latency_rounds)):
             for way in order:
                 label = f"{way}{index}"
                 measured[way].append(await _latency_round(server, way, label, sizes))
@@ -338,7 +338,7 @@ async def stream_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None =
             " not arrived within 5 s is infinite).",
             f"Baseline: herald's own SSE stream (GET /channel/stream, {agents} streams of"
             f" {agents} agents) under the same schedule and clients, on the same server. In each"
-            f" of {sizes.events_rounds} rounds both sides run on fresh agents, the order"
+            f" of {sizes.latency_rounds} rounds both sides run on fresh agents, the order"
             " alternating; each side shows its median round by p99 (every round's p99, and the"
             " p99 of all rounds pooled, in the details), after an unmeasured"
             f" {WARM_UP_S:g} s of each way on other agents.",

@@ -1,14 +1,17 @@
-"""Figures 15a-15d: ``GET /v1/events``, the admin's listing, with a million events stored.
+"""Figures 15a-15d and 17a-17d: the admin's listings with a million events stored over ten
+thousand agents: ``GET /v1/events`` (15), and what the console's overview and agents page read,
+``GET /v1/stats`` and ``GET /v1/agents`` (17).
 
 On each backend (SQLite, a fresh file; PostgreSQL, a scratch database made for the run as in
-figures 1c-1d) the store is filled first: the events spread over a few agents, published with
+figures 1c-1d) the store is filled first: the events spread over the agents in turn, published with
 ``Hub.publish_many`` in this process in batches of ``FILL_BATCH`` by ``FILL_TASKS`` tasks (one
 transaction each, through the checks of any publish; the same parsed batch is published again
 and again, so the fill does not wait on this process parsing). Then ``herald serve`` runs on that
 store, and one keep-alive connection sends in turn, after a warm-up, ``GET /healthz``,
-``GET /v1/events`` (the first page: default limit, newest first) and
-``GET /v1/events?agent=<handle>``, as many times as the sizes say. A request's latency runs from
-its write to the end of its answer.
+``GET /v1/events`` (the first page: default limit, newest first),
+``GET /v1/events?agent=<handle>``, ``GET /v1/stats``, ``GET /v1/agents`` (the first page) and
+``GET /v1/agents?search=<part of a handle>``, as many times as the sizes say. A request's
+latency runs from its write to the end of its answer.
 
 The baseline is ``GET /healthz`` on the same connection and server, interleaved with the
 listings: the round trip of the HTTP stack, so what a listing adds is the route's own cost.
@@ -16,6 +19,7 @@ listings: the round trip of the HTTP stack, so what a listing adds is the route'
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -35,13 +39,15 @@ from herald.inputs.events import parse_new_event
 
 FILL_BATCH = 5000
 FILL_TASKS = 4
+AGENTS_AT_ONCE = 200
 WARMUP_REQUESTS = 20
 TARGET = Target("p99 < 20 ms", "at_most", 20.0)
+PAGES_TARGET = Target("p99 < 100 ms", "at_most", 100.0)
 Latencies = dict[str, list[float]]
 
 
 def _handles(sizes: Sizes) -> list[str]:
-    return [f"bench-{index}" for index in range(sizes.listing_agents)]
+    return [f"bench-{index:05d}" for index in range(sizes.listing_agents)]
 
 
 async def _fill(url: str, sizes: Sizes) -> Run:
@@ -50,8 +56,10 @@ async def _fill(url: str, sizes: Sizes) -> Run:
     await hub.open()
     try:
         handles = _handles(sizes)
-        for handle in handles:
-            await hub.create_agent(handle)
+        for start in range(0, len(handles), AGENTS_AT_ONCE):  # concurrent: commits are shared
+            await asyncio.gather(
+                *(hub.create_agent(h) for h in handles[start : start + AGENTS_AT_ONCE])
+            )
         batch = [
             parse_new_event(_event(handles[index % len(handles)], index))
             for index in range(FILL_BATCH)
@@ -71,6 +79,9 @@ def _requests(server: Server, handle: str) -> dict[str, bytes]:
         "healthz": encode_request("GET", "/healthz", address),
         "all": encode_request("GET", "/v1/events", address, token=key),
         "agent": encode_request("GET", f"/v1/events?agent={handle}", address, token=key),
+        "stats": encode_request("GET", "/v1/stats", address, token=key),
+        "agents": encode_request("GET", "/v1/agents", address, token=key),
+        "search": encode_request("GET", f"/v1/agents?search={handle[-3:]}", address, token=key),
     }
 
 
@@ -132,17 +143,23 @@ def _method(sizes: Sizes, backend: str) -> list[str]:
         f" of {FILL_BATCH:,} by {FILL_TASKS} tasks (the same parsed batch each time), then the"
         " server starts on that store.",
         f"After {WARMUP_REQUESTS} unmeasured turns, {sizes.listing_requests} turns of GET"
-        " /healthz, GET /v1/events (first page, default limit 50, newest first) and GET"
-        f" /v1/events?agent=<one of the {sizes.listing_agents} handles>, one request at a time;"
-        " latency is from each request's write to the end of its answer.",
+        " /healthz, GET /v1/events (first page, default limit 50, newest first), GET"
+        f" /v1/events?agent=<one of the {sizes.listing_agents:,} handles>, GET /v1/stats, GET"
+        " /v1/agents (first page, 50 by handle, each with its pending count, live sessions and"
+        " last activity) and GET /v1/agents?search=<the last 3 characters of a handle>, one"
+        " request at a time; latency is from each request's write to the end of its answer.",
         "Baseline: GET /healthz, interleaved on the same connection and server: the HTTP"
         " round trip, so the listing's own cost is what it adds.",
     ]
 
 
 def _figures(
-    first: str, second: str, backend: str, sizes: Sizes, measured: tuple[Run, Latencies, Usage]
+    numbers: tuple[str, str, str, str],
+    backend: str,
+    sizes: Sizes,
+    measured: tuple[Run, Latencies, Usage],
 ) -> list[Figure]:
+    first, second, *pages = numbers
     fill, latencies, usage = measured
     filled = {
         "stored": f"{fill.events:,} events",
@@ -158,32 +175,54 @@ def _figures(
             f" {fill.events:,} of {sizes.listing_events:,} events."
         )
     count = f"{fill.events:,}"
+    agents = f"{sizes.listing_agents:,} agents"
+
+    def figure(number: str, title: str, label: str, name: str, target: Target) -> Figure:
+        measured = _latency(label, latencies[name], usage, filled)
+        return Figure(number, title, baseline, target, measured, method=method, notes=notes)
+
     return [
-        Figure(
+        figure(
             first,
             f"GET /v1/events first page, {count} events, {backend}",
-            baseline,
+            "GET /v1/events",
+            "all",
             TARGET,
-            _latency("GET /v1/events", latencies["all"], usage, filled),
-            method=method,
-            notes=notes,
         ),
-        Figure(
+        figure(
             second,
             f"GET /v1/events?agent= first page, {count} events, {backend}",
-            baseline,
+            "GET /v1/events?agent=<handle>",
+            "agent",
             TARGET,
-            _latency("GET /v1/events?agent=<handle>", latencies["agent"], usage, filled),
-            method=method,
-            notes=notes,
+        ),
+        figure(
+            pages[0],
+            f"GET /v1/stats (the console's overview), {count} events, {agents}, {backend}",
+            "GET /v1/stats",
+            "stats",
+            PAGES_TARGET,
+        ),
+        figure(
+            pages[1],
+            f"GET /v1/agents first page and ?search= (the console's agents page), {agents},"
+            f" {backend}",
+            "GET /v1/agents, ?search= (the slower)",
+            _slower(latencies, "agents", "search"),
+            PAGES_TARGET,
         ),
     ]
+
+
+def _slower(latencies: Latencies, *names: str) -> str:
+    """The name of the request, of ``names``, with the highest p99 (it stands for them all)."""
+    return max(names, key=lambda name: percentile(latencies[name], 0.99))
 
 
 async def sqlite_figures(sizes: Sizes, workdir: Path) -> list[Figure]:
     url = f"sqlite:///{workdir / 'listing.db'}"
     measured = await _backend(url, workdir, "listing-sqlite", sizes)
-    return _figures("15a", "15b", "SQLite", sizes, measured)
+    return _figures(("15a", "15b", "17a", "17b"), "SQLite", sizes, measured)
 
 
 async def postgres_figures(sizes: Sizes, workdir: Path, admin_url: str) -> list[Figure]:
@@ -195,4 +234,4 @@ async def postgres_figures(sizes: Sizes, workdir: Path, admin_url: str) -> list[
         reason = f"PostgreSQL at {admin_url} unavailable: {exc}"
         title = "GET /v1/events first page, PostgreSQL"
         return [Figure("15c", title, nothing, TARGET, skipped=reason)]
-    return _figures("15c", "15d", "PostgreSQL", sizes, measured)
+    return _figures(("15c", "15d", "17c", "17d"), "PostgreSQL", sizes, measured)

@@ -305,6 +305,8 @@ SETTINGS = [
     (("--subscription-no-expiry",), lambda c: c.subscriptions.allow_no_expiry, True),
     (("--subscription-schedule", "0,9"), lambda c: c.subscriptions.schedule_s, (0, 9)),
     (("--subscription-limit", "0"), lambda c: c.subscriptions.max_per_agent, 0),
+    (("--metrics-token", "m" * 32), lambda c: c.metrics.token, "m" * 32),
+    (("--metrics-open",), lambda c: c.metrics.open, True),
 ]
 
 
@@ -507,6 +509,16 @@ def test_settings_that_do_not_fit_together_are_named_with_their_sources(
     ]
 
 
+def test_a_short_metrics_token_is_refused_without_being_shown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert problems(capsys, monkeypatch, HERALD_METRICS_TOKEN="letmein") == [
+        "herald: metrics_token (env HERALD_METRICS_TOKEN): the metrics token must be at least"
+        " 32 characters, not 7: choose a long random key, e.g. python3 -c 'import secrets;"
+        " print(secrets.token_urlsafe(32))'"
+    ]
+
+
 def test_an_unknown_store_url_is_named_with_its_source(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -521,13 +533,17 @@ def test_check_config_prints_the_effective_configuration_with_secrets_masked(
 ) -> None:
     (tmp_path / "herald.toml").write_text('retention = "12h"\nport = 7000\n')
     admin_key = "a-secret-admin-key-0123456789abcdefgh"
+    metrics_token = "a-secret-metrics-token-0123456789abcdef"
     result = run_serve(
         "--check-config", "--config", "herald.toml", "--port", "7100",
-        env={"HERALD_ADMIN_KEY": admin_key, "HERALD_STORE": "postgresql://h:hunter2@db/h"},
+        env={"HERALD_ADMIN_KEY": admin_key, "HERALD_STORE": "postgresql://h:hunter2@db/h",
+             "HERALD_METRICS_TOKEN": metrics_token},
         cwd=tmp_path,
     )  # fmt: skip
     assert (result.returncode, result.stderr) == (0, "")
     lines = result.stdout.splitlines()
+    told = f"# metrics_token is set, {len(metrics_token)} characters (masked)"
+    assert f"{told}  # env HERALD_METRICS_TOKEN" in lines and metrics_token not in result.stdout
     assert 'store = "postgresql://h:***@db/h"  # env HERALD_STORE' in lines
     assert "port = 7100  # flag --port" in lines
     assert 'retention = "12h"  # herald.toml:1' in lines

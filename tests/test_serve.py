@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
+import signal
 from pathlib import Path
 
 import httpx
 import pytest
 
-from herald import ServeConfig
+from herald import ServeConfig, open_store
 from herald.config import HttpConfig, KeyLimits
 from herald.serve import serve
+from tests.herald_process import HeraldProcess
+from tests.http.test_mcp import new_agent, publish
 
 pytestmark = pytest.mark.anyio
 
@@ -54,3 +58,25 @@ async def test_serve_runs_the_hub_its_config_describes_until_told_to_stop(
         async with asyncio.timeout(30):
             await running
     assert not any("new admin key" in line for line in lines)
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stopped_hub_leaves_its_sqlite_file_whole(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    herald = HeraldProcess(f"sqlite:///{served / 'hub.db'}")
+    agent = new_agent(herald)
+    event_id = publish(herald, agent["handle"], "kept")
+    herald.process.send_signal(stop_signal)
+    herald.process.wait(timeout=30)
+    assert sorted(p.name for p in served.iterdir()) == ["hub.db", "hub.db.lock"]  # no WAL left
+    copy = tmp_path / "copy.db"
+    shutil.copy(served / "hub.db", copy)  # the file alone, as a plain copy takes it
+    store = await open_store(f"sqlite:///{copy}")
+    try:
+        found = await store.get_event(event_id)
+        assert found is not None and found.text == "kept"
+    finally:
+        await store.close()

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from herald.errors import InvalidInput
+from herald.keys import check_chosen_key
 from herald.urls import backend_of
 from herald.webhooks.addresses import AddressPolicy
 
@@ -285,6 +286,26 @@ class KeyLimits:
             raise InvalidInput("the publish burst must be 1 event or more")
 
 
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Who may read ``GET /metrics``: the admin key always; besides it, a token that reads
+    nothing else, or anyone at all.
+
+    Raises:
+        InvalidInput: the token is under 32 characters or not all visible ASCII.
+    """
+
+    token: str | None = field(default=None, repr=False)
+    """A bearer token that reads ``/metrics`` and nothing else, for a scraper that should not
+    hold the admin key; None: none."""
+    open: bool = False
+    """Answer ``/metrics`` without a key: for a hub whose port only the scraper can reach."""
+
+    def __post_init__(self) -> None:
+        if self.token is not None:
+            check_chosen_key(self.token, "the metrics token")
+
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -315,6 +336,7 @@ class ServeConfig:
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
     subscriptions: SubscriptionConfig = field(default_factory=SubscriptionConfig)
     limits: KeyLimits = field(default_factory=KeyLimits)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
         if self.log_level not in LOG_LEVELS:

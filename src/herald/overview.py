@@ -1,6 +1,7 @@
 """What an operator sees of a running herald: pages of events across agents, each agent with its
-backlog and activity, and counts of the whole. Plain values, read by the store in single queries
-(``Store.list_events``, ``Store.agent_summaries``, ``Store.stats``)."""
+backlog and activity, counts of the whole, and the few of them a metrics scrape reads. Plain
+values, read by the store in single queries (``Store.list_events``, ``Store.agent_summaries``,
+``Store.stats``, ``Store.gauges``)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,27 @@ class Stats:
             if oldest is not None
             else None,
         }
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """What the store holds now, as every process sharing it sees it, read cheaply enough for
+    each metrics scrape: the open events from their index, the sessions and endpoints from
+    their own small tables (``Stats`` counts these two the same way)."""
+
+    read_at: int
+    """When it was read, by the store's clock."""
+    pending: int
+    """Open, unexpired events: pending, or sent and not yet acknowledged."""
+    oldest_pending_at: int | None
+    """The ``created_at`` of the oldest of them; None when there is none."""
+    sessions: list[tuple[str, str, int]]
+    """Live sessions by transport and era."""
+    endpoints: list[tuple[str, str, int]]
+    """Endpoints by kind and state."""
+
+    @property
+    def oldest_pending_age_s(self) -> float:
+        if self.oldest_pending_at is None:
+            return 0.0
+        return max(self.read_at - self.oldest_pending_at, 0) / 1000

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import uvicorn
 from starlette.applications import Starlette
@@ -66,6 +67,7 @@ async def serve(
         StoreUnavailable: the store cannot be opened.
     """
     hub = build_hub(config)
+    caught: list[int] = []
     budget = ConnectionBudget.for_files(raise_file_limit())
     guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
     host = config.http.host
@@ -107,8 +109,11 @@ async def serve(
             )
             async with _exit_when(stop, server):
                 await server.serve(sockets=[sock])
+            caught = server.caught_signals
         finally:
             await hub.close()
+    for signal_number in reversed(caught):  # as uvicorn would have: now that all is closed
+        signal.raise_signal(signal_number)
 
 
 def _sole_server(store_url: str) -> contextlib.AbstractContextManager[None]:
@@ -210,6 +215,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         mcp_era=config.mcp.era,
         events_config=config.events,
         subscriptions_config=config.subscriptions,
+        metrics_config=config.metrics,
     )
     return app, fanout
 
@@ -245,3 +251,15 @@ class _Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await self._on_shutdown()
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn raises the signals that stopped it again as it returns, which ended the
+        process before the store was closed (a SQLite file kept its write-ahead log beside it,
+        so a copy of the file alone lacked the latest events). ``serve`` raises them itself,
+        once the store is closed and the file's lock let go."""
+        self.caught_signals: list[int] = []
+        with super().capture_signals():
+            yield
+            self.caught_signals = list(self._captured_signals)
+            self._captured_signals.clear()

@@ -342,7 +342,9 @@ def test_a_test_event_sent_from_the_page_shows_in_the_tail_which_pauses_and_filt
     publish(herald, "ops-bob", "console.while-paused")
     expect(tail).not_to_contain_text("console.while-paused")
     page.get_by_role("button", name="Resume").click()
-    expect(tail.locator("tr[data-kind='published']", has_text="console.while-paused")).to_have_count(1)
+    expect(
+        tail.locator("tr[data-kind='published']", has_text="console.while-paused")
+    ).to_have_count(1)
 
 
 def publish(herald: HeraldProcess, to: str, type: str) -> str:

@@ -26,6 +26,7 @@ from herald.delivery.mechanisms import default_mechanisms
 from herald.models import Agent, Event
 from herald.testing import ManualClock, RecordingPeer
 from tests.conftest import next_report
+from tests.metrics.test_instruments import values
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +144,26 @@ async def test_a_new_way_that_waits_for_an_answer_does_not_hold_up_the_events_be
     report = await next_report(reports)
     assert (report.mechanism, report.result.outcome) == ("poll", PushOutcome.DELIVERED)
     assert (await hub.get_event(poll.event.id))[0].status is EventStatus.DELIVERED
+
+
+async def test_each_push_is_counted_by_its_way_and_timed_from_its_publish(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport], clock: ManualClock
+) -> None:
+    alice = await agent(hub)
+    peer = RecordingPeer()
+    notifier.connect("s1", alice, plain(), peer)
+    poll = await hub.publish("alice", "poll", "lunch at noon?")
+    assert await peer.next() == ("notifications/poll/open", {"event_id": poll.event.id})
+    clock.advance(3)
+    (poll_way,) = [m for m in notifier.mechanisms if isinstance(m, Poll)]
+    poll_way.voted.set()
+    assert (await next_report(reports)).mechanism == "poll"
+    found = values(hub.metrics)
+    delivered = (("outcome", "delivered"), ("way", "poll"))
+    assert found["herald_deliveries_total", delivered] == 1
+    acked = (("outcome", "delivered"), ("way", "ack"))  # the answer confirms it
+    assert found["herald_deliveries_total", acked] == 1
+    for way, stage in [("poll", "sent"), ("ack", "acknowledged")]:
+        labels = (("stage", stage), ("way", way))
+        assert found["herald_delivery_latency_seconds_count", labels] == 1
+        assert found["herald_delivery_latency_seconds_sum", labels] == 3.0

@@ -147,7 +147,9 @@ def console_calls(store: Store) -> list[tuple[str, str, dict[str, Any] | None]]:
     ]
 
 
-def call(client: httpx.Client, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+def call(
+    client: httpx.Client, method: str, path: str, body: dict[str, Any] | None
+) -> httpx.Response:
     return client.request(method, path, json=body)
 
 

@@ -322,3 +322,15 @@ async def test_the_upkeep_reads_a_copy_5_s_old_again_so_its_listeners_learn_of_a
     await elsewhere.maintain_once()
     assert calls == [1]
     assert [t.name for t in await elsewhere.event_types.list()] == ["build.failed"]
+
+
+async def test_publishes_are_counted_under_the_classes_of_declared_types_and_heralds_own(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert hub.event_types.type_classes == {"reply", "permission", "herald"}
+    await hub.event_types.put("deploy.finished", "a deploy is done", None)
+    await hub.event_types.put("page", "someone is paged", None)
+    assert hub.event_types.type_classes == {"reply", "permission", "herald", "deploy", "page"}
+    monkeypatch.setattr("herald.hub.catalogue.MAX_TYPE_CLASSES", 1)  # a long catalogue is cut
+    await hub.event_types.put("zebra.crossed", "z", None)
+    assert hub.event_types.type_classes == {"reply", "permission", "herald", "deploy"}

@@ -617,6 +617,27 @@ async def test_a_claim_can_acknowledge_up_to_a_cursor_first(store: Store) -> Non
     assert [(a.mechanism, a.outcome) for a in attempts][-1] == ("ack", "delivered")
 
 
+async def test_each_committed_acknowledgement_is_told_when_its_events_were_published(
+    store: Store, clock: ManualClock
+) -> None:
+    told: list[list[int]] = []
+    store.on_acknowledged = lambda created_at: told.append(sorted(created_at))
+    alice = await add_agent(store, "alice")
+    first = await publish(store, "alice", 2)
+    clock.advance(1)
+    await publish(store, "alice", 2)
+    published = [e.created_at for e in await store.read_open(alice.id, 0, 10)]
+    await store.claim(alice.id, "c", 3, 30_000, "heartbeat")
+    assert await store.ack(alice.id, ids=[first[1]]) == 1  # by id
+    await store.claim(alice.id, "c", 3, 30_000, "heartbeat", ack_up_to=3)  # a claim's cursor
+    assert await store.ack(alice.id, ids=[first[1]]) == 0  # nothing: not told
+    with pytest.raises(CursorAhead):
+        await store.ack(alice.id, up_to_seq=9, unheld=True)  # refused: not told
+    assert await store.ack(alice.id, up_to_seq=4, consumer="c") == 1  # a cursor
+    assert told == [[published[1]], [published[0], published[2]], [published[3]]]
+    assert published[3] - published[0] == 1000
+
+
 async def test_history_lost_after_a_cursor_is_counted(store: Store, clock: ManualClock) -> None:
     alice = await add_agent(store, "alice")
     ids = await publish(store, "alice", 3)

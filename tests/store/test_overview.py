@@ -205,6 +205,37 @@ async def test_the_oldest_pending_event_is_the_oldest_still_open(
     assert (await store.stats()).oldest_pending == (waiting, bob.id, "bob", waiting_at)
 
 
+async def test_the_gauges_count_open_unexpired_events_live_sessions_and_endpoints(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    empty = await store.gauges()
+    assert (empty.pending, empty.oldest_pending_at, empty.oldest_pending_age_s) == (0, None, 0)
+    (oldest,) = await publish(store, "alice", 1)
+    clock.advance(2)
+    await publish(store, "alice", 2)
+    await publish(store, "bob", 2, ttl_s=1)  # expired by the time of the reading
+    await publish(store, "bob", 1)
+    await store.claim(alice.id, "c", 1, 60_000, "heartbeat")  # leased: still open
+    await store.mark_sent(bob.id, [(await store.read_open(bob.id, 0, 1))[0].id])  # sent: open
+    await store.take(alice.id, 1, "heartbeat", "s")  # delivered
+    clock.advance(3)
+    now = store.now()
+    await store.put_session(SessionRecord("s1", alice.id, "p", "mcp", "legacy", now, now, now + 1))
+    await store.put_session(SessionRecord("s2", bob.id, "p", "mcp", "gone", now, now, now))
+    await store.put_endpoint(Endpoint(new_id("end_"), bob.id, Kind.WEBHOOK, "https://x", "s", now))
+    gauges = await store.gauges()
+    # alice: 3 published, 1 taken; bob: 2 expired, the one left is sent (pushed, unacknowledged).
+    assert (gauges.read_at, gauges.pending) == (now, 3)
+    first = await store.get_event(oldest)
+    assert first is not None and gauges.oldest_pending_at == first.created_at
+    assert gauges.oldest_pending_age_s == 5.0
+    assert gauges.sessions == [("mcp", "legacy", 1)]
+    assert gauges.endpoints == [("webhook", "active", 1)]
+    stats = await store.stats()  # the same counts, written once for both
+    assert (stats.sessions, stats.endpoints) == (gauges.sessions, gauges.endpoints)
+
+
 async def test_an_agent_is_found_by_handle_and_an_endpoint_by_id(store: Store) -> None:
     alice = await add_agent(store, "alice")
     assert await store.agent_by_handle("alice") == alice

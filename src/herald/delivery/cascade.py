@@ -161,6 +161,8 @@ class Cascade:
         attempt = Attempt(
             event.id, self.hub.now(), mechanism, result.outcome.value, session.id, result.error
         )
+        if result.outcome is not PushOutcome.FAILED:
+            self.hub.metrics.sent(mechanism, [event.created_at], attempt.at)
         marks = event.id if sent and event.status is EventStatus.PENDING else None
         return attempt, marks, PushReport(session.id, event, mechanism, result)
 

@@ -164,6 +164,11 @@ class Fanout:
             if topic.task is not None:
                 topic.task.cancel()
 
+    @property
+    def streams(self) -> int:
+        """The subscriptions open now, of every agent."""
+        return len(self._subscriptions)
+
     def subscribers(self, agent_id: str) -> int:
         topic = self._topics.get(agent_id)
         return topic.subscribers if topic else 0

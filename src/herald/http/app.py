@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
+from herald.config import DEFAULTS, EventsConfig, MetricsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
@@ -25,11 +25,14 @@ from herald.http import (
     events,
     health,
     keys,
+    metrics,
     stats,
 )
+from herald.http.auth import MetricsAccess
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
+from herald.http.metrics import CountRequests, route_templates
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
@@ -49,13 +52,15 @@ def create_app(
     mcp_era: str = DEFAULTS.mcp.era,
     events_config: EventsConfig = DEFAULTS.events,
     subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
+    metrics_config: MetricsConfig = DEFAULTS.metrics,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
     key may hold or do at once (the defaults of ``KeyLimits`` when not given); ``mcp_era`` is
     which era a client probing ``/mcp`` with ``server/discover`` gets (``McpConfig.era``);
     ``events_config`` the pace of MCP Events subscriptions; ``subscriptions_config`` the grants
-    of their webhook subscriptions, served with the ``webhooks`` worker."""
+    of their webhook subscriptions, served with the ``webhooks`` worker; ``metrics_config``
+    who besides the admin may read ``GET /metrics``."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
     fanout = fanout or Fanout(hub)
@@ -71,6 +76,7 @@ def create_app(
         subscriptions_config=subscriptions_config,
     )
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
+    hub.metrics.count_streams(lambda: fanout.streams)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -97,13 +103,17 @@ def create_app(
         *event_types.ROUTES,
         *stats.ROUTES,
         *keys.ROUTES,
+        *metrics.ROUTES,
         *console.ROUTES,
     ]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(AnswerUnexpectedErrors)],
+        middleware=[
+            Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
+            Middleware(AnswerUnexpectedErrors),
+        ],
         exception_handlers={HeraldError: herald_error, HTTPException: http_error},
     )
-    app.state.services = Services(hub, notifier, per_key, guard)
+    app.state.services = Services(hub, notifier, per_key, guard, MetricsAccess.of(metrics_config))
     return app

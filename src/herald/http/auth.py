@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from starlette.requests import Request
 
+from herald.config import MetricsConfig
 from herald.errors import Forbidden, HeraldError, Unauthorized
 from herald.hub import Hub
+from herald.keys import hash_key, matches
 from herald.models import Agent, PublisherKey
+
+
+@dataclass(frozen=True)
+class MetricsAccess:
+    """Who besides the admin may read ``GET /metrics``: the holder of the token of this hash,
+    or, when ``open``, anyone."""
+
+    token_hash: str | None = None
+    open: bool = False
+
+    @classmethod
+    def of(cls, config: MetricsConfig) -> MetricsAccess:
+        """Only the token's hash is kept: it is compared in constant time, as keys are."""
+        token_hash = hash_key(config.token) if config.token is not None else None
+        return cls(token_hash, config.open)
 
 
 def bearer_key(request: Request) -> str:
@@ -29,6 +48,16 @@ async def require_agent(hub: Hub, request: Request) -> Agent:
     if agent is not None:
         return agent
     raise await _refusal(hub, key, "an agent's key")
+
+
+async def require_metrics_reader(hub: Hub, request: Request, token_hash: str | None) -> None:
+    """The metrics token (if the hub has one) or the admin key."""
+    key = bearer_key(request)
+    if token_hash is not None and matches(key, token_hash):
+        return
+    if await hub.is_admin_key(key):
+        return
+    raise await _refusal(hub, key, "the admin key or the metrics token")
 
 
 async def admin_or_agent(hub: Hub, request: Request) -> Agent | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from herald.delivery.engine import Notifier
+from herald.http.auth import MetricsAccess
 from herald.http.limits import Limits
 from herald.hub import Hub
 from herald.webhooks.addresses import AddressGuard
@@ -21,6 +22,8 @@ class Services:
     """What each key may hold or do at once."""
     guard: AddressGuard
     """Where webhook and OpenClaw targets may point, checked as they are set."""
+    metrics_access: MetricsAccess
+    """Who besides the admin may read ``GET /metrics``."""
 
 
 def services(request: Request) -> Services:

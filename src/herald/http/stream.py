@@ -25,6 +25,8 @@ BACKLOG_PAGE = 200
 """Open events one read of the store takes while a stream replays its backlog: each is framed
 and written to one client before the next read."""
 RETRY_MS = 2000
+WAY = "sse"
+"""What the metrics call this way of delivering."""
 KEEPALIVE_S = 15.0
 SEND_TIMEOUT_S = 30.0
 """A client that takes no data for this long is not reading: the stream is closed."""
@@ -95,6 +97,7 @@ class StreamRoute:
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
             for event in page:
                 await write(self.frames.frame(event))
+            self._count(page)
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
@@ -111,7 +114,15 @@ class StreamRoute:
                 await write(": keepalive\n\n")
                 continue
             await write("".join(self.frames.frame(event) for event in events))
+            self._count(events)
             last = events[-1].seq
+
+    def _count(self, written: list[Event]) -> None:
+        """Events written to a stream are sent: no attempt is recorded (the stream resumes from
+        its position instead), but the metrics count them."""
+        metrics = self.hub.metrics
+        metrics.delivered(WAY, "sent", len(written))
+        metrics.sent(WAY, [event.created_at for event in written], self.hub.now())
 
 
 def _resume_point(request: Request) -> int:

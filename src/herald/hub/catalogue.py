@@ -25,7 +25,7 @@ from herald.hub.payload_checks import CHECK_TIMEOUT_S, Check, PayloadChecker
 from herald.inputs.event_types import EventTypeInput
 from herald.inputs.refusals import parse
 from herald.models import EventType, NewEvent
-from herald.reserved import refuse_reserved_declaration
+from herald.reserved import RESERVED_PREFIX, RESERVED_TYPES, refuse_reserved_declaration
 from herald.store import Store
 from herald.validation import TYPE_PATTERN
 
@@ -33,6 +33,19 @@ log = logging.getLogger("herald")
 
 MAX_AGE_MS = 5_000
 """How old the copy may be before its next use reads the catalogue again."""
+MAX_TYPE_CLASSES = 50
+"""Type classes of declared types kept as metric labels at most (the first by name)."""
+
+
+def type_class(name: str) -> str:
+    """The part of an event type before its first dot: ``deploy`` for ``deploy.failed``."""
+    return name.partition(".")[0]
+
+
+OWN_TYPE_CLASSES = frozenset(
+    {type_class(name) for name in RESERVED_TYPES} | {type_class(RESERVED_PREFIX)}
+)
+"""The classes of the types herald itself sends."""
 
 
 class Catalogue:
@@ -55,6 +68,9 @@ class Catalogue:
         self._lock = asyncio.Lock()
         self._listeners: builtins.list[Callable[[], None]] = []
         self._catching_up: asyncio.Task[None] | None = None
+        self.type_classes = OWN_TYPE_CLASSES
+        """The type classes a publish is counted under in the metrics (``herald.metrics``):
+        herald's own and those of the declared types; any other type counts as ``other``."""
 
     async def open(self) -> None:
         """Read the catalogue a first time: what is heard of later is compared with it."""
@@ -198,6 +214,8 @@ class Catalogue:
             listed = await self._store.list_event_types()
             previous, self._last_read = self._last_read, listed
             self._types = {declared.name: declared for declared in listed}
+            declared_classes = sorted({type_class(declared.name) for declared in listed})
+            self.type_classes = OWN_TYPE_CLASSES | set(declared_classes[:MAX_TYPE_CLASSES])
             self._schemas = {
                 declared.name: schema
                 for declared in listed

@@ -34,6 +34,7 @@ from herald.inputs.channel import PermissionInput
 from herald.inputs.events import parse_new_event
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
+from herald.metrics import Metrics
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -48,6 +49,7 @@ from herald.models import (
 )
 from herald.reserved import permission_request, refuse_reserved_type
 from herald.store import Store, store_from_url
+from herald.store.rules import ACK, DELIVERED, LEASED
 from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
@@ -55,6 +57,8 @@ from herald.validation import HANDLE_PATTERN, check_form_answer
 log = logging.getLogger("herald")
 
 SIGNING_KEY_SETTING = "signing_key"
+HEARTBEAT = "heartbeat"
+"""The way a drain is recorded under: ``POST /channel/heartbeat``'s."""
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_MS = 1_000
 KEY_CACHE_SIZE = 10_000
@@ -71,6 +75,9 @@ class Hub:
         retention_s: how long delivered and expired events are kept before pruning.
         maintenance_interval_s: how often ``run_maintenance`` expires and prunes.
         payload_check_s: the longest one publish's payload schema checks may take.
+
+    What it does is counted in ``metrics`` (``herald.metrics``), a registry of the hub's own:
+    two hubs in one process never mix their counts.
     """
 
     def __init__(
@@ -83,6 +90,8 @@ class Hub:
         payload_check_s: float = DEFAULTS.hub.payload_check_s,
     ) -> None:
         self._store = store
+        self.metrics = Metrics()
+        store.on_acknowledged = self._count_acknowledged
         self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
         self.overview = Overview(store)
         self.presence = Presence(store)
@@ -347,8 +356,12 @@ class Hub:
     async def _publish(self, events: Sequence[NewEvent], where: str) -> list[Published]:
         """``publish_many``; a refusal of the data of one event alone calls it ``where``."""
         await self.event_types.check(events, where)
+        started = time.perf_counter()
         published = await self._store.append(events)
-        self._announce({p.event.agent_id for p in published if p.created})
+        self.metrics.committed(time.perf_counter() - started)
+        created = [p.event for p in published if p.created]
+        self.metrics.published((e.type for e in created), self.event_types.type_classes)
+        self._announce({e.agent_id for e in created})
         return published
 
     async def send_message(
@@ -510,7 +523,11 @@ class Hub:
         They are delivered when the reader acknowledges them (``ack(ids=...)``) once it has
         shown them: an answer that cannot be built delivers nothing, and what was held is
         offered again after the lease."""
-        return await self._store.claim(agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox")
+        events = await self._store.claim(
+            agent.id, f"inbox:{session}", limit, self.lease_ms, "inbox"
+        )
+        self._count_handed_out("inbox", events, LEASED)
+        return events
 
     async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """A mark of each agent's inbox that changes whenever the inbox does, however it
@@ -584,14 +601,16 @@ class Hub:
         """
         consumer = consumer or DEFAULT_CONSUMER
         if cursor is None:
-            events = await self._store.take(agent.id, limit, "heartbeat", consumer)
+            events = await self._store.take(agent.id, limit, HEARTBEAT, consumer)
             if events:
                 self._acknowledged(agent.id)
+                self._count_handed_out(HEARTBEAT, events, DELIVERED)
             return Drained(events, events[-1].seq if events else 0)
         events = await self._store.claim(
-            agent.id, consumer, limit, self.lease_ms, "heartbeat", ack_up_to=cursor
+            agent.id, consumer, limit, self.lease_ms, HEARTBEAT, ack_up_to=cursor
         )
         self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
+        self._count_handed_out(HEARTBEAT, events, LEASED)
         return Drained(events, events[-1].seq if events else cursor)
 
     async def poll(
@@ -624,6 +643,7 @@ class Hub:
             after=cursor,
         )
         self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
+        self._count_handed_out("poll", events, LEASED)
         return Drained(events, events[-1].seq if events else cursor)
 
     async def acknowledge_through(
@@ -695,11 +715,15 @@ class Hub:
 
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         await self._store.record_attempts(attempts)
+        for attempt in attempts:
+            self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         """Pushes of several agents' events, in one trip: each pending event becomes ``sent``,
         and each attempt is recorded."""
         await self._store.record_pushes(pushes)
+        for _, attempt in pushes:
+            self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
         """Pushed through a way that cannot confirm: pending events become ``sent``."""
@@ -711,6 +735,23 @@ class Hub:
         if acked:
             self._acknowledged(agent_id)
         return acked
+
+    # Metrics
+
+    def _count_handed_out(self, way: str, events: Sequence[Event], outcome: str) -> None:
+        """A drain handed ``events`` out by ``way``, leased or (a take) delivered at once."""
+        if not events:
+            return
+        now, created_at = self.now(), [event.created_at for event in events]
+        self.metrics.delivered(way, outcome, len(events))
+        self.metrics.sent(way, created_at, now)
+        if outcome == DELIVERED:
+            self.metrics.acknowledged(way, created_at, now)
+
+    def _count_acknowledged(self, created_at: Sequence[int]) -> None:
+        """The store committed an acknowledgement (``Store.on_acknowledged``), by any way."""
+        self.metrics.delivered(ACK, DELIVERED, len(created_at))
+        self.metrics.acknowledged(ACK, created_at, self.now())
 
     # Upkeep
 

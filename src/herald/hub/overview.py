@@ -1,13 +1,19 @@
 """What an operator lists and counts (``hub.overview``): pages of events across agents, each
-agent with its backlog and activity, the store's counts."""
+agent with its backlog and activity, the store's counts, and the gauges a metrics scrape reads."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from herald.models import Event
-from herald.overview import AgentSummary, EventQuery, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store import Store
 
 TOP_AGENTS = 10
+GAUGES_MAX_AGE_S = 1.0
+"""How old the copy of the store's gauges may be: however many scrapes come, each process reads
+them once a second at most."""
 
 
 class Overview:
@@ -15,6 +21,9 @@ class Overview:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._gauges: Gauges | None = None
+        self._gauges_at = 0.0
+        self._gauges_read = asyncio.Lock()
 
     async def events(self, query: EventQuery) -> list[Event]:
         """A page of events newest first (``Store.list_events``)."""
@@ -35,3 +44,12 @@ class Overview:
 
     async def stats(self) -> Stats:
         return await self._store.stats(TOP_AGENTS)
+
+    async def gauges(self, max_age_s: float = GAUGES_MAX_AGE_S) -> Gauges:
+        """The open events, sessions and endpoints (``Store.gauges``), as read at most
+        ``max_age_s`` ago (by the monotonic clock); scrapes that come together share a read."""
+        async with self._gauges_read:
+            if self._gauges is None or time.monotonic() - self._gauges_at >= max_age_s:
+                self._gauges = await self._store.gauges()
+                self._gauges_at = time.monotonic()
+            return self._gauges

@@ -18,6 +18,10 @@ def effective_toml(resolved: Resolved) -> list[str]:
         if value is None:
             lines.append(f"# {setting.name} is not set ({origin})")
             continue
+        if setting.secret:
+            lines.append(f"# {setting.name} is set, {len(str(value))} characters (masked)"
+                         f"  # {origin}")  # fmt: skip
+            continue
         plain = setting.kind.plain(value)
         if setting.name == "store":
             plain = masked_url(str(plain))

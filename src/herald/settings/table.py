@@ -31,6 +31,8 @@ class Setting:
     """The ``ServeConfig`` field it sets: ``store_url``, or ``group.field`` (``webhooks.allow``)."""
     kind: Kind
     help: str
+    secret: bool = False
+    """Never printed (``--check-config`` says only that it is set)."""
 
     @property
     def flag(self) -> str:
@@ -205,6 +207,21 @@ SETTINGS = (
         "subscriptions.max_per_agent",
         integer(0),
         _subscriptions("how many one agent may hold at once (0: no limit)"),
+    ),
+    Setting(
+        "metrics_token",
+        "metrics.token",
+        TEXT,
+        "a bearer token that reads GET /metrics and nothing else, besides the admin key (at"
+        " least 32 characters; give it as $HERALD_METRICS_TOKEN rather than as a flag, which"
+        " every user of the machine can read)",
+        secret=True,
+    ),
+    Setting(
+        "metrics_open",
+        "metrics.open",
+        SWITCH,
+        "answer GET /metrics without a key, for a port that only the scraper can reach",
     ),
     Setting("log_level", "log_level", choice(LOG_LEVELS), "the least severe log level written"),
     Setting(

@@ -6,7 +6,9 @@ Every backend keeps the same promises, proven by one test suite run against each
 - ``claim`` leases open events to one consumer atomically: two consumers never hold the same
   event at once, and an event whose lease ran out is offered again;
 - ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
-  was handed, or what nobody holds; a cursor past the newest seq is refused);
+  was handed, or what nobody holds; a cursor past the newest seq is refused), and, once it is
+  committed, tells ``on_acknowledged`` when each event it finished was published (as a claim's
+  cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
 - live sessions are kept with an expiry that their process refreshes, so that every process
   sharing the store sees them, and those of a process that died drop out once it passes;
@@ -44,9 +46,15 @@ from herald.models import (
     StartPosition,
     WebhookSubscription,
 )
-from herald.overview import AgentSummary, EventQuery, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 
 Clock = Callable[[], float]
+AckObserver = Callable[[Sequence[int]], None]
+"""Told the ``created_at`` of each event an acknowledgement finished, once it is committed."""
+
+
+def _unobserved(_created_at: Sequence[int]) -> None:
+    pass
 
 
 def now_ms(clock: Clock) -> int:
@@ -58,6 +66,10 @@ class Store(ABC):
 
     def __init__(self, clock: Clock = time.time) -> None:
         self.clock = clock
+        self.on_acknowledged: AckObserver = _unobserved
+        """Called after every commit of ``ack``, or of a ``claim`` whose cursor acknowledged
+        events, with the ``created_at`` of each event it finished (the hub's metrics time
+        publish to acknowledgement with it); never called for none."""
 
     def now(self) -> int:
         return now_ms(self.clock)
@@ -527,6 +539,11 @@ class Store(ABC):
     async def stats(self, top: int = 10) -> Stats:
         """Counts of the whole store, each one aggregate query; the ``top`` agents by open,
         unexpired events (agents with none left out)."""
+
+    @abstractmethod
+    async def gauges(self) -> Gauges:
+        """The open, unexpired events (how many, the oldest), live sessions by transport and
+        era and endpoints by kind and state, each from an index or a small table."""
 
     @abstractmethod
     async def redeliver(self, event_id: str) -> Event | None:

@@ -174,3 +174,4 @@ class _Pusher:
                 self.agent.id,
                 [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in matching],
             )
+            self.hub.metrics.sent(MECHANISM, [e.created_at for e in matching], now)

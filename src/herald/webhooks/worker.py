@@ -363,6 +363,7 @@ class WebhookWorker:
             else:
                 outcome = await self.sender.send(endpoint, claimed.agent, event, self.hub.now())
             finished = self._finished(delivery, endpoint, outcome)
+            self._count(endpoint, event, outcome, finished.attempt)
             if log.isEnabledFor(logging.INFO):
                 _log_finished(finished, endpoint)
             # Recorded in the background, in batches: the lane goes on to the next request.
@@ -414,6 +415,17 @@ class WebhookWorker:
         if not outcome.ok:
             log.info("%s was not told of a gap in its subscription %s: %s", endpoint.url,
                      endpoint.id, outcome.error)  # fmt: skip
+
+    def _count(
+        self, endpoint: Endpoint, event: Event, outcome: SendOutcome, attempt: Attempt
+    ) -> None:
+        metrics, way = self.hub.metrics, endpoint.kind.value
+        metrics.webhook_attempt(way, outcome.status, refused=outcome.refused)
+        metrics.delivered(way, attempt.outcome)
+        if outcome.ok:
+            metrics.sent(way, [event.created_at], attempt.at)
+            if attempt.outcome == "delivered":  # an OpenClaw wake is only sent
+                metrics.acknowledged(way, [event.created_at], attempt.at)
 
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()

@@ -20,15 +20,15 @@ async def acknowledge(
     now: int,
     unheld: bool = False,
     match: EventMatch = EVERY_EVENT,
-) -> int:
+) -> list[int]:
+    """``Store.ack`` on ``conn``; returns the ``created_at`` of each event it finished."""
     if up_to_seq is not None:
         check_cursor(up_to_seq, await conn.fetchval(queries.LAST_SEQ, agent_id))
     rows = await conn.fetch(
         queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld, *matching(match)
     )
-    done = [row[0] for row in rows]
-    await insert_attempts(conn, ack_attempts(done, now, consumer))
-    return len(done)
+    await insert_attempts(conn, ack_attempts([row[0] for row in rows], now, consumer))
+    return [row[1] for row in rows]
 
 
 async def insert_attempts(conn: Connection, attempts: Sequence[Attempt]) -> None:

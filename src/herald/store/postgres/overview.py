@@ -8,7 +8,7 @@ from typing import Any
 
 from herald.errors import Conflict
 from herald.models import Endpoint, Event
-from herald.overview import AgentSummary, EventQuery, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
 from herald.store.rules import like_patterns
@@ -90,6 +90,22 @@ class OverviewStore:
                 oldest_pending=oldest[0]
                 if (oldest := await rows(queries.OLDEST_PENDING, now))
                 else None,
+            )
+
+        return await self._run(select)
+
+    async def gauges(self) -> Gauges:
+        now = self.now()
+
+        async def select(conn: Connection) -> Gauges:
+            pending = await conn.fetchrow(queries.PENDING, now)
+            assert pending is not None, "an aggregate without GROUP BY has a row"
+            return Gauges(
+                read_at=now,
+                pending=pending["pending"],
+                oldest_pending_at=pending["oldest"],
+                sessions=[tuple(row) for row in await conn.fetch(queries.SESSIONS_BY_WAY, now)],
+                endpoints=[tuple(row) for row in await conn.fetch(queries.ENDPOINTS_BY_STATE)],
             )
 
         return await self._run(select)

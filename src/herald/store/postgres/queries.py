@@ -204,7 +204,7 @@ WHERE agent_id = $1 AND {OPEN}
       ){MATCHING}
     )
   )
-RETURNING id
+RETURNING id, created_at
 """
 
 # Where a subscription starts: $1 agent, $2 now, $3 created no earlier than, $4 and $5 as $7 and
@@ -579,6 +579,10 @@ TOP_PENDING = f"""
 SELECT a.id, a.handle, count(*) AS n FROM events e JOIN agents a ON a.id = e.agent_id
 WHERE {OPEN_UNEXPIRED}
 GROUP BY a.id ORDER BY n DESC, a.handle COLLATE "C" LIMIT $2
+"""
+# The open events the metrics count, from their partial index (events_open).
+PENDING = f"""
+SELECT count(*) AS pending, min(e.created_at) AS oldest FROM events e WHERE {OPEN_UNEXPIRED}
 """
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1

@@ -242,10 +242,13 @@ class PostgresStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
+        acknowledged: list[int] = []
 
         async def lease(conn: Connection) -> list[Event]:
             if ack_up_to is not None:
-                await acknowledge(conn, agent_id, [], ack_up_to, consumer, now, False, match)
+                acknowledged[:] = await acknowledge(
+                    conn, agent_id, [], ack_up_to, consumer, now, False, match
+                )
             rows = await conn.fetch(
                 queries.LEASE,
                 agent_id,
@@ -261,7 +264,10 @@ class PostgresStore(
             await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
-        return await self._run(lease, transaction=True)
+        events = await self._run(lease, transaction=True)
+        if acknowledged:
+            self.on_acknowledged(acknowledged)
+        return events
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
         now = self.now()
@@ -287,10 +293,13 @@ class PostgresStore(
         now = self.now()
         ids = list(ids)
 
-        async def finish(conn: Connection) -> int:
+        async def finish(conn: Connection) -> list[int]:
             return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
 
-        return await self._run(finish, transaction=True)
+        acknowledged = await self._run(finish, transaction=True)
+        if acknowledged:
+            self.on_acknowledged(acknowledged)
+        return len(acknowledged)
 
     async def start_position(
         self, agent_id: str, match: EventMatch, not_before_ms: int | None = None

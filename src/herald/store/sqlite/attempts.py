@@ -33,8 +33,9 @@ def acknowledge(
     now: int,
     unheld: bool = False,
     match: EventMatch = EVERY_EVENT,
-) -> int:
-    done: list[str] = []
+) -> list[int]:
+    """``Store.ack`` on ``conn``; returns the ``created_at`` of each event it finished."""
+    done: list[tuple[str, int]] = []
     if up_to_seq is not None:
         (newest,) = conn.execute(
             "SELECT max(last_seq) FROM agents WHERE id = ?", (agent_id,)
@@ -63,17 +64,21 @@ def acknowledge(
         named = {f"id{index}": value for index, value in enumerate(chunk)}
         marks = ", ".join(f":{name}" for name in named)
         done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
-    insert_attempts(conn, ack_attempts(done, now, consumer))
-    return len(done)
+    insert_attempts(conn, ack_attempts([event_id for event_id, _ in done], now, consumer))
+    return [created_at for _, created_at in done]
 
 
-def _mark_delivered(conn: sqlite3.Connection, where: str, params: dict[str, Any]) -> list[str]:
+def _mark_delivered(
+    conn: sqlite3.Connection, where: str, params: dict[str, Any]
+) -> list[tuple[str, int]]:
+    """The id and ``created_at`` of each event marked."""
     rows = conn.execute(
         "UPDATE events SET status = 'delivered', status_at = :now, lease_owner = NULL,"
-        f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND {where} RETURNING id",
+        f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND {where}"
+        " RETURNING id, created_at",
         params,
     )
-    return [row[0] for row in rows]
+    return [(row[0], row[1]) for row in rows]
 
 
 def claimable(

@@ -9,7 +9,7 @@ from typing import Any
 
 from herald.errors import Conflict
 from herald.models import Endpoint, Event
-from herald.overview import AgentSummary, EventQuery, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -48,6 +48,15 @@ WHERE {OPEN_UNEXPIRED}
 GROUP BY a.id ORDER BY pending DESC, a.handle LIMIT :top
 """
 
+# The open events the metrics count, from their partial index (events_open).
+PENDING = f"SELECT count(*), min(e.created_at) FROM events e WHERE {OPEN_UNEXPIRED}"
+SESSIONS_BY_WAY = """
+SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
+GROUP BY transport, era ORDER BY transport, era
+"""
+ENDPOINTS_BY_STATE = (
+    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state ORDER BY kind, state"
+)
 # The oldest open event, read from the open events' partial index (events_open).
 OLDEST_PENDING = f"""
 SELECT e.id, a.id, a.handle, e.created_at FROM events e JOIN agents a ON a.id = e.agent_id
@@ -166,19 +175,32 @@ class OverviewStore:
                     " GROUP BY mechanism, outcome ORDER BY mechanism, outcome"
                 ),
                 top_pending=rows(TOP_PENDING),
-                sessions=rows(
-                    "SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now"
-                    " GROUP BY transport, era ORDER BY transport, era"
-                ),
-                endpoints=rows(
-                    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state"
-                    " ORDER BY kind, state"
-                ),
+                sessions=rows(SESSIONS_BY_WAY),
+                endpoints=rows(ENDPOINTS_BY_STATE),
                 clients=rows(CLIENTS),
                 oldest_pending=oldest[0] if (oldest := rows(OLDEST_PENDING)) else None,
             )
 
         result: Stats = await self._run(select)
+        return result
+
+    async def gauges(self) -> Gauges:
+        params = {"now": self.now()}
+
+        def select(conn: sqlite3.Connection) -> Gauges:
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in conn.execute(sql, params)]
+
+            pending, oldest = conn.execute(PENDING, params).fetchone()
+            return Gauges(
+                read_at=params["now"],
+                pending=pending,
+                oldest_pending_at=oldest,
+                sessions=rows(SESSIONS_BY_WAY),
+                endpoints=rows(ENDPOINTS_BY_STATE),
+            )
+
+        result: Gauges = await self._run(select)
         return result
 
     async def redeliver(self, event_id: str) -> Event | None:

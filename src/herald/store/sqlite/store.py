@@ -231,10 +231,13 @@ class SQLiteStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
+        acknowledged: list[int] = []
 
         def lease(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
-                acknowledge(conn, agent_id, [], ack_up_to, consumer, now, False, match)
+                acknowledged[:] = acknowledge(
+                    conn, agent_id, [], ack_up_to, consumer, now, False, match
+                )
             events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match, after)
             if events:
                 conn.execute(
@@ -247,7 +250,10 @@ class SQLiteStore(
             insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
             return events
 
-        return await self._run(lease)
+        events = await self._run(lease)
+        if acknowledged:
+            self.on_acknowledged(acknowledged)
+        return events
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
         now = self.now()
@@ -277,9 +283,12 @@ class SQLiteStore(
         now = self.now()
         ids = list(ids)
 
-        return await self._run(
+        acknowledged = await self._run(
             lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
         )
+        if acknowledged:
+            self.on_acknowledged(acknowledged)
+        return len(acknowledged)
 
     async def start_position(
         self, agent_id: str, match: EventMatch, not_before_ms: int | None = None

@@ -1,0 +1,164 @@
+"""The metrics of one hub, in a registry of its own: what happened in this process (counters and
+histograms, told by the code that did it), and what the store holds (read at scrape time).
+
+Labels are few and bounded: ways, outcomes, kinds, states, route templates and type classes,
+never an agent's id or handle, an event id or a raw path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+
+from herald.metrics.latency import ACKNOWLEDGED, SENT, DeliveryLatency
+from herald.metrics.store_gauges import StoreGauges
+
+OTHER = "other"
+"""The type class of a type that is not declared, and the method no route takes."""
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+COMMIT_BUCKETS_S = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+)  # fmt: skip
+HTTP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """Counters and histograms are children of labelled metrics kept by their labels: finding a
+    child in a dict costs less than the client library's ``labels()`` on every event."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self._published = Counter(
+            "herald_events_published",
+            "Events published (a repeated dedupe key is not counted again), by type class: the"
+            " part of the type before its first dot, for declared types and herald's own;"
+            " other for the rest",
+            ["type_class"],
+            registry=registry,
+        )
+        self._deliveries = Counter(
+            "herald_deliveries",
+            "Attempts at getting events through, as GET /v1/events/{id} lists them, by way"
+            " (mechanism) and outcome, and events written to GET /channel/stream (way sse)",
+            ["way", "outcome"],
+            registry=registry,
+        )
+        self.latency = DeliveryLatency()
+        registry.register(self.latency)
+        self._webhook_attempts = Counter(
+            "herald_webhook_attempts",
+            "Requests to webhook, OpenClaw and subscription endpoints, by kind and outcome:"
+            " the answer's status class (2xx...), no_answer (a timeout, a connection or name"
+            " that failed, a body too large to send) or refused (an address not allowed)",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self._commits = Histogram(
+            "herald_store_commit_seconds",
+            "Time a publish waits for its events to be committed to the store (group commit"
+            " included)",
+            buckets=COMMIT_BUCKETS_S,
+            registry=registry,
+        )
+        self._requests = Counter(
+            "herald_http_requests",
+            "HTTP requests answered, by method, route template and status class",
+            ["method", "route", "status_class"],
+            registry=registry,
+        )
+        self._durations = Histogram(
+            "herald_http_request_duration_seconds",
+            "Time from a request's arrival to its answer's status (a stream's whole life is"
+            " not counted)",
+            ["method", "route"],
+            buckets=HTTP_BUCKETS_S,
+            registry=registry,
+        )
+        self._streams = Gauge(
+            "herald_streams",
+            "Open event streams of this process: GET /channel/stream and MCP events/stream",
+            registry=registry,
+        )
+        self.store_gauges = StoreGauges()
+        registry.register(self.store_gauges)
+        self._children: dict[tuple[str, ...], Counter] = {}
+        self._histograms: dict[tuple[str, str], Histogram] = {}
+
+    # What the code that did it tells
+
+    def published(self, types: Iterable[str], classes: Collection[str]) -> None:
+        """Events of ``types`` were published; ``classes`` are the type classes kept as labels."""
+        counted: dict[str, int] = {}
+        for type_ in types:
+            type_class = type_.partition(".")[0]
+            if type_class not in classes:
+                type_class = OTHER
+            counted[type_class] = counted.get(type_class, 0) + 1
+        for type_class, count in counted.items():
+            self._child(self._published, "published", type_class).inc(count)
+
+    def committed(self, seconds: float) -> None:
+        self._commits.observe(seconds)
+
+    def delivered(self, way: str, outcome: str, count: int = 1) -> None:
+        """``count`` attempts by ``way`` came to ``outcome``."""
+        self._child(self._deliveries, "deliveries", way, outcome).inc(count)
+
+    def sent(self, way: str, created_at: Iterable[int], now_ms: int) -> None:
+        """Events published at ``created_at`` were sent by ``way`` at ``now_ms``."""
+        self.latency.observe(way, SENT, created_at, now_ms)
+
+    def acknowledged(self, way: str, created_at: Iterable[int], now_ms: int) -> None:
+        """Events published at ``created_at`` were acknowledged by ``way`` at ``now_ms``."""
+        self.latency.observe(way, ACKNOWLEDGED, created_at, now_ms)
+
+    def webhook_attempt(self, kind: str, status: int | None, *, refused: bool = False) -> None:
+        """A request to an endpoint of ``kind`` was answered with ``status`` (None: none)."""
+        outcome = "refused" if refused else "no_answer" if status is None else f"{status // 100}xx"
+        self._child(self._webhook_attempts, "webhook_attempts", kind, outcome).inc()
+
+    def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        method = method if method in METHODS else OTHER
+        status_class = f"{status // 100}xx"
+        self._child(self._requests, "requests", method, route, status_class).inc()
+        duration = self._histograms.get((method, route))
+        if duration is None:
+            duration = self._histograms[method, route] = self._durations.labels(method, route)
+        duration.observe(seconds)
+
+    def count_streams(self, open_streams: Callable[[], int]) -> None:
+        """``herald_streams`` is what ``open_streams()`` says at each scrape."""
+        self._streams.set_function(open_streams)
+
+    def _child(self, metric: Counter, name: str, *labels: str) -> Counter:
+        key = (name, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    # The scrape
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The exposition in the format ``accept`` asks for (Prometheus text by default; the
+        OpenMetrics text if asked), and its content type. The store gauges show the reading
+        last given to ``store_gauges``."""
+        encode, content_type = choose_encoder(accept)
+        return encode(_WithoutCreated(self.registry)), content_type
+
+
+class _WithoutCreated:
+    """The registry's metrics without the ``_created`` series the client library adds to each
+    counter and histogram (when it was first counted): a series more for every one, which
+    Prometheus does not need (a restart shows as a counter going down)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
