@@ -100,7 +100,7 @@ def scene(herald: HeraldProcess, receiver: Receiver) -> Iterator[Scene]:
         hostile_event = published(admin, "ops-carol", "build.failed", HOSTILE_TEXT, HOSTILE_DATA)
         for n in range(3):
             published(admin, "ops-bob", "deploy.done", f"Deploy #{n + 1} of web is live")
-    with live_session(herald, bob["api_key"]):
+    with LiveSession(herald, bob["api_key"]):
         yield Scene(alice, bob, build_event, hostile_event, endpoint["id"])
 
 
@@ -129,7 +129,7 @@ def wait_until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
-class live_session:
+class LiveSession:
     """An MCP session of Claude Code held open in a thread of its own (Playwright's sync API
     owns this one), until the ``with`` ends."""
 
@@ -143,7 +143,7 @@ class live_session:
             self.ready.set()
             await asyncio.to_thread(self.done.wait, 60)
 
-    def __enter__(self) -> live_session:
+    def __enter__(self) -> LiveSession:
         self.thread.start()
         assert self.ready.wait(30), "the MCP session did not start"
         return self
@@ -155,6 +155,8 @@ class live_session:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("the console's tests need Debian's chromium: apt-get install chromium")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM)
         yield browser

@@ -574,11 +574,12 @@ function rateChart(life) {
 async function agentsPage(life, body, params) {
   const search = h("input", { id: "agent-search", type: "search", value: params.get("search") || "", autocomplete: "off", spellcheck: "false" });
   const list = h("div");
-  const pager = new Pager(() => show());
+  const again = () => show().catch((error) => failed(body, error));
+  const pager = new Pager(again);
   fill(body,
     titled("Agents"),
     h("div", { class: "panel" },
-      h("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); pager.reset(); show(); } },
+      h("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); pager.reset(); again(); } },
         field("Find by handle", search, "grow"),
         h("button", { type: "submit" }, "Search")),
     ),
@@ -587,7 +588,7 @@ async function agentsPage(life, body, params) {
   let typing = null;
   search.addEventListener("input", () => {
     clearTimeout(typing);
-    typing = setTimeout(() => { pager.reset(); show(); }, 250);
+    typing = setTimeout(() => { pager.reset(); again(); }, 250);
   });
   life.onEnd(() => clearTimeout(typing));
 
@@ -776,11 +777,12 @@ async function eventsPage(life, body, params) {
   const type = h("input", { id: "events-type", value: params.get("type") || "", autocomplete: "off", spellcheck: "false", placeholder: "build.* or exact" });
   const list = h("div");
   const problem = notice();
-  const pager = new Pager(() => show());
+  const again = () => show().catch((error) => failed(body, error));
+  const pager = new Pager(again);
   fill(body,
     titled("Events"),
     h("div", { class: "panel" },
-      h("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); pager.reset(); show(); } },
+      h("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); pager.reset(); again(); } },
         field("Agent (handle or id)", agent), field("Status", status), field("Type", type),
         h("button", { type: "submit" }, "Filter")),
       problem),
@@ -905,8 +907,9 @@ async function endpointsPage(life, body, params) {
   const failing = h("input", { id: "failing-only", type: "checkbox", checked: params.get("failing") === "true" });
   const list = h("div");
   const live = liveLabel();
-  const pager = new Pager(() => show());
-  failing.addEventListener("change", () => { pager.reset(); show(); });
+  const again = () => show().catch((error) => failed(body, error));
+  const pager = new Pager(again);
+  failing.addEventListener("change", () => { pager.reset(); again(); });
   fill(body,
     h("div", { class: "head" }, titled("Endpoints"), live),
     h("div", { class: "panel" }, h("label", { class: "check" }, failing, "Only the disabled or failing")),
