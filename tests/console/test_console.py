@@ -422,9 +422,15 @@ def test_screenshots_of_the_overview_an_agent_and_an_event(
         sign_in(page, herald)
         expect(page.locator(".live")).to_have_text("live")
         with herald.client(ADMIN_KEY) as admin:
-            for n in range(3):
-                batch = [{"to": "ops-bob", "type": "metrics.tick", "text": f"{n}"}] * (n + 2)
-                assert admin.post("/v1/events", json=batch).status_code == 202
+            batch = [
+                {
+                    "to": "ops-bob",
+                    "type": "alert.cpu",
+                    "text": f"CPU on web-{n} above 90% for 5 min",
+                }
+                for n in range(8)
+            ]
+            assert admin.post("/v1/events", json=batch).status_code == 202
         expect(page.locator(".legend")).to_contain_text(re.compile(r"peak [1-9]"))
         page.screenshot(path=out / "console-overview.png")
         page.goto(f"{herald.url}/console/#/agents/ops-bob")
