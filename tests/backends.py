@@ -14,10 +14,11 @@ BACKENDS = ["sqlite", "postgres"]
 
 
 @contextlib.contextmanager
-def serving(backend: str, directory: Path) -> Iterator[HeraldProcess]:
-    """``herald serve`` on a fresh store of ``backend`` ("sqlite" or "postgres")."""
+def serving(backend: str, directory: Path, *extra_args: str) -> Iterator[HeraldProcess]:
+    """``herald serve`` on a fresh store of ``backend`` ("sqlite" or "postgres"), with
+    ``extra_args`` for ``herald serve``."""
     with _store_url(backend, directory) as url:
-        process = HeraldProcess(url)
+        process = HeraldProcess(url, extra_args=extra_args)
         try:
             yield process
         finally:

@@ -20,23 +20,33 @@ class Frame:
     """The stream's last event id at this frame (a frame without an ``id`` carries the one
     before it), as the client would resume from it."""
     data: Any
+    raw_id: str = ""
+    """The last event id as the stream wrote it (``GET /v1/stream``'s ids are not numbers)."""
 
 
 class SSEReader:
-    """Reads ``GET /channel/stream`` in a thread; ``next()`` waits (bounded) for each frame."""
+    """Reads ``GET /channel/stream`` (or ``path``) in a thread; ``next()`` waits (bounded) for
+    each frame."""
 
     def __init__(
-        self, url: str, key: str, *, last_event_id: int | None = None, after: int | None = None
+        self,
+        url: str,
+        key: str,
+        *,
+        last_event_id: int | str | None = None,
+        after: int | None = None,
+        path: str = "/channel/stream",
+        params: dict[str, str] | None = None,
     ) -> None:
         headers = {"authorization": f"Bearer {key}"}
         if last_event_id is not None:
             headers["last-event-id"] = str(last_event_id)
-        params = {"after": str(after)} if after is not None else {}
+        params = {**(params or {}), **({"after": str(after)} if after is not None else {})}
         self._frames: queue.Queue[Frame | BaseException | None] = queue.Queue()
         self._client = httpx.Client(
             base_url=url, headers=headers, timeout=httpx.Timeout(30, read=60)
         )
-        self._request = self._client.build_request("GET", "/channel/stream", params=params)
+        self._request = self._client.build_request("GET", path, params=params)
         self.status: int | None = None
         self.opened = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -51,8 +61,9 @@ class SSEReader:
             decoder = SSEDecoder()
             for chunk in response.iter_bytes():
                 for event in decoder.feed(chunk):
-                    event_id = int(event.last_event_id) if event.last_event_id else None
-                    self._frames.put(Frame(event.type, event_id, json.loads(event.data)))
+                    raw = event.last_event_id
+                    event_id = int(raw) if raw.isdigit() else None
+                    self._frames.put(Frame(event.type, event_id, json.loads(event.data), raw))
             self._frames.put(None)
         except BaseException as exc:  # handed to the test
             self.opened.set()

@@ -1,6 +1,7 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
-events, the channel, endpoints, event types, publisher keys, health), the stream and ``/mcp``
-endpoints, the web console, and what runs beside them for as long as the app does."""
+events, the channel, endpoints, event types, publisher keys, health), the streams (an agent's,
+the admin's feed) and ``/mcp`` endpoints, the web console, and what runs beside them for as long
+as the app does."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from herald.http import (
     stats,
 )
 from herald.http.auth import MetricsAccess
+from herald.http.feed import FeedRoute
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
@@ -99,6 +101,7 @@ def create_app(
         *channel.ROUTES,
         Route("/channel/stream", StreamRoute(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        Route("/v1/stream", FeedRoute(hub), methods=["GET"]),
         *endpoints.ROUTES,
         *event_types.ROUTES,
         *stats.ROUTES,

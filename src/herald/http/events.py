@@ -71,7 +71,7 @@ async def list_events(request: Request) -> Response:
     await require_admin(hub, request)
     asked = parse(EventListingInput, dict(request.query_params))
     query = EventQuery(
-        agent_id=await _agent_id(hub, asked.agent) if asked.agent is not None else None,
+        agent_id=await agent_id_named(hub, asked.agent) if asked.agent is not None else None,
         status=EventStatus(asked.status) if asked.status is not None else None,
         type=asked.type,
         since_ms=asked.since,
@@ -90,7 +90,12 @@ async def list_events(request: Request) -> Response:
     )
 
 
-async def _agent_id(hub: Hub, value: str) -> str:
+async def agent_id_named(hub: Hub, value: str) -> str:
+    """The id of the agent a query names by id or handle.
+
+    Raises:
+        InvalidInput: it names no agent.
+    """
     try:
         return (await hub.agent_by_id_or_handle(value)).id
     except NotFound:

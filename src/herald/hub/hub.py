@@ -24,6 +24,7 @@ from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import EndpointBook
+from herald.hub.feed import Feed
 from herald.hub.overview import Overview
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
@@ -98,6 +99,7 @@ class Hub:
         self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
         self.publisher_keys = PublisherKeyBook(store)
+        self.feed = Feed(store)
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
@@ -107,6 +109,8 @@ class Hub:
         self._signing_key: bytes | None = None
         self._known_keys: dict[str, tuple[Agent, int]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
+        # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
+        self.add_listener(lambda _agents: self.feed.wake())
 
     @property
     def store(self) -> Store:
@@ -756,10 +760,12 @@ class Hub:
     # Upkeep
 
     async def maintain_once(self) -> tuple[int, int]:
-        """Expire what ran out of time and prune old finished events; returns both counts. The
-        event types are read again if their copy is 5 s old."""
+        """Expire what ran out of time and prune old finished events, and the journal as far
+        back; returns both counts. The event types are read again if their copy is 5 s old."""
         expired = await self._store.expire()
-        pruned = await self._store.prune(self._store.now() - self.retention_ms)
+        before = self._store.now() - self.retention_ms
+        pruned = await self._store.prune(before)
+        await self._store.prune_journal(before)
         await self.event_types.refresh()
         return expired, pruned
 

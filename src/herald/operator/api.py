@@ -4,11 +4,13 @@ an ``OperatorError`` that says in one line what went wrong."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx2
 
 from herald.errors import HeraldError
+from herald.sse import ServerSentEvent, SSEDecoder
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 BUSY = {429, 503}
@@ -17,8 +19,19 @@ BUSY_RETRIES = 20
 MAX_WAIT_S = 30.0
 
 
+STREAM_READ_TIMEOUT_S = 60.0
+"""A stream that says nothing for this long (the hub sends a keepalive every 15 s) is lost."""
+MAX_STREAM_EVENT_CHARS = 1024 * 1024
+"""Far over any item of the admin's feed."""
+
+
 class OperatorError(HeraldError):
     """A command could not do what it was asked: the hub refused, or could not be reached."""
+
+
+class StreamLost(OperatorError):
+    """A stream could not be had or broke off, for a reason that may pass (the hub restarting,
+    a network cut): following it again from its last id may work."""
 
 
 class AdminApi:
@@ -73,6 +86,43 @@ class AdminApi:
         if answer.status_code >= 400:
             raise OperatorError(f"{method} {path}: {answer.status_code} {_error_message(answer)}")
         return answer.json() if answer.content else None
+
+    def stream(
+        self,
+        path: str,
+        params: dict[str, Any],
+        last_event_id: str | None,
+        opened: Callable[[], None] = lambda: None,
+    ) -> Iterator[ServerSentEvent]:
+        """The events of a Server-Sent Events stream as they come, from after
+        ``last_event_id`` (None: where the hub starts it), until the hub ends it; ``opened``
+        is called once the hub has answered, before any event.
+
+        Raises:
+            StreamLost: the hub could not be reached, failed, or the connection broke.
+            OperatorError: the hub refused the request (its message says why).
+        """
+        headers = {"accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["last-event-id"] = last_event_id
+        query = {name: value for name, value in params.items() if value is not None}
+        timeout = httpx2.Timeout(30.0, read=STREAM_READ_TIMEOUT_S)
+        try:
+            with self._http.stream(
+                "GET", path, params=query, headers=headers, timeout=timeout
+            ) as answer:
+                if answer.status_code >= 400:
+                    answer.read()
+                    failure = f"GET {path}: {answer.status_code} {_error_message(answer)}"
+                    if answer.status_code in BUSY or answer.status_code >= 500:
+                        raise StreamLost(failure)
+                    raise OperatorError(failure)
+                opened()
+                decoder = SSEDecoder(max_event_chars=MAX_STREAM_EVENT_CHARS)
+                for chunk in answer.iter_bytes():
+                    yield from decoder.feed(chunk)
+        except httpx2.HTTPError as exc:
+            raise StreamLost(f"the stream from {self.url} broke: {exc}") from exc
 
 
 def _retry_after(answer: httpx2.Response) -> float:

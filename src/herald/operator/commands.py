@@ -91,6 +91,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     enable.add_argument("endpoint_id", metavar="ID")
 
     _command(commands, "status", "is the hub healthy: one screen", _status)
+    tail = _command(
+        commands,
+        "tail",
+        "a live feed of publishes, delivery attempts, acks, expiries and endpoint changes",
+        _tail,
+    )
+    tail.add_argument("--agent", metavar="ID_OR_HANDLE", help="only this agent's")
+    tail.add_argument("--type", help="only events of this type, or of a glob such as build.*")
 
     key = _group(commands, "key", "publisher keys: keys that may only publish")
     key_add = _command(key, "add", "a publisher key, shown once", _key_add)
@@ -310,6 +318,12 @@ def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "most pending": [f"{row['handle']}: {row['pending']}" for row in stats["top_pending"]],
     }
     out.record(status, "herald status")
+
+
+def _tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    from herald.operator.tail import tail
+
+    tail(api, args, out)
 
 
 # Publisher keys

@@ -14,7 +14,10 @@ Every backend keeps the same promises, proven by one test suite run against each
   sharing the store sees them, and those of a process that died drop out once it passes;
 - the event types the operator declares are kept by name; every process sharing the store is
   told when they change (a hint, where the backend can tell);
-- publisher keys are kept by id and found by their hash, so that each request reads the truth.
+- publisher keys are kept by id and found by their hash, so that each request reads the truth;
+- each transaction that publishes, records attempts or acknowledgements, expires events or
+  changes an endpoint writes one journal row in that transaction, read back in commit order
+  (``herald.feed``); the journal listeners are told after each such commit in this process.
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
 move time instead of sleeping.
@@ -27,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
+from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -70,6 +74,7 @@ class Store(ABC):
         """Called after every commit of ``ack``, or of a ``claim`` whose cursor acknowledged
         events, with the ``created_at`` of each event it finished (the hub's metrics time
         publish to acknowledgement with it); never called for none."""
+        self._journal_listeners: list[Callable[[], None]] = []
 
     def now(self) -> int:
         return now_ms(self.clock)
@@ -105,6 +110,15 @@ class Store(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release connections and threads; safe to call twice."""
+
+    def add_journal_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (it must not block) after each commit of this store object that
+        wrote a journal row: a hint, in this process only."""
+        self._journal_listeners.append(listener)
+
+    def _journal_committed(self) -> None:
+        for listener in self._journal_listeners:
+            listener()
 
     # Agents and settings
 
@@ -557,3 +571,42 @@ class Store(ABC):
             Conflict: the event is pending and none of its deliveries was given up on: it is
                 being offered already; nothing changes.
         """
+
+    # The journal: what the admin's live feed reads (``herald.feed``)
+
+    @abstractmethod
+    async def journal_bounds(self) -> JournalBounds:
+        """Where the journal stands now: its head, its ceiling and its pruned horizon."""
+
+    @abstractmethod
+    async def read_journal(
+        self,
+        after: JournalPosition,
+        limit: int,
+        *,
+        inclusive: bool = False,
+        agent_id: str | None = None,
+    ) -> JournalPage:
+        """The journal's rows after ``after`` (from it, ``inclusive``), oldest first in commit
+        order, at most ``limit``: only rows that no transaction still running can come before,
+        so that a reader that moved past a row never misses one committed later. With
+        ``agent_id``, rows of other agents are left out (rows that may concern several agents
+        are kept)."""
+
+    @abstractmethod
+    async def feed_events(
+        self, ids: Sequence[str], ranges: Sequence[tuple[str, int, int]]
+    ) -> list[EventHead]:
+        """What the feed shows of the events with those ids, and of those of each ``(agent_id,
+        first_seq, last_seq)``, with their agents' handles; events no longer stored are left
+        out."""
+
+    @abstractmethod
+    async def agent_handles(self, agent_ids: Sequence[str]) -> dict[str, str]:
+        """The handle of each agent still stored, by id."""
+
+    @abstractmethod
+    async def prune_journal(self, before_ms: int) -> int:
+        """Delete the oldest rows written before the given time, in commit order up to the
+        first one written later, always keeping the newest row (positions are never given
+        twice); the newest deleted becomes the horizon. Returns how many were deleted."""

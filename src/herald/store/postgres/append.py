@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
+from herald.feed import JournalEntry
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
@@ -21,6 +22,7 @@ from herald.store.appends import (
     plan_append,
     unknown_addressee,
 )
+from herald.store.journal import note_written, one_agent, published, record
 from herald.store.postgres import queries
 from herald.store.postgres.errors import refused
 from herald.store.postgres.rows import Connection, arrays, event
@@ -100,11 +102,18 @@ async def _insert(
 
 
 async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
-    """Insert the events at once; returns them with their JSON as JSONB normalised it, as it is
-    read later."""
+    """Insert the events at once, and the journal row that names them; returns them with their
+    JSON as JSONB normalised it, as it is read later."""
     if not stored:
         return stored
-    rows = await conn.fetch(queries.INSERT_EVENTS, *arrays(EVENTS, stored))
+    agent_id = one_agent(e.agent_id for e in stored)
+    entry = JournalEntry(published=published(stored))
+    row = record(max(e.created_at for e in stored), "append", agent_id, entry)
+    assert row is not None  # events were stored
+    rows = await conn.fetch(
+        queries.INSERT_EVENTS, *arrays(EVENTS, stored), row.at, row.kind, row.agent_id, row.detail
+    )
+    note_written()
     normalised = {row["id"]: row for row in rows}
     return [
         replace(e, **{field: normalised[e.id][name] for name, field in JSON_FIELDS}) for e in stored
@@ -121,4 +130,6 @@ async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
     )
     if row is None:
         raise no_agent(new.to)
+    if row["created"]:
+        note_written()  # by the statement itself
     return Published(event(row), created=row["created"])

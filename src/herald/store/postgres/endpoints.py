@@ -5,10 +5,13 @@ one transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from herald.feed import EndpointChange, JournalEntry
 from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
+from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.postgres import queries
-from herald.store.postgres.attempts import insert_attempts
+from herald.store.postgres.journal import insert_attempts, write
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.tables import DELIVERIES, ENDPOINTS
@@ -21,9 +24,12 @@ class EndpointStore:
     now: Callable[[], int]
 
     async def put_endpoint(self, new: Endpoint) -> None:
+        now = self.now()
+
         async def put(conn: Connection) -> None:
             await conn.execute(queries.DELETE_ENDPOINT, new.agent_id, new.kind.value)
             await conn.execute(queries.INSERT_ENDPOINT, *ENDPOINTS.values(new))
+            await _journal(conn, now, [(new.id, new.agent_id, new.kind.value)], "created")
 
         await self._run(put, transaction=True)
 
@@ -43,10 +49,14 @@ class EndpointStore:
         return await self._run(select)
 
     async def delete_endpoint(self, agent_id: str, kind: str) -> bool:
-        async def delete(conn: Connection) -> bool:
-            return count(await conn.execute(queries.DELETE_ENDPOINT, agent_id, kind)) > 0
+        now = self.now()
 
-        return await self._run(delete)
+        async def delete(conn: Connection) -> bool:
+            rows = await conn.fetch(queries.DELETE_ENDPOINT, agent_id, kind)
+            await _journal(conn, now, [(row["id"], agent_id, kind) for row in rows], "deleted")
+            return bool(rows)
+
+        return await self._run(delete, transaction=True)
 
     async def rotate_secret(
         self, endpoint_id: str, secret: str, previous_until: int
@@ -65,11 +75,15 @@ class EndpointStore:
         return await self._run(select)
 
     async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
-        async def enable(conn: Connection) -> bool:
-            status = await conn.execute(queries.ENABLE_ENDPOINT, endpoint_id, disabled_reason)
-            return count(status) > 0
+        now = self.now()
 
-        return await self._run(enable)
+        async def enable(conn: Connection) -> bool:
+            rows = await conn.fetch(queries.ENABLE_ENDPOINT, endpoint_id, disabled_reason)
+            enabled = [(row["id"], row["agent_id"], row["kind"]) for row in rows]
+            await _journal(conn, now, enabled, "enabled")
+            return bool(rows)
+
+        return await self._run(enable, transaction=True)
 
     async def schedule_deliveries(
         self,
@@ -126,7 +140,10 @@ class EndpointStore:
         statuses = event_statuses(finished)
         deliveries = delivery_updates(finished)
 
+        looked_at = [note.endpoint_id for note in notes]
+
         async def finish(conn: Connection) -> None:
+            before = _looks(await conn.fetch(queries.LOCK_ENDPOINT_LOOKS, looked_at))
             await conn.executemany(
                 queries.NOTE_ENDPOINT,
                 [(n.endpoint_id, now, n.ok, n.recovered, n.error) for n in notes],
@@ -150,7 +167,16 @@ class EndpointStore:
                 queries.FINISH_DELIVERY,
                 [(d.endpoint_id, d.event_id, d.next_at, d.state, d.error) for d in deliveries],
             )
-            await insert_attempts(conn, [item.attempt for item in finished])
+            after = _looks(await conn.fetch(queries.ENDPOINT_LOOKS, looked_at))
+            entry = JournalEntry(
+                attempts=finished_groups(finished),
+                endpoints=endpoint_changes(before, after),
+            )
+            await insert_attempts(
+                conn,
+                [item.attempt for item in finished],
+                record(now, "deliveries", None, entry),
+            )
 
         await self._run(finish, transaction=True)
 
@@ -160,3 +186,17 @@ class EndpointStore:
             return [DELIVERIES.record(row) for row in rows]
 
         return await self._run(select)
+
+
+def _looks(rows: Sequence[Any]) -> list[EndpointLook]:
+    return [EndpointLook(*row) for row in rows]
+
+
+async def _journal(
+    conn: Connection, now: int, endpoints: list[tuple[str, str, str]], state: str
+) -> None:
+    """The journal row of endpoints (id, agent, kind) that were created, deleted or enabled."""
+    entry = JournalEntry(
+        endpoints=tuple(EndpointChange(*endpoint, state) for endpoint in endpoints)
+    )
+    await write(conn, record(now, "endpoint", endpoints[0][1] if endpoints else None, entry))

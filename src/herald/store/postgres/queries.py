@@ -86,7 +86,8 @@ def _append_one_values() -> str:
 # locks the agent's row and takes its next seq, unless an event already has the dedupe key. The
 # answer is that event or the new one; no row if there is no such agent. The statement's snapshot
 # may miss an event with the same key committed while it waited for the lock: the unique index
-# then fails the statement, and run again it finds that event.
+# then fails the statement, and run again it finds that event. The new event's journal row is
+# written by the same statement (its detail as ``herald.store.journal`` writes it).
 APPEND_ONE = f"""
 WITH earlier AS (
     SELECT events.* FROM events JOIN agents ON agents.id = events.agent_id
@@ -100,6 +101,11 @@ WITH earlier AS (
     SELECT {_append_one_values()}
     FROM advanced
     RETURNING *
+), journaled AS (
+    INSERT INTO journal (at, kind, agent_id, detail)
+    SELECT created_at, 'append', agent_id,
+        json_build_object('published', json_build_array(json_build_array(agent_id, seq, seq)))::text
+    FROM inserted
 )
 SELECT true AS created, {EVENT_COLUMNS} FROM inserted
 UNION ALL
@@ -125,11 +131,30 @@ FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
 WHERE agents.id = batch.id
 RETURNING agents.id, agents.last_seq
 """
-# The columns of ``EVENTS``, each an array; the answer is each event's JSON as JSONB made it.
-INSERT_EVENTS = f"""
+
+
+def journaled(statement: str, first: int) -> str:
+    """``statement`` (an INSERT, UPDATE or DELETE without a WITH of its own) and, in it, the
+    insert of its transaction's journal row: at, kind, agent_id and detail are parameters
+    ``first`` to ``first + 3``."""
+    values = ", ".join(f"${n}" for n in range(first, first + 4))
+    return (
+        "WITH journaled AS (INSERT INTO journal (at, kind, agent_id, detail)"
+        f" VALUES ({values})) {statement}"
+    )
+
+
+INSERT_JOURNAL = "INSERT INTO journal (at, kind, agent_id, detail) VALUES ($1, $2, $3, $4)"
+
+# The columns of ``EVENTS``, each an array, then the batch's journal row; the answer is each
+# event's JSON as JSONB made it.
+INSERT_EVENTS = journaled(
+    f"""
 {unnest_insert(EVENTS)}
 RETURNING id, {", ".join(f"{name}::text AS {name}" for name in JSON_EVENT_COLUMNS)}
-"""
+""",
+    len(EVENTS.columns) + 1,
+)
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
 # Read open events: $1 agent, $2 after seq, $3 now, $4 limit.
@@ -281,15 +306,17 @@ RETURNING data::text
 LIST_REPLIES = f"SELECT {REPLY_COLUMNS} FROM replies WHERE event_id = $1 ORDER BY created_at, id"
 
 INSERT_ATTEMPTS = unnest_insert(ATTEMPTS)
+INSERT_ATTEMPTS_JOURNALED = journaled(INSERT_ATTEMPTS, len(ATTEMPTS.columns) + 1)
 LIST_ATTEMPTS = f"SELECT {column_list(ATTEMPTS)} FROM attempts WHERE event_id = $1 ORDER BY id"
 
-# Expire: $1 now; sessions whose expiry passed go in the same statement. Prune: $1 the time
-# before which finished events go.
+# Expire: $1 now; sessions whose expiry passed go in the same statement; the answer is the
+# events expired, for the journal. Prune: $1 the time before which finished events go.
 EXPIRE = f"""
 WITH gone AS (DELETE FROM sessions WHERE expires_at <= $1),
 lapsed AS (DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= $1)
 UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_until = NULL
 WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
+RETURNING id, agent_id
 """
 PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"
 
@@ -301,7 +328,7 @@ DELIVERY_COLUMNS = column_list(DELIVERIES)
 
 # An agent has at most one endpoint of each kind: putting one replaces the other (its deliveries
 # go with it, by cascade).
-DELETE_ENDPOINT = "DELETE FROM endpoints WHERE agent_id = $1 AND kind = $2"
+DELETE_ENDPOINT = "DELETE FROM endpoints WHERE agent_id = $1 AND kind = $2 RETURNING id"
 INSERT_ENDPOINT = f"INSERT INTO endpoints ({names(ENDPOINTS)}) VALUES ({placeholders(ENDPOINTS)})"
 LIST_ENDPOINTS = (
     f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE agent_id = $1 AND kind <> 'subscription'"
@@ -325,6 +352,7 @@ WHERE state = 'disabled' AND starts_with(disabled_reason, $1) ORDER BY id COLLAT
 ENABLE_ENDPOINT = """
 UPDATE endpoints SET state = 'active', disabled_reason = NULL, failing_since = NULL
 WHERE id = $1 AND state = 'disabled' AND disabled_reason = $2
+RETURNING id, agent_id, kind
 """
 # Rotate: $1 endpoint, $2 new secret, $3 until when the current one keeps signing.
 ROTATE_SECRET = f"""
@@ -430,6 +458,15 @@ JOIN events e ON e.id = d.event_id
 JOIN agents a ON a.id = e.agent_id
 ORDER BY e.created_at, e.seq
 """
+
+# The endpoints a batch of attempts is about, before and after it, for the journal: $1 their
+# ids. Locked first, in the order NOTE_ENDPOINT updates them, so that what is read before is
+# what the batch changes.
+ENDPOINT_LOOKS = """
+SELECT id, agent_id, kind, state, failing_since, disabled_reason, last_error FROM endpoints
+WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C"
+"""
+LOCK_ENDPOINT_LOOKS = ENDPOINT_LOOKS + "FOR UPDATE"
 
 # Finish a batch of attempts, endpoints first (the order in which replacing an endpoint locks
 # rows), each table's rows in key order. The endpoint: $1 id, $2 now, $3 its last attempt
@@ -631,3 +668,66 @@ INSERT_PUBLISHER_KEY = (
 PUBLISHER_KEY_BY_HASH = f"SELECT {PUBLISHER_KEY_COLUMNS} FROM publisher_keys WHERE key_hash = $1"
 LIST_PUBLISHER_KEYS = f'SELECT {PUBLISHER_KEY_COLUMNS} FROM publisher_keys ORDER BY id COLLATE "C"'
 DELETE_PUBLISHER_KEY = "DELETE FROM publisher_keys WHERE id = $1"
+
+# The journal, read in commit order: by (tx, position), only the rows of transactions older
+# than every transaction of this database still running (herald's writers all connect to it),
+# so that a reader never passes a row that commits later (``journal.read_horizon``). First the
+# snapshot: its xmax and the ids running (cluster-wide), and the horizon kept in settings.
+JOURNAL_SNAPSHOT = """
+SELECT pg_snapshot_xmax(s)::text AS xmax,
+    array(SELECT x::text FROM pg_snapshot_xip(s) AS x) AS running,
+    (SELECT value FROM settings WHERE name = 'journal_horizon') AS horizon
+FROM pg_current_snapshot() AS s
+"""
+# Then, read after it, which of them run in this database (the low 32 bits of their ids).
+RUNNING_HERE = """
+SELECT backend_xid::text FROM pg_stat_activity
+WHERE datname = current_database() AND backend_xid IS NOT NULL
+"""
+# Read: $1 after tx, $2 after position, $3 the horizon, $4 agent (NULL: any), $5 limit.
+READ_JOURNAL = """
+SELECT tx::text AS tx, position, at, kind, agent_id, detail FROM journal
+WHERE (tx, position) > ($1::text::xid8, $2::bigint) AND tx < $3::text::xid8
+  AND ($4::text IS NULL OR agent_id = $4::text OR agent_id IS NULL)
+ORDER BY tx, position
+LIMIT $5
+"""
+# What the feed shows of events: $1 ids; $2, $3, $4 the agent, first and last seq of ranges.
+FEED_EVENTS = """
+SELECT e.id, e.agent_id, a.handle, e.seq, e.type
+FROM events e JOIN agents a ON a.id = e.agent_id
+WHERE e.id = ANY($1::text[])
+UNION ALL
+SELECT e.id, e.agent_id, a.handle, e.seq, e.type
+FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS r (agent_id, first_seq, last_seq)
+JOIN events e ON e.agent_id = r.agent_id AND e.seq BETWEEN r.first_seq AND r.last_seq
+JOIN agents a ON a.id = e.agent_id
+"""
+AGENT_HANDLES = "SELECT id, handle FROM agents WHERE id = ANY($1::text[])"
+# Prune: $1 the time before which rows go, $2 the read horizon (``journal.read_horizon``). In
+# commit order from the oldest, up to the first row written at or after $1, the newest row kept in
+# any case, and only rows final for every reader; the newest row deleted becomes the horizon
+# (never moved back by a process that pruned less at the same time). The answer is how many went.
+PRUNE_JOURNAL = """
+WITH kept AS (SELECT tx, position FROM journal WHERE at >= $1 ORDER BY tx, position LIMIT 1),
+newest AS (SELECT tx, position FROM journal ORDER BY tx DESC, position DESC LIMIT 1),
+bound AS (
+    SELECT tx, position FROM kept
+    UNION ALL
+    SELECT tx, position FROM newest WHERE NOT EXISTS (SELECT FROM kept)
+),
+gone AS (
+    DELETE FROM journal j USING bound b
+    WHERE (j.tx, j.position) < (b.tx, b.position) AND j.tx < $2::text::xid8
+    RETURNING j.tx, j.position
+),
+horizon AS (SELECT tx, position FROM gone ORDER BY tx DESC, position DESC LIMIT 1),
+noted AS (
+    INSERT INTO settings (name, value)
+    SELECT 'journal_horizon', tx::text || '.' || position FROM horizon
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    WHERE (split_part(excluded.value, '.', 1)::xid8, split_part(excluded.value, '.', 2)::bigint)
+        > (split_part(settings.value, '.', 1)::xid8, split_part(settings.value, '.', 2)::bigint)
+)
+SELECT count(*) FROM gone
+"""

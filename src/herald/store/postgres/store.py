@@ -12,6 +12,7 @@ from dataclasses import replace
 import asyncpg
 
 from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
+from herald.feed import JournalEntry
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -24,12 +25,14 @@ from herald.models import (
     StartPosition,
 )
 from herald.store.base import Store
+from herald.store.journal import one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
-from herald.store.postgres.attempts import acknowledge, insert_attempts, matching
+from herald.store.postgres.attempts import acknowledge, matching, write_attempts
 from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.event_types import EventTypeStore
+from herald.store.postgres.journal import JournalStore, write
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
 from herald.store.postgres.pool import open_pool
@@ -38,7 +41,7 @@ from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
 from herald.store.postgres.writer import Writer
-from herald.store.rules import lease_attempts, missing, take_attempts
+from herald.store.rules import ack_attempts, lease_attempts, missing, take_attempts
 from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
 from herald.urls import split_schema
@@ -57,6 +60,7 @@ class PostgresStore(
     EventTypeStore,
     OverviewStore,
     PublisherKeyStore,
+    JournalStore,
     Store,
 ):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""
@@ -107,24 +111,33 @@ class PostgresStore(
 
     async def _run(self, operation: Operation[T], *, transaction: bool = False) -> T:
         """Run ``operation`` on a pooled connection (in a transaction if asked), mapping driver
-        errors to StoreUnavailable."""
+        errors to StoreUnavailable; once it is committed, tell the journal listeners if it
+        wrote a journal row."""
         pool = self._pool
         if pool is None:
             raise StoreUnavailable("the store is not open: call open() first")
         tries = 0
         while True:
             tries += 1
+            watch = start_watching()
             try:
                 async with pool.acquire() as conn:
                     if not transaction:
-                        return await operation(conn)
-                    async with conn.transaction():
-                        return await operation(conn)
+                        result = await operation(conn)
+                    else:
+                        async with conn.transaction():
+                            result = await operation(conn)
             except HeraldError:
                 raise
             except DRIVER_ERRORS as exc:
                 if tries >= TRANSACTION_TRIES or not retryable(exc, transaction):
                     raise StoreUnavailable(f"PostgreSQL store failed: {describe(exc)}") from exc
+                continue
+            finally:
+                journaled = written_in(watch)
+            if journaled:
+                self._journal_committed()
+            return result
 
     # Agents and settings
 
@@ -242,7 +255,7 @@ class PostgresStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
-        acknowledged: list[int] = []
+        acknowledged: list[tuple[str, int]] = []
 
         async def lease(conn: Connection) -> list[Event]:
             if ack_up_to is not None:
@@ -261,12 +274,14 @@ class PostgresStore(
                 after or 0,
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
+            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
+            attempts += lease_attempts(events, now, mechanism, consumer)
+            await write_attempts(conn, attempts, now, "claim", agent_id)
             return events
 
         events = await self._run(lease, transaction=True)
         if acknowledged:
-            self.on_acknowledged(acknowledged)
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
         return events
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
@@ -275,7 +290,8 @@ class PostgresStore(
         async def deliver(conn: Connection) -> list[Event]:
             rows = await conn.fetch(queries.DELIVER, agent_id, session, now, limit)
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            await insert_attempts(conn, take_attempts(events, now, mechanism, session))
+            attempts = take_attempts(events, now, mechanism, session)
+            await write_attempts(conn, attempts, now, "take", agent_id)
             return events
 
         return await self._run(deliver, transaction=True)
@@ -293,12 +309,15 @@ class PostgresStore(
         now = self.now()
         ids = list(ids)
 
-        async def finish(conn: Connection) -> list[int]:
-            return await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
+        async def finish(conn: Connection) -> list[tuple[str, int]]:
+            acked = await acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
+            attempts = ack_attempts([event_id for event_id, _ in acked], now, consumer)
+            await write_attempts(conn, attempts, now, "ack", agent_id)
+            return acked
 
         acknowledged = await self._run(finish, transaction=True)
         if acknowledged:
-            self.on_acknowledged(acknowledged)
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
         return len(acknowledged)
 
     async def start_position(
@@ -396,7 +415,8 @@ class PostgresStore(
         return await self._run(select)
 
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        await self._run(lambda conn: insert_attempts(conn, attempts))
+        now = self.now()
+        await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         now = self.now()
@@ -406,7 +426,8 @@ class PostgresStore(
 
         async def record(conn: Connection) -> None:
             await conn.execute(queries.RECORD_PUSHES, event_ids, agent_ids, now, holders)
-            await insert_attempts(conn, [attempt for _, attempt in pushes])
+            agent = one_agent(agent_ids)
+            await write_attempts(conn, [attempt for _, attempt in pushes], now, "pushes", agent)
 
         await self._run(record, transaction=True)
 
@@ -421,9 +442,13 @@ class PostgresStore(
         now = self.now()
 
         async def mark(conn: Connection) -> int:
-            return count(await conn.execute(queries.EXPIRE, now))
+            rows = await conn.fetch(queries.EXPIRE, now)
+            entry = JournalEntry(expired=tuple(sorted(row["id"] for row in rows)))
+            agent = one_agent(row["agent_id"] for row in rows)
+            await write(conn, record(now, "expire", agent, entry))
+            return len(rows)
 
-        return await self._run(mark)
+        return await self._run(mark, transaction=True)
 
     async def prune(self, finished_before_ms: int) -> int:
         async def delete(conn: Connection) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 
+from herald.feed import JournalEntry
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
@@ -14,6 +15,8 @@ from herald.store.appends import (
     no_agent,
     plan_append,
 )
+from herald.store.journal import one_agent, published, record
+from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import EVENT_COLUMNS, INSERT_EVENT, event
 from herald.store.tables import EVENTS
 
@@ -28,6 +31,8 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     added = plan.added
     stored = plan.numbered(events, _reserve_seqs(conn, added), [now] * len(events))
     conn.executemany(INSERT_EVENT, [EVENTS.values(e) for e in stored])
+    entry = JournalEntry(published=published(stored))
+    write(conn, record(now, "append", one_agent(e.agent_id for e in stored), entry))
     return plan.answers(stored, earlier)
 
 

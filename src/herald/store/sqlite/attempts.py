@@ -1,4 +1,5 @@
-"""Events offered to consumers: those claimable, acknowledging, and recording attempts."""
+"""Events offered to consumers: those claimable, acknowledging, and recording attempts (with
+the transaction's journal row)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from herald.errors import NotFound
+from herald.feed import JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
-from herald.store.rules import ack_attempts, check_cursor
+from herald.store.journal import attempt_groups, record
+from herald.store.rules import check_cursor
+from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
     OPEN,
@@ -33,8 +37,10 @@ def acknowledge(
     now: int,
     unheld: bool = False,
     match: EventMatch = EVERY_EVENT,
-) -> list[int]:
-    """``Store.ack`` on ``conn``; returns the ``created_at`` of each event it finished."""
+) -> list[tuple[str, int]]:
+    """Mark the agent's events delivered as ``Store.ack`` says; returns the id and
+    ``created_at`` of each (their attempts are the caller's to record, with whatever else its
+    transaction records)."""
     done: list[tuple[str, int]] = []
     if up_to_seq is not None:
         (newest,) = conn.execute(
@@ -64,8 +70,7 @@ def acknowledge(
         named = {f"id{index}": value for index, value in enumerate(chunk)}
         marks = ", ".join(f":{name}" for name in named)
         done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
-    insert_attempts(conn, ack_attempts([event_id for event_id, _ in done], now, consumer))
-    return [created_at for _, created_at in done]
+    return done
 
 
 def _mark_delivered(
@@ -117,6 +122,18 @@ def claimable(
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
     if attempts:
         conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))
+
+
+def write_attempts(
+    conn: sqlite3.Connection,
+    attempts: Sequence[Attempt],
+    now: int,
+    kind: str,
+    agent_id: str | None,
+) -> None:
+    """Insert the attempts of an operation, and its journal row, which names them."""
+    insert_attempts(conn, attempts)
+    write(conn, record(now, kind, agent_id, JournalEntry(attempts=attempt_groups(attempts))))
 
 
 def start_position(

@@ -8,9 +8,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from herald.feed import EndpointChange, JournalEntry
 from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
+from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
+from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     OPEN,
     Operation,
@@ -50,12 +53,15 @@ class EndpointStore:
     now: Callable[[], int]
 
     async def put_endpoint(self, new: Endpoint) -> None:
+        now = self.now()
+
         def put(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "DELETE FROM endpoints WHERE agent_id = ? AND kind = ?",
                 (new.agent_id, new.kind.value),
             )
             conn.execute(INSERT_ENDPOINT, ENDPOINTS.values(new))
+            _journal(conn, now, [(new.id, new.agent_id, new.kind.value)], "created")
 
         await self._run(put)
 
@@ -85,9 +91,13 @@ class EndpointStore:
         return result
 
     async def delete_endpoint(self, agent_id: str, kind: str) -> bool:
+        now = self.now()
+
         def delete(conn: sqlite3.Connection) -> bool:
-            sql = "DELETE FROM endpoints WHERE agent_id = ? AND kind = ?"
-            return conn.execute(sql, (agent_id, kind)).rowcount > 0
+            sql = "DELETE FROM endpoints WHERE agent_id = ? AND kind = ? RETURNING id"
+            gone = [(row[0], agent_id, kind) for row in conn.execute(sql, (agent_id, kind))]
+            _journal(conn, now, gone, "deleted")
+            return bool(gone)
 
         return bool(await self._run(delete))
 
@@ -118,16 +128,20 @@ class EndpointStore:
         return result
 
     async def enable_endpoint(self, endpoint_id: str, disabled_reason: str) -> bool:
+        now = self.now()
+
         def enable(conn: sqlite3.Connection) -> bool:
-            return (
-                conn.execute(
+            enabled = [
+                (row[0], row[1], row[2])
+                for row in conn.execute(
                     "UPDATE endpoints SET state = 'active', disabled_reason = NULL,"
                     " failing_since = NULL WHERE id = ? AND state = 'disabled'"
-                    " AND disabled_reason = ?",
+                    " AND disabled_reason = ? RETURNING id, agent_id, kind",
                     (endpoint_id, disabled_reason),
-                ).rowcount
-                > 0
-            )
+                )
+            ]
+            _journal(conn, now, enabled, "enabled")
+            return bool(enabled)
 
         return bool(await self._run(enable))
 
@@ -223,6 +237,8 @@ class EndpointStore:
         deliveries = delivery_updates(items)
 
         def finish(conn: sqlite3.Connection) -> None:
+            looked_at = [note.endpoint_id for note in notes]
+            before = _looks(conn, looked_at)
             conn.execute(
                 "UPDATE endpoints SET failing_since = CASE WHEN n.ok THEN NULL"
                 " WHEN n.recovered THEN :now ELSE coalesce(failing_since, :now) END,"
@@ -263,6 +279,11 @@ class EndpointStore:
                 ),
             )
             insert_attempts(conn, [item.attempt for item in items])
+            entry = JournalEntry(
+                attempts=finished_groups(items),
+                endpoints=endpoint_changes(before, _looks(conn, looked_at)),
+            )
+            write(conn, record(now, "deliveries", None, entry))
 
         await self._run(finish)
 
@@ -311,6 +332,26 @@ def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
     found: list[Any] = json.loads(rows)
     found.sort(key=lambda row: (row["d"]["next_at"], row["d"]["event_id"]))
     return found
+
+
+def _looks(conn: sqlite3.Connection, endpoint_ids: list[str]) -> list[EndpointLook]:
+    """The endpoints' states, for the journal to tell what a batch of attempts changed."""
+    rows = conn.execute(
+        "SELECT id, agent_id, kind, state, failing_since, disabled_reason, last_error"
+        " FROM endpoints WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (as_json(endpoint_ids),),
+    )
+    return [EndpointLook(*row) for row in rows]
+
+
+def _journal(
+    conn: sqlite3.Connection, now: int, endpoints: list[tuple[str, str, str]], state: str
+) -> None:
+    """The journal row of endpoints (id, agent, kind) that were created, deleted or enabled."""
+    entry = JournalEntry(
+        endpoints=tuple(EndpointChange(*endpoint, state) for endpoint in endpoints)
+    )
+    write(conn, record(now, "endpoint", endpoints[0][1] if endpoints else None, entry))
 
 
 def _disable(

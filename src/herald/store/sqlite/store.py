@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from herald.errors import Conflict, InvalidInput
+from herald.feed import JournalEntry
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -20,16 +21,18 @@ from herald.models import (
     StartPosition,
 )
 from herald.store.base import Store
-from herald.store.rules import lease_attempts, missing, take_attempts
+from herald.store.journal import one_agent, record
+from herald.store.rules import ack_attempts, lease_attempts, missing, take_attempts
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import (
     acknowledge,
     claimable,
-    insert_attempts,
     start_position,
+    write_attempts,
 )
 from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.event_types import EventTypeStore
+from herald.store.sqlite.journal import JournalStore, write
 from herald.store.sqlite.overview import OverviewStore
 from herald.store.sqlite.publisher_keys import PublisherKeyStore
 from herald.store.sqlite.rows import (
@@ -67,6 +70,7 @@ class SQLiteStore(
     EventTypeStore,
     OverviewStore,
     PublisherKeyStore,
+    JournalStore,
     Store,
 ):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
@@ -78,7 +82,7 @@ class SQLiteStore(
             raise InvalidInput(f"synchronous={synchronous!r}: use FULL, NORMAL or EXTRA")
         self.path = path
         self.synchronous = synchronous.upper()
-        self._worker = Worker(self.path, self.synchronous)
+        self._worker = Worker(self.path, self.synchronous, self._journal_committed)
 
     async def open(self) -> None:
         await self._worker.start()
@@ -231,7 +235,7 @@ class SQLiteStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
-        acknowledged: list[int] = []
+        acknowledged: list[tuple[str, int]] = []
 
         def lease(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
@@ -247,12 +251,14 @@ class SQLiteStore(
                     [consumer, now + lease_ms, ack_up_to, agent_id, events[0].seq, events[-1].seq]
                     + [e.id for e in events],
                 )
-            insert_attempts(conn, lease_attempts(events, now, mechanism, consumer))
+            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
+            attempts += lease_attempts(events, now, mechanism, consumer)
+            write_attempts(conn, attempts, now, "claim", agent_id)
             return events
 
         events = await self._run(lease)
         if acknowledged:
-            self.on_acknowledged(acknowledged)
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
         return events
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
@@ -265,7 +271,8 @@ class SQLiteStore(
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
-            insert_attempts(conn, take_attempts(events, now, mechanism, session))
+            attempts = take_attempts(events, now, mechanism, session)
+            write_attempts(conn, attempts, now, "take", agent_id)
             return [delivered(event, now) for event in events]
 
         return await self._run(deliver)
@@ -283,11 +290,15 @@ class SQLiteStore(
         now = self.now()
         ids = list(ids)
 
-        acknowledged = await self._run(
-            lambda conn: acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
-        )
+        def finish(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+            acked = acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
+            attempts = ack_attempts([event_id for event_id, _ in acked], now, consumer)
+            write_attempts(conn, attempts, now, "ack", agent_id)
+            return acked
+
+        acknowledged = await self._run(finish)
         if acknowledged:
-            self.on_acknowledged(acknowledged)
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
         return len(acknowledged)
 
     async def start_position(
@@ -396,7 +407,8 @@ class SQLiteStore(
         return await self._run(select)
 
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        await self._run(lambda conn: insert_attempts(conn, attempts))
+        now = self.now()
+        await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         now = self.now()
@@ -417,7 +429,8 @@ class SQLiteStore(
                     for agent_id, a in pushes
                 ],
             )
-            insert_attempts(conn, [attempt for _, attempt in pushes])
+            agent = one_agent(agent_id for agent_id, _ in pushes)
+            write_attempts(conn, [attempt for _, attempt in pushes], now, "pushes", agent)
 
         # Lost in a crash, the records cost nothing: their events stay pending, offered again.
         await self._worker.run(record, durable=False)
@@ -440,12 +453,15 @@ class SQLiteStore(
             conn.execute(
                 "DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= ?", (now,)
             )
-            return conn.execute(
+            rows = conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
                 f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
-                " AND expires_at <= :now",
+                " AND expires_at <= :now RETURNING id, agent_id",
                 {"now": now},
-            ).rowcount
+            ).fetchall()
+            entry = JournalEntry(expired=tuple(sorted(row[0] for row in rows)))
+            write(conn, record(now, "expire", one_agent(row[1] for row in rows), entry))
+            return len(rows)
 
         return await self._run(mark)
 

@@ -16,10 +16,12 @@ import asyncio
 import queue
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from herald.errors import HeraldError, StoreUnavailable
+from herald.store.journal import start_watching, written_in
 from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
@@ -37,9 +39,13 @@ class _Job:
 class Worker:
     """The thread that runs operations on a SQLite file, a group of them per transaction."""
 
-    def __init__(self, path: str, synchronous: str) -> None:
+    def __init__(
+        self, path: str, synchronous: str, on_journal: Callable[[], None] = lambda: None
+    ) -> None:
         self.path = path
         self.synchronous = synchronous
+        self.on_journal = on_journal
+        """Called in the event loop after a commit that wrote a journal row."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -119,25 +125,34 @@ class Worker:
                         stop = True
                         break
                     group.append(more)
-                _run_group(conn, group, self.synchronous)
+                watch = start_watching()
+                outcomes = _run_group(conn, group, self.synchronous)
+                if written_in(watch):  # told before the callers get their answers
+                    group[0].loop.call_soon_threadsafe(self.on_journal)
+                for job, (ok, value) in zip(group, outcomes, strict=True):
+                    job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
                 if stop:
                     break
         finally:
             conn.close()
 
 
-def _run_group(conn: sqlite3.Connection, group: list[_Job], synchronous: str) -> None:
+def _run_group(
+    conn: sqlite3.Connection, group: list[_Job], synchronous: str
+) -> list[tuple[bool, Any]]:
     relaxed = synchronous.upper() in {"FULL", "EXTRA"} and not any(j.durable for j in group)
     if relaxed:
         conn.execute("PRAGMA synchronous=NORMAL")
     try:
-        _run_jobs(conn, group)
+        return _run_jobs(conn, group)
     finally:
         if relaxed:
             conn.execute(f"PRAGMA synchronous={synchronous}")
 
 
-def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> None:
+def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, Any]]:
+    """Run the group in one transaction; each job's outcome: (True, its result) or (False, its
+    error)."""
     outcomes: list[tuple[bool, Any]] = []
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -163,8 +178,7 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         outcomes = [(False, exc)] * len(group)
-    for job, (ok, value) in zip(group, outcomes, strict=True):
-        job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+    return outcomes
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

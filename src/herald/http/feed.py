@@ -1,0 +1,140 @@
+"""``GET /v1/stream``: the admin's live feed as Server-Sent Events, every publish, attempt,
+acknowledgement, expiry and endpoint change as it happens, in commit order, resumable
+(``herald.feed`` says what each item holds). ``?agent=`` (an id or a handle) and ``?type=`` (an
+event type or a glob) narrow it; ``Last-Event-ID`` (or ``?after=``) goes on after an item's id;
+without, it starts from now. Admin key only.
+
+A client that stops reading is cut off once a write has waited ``send_timeout_s``; it resumes
+from its last id. Each client reads the store at its own pace, one page at a time, so a slow
+one holds no buffer that grows and slows no publisher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from herald.errors import HeraldError
+from herald.feed import FeedItem, FeedMatch
+from herald.http.auth import require_admin
+from herald.http.events import agent_id_named
+from herald.http.io import cancel_on_disconnect, error_headers, error_response
+from herald.hub import Hub
+from herald.hub.feed import FeedReader
+from herald.inputs.feed import FeedInput
+from herald.inputs.refusals import parse
+
+RETRY_MS = 2000
+KEEPALIVE_S = 15.0
+POLL_S = 1.0
+"""How often a feed that heard nothing looks at the store anyway: what another process
+journaled without a publish (its attempts, acknowledgements, endpoint changes) shows by then."""
+SEND_TIMEOUT_S = 30.0
+"""A client that takes no data for this long is not reading: the stream is closed."""
+READ_EVERY_S = 0.05
+"""The least time between two reads of the store for one client: under a stream of commits,
+each read takes what came meanwhile at once, rather than one read per commit."""
+
+
+class FeedRoute:
+    """The ASGI endpoint: one reader per client, and one task that notices when it goes away."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        send_timeout_s: float = SEND_TIMEOUT_S,
+        keepalive_s: float = KEEPALIVE_S,
+        poll_s: float = POLL_S,
+        read_every_s: float = READ_EVERY_S,
+    ) -> None:
+        self.hub = hub
+        self.send_timeout_s = send_timeout_s
+        self.keepalive_s = keepalive_s
+        self.poll_s = poll_s
+        self.read_every_s = read_every_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        try:
+            reader = await self._open(request)
+        except HeraldError as exc:
+            await error_response(exc.code, exc.message, exc.http_status, error_headers(exc))(
+                scope, receive, send
+            )
+            return
+        streaming = asyncio.current_task()
+        watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
+        try:
+            await self._stream(reader, send)
+        except (TimeoutError, OSError):
+            pass  # the client stopped reading or went away: it resumes from its last id
+        except asyncio.CancelledError:
+            if watcher.done():  # the client disconnected: a normal end
+                return
+            raise
+        finally:
+            watcher.cancel()
+
+    async def _open(self, request: Request) -> FeedReader:
+        await require_admin(self.hub, request)
+        params: dict[str, Any] = dict(request.query_params)
+        if last_event_id := request.headers.get("last-event-id"):
+            params["after"] = last_event_id
+        asked = parse(FeedInput, params)
+        agent_id = await agent_id_named(self.hub, asked.agent) if asked.agent else None
+        return await self.hub.feed.open(asked.after, FeedMatch(agent_id, asked.type))
+
+    async def _stream(self, reader: FeedReader, send: Send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+
+        async def write(text: str) -> None:
+            async with asyncio.timeout(self.send_timeout_s):
+                await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+
+        await write(f"retry: {RETRY_MS}\n\n")
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            changed = self.hub.feed.changed()
+            read_at = loop.time()
+            try:
+                items = await reader.read()
+            except HeraldError as exc:  # the store failed: the client resumes from its last id
+                error = {"code": exc.code, "message": exc.message}
+                await write(f"event: error\ndata: {json.dumps(error)}\n\n")
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            if items:
+                await write("".join(_frame(item) for item in items))
+                quiet_since = loop.time()
+            if not reader.caught_up:
+                continue
+            keepalive_at = quiet_since + self.keepalive_s
+            try:
+                async with asyncio.timeout(max(min(self.poll_s, keepalive_at - loop.time()), 0)):
+                    await changed.wait()
+            except TimeoutError:
+                if loop.time() >= keepalive_at:
+                    await write(": keepalive\n\n")
+                    quiet_since = loop.time()
+                continue
+            await asyncio.sleep(max(read_at + self.read_every_s - loop.time(), 0))
+
+
+def _frame(item: FeedItem) -> str:
+    data = json.dumps(item.data, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {item.kind}\nid: {item.cursor}\ndata: {data}\n\n"

@@ -1,0 +1,242 @@
+"""The admin's live feed, as the hub reads it (``hub.feed``): the journal's rows in commit
+order, each turned into its items (``herald.feed`` says what they are), a page at a time.
+
+Each reader reads the store at its own pace, one page in hand at a time: a slow reader holds
+nothing of anyone else's and slows no publisher (nothing waits for it), and one that went away
+resumes from its cursor. Readers wait for a wake-up: a commit in this process that wrote a
+journal row, another process's publish (the hub's listeners), or the poll of their caller."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from herald.errors import InvalidInput
+from herald.feed import (
+    ACK_WAY,
+    AttemptRef,
+    EndpointChange,
+    EventHead,
+    ExpiredRef,
+    FeedCursor,
+    FeedItem,
+    FeedMatch,
+    ItemRef,
+    JournalPosition,
+    JournalRow,
+    PublishedRef,
+    item_data,
+)
+from herald.store import Store
+from herald.times import iso_ms
+
+ROW_PAGE = 100
+"""Journal rows one read of the store takes for a reader."""
+ITEM_PAGE = 500
+"""The most items one ``FeedReader.read`` gives: events are read for them in one query."""
+AHEAD = (
+    "Last-Event-ID (or ?after=) {cursor} is ahead of anything this herald's stream gave: it"
+    " came from another store, or one restored from an older backup; leave it out to start"
+    " from now"
+)
+
+Ref = tuple[JournalRow, int, ItemRef]
+"""An item still to be read: its row, its index in the row, what it names."""
+
+
+class Feed:
+    """The feed part of the hub: where readers start, and their wake-ups."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._changed = asyncio.Event()
+        store.add_journal_listener(self.wake)
+
+    def wake(self) -> None:
+        """Something was journaled: wake every reader waiting on ``changed()``."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def changed(self) -> asyncio.Event:
+        """Set at the next wake-up. Take it before a read, wait on it once the read found
+        nothing more: a commit in between is not missed."""
+        return self._changed
+
+    async def open(self, after: FeedCursor | None, match: FeedMatch) -> FeedReader:
+        """A reader of the items after ``after`` (None: from now) that ``match``. A cursor older
+        than the journal keeps starts at the oldest it keeps, with a ``gap`` item first.
+
+        Raises:
+            InvalidInput: ``after`` is past anything this store's journal gave.
+        """
+        bounds = await self._store.journal_bounds()
+        if after is None:
+            return FeedReader(self._store, FeedCursor(bounds.head), match)
+        if after.row > bounds.ceiling:
+            raise InvalidInput(AHEAD.format(cursor=after))
+        horizon = bounds.horizon
+        if horizon is not None and after.key < FeedCursor(horizon).key:
+            gap = FeedItem("gap", FeedCursor(horizon), _gap(after, FeedCursor(horizon)))
+            return FeedReader(self._store, FeedCursor(horizon), match, gap)
+        return FeedReader(self._store, after, match)
+
+
+class FeedReader:
+    """One client's place in the feed. ``cursor`` is where it has read to (items it was given,
+    or that its match left out); ``caught_up`` says the last read reached the journal's end."""
+
+    def __init__(
+        self,
+        store: Store,
+        cursor: FeedCursor,
+        match: FeedMatch,
+        gap: FeedItem | None = None,
+    ) -> None:
+        self._store = store
+        self.cursor = cursor
+        self.match = match
+        self.caught_up = False
+        self._gap = gap
+        self._rows: deque[JournalRow] = deque()
+        self._end: JournalPosition | None = None
+        """Where the journal ended when a read of it came back short: the reader is there once
+        it has taken the rows that read gave."""
+
+    async def read(self, limit: int = ITEM_PAGE) -> list[FeedItem]:
+        """The next items (at most ``limit`` read, fewer once the match filters them), oldest
+        first; none when the journal has nothing after ``cursor`` yet.
+
+        Raises:
+            StoreUnavailable: the store failed.
+        """
+        items = [self._gap] if self._gap is not None else []
+        self._gap = None
+        refs = await self._next_refs(limit)
+        return items + await self._items(refs)
+
+    async def _next_refs(self, limit: int) -> list[Ref]:
+        refs: list[Ref] = []
+        self.caught_up = False
+        while len(refs) < limit:
+            if not self._rows:
+                if self._end is not None:
+                    self.caught_up = True
+                    if self._end > self.cursor.row:
+                        self.cursor = FeedCursor(self._end)
+                    self._end = None
+                    break
+                await self._fetch()
+                continue
+            row = self._rows[0]
+            start = 0
+            if row.at == self.cursor.row and self.cursor.item is not None:
+                start = self.cursor.item + 1
+            stop = min(row.entry.size, start + limit - len(refs))
+            refs += [(row, index, ref) for index, ref in row.entry.items(start, stop)]
+            if stop >= row.entry.size:
+                self._rows.popleft()
+                self.cursor = FeedCursor(row.at)
+            else:
+                self.cursor = FeedCursor(row.at, stop - 1)
+        return refs
+
+    async def _fetch(self) -> None:
+        # A cursor inside a row (a client resuming) reads that row again, for the rest of it.
+        page = await self._store.read_journal(
+            self.cursor.row,
+            ROW_PAGE,
+            inclusive=self.cursor.item is not None,
+            agent_id=self.match.agent_id,
+        )
+        self._rows.extend(page.rows)
+        if len(page.rows) < ROW_PAGE:
+            self._end = page.end
+
+    async def _items(self, refs: list[Ref]) -> list[FeedItem]:
+        """The items ``refs`` name that still exist and the match keeps, read in one query (and
+        one for the handles of endpoints' agents)."""
+        ids = [ref.event_id for _, _, ref in refs if isinstance(ref, AttemptRef | ExpiredRef)]
+        ranges = _ranges([ref for _, _, ref in refs if isinstance(ref, PublishedRef)])
+        owners = list({ref.agent_id for _, _, ref in refs if isinstance(ref, EndpointChange)})
+        heads = await self._store.feed_events(ids, ranges) if ids or ranges else []
+        handles = await self._store.agent_handles(owners) if owners else {}
+        by_id = {head.id: head for head in heads}
+        by_seq = {(head.agent_id, head.seq): head for head in heads}
+        items = []
+        for row, index, ref in refs:
+            cursor = FeedCursor(row.at, index)
+            if isinstance(ref, EndpointChange):
+                handle = handles.get(ref.agent_id)
+                if handle is not None and self.match.keeps(ref.agent_id, None):
+                    items.append(_endpoint_item(row, cursor, ref, handle))
+                continue
+            if isinstance(ref, PublishedRef):
+                head = by_seq.get((ref.agent_id, ref.seq))
+            else:
+                head = by_id.get(ref.event_id)
+            if head is not None and self.match.keeps(head.agent_id, head):
+                items.append(_event_item(row, cursor, ref, head))
+        return items
+
+
+def _ranges(refs: Sequence[PublishedRef]) -> list[tuple[str, int, int]]:
+    """Published events named by agent and seq, as runs of consecutive seqs."""
+    ranges: list[tuple[str, int, int]] = []
+    for ref in sorted(set(refs), key=lambda r: (r.agent_id, r.seq)):
+        if ranges and ranges[-1][0] == ref.agent_id and ranges[-1][2] == ref.seq - 1:
+            ranges[-1] = (ref.agent_id, ranges[-1][1], ref.seq)
+        else:
+            ranges.append((ref.agent_id, ref.seq, ref.seq))
+    return ranges
+
+
+def _event_item(row: JournalRow, cursor: FeedCursor, ref: ItemRef, head: EventHead) -> FeedItem:
+    fields: dict[str, Any] = {"event": head.to_json()}
+    kind = "published"
+    if isinstance(ref, ExpiredRef):
+        kind = "expired"
+    elif isinstance(ref, AttemptRef) and ref.group.way == ACK_WAY:
+        kind = "acked"
+        fields["by"] = ref.group.session
+    elif isinstance(ref, AttemptRef):
+        kind = "attempt"
+        group = ref.group
+        fields |= {
+            "way": group.way,
+            "outcome": group.outcome,
+            "session": group.session,
+            "endpoint": group.endpoint_id,
+            "error": group.error,
+            "next_attempt_at": iso_ms(group.next_at) if group.next_at is not None else None,
+        }
+    data = item_data(kind, row.written_at, head.agent_id, head.handle, **fields)
+    return FeedItem(kind, cursor, data)
+
+
+def _endpoint_item(
+    row: JournalRow, cursor: FeedCursor, change: EndpointChange, handle: str
+) -> FeedItem:
+    data = item_data(
+        "endpoint",
+        row.written_at,
+        change.agent_id,
+        handle,
+        endpoint={"id": change.endpoint_id, "kind": change.kind},
+        state=change.state,
+        reason=change.reason,
+    )
+    return FeedItem("endpoint", cursor, data)
+
+
+def _gap(after: FeedCursor, horizon: FeedCursor) -> dict[str, Any]:
+    return {
+        "kind": "gap",
+        "after": str(after),
+        "resumes_after": str(horizon),
+        "message": (
+            f"what followed {after} is no longer kept (the journal is pruned with the events'"
+            " retention); the stream goes on from the oldest it keeps"
+        ),
+    }

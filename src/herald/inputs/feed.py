@@ -1,0 +1,38 @@
+"""What the admin asks of ``GET /v1/stream``: which items (an agent, event types), and where
+to go on from (the id of the last item received, as ``Last-Event-ID`` or ``?after=``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BeforeValidator
+
+from herald.feed import FeedCursor
+from herald.inputs.listing import AgentName, TypeFilter
+from herald.inputs.refusals import Input, Says, refuse
+
+AFTER = (
+    " must be the id of an item of this stream, as it was sent (it is also read from the"
+    " Last-Event-ID header); leave it out to start from now"
+)
+
+
+def _cursor(value: Any) -> FeedCursor:
+    cursor = FeedCursor.parse(value) if isinstance(value, str) else None
+    if cursor is None:
+        raise refuse(AFTER)
+    return cursor
+
+
+After = Annotated[FeedCursor, BeforeValidator(_cursor), Says(AFTER.strip())]
+
+
+class FeedInput(Input):
+    """``GET /v1/stream``'s query parameters (``after`` from ``Last-Event-ID`` when it is sent)."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    agent: AgentName | None = None
+    type: TypeFilter | None = None
+    after: After | None = None

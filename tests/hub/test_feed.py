@@ -1,0 +1,227 @@
+"""The admin's feed through the hub (``hub.feed``), on each backend: items in commit order,
+a page at a time, resumed from any item's cursor, narrowed by agent and type, and a ``gap`` for
+a cursor older than the journal keeps. (The route: tests/http/test_feed.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from herald import Hub, InvalidInput, open_store
+from herald.feed import FeedCursor, FeedItem, FeedMatch, JournalPosition
+from herald.hub.feed import FeedReader
+from herald.ids import new_id
+from herald.inputs.events import parse_new_event
+from herald.models import Endpoint, Kind, NewEvent
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def hub(store_url: str, clock: ManualClock) -> AsyncIterator[Hub]:
+    async with Hub.from_url(store_url, clock=clock, retention_s=60) as opened:
+        yield opened
+
+
+def new(to: str, type: str = "note", text: str = "hello") -> NewEvent:
+    return parse_new_event({"to": to, "type": type, "text": text})
+
+
+async def read_all(reader: FeedReader, limit: int = 500) -> list[FeedItem]:
+    items: list[FeedItem] = []
+    while True:
+        items += await reader.read(limit)
+        if reader.caught_up:
+            return items
+
+
+def shown(items: list[FeedItem]) -> list[tuple[str, str, object]]:
+    """Each item's kind, agent handle and event seq (or endpoint state)."""
+    return [
+        (
+            item.kind,
+            item.data["agent"]["handle"],
+            item.data["event"]["seq"] if "event" in item.data else item.data["state"],
+        )
+        for item in items
+    ]
+
+
+async def test_a_reader_from_now_sees_what_follows_in_commit_order(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.publish("alice", "note", "before")
+    reader = await hub.feed.open(None, FeedMatch())
+    assert await reader.read() == [] and reader.caught_up
+    await hub.publish_many([new("alice"), new("alice")])
+    drained = await hub.drain(alice, cursor=0, limit=1)
+    await hub.drain(alice, cursor=drained.cursor, limit=1)
+    endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x.test", "s", hub.now())
+    await hub.endpoints.put(endpoint)
+    items = await read_all(reader)
+    assert shown(items) == [
+        ("published", "alice", 2),
+        ("published", "alice", 3),
+        ("attempt", "alice", 1),  # leased
+        ("acked", "alice", 1),
+        ("attempt", "alice", 2),
+        ("endpoint", "alice", "created"),
+    ]
+    assert [item.data["outcome"] for item in items if item.kind == "attempt"] == ["leased"] * 2
+    assert [item.cursor for item in items] == sorted(
+        (item.cursor for item in items), key=lambda c: c.key
+    )
+    assert "text" not in items[0].data["event"]  # the feed never shows what an event says
+
+
+async def test_a_cursor_inside_a_batch_resumes_with_exactly_what_followed(hub: Hub) -> None:
+    await hub.create_agent("alice")
+    start = await hub.feed.open(None, FeedMatch())
+    await hub.publish_many([new("alice", text=str(n)) for n in range(1200)])
+    await hub.publish("alice", "note", "after")
+    pages = [await start.read(), await start.read(), await start.read()]
+    assert [len(page) for page in pages] == [500, 500, 201]
+    every = [item for page in pages for item in page]
+    assert [item.data["event"]["seq"] for item in every] == list(range(1, 1202))
+    for index in (0, 499, 1198, 1199):
+        resumed = await hub.feed.open(every[index].cursor, FeedMatch())
+        assert await read_all(resumed) == every[index + 1 :]
+    cursor = FeedCursor.parse(str(every[700].cursor))
+    assert cursor == every[700].cursor  # as the client sends it back
+
+
+async def test_a_match_keeps_one_agents_items_and_one_types(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    start = await hub.feed.open(None, FeedMatch())
+    await hub.publish_many([new("alice", "build.failed"), new("bob", "build.ok")])
+    await hub.publish("alice", "chat.message", "hi")
+    endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x.test", "s", hub.now())
+    await hub.endpoints.put(endpoint)
+    of_alice = await hub.feed.open(start.cursor, FeedMatch(agent_id=alice.id))
+    assert shown(await read_all(of_alice)) == [
+        ("published", "alice", 1),
+        ("published", "alice", 2),
+        ("endpoint", "alice", "created"),
+    ]
+    builds = await hub.feed.open(start.cursor, FeedMatch(type_glob="build.*"))
+    assert shown(await read_all(builds)) == [("published", "alice", 1), ("published", "bob", 1)]
+    both = await hub.feed.open(start.cursor, FeedMatch(agent_id=bob.id, type_glob="build.?k"))
+    assert shown(await read_all(both)) == [("published", "bob", 1)]
+
+
+async def test_a_deleted_agents_items_are_left_out(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.create_agent("bob")
+    start = await hub.feed.open(None, FeedMatch())
+    await hub.publish_many([new("alice"), new("bob")])
+    await hub.delete_agent(alice.id)
+    assert shown(await read_all(start)) == [("published", "bob", 1)]
+
+
+async def test_a_cursor_older_than_the_journal_keeps_gets_a_gap_then_the_oldest_kept(
+    hub: Hub, clock: ManualClock
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    reader = await hub.feed.open(None, FeedMatch())
+    await hub.publish("alice", "note", "old")
+    await hub.publish("alice", "note", "old too")
+    (first, second) = await read_all(reader)
+    await hub.drain(alice)  # taken: finished, so pruned with them
+    clock.advance(120)  # past the retention
+    await hub.publish("alice", "note", "kept")
+    await hub.maintain_once()
+    late = await hub.feed.open(first.cursor, FeedMatch())
+    gap, *rest = await read_all(late)
+    assert gap.kind == "gap" and gap.data["after"] == str(first.cursor)
+    assert gap.cursor.key >= second.cursor.key
+    assert shown(rest) == [("published", "alice", 3)]  # the take's row went with the old ones
+    resumed = await hub.feed.open(gap.cursor, FeedMatch())  # the gap's id: no gap again
+    assert shown(await read_all(resumed)) == shown(rest)
+
+
+async def test_a_cursor_ahead_of_the_journal_is_refused(hub: Hub) -> None:
+    await hub.create_agent("alice")
+    await hub.publish("alice", "note", "one")
+    far = FeedCursor(JournalPosition(2**62, 1))
+    with pytest.raises(InvalidInput, match="ahead of anything this herald's stream gave"):
+        await hub.feed.open(far, FeedMatch())
+
+
+async def test_a_commit_that_journals_wakes_the_readers_and_one_that_does_not_is_quiet(
+    hub: Hub,
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    changed = hub.feed.changed()
+    await hub.drain(alice)  # nothing to take: nothing journaled
+    assert not changed.is_set()
+    await hub.publish("alice", "note", "one")
+    assert changed.is_set()
+    changed = hub.feed.changed()
+    await hub.drain(alice)  # an attempt, journaled by the store: no publish to hear
+    assert changed.is_set()
+
+
+async def test_a_transaction_committing_late_is_read_in_its_place_not_skipped(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL hands out positions before commit: a slow transaction holds a lower one
+    while a later one commits. The feed holds back rows behind the slow one until it commits,
+    then reads both in order; a reader by position alone would have moved past it."""
+    store = await open_store(postgres_database_url)
+    slow = await asyncpg.connect(postgres_database_url)
+    try:
+        async with Hub(store) as hub:
+            alice, _ = await hub.create_agent("alice")
+            reader = await hub.feed.open(None, FeedMatch())
+            transaction = slow.transaction()
+            await transaction.start()
+            await slow.execute(
+                "INSERT INTO journal (at, kind, agent_id, detail) VALUES ($1, 'append', $2,"
+                " json_build_object('published',"
+                " json_build_array(json_build_array($2::text, 1, 1)))::text)",
+                hub.now(),
+                alice.id,
+            )
+            slow_position = await slow.fetchval("SELECT max(position) FROM journal")
+            published = await hub.publish("alice", "note", "fast")  # seq 1, committed first
+            # Committed after a position still uncommitted: a reader by position moves past it.
+            committed = await positions(postgres_database_url)
+            assert committed[-1] > slow_position and slow_position not in committed
+            assert await reader.read() == [] and reader.caught_up  # held back, not skipped
+            await transaction.commit()
+            items = await read_all(reader)
+            assert [item.cursor.row.position for item in items] == [slow_position, committed[-1]]
+            # The slow row names the agent's seq 1 too: each is shown as that event.
+            assert {item.data["event"]["id"] for item in items} == {published.event.id}
+    finally:
+        await slow.close()
+
+
+async def positions(url: str) -> list[int]:
+    """The journal's committed positions in position order, as another connection sees them."""
+    conn = await asyncpg.connect(url)
+    try:
+        return [row[0] for row in await conn.fetch("SELECT position FROM journal ORDER BY 1")]
+    finally:
+        await conn.close()
+
+
+async def test_a_long_transaction_in_another_database_does_not_hold_the_feed_back(
+    postgres_database_url: str, postgres_server_url: str
+) -> None:
+    elsewhere = await asyncpg.connect(postgres_server_url)
+    transaction = elsewhere.transaction()
+    await transaction.start()
+    await elsewhere.fetchval("SELECT pg_current_xact_id()")  # holds an id, as a long write does
+    try:
+        async with Hub.from_url(postgres_database_url) as hub:
+            reader = await hub.feed.open(None, FeedMatch())
+            await hub.create_agent("alice")
+            await hub.publish("alice", "note", "one")
+            assert shown(await read_all(reader)) == [("published", "alice", 1)]
+    finally:
+        await transaction.rollback()
+        await elsewhere.close()
