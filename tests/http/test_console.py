@@ -162,9 +162,11 @@ def test_no_route_the_console_calls_answers_without_a_key_or_with_another_one(
         "agent": store.alice["api_key"],
         "publisher": store.publisher_key,
     }
+    # The live feed too (asked of the admin, it would answer a stream that does not end).
+    feed = ("GET", f"/v1/stream?agent={store.alice['handle']}", None)
     for who, key in keys.items():
         with herald.client(key) as client:
-            for method, path, body in console_calls(store):
+            for method, path, body in [*console_calls(store), feed]:
                 answer = call(client, method, path, body)
                 allowed = (who, method, path) in {
                     # The agent reads its own event (as GET /v1/events/{id} allows it to) and

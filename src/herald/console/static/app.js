@@ -659,7 +659,7 @@ async function agentPage(life, body, params, name) {
     const a = await get("v1/agents/" + encodeURIComponent(agent.id));
     fill(summary, h("section", { "aria-label": "Agent" }, h("dl", { class: "facts" },
       fact("Id", h("span", { class: "mono" }, text(a.id))),
-      fact("Pending", String(a.pending)),
+      fact("Open events", String(a.pending)),
       fact("Live sessions", String(a.live_sessions)),
       fact("Last activity", when(a.last_activity_at)),
       fact("Created", when(a.created_at)),
