@@ -62,7 +62,7 @@ class AgentSummary:
 class Stats:
     """Counts of the whole store, each from one aggregate query: events by status, attempts by
     mechanism and outcome, the agents with the most open events, live sessions by transport
-    and era, endpoints by kind and state."""
+    and era and by client and era, endpoints by kind and state, and the oldest open event."""
 
     events: dict[str, int]
     attempts: list[tuple[str, str, int]]
@@ -70,8 +70,14 @@ class Stats:
     """(agent id, handle, open events), most first."""
     sessions: list[tuple[str, str, int]]
     endpoints: list[tuple[str, str, int]]
+    clients: list[tuple[str | None, str, int]]
+    """Live sessions by the client's name (None: it gave none) and era."""
+    oldest_pending: tuple[str, str, str, int] | None
+    """The oldest open, unexpired event: (its id, its agent's id and handle, its
+    ``created_at``); None when nothing is open."""
 
     def to_json(self) -> dict[str, Any]:
+        oldest = self.oldest_pending
         return {
             "events": {status.value: self.events.get(status.value, 0) for status in EventStatus},
             "attempts": [
@@ -89,6 +95,17 @@ class Stats:
             "endpoints": [
                 {"kind": kind, "state": state, "count": n} for kind, state, n in self.endpoints
             ],
+            "clients": [
+                {"client": client, "era": era, "count": n} for client, era, n in self.clients
+            ],
+            "oldest_pending": {
+                "id": oldest[0],
+                "agent": oldest[1],
+                "handle": oldest[2],
+                "created_at": iso_ms(oldest[3]),
+            }
+            if oldest is not None
+            else None,
         }
 
 

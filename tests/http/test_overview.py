@@ -111,7 +111,7 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
     try:
         with herald.client(herald.admin_key) as admin:
             alice, bob = new_agent(admin), new_agent(admin)
-            publish(admin, alice["handle"], 3)
+            alices = publish(admin, alice["handle"], 3)
             publish(admin, bob["handle"], 2)
             with herald.client(bob["api_key"]) as bob_client:
                 drained = bob_client.post("/channel/heartbeat", json={"limit": 1})
@@ -126,8 +126,10 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
         {"id": alice["id"], "handle": alice["handle"], "pending": 3},
         {"id": bob["id"], "handle": bob["handle"], "pending": 1},
     ]
-    assert stats["sessions"] == []
+    assert stats["sessions"] == [] and stats["clients"] == []
     assert stats["endpoints"] == [{"kind": "webhook", "state": "active", "count": 1}]
+    oldest = stats["oldest_pending"]
+    assert oldest["id"] in alices and oldest["handle"] == alice["handle"]
 
 
 def wait_for(check: Any, what: str) -> Any:

@@ -155,8 +155,12 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
         SessionRecord("s2", bob.id, "p", "mcp", "2025-06-18", now, now, now + 1)
     )
     await store.put_session(SessionRecord("s3", bob.id, "p", "sse", "stream", now, now, now + 1))
+    await store.put_session(
+        SessionRecord("s4", bob.id, "p", "mcp", "2025-06-18", now, now, now + 1, "claude-code")
+    )
     await store.put_endpoint(Endpoint(new_id("end_"), bob.id, Kind.WEBHOOK, "https://x", "s", now))
     stats = await store.stats(top=1)
+    oldest = (await store.list_events(EventQuery(agent_id=alice.id)))[-1]
     assert stats.to_json() == {
         "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0},
         "attempts": [
@@ -165,11 +169,40 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
         ],
         "top_pending": [{"id": alice.id, "handle": "alice", "pending": 3}],
         "sessions": [
-            {"transport": "mcp", "era": "2025-06-18", "count": 2},
+            {"transport": "mcp", "era": "2025-06-18", "count": 3},
             {"transport": "sse", "era": "stream", "count": 1},
         ],
         "endpoints": [{"kind": "webhook", "state": "active", "count": 1}],
+        "clients": [
+            {"client": None, "era": "2025-06-18", "count": 2},
+            {"client": None, "era": "stream", "count": 1},
+            {"client": "claude-code", "era": "2025-06-18", "count": 1},
+        ],
+        "oldest_pending": {
+            "id": oldest.id,
+            "agent": alice.id,
+            "handle": "alice",
+            "created_at": oldest.to_json()["created_at"],
+        },
     }
+
+
+async def test_the_oldest_pending_event_is_the_oldest_still_open(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    assert (await store.stats()).oldest_pending is None
+    (acked,) = await publish(store, "bob", 1)
+    clock.advance(1)
+    expiring_at, (expiring,) = store.now(), await publish(store, "alice", 1, ttl_s=5)
+    clock.advance(1)
+    waiting_at, (waiting,) = store.now(), await publish(store, "bob", 1)
+    clock.advance(1)
+    await publish(store, "alice", 1)
+    await store.ack(bob.id, ids=[acked])
+    assert (await store.stats()).oldest_pending == (expiring, alice.id, "alice", expiring_at)
+    clock.advance(5)  # the first of alice's ran out: not open any more
+    assert (await store.stats()).oldest_pending == (waiting, bob.id, "bob", waiting_at)
 
 
 async def test_the_gauges_count_open_unexpired_events_live_sessions_and_endpoints(

@@ -1,6 +1,7 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
 events, the channel, endpoints, event types, publisher keys, health), the streams (an agent's,
-the admin's feed) and ``/mcp`` endpoints, and what runs beside them for as long as the app does."""
+the admin's feed) and ``/mcp`` endpoints, the web console, and what runs beside them for as long
+as the app does."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from herald.errors import HeraldError
 from herald.http import (
     agents,
     channel,
+    console,
     endpoints,
     event_types,
     events,
@@ -105,6 +107,7 @@ def create_app(
         *stats.ROUTES,
         *keys.ROUTES,
         *metrics.ROUTES,
+        *console.ROUTES,
     ]
     app = Starlette(
         routes=routes,

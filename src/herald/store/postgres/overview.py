@@ -86,6 +86,10 @@ class OverviewStore:
                 top_pending=await rows(queries.TOP_PENDING, now, top),
                 sessions=await rows(queries.SESSIONS_BY_WAY, now),
                 endpoints=await rows(queries.ENDPOINTS_BY_STATE),
+                clients=await rows(queries.CLIENTS, now),
+                oldest_pending=oldest[0]
+                if (oldest := await rows(queries.OLDEST_PENDING, now))
+                else None,
             )
 
         return await self._run(select)

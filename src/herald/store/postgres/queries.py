@@ -632,6 +632,16 @@ SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
 """
+CLIENTS = """
+SELECT client_name, era, count(*) AS n FROM sessions WHERE expires_at > $1
+GROUP BY client_name, era ORDER BY client_name COLLATE "C" NULLS FIRST, era COLLATE "C"
+"""
+# The oldest open event, read from the open events' partial index (events_open).
+OLDEST_PENDING = f"""
+SELECT e.id, a.id AS agent_id, a.handle, e.created_at FROM events e
+JOIN agents a ON a.id = e.agent_id
+WHERE {OPEN_UNEXPIRED} ORDER BY e.created_at, e.id COLLATE "C" LIMIT 1
+"""
 ENDPOINTS_BY_STATE = """
 SELECT kind, state, count(*) AS n FROM endpoints
 GROUP BY kind, state ORDER BY kind COLLATE "C", state COLLATE "C"

@@ -57,6 +57,15 @@ GROUP BY transport, era ORDER BY transport, era
 ENDPOINTS_BY_STATE = (
     "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state ORDER BY kind, state"
 )
+# The oldest open event, read from the open events' partial index (events_open).
+OLDEST_PENDING = f"""
+SELECT e.id, a.id, a.handle, e.created_at FROM events e JOIN agents a ON a.id = e.agent_id
+WHERE {OPEN_UNEXPIRED} ORDER BY e.created_at, e.id LIMIT 1
+"""
+CLIENTS = """
+SELECT client_name, era, count(*) FROM sessions WHERE expires_at > :now
+GROUP BY client_name, era ORDER BY client_name, era
+"""
 
 # A pending event is being offered: it is offered again only once a delivery of it was given up.
 REDELIVERABLE = """
@@ -168,6 +177,8 @@ class OverviewStore:
                 top_pending=rows(TOP_PENDING),
                 sessions=rows(SESSIONS_BY_WAY),
                 endpoints=rows(ENDPOINTS_BY_STATE),
+                clients=rows(CLIENTS),
+                oldest_pending=oldest[0] if (oldest := rows(OLDEST_PENDING)) else None,
             )
 
         result: Stats = await self._run(select)
