@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Endpoint, Event
+from herald.models import Endpoint, Event, EventStatus
 from herald.overview import AgentSummary, EventQuery, Stats
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
@@ -80,12 +80,15 @@ class OverviewStore:
             async def rows(sql: str, *args: Any) -> list[tuple[Any, ...]]:
                 return [tuple(row) for row in await conn.fetch(sql, *args)]
 
+            (counts,) = await rows(queries.EVENTS_BY_STATUS)
+            oldest = await rows(queries.OLDEST_PENDING, now)
             return Stats(
-                events=dict(await rows(queries.EVENTS_BY_STATUS)),
-                attempts=await rows(queries.ATTEMPTS_BY_WAY),
+                events={status.value: n for status, n in zip(EventStatus, counts, strict=True)},
+                attempts_recorded=await rows(queries.ATTEMPTS_RECORDED),
                 top_pending=await rows(queries.TOP_PENDING, now, top),
                 sessions=await rows(queries.SESSIONS_BY_WAY, now),
                 endpoints=await rows(queries.ENDPOINTS_BY_STATE),
+                oldest_pending=oldest[0] if oldest else None,
             )
 
         return await self._run(select)
