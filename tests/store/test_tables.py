@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 import pytest
 
 from herald.models import Agent
 from herald.store import Store
+from herald.store.sqlite.rows import select_list
+from herald.store.sqlite.schema import migrate
 from herald.store.tables import (
     AGENTS,
     ATTEMPTS,
@@ -98,3 +101,18 @@ def test_an_agent_reads_back_from_its_row() -> None:
     agent = Agent("agt_1", "alice", "hash", 5, "https://example.com/h", '{"a":1}', 3)
     row = dict(zip(AGENTS.names, AGENTS.values(agent), strict=True))
     assert AGENTS.record({**row, "webhook_url": agent.webhook_url}) == agent
+
+
+def test_an_agent_s_webhook_is_read_from_the_endpoints_index_on_sqlite(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "herald.db")
+    try:
+        migrate(conn)
+        plan = [
+            row[3]
+            for row in conn.execute(
+                f"EXPLAIN QUERY PLAN SELECT {select_list(AGENTS)} FROM agents WHERE id = ?", ("a",)
+            )
+        ]
+    finally:
+        conn.close()
+    assert "SEARCH hook USING INDEX endpoints_agent_kind (agent_id=? AND kind=?)" in plan, plan

@@ -305,8 +305,11 @@ def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     for row in stats["endpoints"]:
         endpoints[row["state"]] = endpoints.get(row["state"], 0) + row["count"]
     failures = sum(
-        row["count"] for row in stats["attempts"] if row["outcome"] in {"failed", "undeliverable"}
+        row["count"]
+        for row in stats["attempts_recorded"]
+        if row["outcome"] in {"failed", "undeliverable"}
     )
+    oldest = stats["oldest_pending"]
     status = {
         "hub": api.url,
         "version": health.get("version"),
@@ -316,6 +319,7 @@ def _status(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "endpoints": endpoints,
         "failed attempts": failures,
         "most pending": [f"{row['handle']}: {row['pending']}" for row in stats["top_pending"]],
+        "oldest pending": f"{oldest['handle']}: {oldest['created_at']}" if oldest else None,
     }
     out.record(status, "herald status")
 

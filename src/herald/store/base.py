@@ -10,6 +10,8 @@ Every backend keeps the same promises, proven by one test suite run against each
   committed, tells ``on_acknowledged`` when each event it finished was published (as a claim's
   cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
+- each agent's events are counted by status as every write changes them, and attempts by
+  mechanism and outcome as they are recorded, so that ``stats`` reads no event or attempt;
 - live sessions are kept with an expiry that their process refreshes, so that every process
   sharing the store sees them, and those of a process that died drop out once it passes;
 - the event types the operator declares are kept by name; every process sharing the store is
@@ -552,12 +554,14 @@ class Store(ABC):
     ) -> list[AgentSummary]:
         """Every agent (or the one with that id) with its open, unexpired events, its live
         sessions and its last activity, in one query, by handle: those whose handle comes
-        after ``after`` and contains ``search``, at most ``limit``."""
+        after ``after`` and contains ``search``, at most ``limit``. The open events are read
+        from the counts in the agent's row, whatever its backlog."""
 
     @abstractmethod
     async def stats(self, top: int = 10) -> Stats:
-        """Counts of the whole store, each one aggregate query; the ``top`` agents by open,
-        unexpired events (agents with none left out)."""
+        """Counts of the whole store, each read from the agents' rows, a small table or an
+        index, never by reading every event or attempt (``Stats``); the ``top`` agents by
+        open, unexpired events (agents with none left out)."""
 
     @abstractmethod
     async def gauges(self) -> Gauges:

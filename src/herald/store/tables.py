@@ -159,12 +159,13 @@ AGENTS = Table(
         Column("last_seq", Type.INT),
     ),
     # The agents.webhook_url column is no longer kept (a second copy went stale when the
-    # webhook changed): it is the webhook endpoint's.
+    # webhook changed): it is the webhook endpoint's. Read from the index on (agent_id, kind) of
+    # the endpoints that are not subscriptions: SQLite uses it only if told that much.
     extra=(
         Column(
             "webhook_url",
-            expression="(SELECT hook.url FROM endpoints hook"
-            " WHERE hook.agent_id = {table}.id AND hook.kind = 'webhook')",
+            expression="(SELECT hook.url FROM endpoints hook WHERE hook.agent_id = {table}.id"
+            " AND hook.kind = 'webhook' AND hook.kind <> 'subscription')",
         ),
     ),
 )

@@ -95,7 +95,12 @@ async def _insert(
     added = plan.added
     first: dict[str, int] = {}
     if added:
-        rows = await conn.fetch(queries.ADVANCE_SEQS, list(added), list(added.values()))
+        first_at: dict[str, int] = {}
+        for index, agent_id in plan.fresh:
+            first_at.setdefault(agent_id, timed[index][1])
+        rows = await conn.fetch(
+            queries.ADVANCE_SEQS, list(added), list(added.values()), [first_at[a] for a in added]
+        )
         first = first_seqs({row["id"]: row["last_seq"] for row in rows}, added)
     stored = plan.numbered(events, first, [now for _, now in timed])
     return plan.answers(await _insert_fresh(conn, stored), earlier)

@@ -159,10 +159,13 @@ class EndpointStore:
                         note.endpoint_id,
                         note.disable_failing_since,
                     )
-            await conn.executemany(
-                queries.FINISH_DELIVERY_EVENT,
-                [(event_id, status, now) for event_id, status in statuses],
-            )
+            if statuses:
+                await conn.execute(
+                    queries.FINISH_DELIVERY_EVENTS,
+                    [event_id for event_id, _ in statuses],
+                    [status for _, status in statuses],
+                    now,
+                )
             await conn.executemany(
                 queries.FINISH_DELIVERY,
                 [(d.endpoint_id, d.event_id, d.next_at, d.state, d.error) for d in deliveries],

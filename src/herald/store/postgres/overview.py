@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Endpoint, Event
+from herald.models import Endpoint, Event, EventStatus
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
@@ -80,16 +80,16 @@ class OverviewStore:
             async def rows(sql: str, *args: Any) -> list[tuple[Any, ...]]:
                 return [tuple(row) for row in await conn.fetch(sql, *args)]
 
+            (counts,) = await rows(queries.EVENTS_BY_STATUS)
+            oldest = await rows(queries.OLDEST_PENDING, now)
             return Stats(
-                events=dict(await rows(queries.EVENTS_BY_STATUS)),
-                attempts=await rows(queries.ATTEMPTS_BY_WAY),
+                events={status.value: n for status, n in zip(EventStatus, counts, strict=True)},
+                attempts_recorded=await rows(queries.ATTEMPTS_RECORDED),
                 top_pending=await rows(queries.TOP_PENDING, now, top),
                 sessions=await rows(queries.SESSIONS_BY_WAY, now),
                 endpoints=await rows(queries.ENDPOINTS_BY_STATE),
                 clients=await rows(queries.CLIENTS, now),
-                oldest_pending=oldest[0]
-                if (oldest := await rows(queries.OLDEST_PENDING, now))
-                else None,
+                oldest_pending=oldest[0] if oldest else None,
             )
 
         return await self._run(select)
@@ -98,12 +98,12 @@ class OverviewStore:
         now = self.now()
 
         async def select(conn: Connection) -> Gauges:
-            pending = await conn.fetchrow(queries.PENDING, now)
-            assert pending is not None, "an aggregate without GROUP BY has a row"
+            pending = await conn.fetchval(queries.PENDING, now)
+            oldest = await conn.fetchrow(queries.OLDEST_PENDING, now)
             return Gauges(
                 read_at=now,
-                pending=pending["pending"],
-                oldest_pending_at=pending["oldest"],
+                pending=pending,
+                oldest_pending_at=oldest["created_at"] if oldest is not None else None,
                 sessions=[tuple(row) for row in await conn.fetch(queries.SESSIONS_BY_WAY, now)],
                 endpoints=[tuple(row) for row in await conn.fetch(queries.ENDPOINTS_BY_STATE)],
             )

@@ -60,6 +60,7 @@ WHERE id = $1
 """
 # Byte order, as SQLite sorts, whatever the database's collation.
 LIST_AGENTS = f'SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle COLLATE "C"'
+DELETE_AGENT_EVENTS = "DELETE FROM events WHERE agent_id = $1"
 DELETE_AGENT = "DELETE FROM agents WHERE id = $1"
 SET_AGENT_DELIVERY = "UPDATE agents SET delivery = $2::jsonb WHERE id = $1"
 GET_SETTING = "SELECT value FROM settings WHERE name = $1"
@@ -72,6 +73,8 @@ SET_SETTING = (
 )
 
 APPEND_ONE_COLUMNS = tuple(name for name in EVENTS.names if name not in {"agent_id", "seq"})
+APPEND_ONE_CREATED_AT = 3 + APPEND_ONE_COLUMNS.index("created_at")
+"""The parameter of APPEND_ONE that holds the event's ``created_at``."""
 JSON_EVENT_COLUMNS = tuple(c.name for c in EVENTS.columns if c.type is Type.JSON)
 
 
@@ -89,18 +92,20 @@ def _append_one_values() -> str:
 
 
 # Append one event in one statement: $1 handle, $2 dedupe_key, then the event's columns but its
-# agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives. The UPDATE
-# locks the agent's row and takes its next seq, unless an event already has the dedupe key. The
-# answer is that event or the new one; no row if there is no such agent. The statement's snapshot
-# may miss an event with the same key committed while it waited for the lock: the unique index
-# then fails the statement, and run again it finds that event. The new event's journal row is
-# written by the same statement (its detail as ``herald.store.journal`` writes it).
+# agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives. The UPDATE locks the
+# agent's row and takes its next seq (counting the event pending), unless an event already has
+# the dedupe key. The answer is that event or the new one; no row if there is no such agent. The
+# statement's snapshot may miss an event with the same key committed while it waited for the
+# lock: the unique index then fails the statement, and run again it finds that event. The new
+# event's journal row is written by the same statement (its detail as ``herald.store.journal``
+# writes it).
 APPEND_ONE = f"""
 WITH earlier AS (
     SELECT events.* FROM events JOIN agents ON agents.id = events.agent_id
     WHERE agents.handle = $1 AND events.dedupe_key = $2
 ), advanced AS (
-    UPDATE agents SET last_seq = last_seq + 1
+    UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,
+        oldest_open_at = coalesce(oldest_open_at, ${APPEND_ONE_CREATED_AT}::bigint)
     WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
     RETURNING id, last_seq
 ), inserted AS (
@@ -120,7 +125,9 @@ SELECT false AS created, {EVENT_COLUMNS} FROM earlier
 """
 
 # Append a batch: lock the addressees (in id order, so that batches to several agents cannot
-# deadlock), find the dedupe keys already used, take the next seqs, insert the new events at once.
+# deadlock; the triggers that count events lock them in that order too), find the dedupe keys
+# already used, take the next seqs (counting the events pending, and when the first of each
+# agent's was published: its oldest open event, if it had none), insert the new events at once.
 LOCK_AGENTS = """
 SELECT id, handle FROM agents
 WHERE handle = ANY($1::text[])
@@ -133,8 +140,10 @@ WHERE dedupe_key IS NOT NULL
   AND (agent_id, dedupe_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 """
 ADVANCE_SEQS = """
-UPDATE agents SET last_seq = last_seq + batch.added
-FROM unnest($1::text[], $2::bigint[]) AS batch (id, added)
+UPDATE agents SET last_seq = last_seq + batch.added,
+    pending_events = pending_events + batch.added,
+    oldest_open_at = coalesce(oldest_open_at, batch.first_at)
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS batch (id, added, first_at)
 WHERE agents.id = batch.id
 RETURNING agents.id, agents.last_seq
 """
@@ -492,10 +501,17 @@ UPDATE endpoints SET state = 'disabled',
     disabled_reason = 'kept failing for too long; last error: ' || last_error
 WHERE id = $1 AND failing_since IS NOT NULL AND failing_since <= $2
 """
-# The event: $1 event, $2 its new status (sent never undoes delivered), $3 now.
-FINISH_DELIVERY_EVENT = f"""
-UPDATE events SET status = $2, status_at = $3
-WHERE id = $1 AND {OPEN} AND ($2 = 'delivered' OR status = 'pending')
+# The events: $1 their ids (in key order), $2 each one's new status (sent never undoes
+# delivered), $3 now. One statement, its rows locked in key order: the trigger that counts
+# events then locks their agents' rows in id order, once, as a publish does.
+FINISH_DELIVERY_EVENTS = f"""
+WITH locked AS MATERIALIZED (
+    SELECT id FROM events WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C" FOR NO KEY UPDATE
+)
+UPDATE events SET status = finished.status, status_at = $3
+FROM unnest($1::text[], $2::text[]) AS finished (id, status)
+WHERE events.id = finished.id AND events.id IN (SELECT id FROM locked) AND events.{OPEN}
+  AND (finished.status = 'delivered' OR events.status = 'pending')
 """
 # The delivery: $1 endpoint, $2 event, $3 next time (NULL: finished), $4 state, $5 error.
 FINISH_DELIVERY = """
@@ -590,43 +606,89 @@ ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
 
 # What an operator lists and counts. A page of events is made by ``overview.events_page``; the
-# counts below each read their index on the agent's id. $1 now; in AGENT_SUMMARIES, $2 the one
-# agent (NULL: every agent), $3 the handle to start after, $4 what the handle contains, $5 at most
-# this many (NULL: all); in TOP_PENDING, $2 how many.
-OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1)"
+# counts below read the agents' rows, a small table or an index, never every event. $1 now; in
+# AGENT_SUMMARIES, $2 the one agent (NULL: every agent), $3 the handle to start after, $4 what the
+# handle contains, $5 at most this many (NULL: all); in TOP_PENDING, $2 how many.
 GET_ENDPOINT = f"SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1"
 NEXT_ATTEMPTS = """
 SELECT endpoint_id, min(next_at) AS next_at FROM deliveries
 WHERE state = 'waiting' AND endpoint_id = ANY($1::text[]) GROUP BY endpoint_id
 """
+# Open events past their expiry that the upkeep has not marked expired yet, per agent: few (it
+# marks them every few seconds), read from the expiry index. The counts in the agents' rows hold
+# them until then; the pending events an operator is shown do not.
+OVERDUE = f"""
+SELECT agent_id, count(*) AS n FROM events
+WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
+GROUP BY agent_id
+"""
 AGENT_SUMMARIES = f"""
+WITH overdue AS ({OVERDUE})
 SELECT {AGENT_COLUMNS},
-    (SELECT count(*) FROM events e WHERE e.agent_id = agents.id AND {OPEN_UNEXPIRED})
-        AS pending,
+    agents.pending_events + agents.sent_events - coalesce(overdue.n, 0) AS pending,
     (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > $1)
         AS live_sessions,
     greatest(
         (SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id),
         (SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id)
     ) AS last_activity_at
-FROM agents
+FROM agents LEFT JOIN overdue ON overdue.agent_id = agents.id
 WHERE ($2::text IS NULL OR id = $2) AND ($3::text IS NULL OR handle COLLATE "C" > $3)
     AND ($4::text IS NULL OR strpos(handle, $4) > 0)
 ORDER BY handle COLLATE "C" LIMIT $5
 """
-EVENTS_BY_STATUS = "SELECT status, count(*) AS n FROM events GROUP BY status"
-ATTEMPTS_BY_WAY = """
-SELECT mechanism, outcome, count(*) AS n FROM attempts
+EVENTS_BY_STATUS = """
+SELECT coalesce(sum(pending_events), 0)::bigint AS pending,
+    coalesce(sum(sent_events), 0)::bigint AS sent,
+    coalesce(sum(delivered_events), 0)::bigint AS delivered,
+    coalesce(sum(expired_events), 0)::bigint AS expired
+FROM agents
+"""
+ATTEMPTS_RECORDED = """
+SELECT mechanism, outcome, sum(recorded)::bigint AS n FROM attempt_counts
 GROUP BY mechanism, outcome ORDER BY mechanism COLLATE "C", outcome COLLATE "C"
 """
-TOP_PENDING = f"""
-SELECT a.id, a.handle, count(*) AS n FROM events e JOIN agents a ON a.id = e.agent_id
-WHERE {OPEN_UNEXPIRED}
-GROUP BY a.id ORDER BY n DESC, a.handle COLLATE "C" LIMIT $2
+# Attempt counts are added a row per statement that records attempts: summed up again by the
+# upkeep, so that the table stays as small as its mechanisms and outcomes. A row added meanwhile
+# is not in the statement's snapshot, and stays.
+FOLD_ATTEMPT_COUNTS = """
+WITH folded AS (DELETE FROM attempt_counts RETURNING mechanism, outcome, recorded)
+INSERT INTO attempt_counts (mechanism, outcome, recorded)
+SELECT mechanism, outcome, sum(recorded) FROM folded GROUP BY mechanism, outcome
 """
-# The open events the metrics count, from their partial index (events_open).
+TOP_PENDING = f"""
+WITH overdue AS ({OVERDUE})
+SELECT id, handle, n FROM (
+    SELECT a.id, a.handle, a.pending_events + a.sent_events - coalesce(overdue.n, 0) AS n
+    FROM agents a LEFT JOIN overdue ON overdue.agent_id = a.id
+    WHERE a.pending_events + a.sent_events > 0
+) AS backlog
+WHERE n > 0 ORDER BY n DESC, handle COLLATE "C" LIMIT $2
+"""
+# The oldest open, unexpired event. Each agent's row keeps when its oldest open event was
+# published (oldest_open_at); only an agent with open events past their expiry (OVERDUE) may have
+# its oldest unexpired one published later: so that event is one of the first agents' by that
+# time, one more of them than there are such agents. Each is found by one seek in the open
+# events' index.
+OLDEST_PENDING = f"""
+WITH candidates AS (
+    SELECT id, handle FROM agents WHERE oldest_open_at IS NOT NULL
+    ORDER BY oldest_open_at LIMIT (SELECT count(*) FROM ({OVERDUE}) AS overdue) + 1
+)
+SELECT e.id, c.id AS agent_id, c.handle, e.created_at FROM candidates c
+CROSS JOIN LATERAL (
+    SELECT o.id, o.created_at FROM events o
+    WHERE o.agent_id = c.id AND o.{OPEN} AND (o.expires_at IS NULL OR o.expires_at > $1)
+    ORDER BY o.seq LIMIT 1
+) AS e
+ORDER BY e.created_at, e.id COLLATE "C" LIMIT 1
+"""
+# The open, unexpired events the metrics count: the counts in the agents' rows, less those past
+# their expiry that the upkeep has yet to mark ($1 now).
 PENDING = f"""
-SELECT count(*) AS pending, min(e.created_at) AS oldest FROM events e WHERE {OPEN_UNEXPIRED}
+SELECT coalesce(sum(pending_events + sent_events), 0)::bigint
+    - (SELECT coalesce(sum(n), 0) FROM ({OVERDUE}) AS overdue)::bigint AS pending
+FROM agents
 """
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
@@ -635,12 +697,6 @@ GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
 CLIENTS = """
 SELECT client_name, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY client_name, era ORDER BY client_name COLLATE "C" NULLS FIRST, era COLLATE "C"
-"""
-# The oldest open event, read from the open events' partial index (events_open).
-OLDEST_PENDING = f"""
-SELECT e.id, a.id AS agent_id, a.handle, e.created_at FROM events e
-JOIN agents a ON a.id = e.agent_id
-WHERE {OPEN_UNEXPIRED} ORDER BY e.created_at, e.id COLLATE "C" LIMIT 1
 """
 ENDPOINTS_BY_STATE = """
 SELECT kind, state, count(*) AS n FROM endpoints

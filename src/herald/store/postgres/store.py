@@ -194,9 +194,13 @@ class PostgresStore(
 
     async def delete_agent(self, agent_id: str) -> bool:
         async def delete(conn: Connection) -> bool:
+            # Its events first, then its row: the order in which a change of their status
+            # locks them (the count in the agent's row is kept by a trigger), so that an ack
+            # meanwhile cannot deadlock with the deletion.
+            await conn.execute(queries.DELETE_AGENT_EVENTS, agent_id)
             return count(await conn.execute(queries.DELETE_AGENT, agent_id)) > 0
 
-        return await self._run(delete)
+        return await self._run(delete, transaction=True)
 
     async def set_agent_delivery(self, agent_id: str, delivery_json: str) -> bool:
         async def update(conn: Connection) -> bool:
@@ -461,6 +465,7 @@ class PostgresStore(
 
     async def prune(self, finished_before_ms: int) -> int:
         async def delete(conn: Connection) -> int:
+            await conn.execute(queries.FOLD_ATTEMPT_COUNTS)
             return count(await conn.execute(queries.PRUNE, finished_before_ms))
 
         return await self._run(delete)

@@ -29,7 +29,7 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     earlier = _stored(conn, keys)
     plan = plan_append(events, agents, earlier)
     added = plan.added
-    stored = plan.numbered(events, _reserve_seqs(conn, added), [now] * len(events))
+    stored = plan.numbered(events, _reserve_seqs(conn, added, now), [now] * len(events))
     conn.executemany(INSERT_EVENT, [EVENTS.values(e) for e in stored])
     entry = JournalEntry(published=published(stored))
     write(conn, record(now, "append", one_agent(e.agent_id for e in stored), entry))
@@ -58,12 +58,15 @@ def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[Dedup
     return found
 
 
-def _reserve_seqs(conn: sqlite3.Connection, added: Mapping[str, int]) -> dict[str, int]:
-    """Advance each agent's last seq by its count; returns the first seq reserved for each."""
+def _reserve_seqs(conn: sqlite3.Connection, added: Mapping[str, int], now: int) -> dict[str, int]:
+    """Advance each agent's last seq by its count, and count the events pending (published
+    ``now``: its oldest open event, if it had none); returns the first seq reserved for each."""
     last_seqs = {}
     for agent_id, count in added.items():
         (last_seqs[agent_id],) = conn.execute(
-            "UPDATE agents SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq",
-            (count, agent_id),
+            "UPDATE agents SET last_seq = last_seq + :n, pending_events = pending_events + :n,"
+            " oldest_open_at = coalesce(oldest_open_at, :now)"
+            " WHERE id = :agent RETURNING last_seq",
+            {"n": count, "now": now, "agent": agent_id},
         ).fetchone()
     return first_seqs(last_seqs, added)

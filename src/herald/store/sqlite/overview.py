@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Endpoint, Event
+from herald.models import Endpoint, Event, EventStatus
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
@@ -23,33 +23,76 @@ from herald.store.sqlite.rows import (
 )
 from herald.store.tables import AGENTS, ENDPOINTS, EVENTS
 
-OPEN_UNEXPIRED = f"e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > :now)"
+# Open events past their expiry that the upkeep has not marked expired yet, per agent: few (it
+# marks them every few seconds), read from the expiry index. The counts in the agents' rows hold
+# them until then; the pending events an operator is shown do not.
+OVERDUE = f"""
+SELECT agent_id, count(*) AS n FROM events INDEXED BY events_expiry
+WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= :now
+GROUP BY agent_id
+"""
 
-# One query for every agent: each count and maximum read from an index on the agent's id.
+# One query for every agent: its open events from the counts in its row, each other count and
+# maximum read from an index on the agent's id.
 AGENT_SUMMARIES = f"""
+WITH overdue AS ({OVERDUE})
 SELECT {AGENT_COLUMNS},
-    (SELECT count(*) FROM events e WHERE e.agent_id = agents.id AND {OPEN_UNEXPIRED})
-        AS pending,
+    agents.pending_events + agents.sent_events - coalesce(overdue.n, 0) AS pending,
     (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > :now)
         AS live_sessions,
     max(
         coalesce((SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id), 0),
         coalesce((SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id), 0)
     ) AS last_activity_at
-FROM agents
+FROM agents LEFT JOIN overdue ON overdue.agent_id = agents.id
 WHERE (:agent IS NULL OR id = :agent) AND (:after IS NULL OR handle > :after)
     AND (:search IS NULL OR instr(handle, :search) > 0)
 ORDER BY handle LIMIT :limit
 """
 
-TOP_PENDING = f"""
-SELECT a.id, a.handle, count(*) AS pending FROM events e JOIN agents a ON a.id = e.agent_id
-WHERE {OPEN_UNEXPIRED}
-GROUP BY a.id ORDER BY pending DESC, a.handle LIMIT :top
+# The columns in ``EventStatus``'s order.
+EVENTS_BY_STATUS = """
+SELECT coalesce(sum(pending_events), 0), coalesce(sum(sent_events), 0),
+    coalesce(sum(delivered_events), 0), coalesce(sum(expired_events), 0)
+FROM agents
 """
 
-# The open events the metrics count, from their partial index (events_open).
-PENDING = f"SELECT count(*), min(e.created_at) FROM events e WHERE {OPEN_UNEXPIRED}"
+TOP_PENDING = f"""
+WITH overdue AS ({OVERDUE}), backlog AS (
+    SELECT a.id, a.handle, a.pending_events + a.sent_events - coalesce(overdue.n, 0) AS pending
+    FROM agents a LEFT JOIN overdue ON overdue.agent_id = a.id
+    WHERE a.pending_events + a.sent_events > 0
+)
+SELECT id, handle, pending FROM backlog WHERE pending > 0
+ORDER BY pending DESC, handle LIMIT :top
+"""
+
+# The oldest open, unexpired event. Each agent's row keeps when its oldest open event was
+# published (oldest_open_at); only an agent with open events past their expiry (OVERDUE) may have
+# its oldest unexpired one published later: so that event is one of the first agents' by that
+# time, one more of them than there are such agents. Each is found by one seek in the open
+# events' index.
+OLDEST_PENDING = f"""
+WITH candidates AS (
+    SELECT id, handle FROM agents WHERE oldest_open_at IS NOT NULL
+    ORDER BY oldest_open_at LIMIT (SELECT count(*) FROM ({OVERDUE})) + 1
+)
+SELECT e.id, c.id, c.handle, e.created_at FROM candidates c
+JOIN events e ON e.rowid = (
+    SELECT o.rowid FROM events o INDEXED BY events_open
+    WHERE o.agent_id = c.id AND o.{OPEN} AND (o.expires_at IS NULL OR o.expires_at > :now)
+    ORDER BY o.seq LIMIT 1
+)
+ORDER BY e.created_at, e.id LIMIT 1
+"""
+
+# The open, unexpired events the metrics count: the counts in the agents' rows, less those past
+# their expiry that the upkeep has yet to mark.
+PENDING = f"""
+SELECT coalesce(sum(pending_events + sent_events), 0)
+    - (SELECT coalesce(sum(n), 0) FROM ({OVERDUE}))
+FROM agents
+"""
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY transport, era ORDER BY transport, era
@@ -57,11 +100,6 @@ GROUP BY transport, era ORDER BY transport, era
 ENDPOINTS_BY_STATE = (
     "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state ORDER BY kind, state"
 )
-# The oldest open event, read from the open events' partial index (events_open).
-OLDEST_PENDING = f"""
-SELECT e.id, a.id, a.handle, e.created_at FROM events e JOIN agents a ON a.id = e.agent_id
-WHERE {OPEN_UNEXPIRED} ORDER BY e.created_at, e.id LIMIT 1
-"""
 CLIENTS = """
 SELECT client_name, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY client_name, era ORDER BY client_name, era
@@ -167,18 +205,19 @@ class OverviewStore:
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return [tuple(row) for row in conn.execute(sql, params)]
 
-            events = rows("SELECT status, count(*) FROM events GROUP BY status")
+            (counts,) = rows(EVENTS_BY_STATUS)
+            oldest = rows(OLDEST_PENDING)
             return Stats(
-                events={status: n for status, n in events},
-                attempts=rows(
-                    "SELECT mechanism, outcome, count(*) FROM attempts"
-                    " GROUP BY mechanism, outcome ORDER BY mechanism, outcome"
+                events={status.value: n for status, n in zip(EventStatus, counts, strict=True)},
+                attempts_recorded=rows(
+                    "SELECT mechanism, outcome, recorded FROM attempt_counts"
+                    " ORDER BY mechanism, outcome"
                 ),
                 top_pending=rows(TOP_PENDING),
                 sessions=rows(SESSIONS_BY_WAY),
                 endpoints=rows(ENDPOINTS_BY_STATE),
                 clients=rows(CLIENTS),
-                oldest_pending=oldest[0] if (oldest := rows(OLDEST_PENDING)) else None,
+                oldest_pending=oldest[0] if oldest else None,
             )
 
         result: Stats = await self._run(select)
@@ -191,7 +230,9 @@ class OverviewStore:
             def rows(sql: str) -> list[tuple[Any, ...]]:
                 return [tuple(row) for row in conn.execute(sql, params)]
 
-            pending, oldest = conn.execute(PENDING, params).fetchone()
+            (pending,) = conn.execute(PENDING, params).fetchone()
+            found = conn.execute(OLDEST_PENDING, params).fetchone()
+            oldest = found[3] if found else None
             return Gauges(
                 read_at=params["now"],
                 pending=pending,

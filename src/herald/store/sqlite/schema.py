@@ -20,12 +20,8 @@ def migrate(conn: sqlite3.Connection) -> None:
         for migration in migrations.load("sqlite"):
             if migration.version in applied:
                 continue
-            code = "\n".join(
-                line for line in migration.sql.splitlines() if not line.lstrip().startswith("--")
-            )
-            for statement in code.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(migration.sql):
+                conn.execute(statement)
             conn.execute(
                 "INSERT INTO herald_migrations VALUES (?, ?, ?)",
                 (migration.version, migration.name, int(time.time() * 1000)),
@@ -34,3 +30,22 @@ def migrate(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def statements(sql: str) -> list[str]:
+    """The statements of a migration, each to be run alone (``execute`` runs one), its comment
+    lines left out. A statement ends at the semicolon that completes it: not at those inside a
+    trigger's body or a string."""
+    code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    found: list[str] = []
+    pending = ""
+    for piece in code.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(WHITESPACE_AND_SEMICOLONS):
+                found.append(pending)
+            pending = ""
+    return found + ([pending] if pending.strip(WHITESPACE_AND_SEMICOLONS) else [])
+
+
+WHITESPACE_AND_SEMICOLONS = " \t\r\n;"
