@@ -6,10 +6,13 @@ values, read by the store in single queries (``Store.list_events``, ``Store.agen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from herald.models import Agent, EventStatus
 from herald.times import iso_ms
+
+if TYPE_CHECKING:
+    from herald import answers
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class AgentSummary:
     live_sessions: int
     last_activity_at: int | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.AgentSummary:
         last = self.last_activity_at
         return {
             **self.agent.to_json(),
@@ -71,9 +74,15 @@ class Stats:
     sessions: list[tuple[str, str, int]]
     endpoints: list[tuple[str, str, int]]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Stats:
+        count = self.events.get
         return {
-            "events": {status.value: self.events.get(status.value, 0) for status in EventStatus},
+            "events": {
+                "pending": count(EventStatus.PENDING, 0),
+                "sent": count(EventStatus.SENT, 0),
+                "delivered": count(EventStatus.DELIVERED, 0),
+                "expired": count(EventStatus.EXPIRED, 0),
+            },
             "attempts": [
                 {"mechanism": mechanism, "outcome": outcome, "count": n}
                 for mechanism, outcome, n in self.attempts

@@ -1,6 +1,7 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
 events, the channel, endpoints, event types, publisher keys, health), the streams (an agent's,
-the admin's feed) and ``/mcp`` endpoints, and what runs beside them for as long as the app does."""
+the admin's feed) and ``/mcp`` endpoints, the API's own description (``/openapi.json``,
+``/docs``), and what runs beside them for as long as the app does."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from herald.http import (
     health,
     keys,
     metrics,
+    openapi,
+    reference,
     stats,
 )
 from herald.http.auth import MetricsAccess
@@ -105,6 +108,8 @@ def create_app(
         *stats.ROUTES,
         *keys.ROUTES,
         *metrics.ROUTES,
+        *openapi.ROUTES,
+        *reference.ROUTES,
     ]
     app = Starlette(
         routes=routes,
