@@ -7,7 +7,8 @@ documented schema of its status; what the document calls invalid must be refused
 The budget is bounded: schemathesis's coverage phase (the boundary values of each parameter and
 field, valid and not) and ``HERALD_FUZZ_EXAMPLES`` drawn requests per route, derandomized (the
 same requests every run; ``HERALD_FUZZ_RANDOM=1`` draws new ones). The routes whose answer never
-ends (the event stream, an MCP session's stream) are left out: their own tests drive them."""
+ends (an agent's event stream, the admin's feed, an MCP session's stream) are left out: their
+own tests drive them."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_every_route_is_fuzzed_but_those_that_never_end() -> None:
     fuzzed = {result.ok().label for result in schema.get_all_operations()}
     documented = sum(len(methods) for methods in DOCUMENT["paths"].values())
     # A new route whose answer never ends is left out too: name it here, and test it apart.
-    assert ENDLESS == ["mcp_get", "stream_events"]
+    assert ENDLESS == ["feed", "mcp_get", "stream_events"]
     assert len(fuzzed) == documented - len(ENDLESS)
 
 

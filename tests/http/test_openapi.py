@@ -82,7 +82,8 @@ def test_a_route_without_a_description_is_left_out_and_said_where_to_describe() 
 def test_the_document_is_valid_openapi_3_1(app_document: dict[str, Any]) -> None:
     validate(app_document)
     assert app_document["openapi"] == "3.1.0"
-    assert set(app_document["components"]["securitySchemes"]) == {"admin", "agent", "publisher"}
+    schemes = set(app_document["components"]["securitySchemes"])
+    assert schemes == {"admin", "agent", "publisher", "metrics"}
 
 
 def test_bodies_and_queries_are_described_by_the_models_that_check_them(
@@ -301,6 +302,13 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     finally:
         reader.close()
 
+    feed = SSEReader(herald.url, admin, path="/v1/stream", params={"agent": alice["handle"]})
+    try:
+        assert feed.status == 200
+        walk.seen.add(("GET", "/v1/stream"))  # its items: tests/http/test_feed.py
+    finally:
+        feed.close()
+
     key = alice["api_key"]
     drained = walk("POST", "/channel/heartbeat", key, 200, json={"limit": 10})
     walk("POST", "/channel/heartbeat", key, 422, json={"cursor": 10**9})
@@ -333,6 +341,8 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     walk("DELETE", agent + "/webhook", admin, 404, agent_id=alice["id"])
     walk("DELETE", agent + "/openclaw", admin, 204, agent_id=alice["id"])
     walk("GET", "/v1/stats", admin, 200)
+    metrics = walk("GET", "/metrics", admin, 200)
+    assert "herald_" in metrics.text
     rotate = "/v1/agents/{id_or_handle}/rotate-key"
     walk("POST", rotate, admin, 200, id_or_handle=bob["handle"], json={"grace_s": 60})
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from herald.inputs.refusals import Input
 
-Key = Literal["admin", "agent", "publisher"]
+Key = Literal["admin", "agent", "publisher", "metrics"]
 ADMIN_ONLY: tuple[Key, ...] = ("admin",)
 AGENT_ONLY: tuple[Key, ...] = ("agent",)
 NO_KEY: tuple[Key, ...] = ()

@@ -49,6 +49,11 @@ KEYS: dict[Key, dict[str, str]] = {
         "bearerFormat": "herald_pub_...",
         "description": "A publisher key (POST /v1/keys): only publishes, within its scope.",
     },
+    "metrics": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The metrics token (herald serve --metrics-token): only GET /metrics.",
+    },
 }
 
 PATH_PARAMETERS: dict[str, tuple[Any, str]] = {
