@@ -9,10 +9,13 @@ import fnmatch
 import json
 from collections.abc import Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from herald.ids import new_id
 from herald.times import iso_ms, ms_from_iso
+
+if TYPE_CHECKING:  # the shapes' schemas are made of this module's enums
+    from herald import answers
 
 
 class EventStatus(enum.StrEnum):
@@ -45,12 +48,13 @@ class Agent:
         value = json.loads(self.delivery_json)
         return value if isinstance(value, dict) else {}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Agent:
         return {
             "id": self.id,
             "handle": self.handle,
             "webhook_url": self.webhook_url,
-            "delivery": self.delivery,
+            # checked as DeliveryOverrides when it was set
+            "delivery": cast("answers.AgentDelivery", self.delivery),
             "last_seq": self.last_seq,
             "created_at": iso_ms(self.created_at),
         }
@@ -143,7 +147,12 @@ class Event:
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Event:
+        return {**self.to_agent_json(), "status": self.status.value}
+
+    def to_agent_json(self) -> answers.AgentEvent:
+        """The event as it is pushed to its agent (a webhook's body): what the drain and the
+        stream show, less ``status``, which only records how far its delivery got."""
         return {
             "id": self.id,
             "agent": self.agent_id,
@@ -154,18 +163,10 @@ class Event:
             "dedupe_key": self.dedupe_key,
             "created_at": iso_ms(self.created_at),
             "expires_at": iso_ms(self.expires_at) if self.expires_at is not None else None,
-            "status": self.status.value,
             "from": self.sender,
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
         }
-
-    def to_agent_json(self) -> dict[str, Any]:
-        """The event as it is pushed to its agent (a webhook's body): what the drain and the
-        stream show, less ``status``, which only records how far its delivery got."""
-        view = self.to_json()
-        del view["status"]
-        return view
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ class Reply:
             routed_event_id=raw.get("routed_event_id"),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Reply:
         return {
             "id": self.id,
             "event_id": self.event_id,
@@ -216,7 +217,7 @@ class Attempt:
     session: str | None = None
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Attempt:
         return {
             "at": iso_ms(self.at),
             "mechanism": self.mechanism,
@@ -251,7 +252,7 @@ class SessionRecord:
         value = json.loads(self.capabilities_json)
         return value if isinstance(value, dict) else {}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Session:
         return {
             "id": self.id,
             "agent": self.agent_id,
@@ -283,7 +284,7 @@ class EventType:
         value = json.loads(self.payload_schema_json) if self.payload_schema_json else None
         return value if isinstance(value, dict) else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.EventType:
         return {
             "name": self.name,
             "description": self.description,
@@ -319,7 +320,7 @@ class PublisherKey:
     def types(self) -> list[str] | None:
         return None if self.types_json is None else list(json.loads(self.types_json))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.PublisherKey:
         """What the admin sees of the key: never the key, nor its hash."""
         return {
             "id": self.id,
@@ -429,7 +430,7 @@ class Endpoint:
             return [self.secret, self.previous_secret]
         return [self.secret]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.Endpoint:
         return {
             "id": self.id,
             "kind": self.kind.value,
@@ -502,7 +503,7 @@ class Delivery:
     state: str
     last_error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.EndpointDelivery:
         waiting = self.state == "waiting"
         return {
             "endpoint": self.endpoint_id,

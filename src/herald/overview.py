@@ -6,10 +6,13 @@ values, read by the store in single queries (``Store.list_events``, ``Store.agen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from herald.models import Agent, EventStatus
 from herald.times import iso_ms
+
+if TYPE_CHECKING:
+    from herald import answers
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class AgentSummary:
     live_sessions: int
     last_activity_at: int | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> answers.AgentSummary:
         last = self.last_activity_at
         return {
             **self.agent.to_json(),
@@ -84,10 +87,15 @@ class Stats:
     """The oldest open, unexpired event: (its id, its agent's id and handle, its
     ``created_at``); None when nothing is open. The oldest of each agent is its first by seq."""
 
-    def to_json(self) -> dict[str, Any]:
-        oldest = self.oldest_pending
+    def to_json(self) -> answers.Stats:
+        count, oldest = self.events.get, self.oldest_pending
         return {
-            "events": {status.value: self.events.get(status.value, 0) for status in EventStatus},
+            "events": {
+                "pending": count(EventStatus.PENDING, 0),
+                "sent": count(EventStatus.SENT, 0),
+                "delivered": count(EventStatus.DELIVERED, 0),
+                "expired": count(EventStatus.EXPIRED, 0),
+            },
             "attempts_recorded": [
                 {"mechanism": mechanism, "outcome": outcome, "count": n}
                 for mechanism, outcome, n in self.attempts_recorded
@@ -120,7 +128,7 @@ class Stats:
 @dataclass(frozen=True)
 class Gauges:
     """What the store holds now, as every process sharing it sees it, read cheaply enough for
-    each metrics scrape: the open events from their index, the sessions and endpoints from
+    each metrics scrape: the open events from the agents' counts, the sessions and endpoints from
     their own small tables (``Stats`` counts these two the same way)."""
 
     read_at: int

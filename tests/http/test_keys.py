@@ -22,7 +22,9 @@ PUBLISH_ROUTES = {("POST", "/v1/events")}
 PUBLIC_ROUTES = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
-    *(("GET", path) for path in ("/console", "/console/", "/console/{name}")),
+    *(("GET", path) for path in ("/console", "/console/", "/console/{file}")),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
 }
 """Routes that take no key at all: a publisher key is as good as none there. (The console's
 files hold no data: its page asks for the admin key and sends it on every request it makes.)"""

@@ -11,7 +11,7 @@ from herald.errors import InvalidInput, TooLarge
 from herald.inputs.agents import DeliveryInput, DeliveryOverrides, NewAgentInput, RotationInput
 from herald.inputs.channel import ChannelAckInput, HeartbeatInput, PermissionInput
 from herald.inputs.events import EventInput, parse_batch, parse_new_event
-from herald.inputs.refusals import Input, _model_in, _says, parse
+from herald.inputs.refusals import Input, _model_in, parse, says
 
 EVENT = {"to": "alice", "type": "t", "text": "x"}
 
@@ -118,6 +118,6 @@ def test_every_field_says_what_to_send() -> None:
         f"{model.__name__}.{name}"
         for model in _inputs()
         for name in model.model_fields
-        if _says(model, name) is None and _model_in(model.model_fields[name].annotation) is None
+        if says(model, name) is None and _model_in(model.model_fields[name].annotation) is None
     ]
     assert silent == []

@@ -7,8 +7,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from herald import answers
+from herald.errors import NotFound
 from herald.http.auth import require_admin
-from herald.http.endpoints import with_warning
+from herald.http.described import ADMIN_ONLY, described
 from herald.http.io import json_response, read_json
 from herald.http.services import services
 from herald.inputs.agents import DeliveryInput, KeyRotationInput, NewAgentInput
@@ -18,6 +20,14 @@ from herald.times import iso_ms
 from herald.webhooks import manage
 
 
+@described(
+    "Create an agent",
+    keys=ADMIN_ONLY,
+    body=NewAgentInput,
+    answers={201: answers.CreatedAgent},
+    errors=(409,),
+    description="Its key is in the answer, and shown only there; so is its webhook's secret.",
+)
 async def create_agent(request: Request) -> Response:
     hub, guard = services(request).hub, services(request).guard
     await require_admin(hub, request)
@@ -26,18 +36,26 @@ async def create_agent(request: Request) -> Response:
     warning = await manage.admit(guard, url, "webhook_url") if url is not None else None
     delivery = body.delivery.model_dump(exclude_unset=True) if body.delivery else None
     agent, key = await hub.create_agent(body.handle, delivery=delivery)
-    if url is None:
-        return json_response({**agent.to_json(), "api_key": key}, 201)
-    webhook, secret = await manage.set_webhook(hub, agent.id, url)
-    webhook_json = with_warning({**webhook.to_json(), "secret": secret}, warning)
-    agent = await hub.get_agent(agent.id)
-    return json_response({**agent.to_json(), "api_key": key, "webhook": webhook_json}, 201)
+    webhook: answers.SetWebhook | None = None
+    if url is not None:
+        endpoint, secret = await manage.set_webhook(hub, agent.id, url)
+        webhook = {**endpoint.to_json(), "secret": secret, "warning": warning}
+        agent = await hub.get_agent(agent.id)
+    created: answers.CreatedAgent = {**agent.to_json(), "api_key": key, "webhook": webhook}
+    return json_response(created, 201)
 
 
+@described(
+    "List the agents",
+    keys=ADMIN_ONLY,
+    query=AgentListingInput,
+    answers={200: answers.AgentPage},
+    description=(
+        "Agents by handle with their open events, live sessions and last activity, a page at a"
+        " time: next is the cursor of the page after (null: this is the last)."
+    ),
+)
 async def list_agents(request: Request) -> Response:
-    """Agents by handle with their open events, live sessions and last activity
-    (``AgentSummary``), a page at a time: ``next`` is the cursor of the page after (null: this
-    is the last)."""
     hub = services(request).hub
     await require_admin(hub, request)
     asked = parse(AgentListingInput, dict(request.query_params))
@@ -46,22 +64,25 @@ async def list_agents(request: Request) -> Response:
     )  # one more tells whether a page follows
     page = found[: asked.limit]
     more = len(found) > asked.limit
-    return json_response(
-        {
-            "agents": [each.to_json() for each in page],
-            "next": page[-1].agent.handle if more else None,
-        }
-    )
+    listed: answers.AgentPage = {
+        "agents": [each.to_json() for each in page],
+        "next": page[-1].agent.handle if more else None,
+    }
+    return json_response(listed)
 
 
+@described("Read an agent", keys=ADMIN_ONLY, answers={200: answers.AgentSummary}, errors=(404,))
 async def get_agent(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     summaries = await hub.overview.agents(agent.id)
-    return json_response(summaries[0].to_json() if summaries else agent.to_json())
+    if not summaries:  # deleted since it was read
+        raise NotFound(f"no agent has the id {agent.id!r}")
+    return json_response(summaries[0].to_json())
 
 
+@described("Delete an agent and its events", keys=ADMIN_ONLY, answers={204: None}, errors=(404,))
 async def delete_agent(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -70,6 +91,13 @@ async def delete_agent(request: Request) -> Response:
     return Response(status_code=204)
 
 
+@described(
+    "Replace an agent's delivery overrides",
+    keys=ADMIN_ONLY,
+    body=DeliveryInput,
+    answers={200: answers.Agent},
+    errors=(404,),
+)
 async def set_delivery(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -80,14 +108,31 @@ async def set_delivery(request: Request) -> Response:
     return json_response(agent.to_json())
 
 
+@described(
+    "List an agent's live sessions",
+    keys=ADMIN_ONLY,
+    answers={200: answers.Sessions},
+    errors=(404,),
+    description="Its sessions live in any process sharing the store, with what each can take.",
+)
 async def agent_sessions(request: Request) -> Response:
     hub, notifier = services(request).hub, services(request).notifier
     await require_admin(hub, request)
     agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     sessions = await notifier.presence.live(agent.id)
-    return json_response({"sessions": [session.to_json() for session in sessions]})
+    listed: answers.Sessions = {"sessions": [session.to_json() for session in sessions]}
+    return json_response(listed)
 
 
+@described(
+    "Give an agent a new key",
+    keys=ADMIN_ONLY,
+    body=KeyRotationInput,
+    body_required=False,
+    answers={200: answers.RotatedKey},
+    errors=(404,),
+    description="The old key keeps working for grace_s (by default it stops at once).",
+)
 async def rotate_key(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -96,9 +141,12 @@ async def rotate_key(request: Request) -> Response:
         request.path_params["id_or_handle"], body.grace_s
     )
     previous_valid_until = iso_ms(until) if until is not None else None
-    return json_response(
-        {**agent.to_json(), "api_key": key, "previous_valid_until": previous_valid_until}
-    )
+    rotated: answers.RotatedKey = {
+        **agent.to_json(),
+        "api_key": key,
+        "previous_valid_until": previous_valid_until,
+    }
+    return json_response(rotated)
 
 
 ROUTES = [

@@ -1,7 +1,7 @@
 """The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
 events, the channel, endpoints, event types, publisher keys, health), the streams (an agent's,
-the admin's feed) and ``/mcp`` endpoints, the web console, and what runs beside them for as long
-as the app does."""
+the admin's feed) and ``/mcp`` endpoints, the web console, the API's own description
+(``/openapi.json``, ``/docs``), and what runs beside them for as long as the app does."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from herald.http import (
     health,
     keys,
     metrics,
+    openapi,
+    reference,
     stats,
 )
 from herald.http.auth import MetricsAccess
@@ -108,6 +110,8 @@ def create_app(
         *keys.ROUTES,
         *metrics.ROUTES,
         *console.ROUTES,
+        *openapi.ROUTES,
+        *reference.ROUTES,
     ]
     app = Starlette(
         routes=routes,

@@ -7,7 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from herald import answers
 from herald.http.auth import require_agent
+from herald.http.described import AGENT_ONLY, described
 from herald.http.io import json_response, read_json
 from herald.http.services import services
 from herald.inputs.channel import (
@@ -20,24 +22,58 @@ from herald.inputs.channel import (
 from herald.inputs.refusals import parse
 
 
+@described(
+    "Drain the agent's next events",
+    keys=AGENT_ONLY,
+    body=HeartbeatInput,
+    body_required=False,
+    answers={200: answers.Drained},
+    description=(
+        "With cursor, acknowledges what this consumer was handed up to it, then leases the"
+        " consumer the next pending events, oldest first (sending the same cursor again gets"
+        " the same events). Without cursor, the events handed back are delivered at once: at"
+        " most once."
+    ),
+)
 async def heartbeat(request: Request) -> Response:
     hub = services(request).hub
     agent = await require_agent(hub, request)
     body = parse(HeartbeatInput, await read_json(request, if_empty={}))
     drained = await hub.drain(agent, cursor=body.cursor, limit=body.limit, consumer=body.consumer)
-    return json_response(
-        {"events": [e.to_json() for e in drained.events], "cursor": drained.cursor}
-    )
+    answer: answers.Drained = {
+        "events": [e.to_json() for e in drained.events],
+        "cursor": drained.cursor,
+    }
+    return json_response(answer)
 
 
+@described(
+    "Acknowledge events",
+    keys=AGENT_ONLY,
+    body=ChannelAckInput,
+    answers={200: answers.Acked},
+    description="By id, or every event up to a cursor (a seq).",
+)
 async def ack(request: Request) -> Response:
     hub = services(request).hub
     agent = await require_agent(hub, request)
     body = parse(ChannelAckInput, await read_json(request))
     acked = await hub.ack(agent, ids=body.ids or [], cursor=body.cursor, consumer=body.consumer)
-    return json_response({"acked": acked})
+    answer: answers.Acked = {"acked": acked}
+    return json_response(answer)
 
 
+@described(
+    "Answer an event",
+    keys=AGENT_ONLY,
+    body=ReplyInput,
+    answers={201: answers.Reply},
+    errors=(404, 429),
+    description=(
+        "The reply goes to the event's sender (an agent gets it as an event), and answering"
+        " the event acknowledges it. With a reply form, data must fill it in."
+    ),
+)
 async def reply(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
     agent = await require_agent(hub, request)
@@ -48,6 +84,13 @@ async def reply(request: Request) -> Response:
     )
 
 
+@described(
+    "Write to another agent",
+    keys=AGENT_ONLY,
+    body=SendMessageInput,
+    answers={202: answers.Event},
+    errors=(404, 429),
+)
 async def send_message(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
     agent = await require_agent(hub, request)
@@ -59,6 +102,14 @@ async def send_message(request: Request) -> Response:
     return json_response(published.event.to_json(), 202)
 
 
+@described(
+    "Relay a permission prompt to another agent",
+    keys=AGENT_ONLY,
+    body=PermissionInput,
+    answers={202: answers.Event},
+    errors=(404, 429),
+    description="A Claude Code permission prompt, for the agent named by to to allow or deny.",
+)
 async def ask_permission(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
     agent = await require_agent(hub, request)

@@ -19,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from herald.errors import NotFound
+from herald.http.described import NO_KEY, Answer, described
 
 CONTENT_TYPES = {
     "index.html": "text/html; charset=utf-8",
@@ -66,17 +67,45 @@ def console_file(name: str) -> ConsoleFile:
     return ConsoleFile(body, CONTENT_TYPES[name], etag)
 
 
+@described(
+    "The web console: a redirect to its page",
+    keys=NO_KEY,
+    answers={308: Answer("Go to console/ (relative, so that a proxy's path prefix is kept).")},
+    uses_store=False,
+    tag="console",
+)
 async def to_page(request: Request) -> Response:
     # Relative, so that the console works under a proxy's path prefix too.
     return RedirectResponse("console/", status_code=308)
 
 
+@described(
+    "The web console's page (it holds no data: it asks for the admin key and sends it)",
+    keys=NO_KEY,
+    answers={
+        200: Answer("The page.", {"text/html": str}),
+        304: Answer("Unchanged since the ETag sent in If-None-Match."),
+    },
+    uses_store=False,
+    tag="console",
+)
 async def page(request: Request) -> Response:
     return _serve(request, "index.html")
 
 
+@described(
+    "One of the web console's files: its script, stylesheet or icon",
+    keys=NO_KEY,
+    answers={
+        200: Answer("The file.", {"text/javascript": str, "text/css": str, "image/svg+xml": str}),
+        304: Answer("Unchanged since the ETag sent in If-None-Match."),
+    },
+    errors=(404,),
+    uses_store=False,
+    tag="console",
+)
 async def asset(request: Request) -> Response:
-    name = request.path_params["name"]
+    name = request.path_params["file"]
     if name not in CONTENT_TYPES or name == "index.html":
         raise NotFound(f"the console has no file {name!r}")
     return _serve(request, name)
@@ -93,5 +122,5 @@ def _serve(request: Request, name: str) -> Response:
 ROUTES = [
     Route("/console", to_page, methods=["GET"]),
     Route("/console/", page, methods=["GET"]),
-    Route("/console/{name}", asset, methods=["GET"]),
+    Route("/console/{file}", asset, methods=["GET"]),
 ]

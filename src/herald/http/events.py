@@ -4,26 +4,45 @@ offering one again."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from herald import answers
 from herald.errors import InvalidInput, NotFound
 from herald.http.auth import admin_or_agent, admin_or_publisher, require_admin
+from herald.http.described import ADMIN_ONLY, JSON, Answer, described
 from herald.http.io import json_response, read_json
 from herald.http.limits import ADMIN
 from herald.http.services import services
 from herald.hub import Hub
 from herald.hub.publisher_keys import check_scope
-from herald.inputs.events import parse_batch, parse_new_event
+from herald.inputs.events import PublishInput, parse_batch, parse_new_event
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
 from herald.models import EventStatus
 from herald.overview import EventQuery
 
 
+@described(
+    "Publish an event, or a batch of up to 1,000",
+    keys=("admin", "publisher"),
+    body=PublishInput,
+    answers={
+        202: Answer(
+            "Published: at least one event is new.", {JSON: answers.Receipt | answers.Receipts}
+        ),
+        200: Answer(
+            "Every event was published before (the same dedupe_key): nothing new.",
+            {JSON: answers.Receipt | answers.Receipts},
+        ),
+    },
+    errors=(404, 429),
+    description=(
+        "An object publishes one event, an array a batch (each item in order, all or none);"
+        " the answer is a receipt, or one per item."
+    ),
+)
 async def publish(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
     publisher = await admin_or_publisher(hub, request)
@@ -36,9 +55,10 @@ async def publish(request: Request) -> Response:
         limits.publish.take(caller, len(batch))
         results = await hub.publish_many(batch)
         status = 202 if any(r.created for r in results) else 200
-        return json_response(
-            {"events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]}, status
-        )
+        receipts: answers.Receipts = {
+            "events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]
+        }
+        return json_response(receipts, status)
     event = parse_new_event(body)
     if publisher is not None:
         check_scope(publisher, [event], batch=False)
@@ -48,25 +68,42 @@ async def publish(request: Request) -> Response:
     return json_response(receipt, 202 if published.created else 200)
 
 
+@described(
+    "Read an event",
+    keys=("admin", "agent"),
+    answers={200: answers.EventDetail},
+    errors=(404,),
+    description=(
+        "With its delivery attempts, its replies and its webhook and OpenClaw deliveries. An"
+        " agent's key reads only its own events."
+    ),
+)
 async def get_event(request: Request) -> Response:
     hub = services(request).hub
     viewer = await admin_or_agent(hub, request)
     event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
     replies = await hub.replies(event.id)
     deliveries = await hub.endpoints.deliveries(event.id)
-    return json_response(
-        {
-            **event.to_json(),
-            "attempts": [a.to_json() for a in attempts],
-            "replies": [r.to_json() for r in replies],
-            "deliveries": [d.to_json() for d in deliveries],
-        }
-    )
+    detail: answers.EventDetail = {
+        **event.to_json(),
+        "attempts": [a.to_json() for a in attempts],
+        "replies": [r.to_json() for r in replies],
+        "deliveries": [d.to_json() for d in deliveries],
+    }
+    return json_response(detail)
 
 
+@described(
+    "List events",
+    keys=ADMIN_ONLY,
+    query=EventListingInput,
+    answers={200: answers.EventPage},
+    description=(
+        "Events of every agent (or one), newest first, a page at a time: next is the cursor"
+        " of the page after (null: this is the last)."
+    ),
+)
 async def list_events(request: Request) -> Response:
-    """Events of every agent (or one), newest first, a page at a time: ``next`` is the cursor
-    of the page after (null: this is the last)."""
     hub = services(request).hub
     await require_admin(hub, request)
     asked = parse(EventListingInput, dict(request.query_params))
@@ -82,12 +119,11 @@ async def list_events(request: Request) -> Response:
     events = await hub.overview.events(query)
     page = events[: asked.limit]
     more = len(events) > asked.limit
-    return json_response(
-        {
-            "events": [event.to_json() for event in page],
-            "next": page_cursor(page[-1].created_at, page[-1].id) if more else None,
-        }
-    )
+    answer: answers.EventPage = {
+        "events": [event.to_json() for event in page],
+        "next": page_cursor(page[-1].created_at, page[-1].id) if more else None,
+    }
+    return json_response(answer)
 
 
 async def agent_id_named(hub: Hub, value: str) -> str:
@@ -104,6 +140,13 @@ async def agent_id_named(hub: Hub, value: str) -> str:
         ) from None
 
 
+@described(
+    "Offer an event again",
+    keys=ADMIN_ONLY,
+    answers={200: answers.Event},
+    errors=(404, 409),
+    description="The event is pending again, and delivered as if it were new.",
+)
 async def redeliver(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -111,7 +154,7 @@ async def redeliver(request: Request) -> Response:
     return json_response(event.to_json())
 
 
-def _receipt(event_id: str, seq: int, created: bool) -> dict[str, Any]:
+def _receipt(event_id: str, seq: int, created: bool) -> answers.Receipt:
     return {"id": event_id, "seq": seq, "duplicate": not created}
 
 

@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from herald.errors import HeraldError
 from herald.feed import FeedItem, FeedMatch
 from herald.http.auth import require_admin
+from herald.http.described import ADMIN_ONLY, EVENT_STREAM, Answer, described
 from herald.http.events import agent_id_named
 from herald.http.io import cancel_on_disconnect, error_headers, error_response
 from herald.hub import Hub
@@ -39,6 +40,28 @@ READ_EVERY_S = 0.05
 each read takes what came meanwhile at once, rather than one read per commit."""
 
 
+@described(
+    "The admin's live feed (Server-Sent Events)",
+    method="GET",
+    keys=ADMIN_ONLY,
+    query=FeedInput,
+    answers={
+        200: Answer(
+            "An endless text/event-stream: each item is a frame whose event is its kind"
+            " (published, attempt, acked, expired, endpoint, gap), whose id is where to go on"
+            " from, and whose data is the item as a JSON object. Comments keep it alive; a"
+            " frame named error says the store failed (go on from the last id).",
+            {EVENT_STREAM: str},
+        )
+    },
+    description=(
+        "Every publish, attempt, acknowledgement, expiry and endpoint change as it happens, in"
+        " commit order; agent and type narrow it. The Last-Event-ID header (or after) goes on"
+        " after an item; without, the feed starts from now."
+    ),
+    tag="events",
+    name="feed",
+)
 class FeedRoute:
     """The ASGI endpoint: one reader per client, and one task that notices when it goes away."""
 

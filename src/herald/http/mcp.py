@@ -14,7 +14,9 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.jsonrpc import INVALID_REQUEST, JSONRPCError, JSONRPCMessage
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
@@ -24,6 +26,7 @@ from herald.delivery.recorder import PushRecorder
 from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
+from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
 from herald.http.io import error_headers, error_response
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
@@ -105,6 +108,64 @@ class SessionsPerOwner(StreamableHTTPSessionManager):
         return super()._admit_session(requestor)
 
 
+_MCP = (
+    "herald's MCP server, over MCP's streamable HTTP transport: an agent's client speaks"
+    " JSON-RPC to it (initialize, tools/call, events/poll, events/stream...), as MCP says; the"
+    " session it opens (the Mcp-Session-Id header) belongs to the key's agent."
+)
+_REFUSED = Answer(
+    "Refused by the transport (a malformed message, a missing or unknown Mcp-Session-Id, an"
+    " Accept header without the media types it needs): a JSON-RPC error.",
+    {JSON: JSONRPCError},
+)
+_TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED, 415: _REFUSED}
+
+
+@described(
+    "Send an MCP message",
+    method="POST",
+    name="mcp_post",
+    keys=AGENT_ONLY,
+    body=JSONRPCMessage,
+    answers={
+        200: Answer(
+            "The answer to a request: one JSON-RPC message, or a stream of them (notifications,"
+            " then the answer) as text/event-stream.",
+            {JSON: JSONRPCMessage, EVENT_STREAM: str},
+        ),
+        202: Answer("A notification or a response, taken."),
+        **_TRANSPORT_ERRORS,
+    },
+    errors=(429,),
+    description=_MCP,
+    tag="mcp",
+)
+@described(
+    "Open an MCP session's stream",
+    method="GET",
+    name="mcp_get",
+    keys=AGENT_ONLY,
+    answers={
+        200: Answer(
+            "The session's server-to-client messages (events pushed to the agent among them),"
+            " as text/event-stream, for as long as the client holds it open.",
+            {EVENT_STREAM: str},
+        ),
+        **_TRANSPORT_ERRORS,
+    },
+    errors=(429,),
+    description=_MCP,
+    tag="mcp",
+)
+@described(
+    "End an MCP session",
+    method="DELETE",
+    name="mcp_delete",
+    keys=AGENT_ONLY,
+    answers={200: Answer("The session is ended."), **_TRANSPORT_ERRORS},
+    description=_MCP,
+    tag="mcp",
+)
 class McpRoute:
     """The ``/mcp`` ASGI endpoint: every request needs an agent's key; the MCP session it opens
     belongs to that agent (the SDK refuses its session id to any other key)."""
@@ -191,6 +252,9 @@ class McpRoute:
             unwatch()
 
     async def _serve(self, agent: Agent, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "POST" and not _sends_json(scope):
+            await NOT_JSON(scope, receive, send)
+            return
         method = mcp_short.short_method(scope)
         if method is not None:
             request, receive = await mcp_short.take(scope, receive, method)
@@ -213,6 +277,26 @@ class McpRoute:
             await self._app(scope, receive, send)
         except RateLimited as exc:  # raised before the SDK answers anything
             await _refuse(exc, scope, receive, send)
+
+
+NOT_JSON = JSONResponse(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": "send the JSON-RPC message with Content-Type: application/json",
+        },
+    },
+    415,
+)
+"""The answer to a POST that is not JSON, as a JSON-RPC error (the SDK's is plain text)."""
+
+
+def _sends_json(scope: Scope) -> bool:
+    # The SDK's own test of the header, which it answers with a bare 400.
+    content_type = Request(scope).headers.get("content-type", "")
+    return content_type.lower().startswith("application/json")
 
 
 async def _refuse(exc: HeraldError, scope: Scope, receive: Receive, send: Send) -> None:

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.errors import StoreUnavailable
 from herald.http.auth import require_metrics_reader
+from herald.http.described import Answer, described
 from herald.http.services import services
 from herald.hub import Hub
 from herald.metrics import Metrics
@@ -30,6 +31,21 @@ STORE_READ_S = 2.0
 """How long a scrape waits for the store's gauges before it answers without them."""
 
 
+@described(
+    "Prometheus metrics",
+    keys=("admin", "metrics"),
+    answers={
+        200: Answer(
+            "The metrics in Prometheus text format (OpenMetrics when the Accept header asks).",
+            {"text/plain": str, "application/openmetrics-text": str},
+        )
+    },
+    uses_store=False,  # without the store, it answers the process's own counts
+    description=(
+        "The admin key or the metrics token (herald serve --metrics-token); no key at all when"
+        " herald serve --metrics-open."
+    ),
+)
 async def metrics(request: Request) -> Response:
     found = services(request)
     hub = found.hub

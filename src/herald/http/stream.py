@@ -16,9 +16,11 @@ from starlette.types import Receive, Scope, Send
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http.auth import bearer_key, require_agent
+from herald.http.described import AGENT_ONLY, EVENT_STREAM, Answer, described
 from herald.http.io import cancel_on_disconnect, error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
+from herald.inputs.channel import RESUME_POINT, ResumeInput
 from herald.keys import hash_key
 from herald.models import Agent, Event
 
@@ -33,6 +35,28 @@ SEND_TIMEOUT_S = 30.0
 """A client that takes no data for this long is not reading: the stream is closed."""
 
 
+@described(
+    "Stream the agent's events (Server-Sent Events)",
+    method="GET",
+    keys=AGENT_ONLY,
+    query=ResumeInput,
+    answers={
+        200: Answer(
+            "An endless text/event-stream. Each event is a frame whose id is its seq and whose"
+            " data is the event (an Event, as JSON); a frame named truncated says which events"
+            " were gone, error that the stream was closed. Comments keep it alive.",
+            {EVENT_STREAM: str},
+        )
+    },
+    errors=(429,),
+    description=(
+        "Replays the agent's open events after the resume point (the Last-Event-ID header, else"
+        " ?after=), then streams new ones as they come, without gap or duplicate. A resume"
+        " point is not an acknowledgement: acknowledge with POST /channel/ack."
+    ),
+    tag="channel",
+    name="stream_events",
+)
 class StreamRoute:
     """The ASGI endpoint. Each stream holds one subscription and one task that notices when
     the client goes away; every buffer on the way is bounded."""
@@ -131,7 +155,7 @@ class StreamRoute:
 
 def _resume_point(request: Request) -> int:
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # "²" is a digit to isdigit
+    if not RESUME_POINT.fullmatch(raw):
         raise InvalidInput("Last-Event-ID (or ?after=) must be the seq of an event: 0 or more")
     return int(raw)
 

@@ -4,9 +4,10 @@ the channel routes)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from herald.inputs.fields import (
     MAX_ACK_IDS,
@@ -16,6 +17,7 @@ from herald.inputs.fields import (
     Form,
     Handle,
     Limit,
+    NullRefusedBy,
     ObjectData,
     Text,
     whole,
@@ -80,6 +82,17 @@ class ChannelAckInput(AckInput):
     """``POST /channel/ack``: the ``ack`` tool's arguments, and the drainer whose events they
     are (the one a heartbeat named)."""
 
+    # What AckInput checks, said in the schema. (Not in the tool's: MCP hosts refuse a tool
+    # schema that is not a plain object.)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["ids"], "properties": {"ids": {"type": "array", "minItems": 1}}},
+                {"required": ["cursor"], "properties": {"cursor": {"type": "integer"}}},
+            ]
+        }
+    )
+
     consumer: Consumer | None = None
 
 
@@ -88,7 +101,7 @@ class HeartbeatInput(Input):
 
     where: ClassVar[str] = "heartbeat"
 
-    cursor: Cursor | None = None
+    cursor: Annotated[Cursor | None, NullRefusedBy] = None
     limit: Limit = 20
     consumer: Consumer | None = None
 
@@ -166,3 +179,27 @@ class PermissionInput(Input):
         Field(max_length=MAX_INPUT_PREVIEW_CHARS),
         Says(f"must be a string of 0-{MAX_INPUT_PREVIEW_CHARS} characters"),
     ] = ""
+
+
+RESUME_POINT = re.compile(r"[0-9]{1,18}")
+"""The seq a stream resumes after, as ``Last-Event-ID`` or ``?after=`` send it."""
+
+
+class ResumeInput(Input):
+    """``GET /channel/stream``'s query: where a first connect resumes (a reconnect sends the
+    ``Last-Event-ID`` header instead, which wins)."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    after: (
+        Annotated[
+            str,
+            Field(
+                pattern=whole(RESUME_POINT),
+                description="The seq of the last event the client has; 0: from the oldest.",
+            ),
+            Says("must be the seq of an event: 0 or more"),
+        ]
+        | None
+    ) = None

@@ -90,6 +90,10 @@ def _storable(event: EventInput) -> NewEvent:
     )
 
 
+PublishInput = EventInput | Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
+"""What ``POST /v1/events`` takes: one event, or a batch (checked by ``parse_new_event`` and
+``parse_batch``)."""
+
 _STORABLE: Any = Annotated[EventInput, AfterValidator(_storable)]
 """An ``EventInput`` checked whole, made a ``NewEvent``."""
 _ONE: TypeAdapter[NewEvent] = TypeAdapter(_STORABLE)

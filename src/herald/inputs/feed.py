@@ -24,7 +24,9 @@ def _cursor(value: Any) -> FeedCursor:
     return cursor
 
 
-After = Annotated[FeedCursor, BeforeValidator(_cursor), Says(AFTER.strip())]
+After = Annotated[
+    FeedCursor, BeforeValidator(_cursor, json_schema_input_type=str), Says(AFTER.strip())
+]
 
 
 class FeedInput(Input):

@@ -4,10 +4,19 @@ of it ends with. Patterns are anchored: pydantic searches, herald's checks match
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo
-from pydantic_core import PydanticCustomError, PydanticUseDefault
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationInfo,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, PydanticUseDefault, core_schema
 
 from herald.inputs.refusals import Says, refused_by
 from herald.validation import (
@@ -43,10 +52,42 @@ def _null_refused(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class _NotNull:
+    """A field's JSON Schema without the null of its ``X | None``: the type says the field may
+    be left out, not that null is taken."""
+
+    refuse: bool = True
+    """Refuse null too (else a validator of the field's must)."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        inner = handler(source)
+        return (
+            core_schema.no_info_before_validator_function(_null_refused, inner)
+            if self.refuse
+            else inner
+        )
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        found = handler(schema)
+        kinds = [kind for kind in found.get("anyOf", ()) if kind != {"type": "null"}]
+        if "anyOf" not in found or not kinds:
+            return found
+        rest = {key: value for key, value in found.items() if key != "anyOf"}
+        return {**rest, **kinds[0]} if len(kinds) == 1 else {**rest, "anyOf": kinds}
+
+
 NullIsDefault = BeforeValidator(_null_is_default)
 """A null is taken as the field left out (as MCP clients send unset arguments)."""
-NullRefused = BeforeValidator(_null_refused)
-"""The field may be left out, but not sent as null (refused with the words of its ``Says``)."""
+NullRefused = _NotNull()
+"""The field may be left out, but not sent as null (refused with the words of its ``Says``);
+its schema says so."""
+NullRefusedBy = _NotNull(refuse=False)
+"""The schema of ``NullRefused``, for a field whose own validator refuses null."""
 
 
 def _checked_depth(value: Any, info: ValidationInfo) -> Any:

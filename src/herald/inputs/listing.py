@@ -65,12 +65,12 @@ def _whole_number(value: Any) -> Any:
 
 Moment = Annotated[
     int,
-    BeforeValidator(_moment),
+    BeforeValidator(_moment, json_schema_input_type=str),
     Says("must be an ISO 8601 time such as 2025-01-31T09:30:00Z or 2025-01-31"),
 ]
 PageCursor = Annotated[
     tuple[int, str],
-    BeforeValidator(_position),
+    BeforeValidator(_position, json_schema_input_type=str),
     Says("must be the next value of the page before, or left out for the first page"),
 ]
 Page = Annotated[

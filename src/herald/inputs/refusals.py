@@ -112,8 +112,8 @@ def invalid_input(exc: ValidationError, model: type[Input], where: str) -> Inval
         return InvalidInput(f"{path} must be {reached.shape}")
     # A field that is a model of its own says what to send by the model's shape.
     shape = f"must be {reached.shape}" if reached is not None and field is not None else None
-    says = _says(owner, field) or shape or f"is malformed: {first['msg']}"
-    return InvalidInput(f"{path} is required and {says}" if kind == "missing" else f"{path} {says}")
+    said = says(owner, field) or shape or f"is malformed: {first['msg']}"
+    return InvalidInput(f"{path} is required and {said}" if kind == "missing" else f"{path} {said}")
 
 
 def _first(errors: Sequence[ErrorDetails]) -> ErrorDetails:
@@ -159,7 +159,8 @@ def _model_in(annotation: Any) -> type[Input] | None:
     return None
 
 
-def _says(model: type[Input], field: str | None) -> str | None:
+def says(model: type[Input], field: str | None) -> str | None:
+    """What a field of ``model`` must be, in the words of its ``Says``, if it has one."""
     if field is None:
         return None
     info = model.model_fields[field]

@@ -4,14 +4,14 @@ hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 import mcp_types as types
 import pydantic_core
 
-from herald import json_input
+from herald import answers, json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
@@ -145,9 +145,9 @@ def error(message: str, code: str = "invalid_input") -> types.CallToolResult:
     )
 
 
-def text_result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
+def text_result(text: str, structured: Mapping[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured
+        content=[types.TextContent(type="text", text=text)], structured_content=dict(structured)
     )
 
 
@@ -184,7 +184,7 @@ async def _inbox(
     events = [event for event in await api.inbox(limit) if event.id not in held_back]
     if not events:
         return text_result("No pending events.", {"events": [], "cursor": None})
-    shown: list[tuple[Event, str, dict[str, Any]]] = []
+    shown: list[tuple[Event, str, answers.Event]] = []
     notes: list[str] = []
     for event in events:
         try:

@@ -489,7 +489,7 @@ async function overviewPage(life, body) {
       failingPage.next ? h("p", {}, link("/endpoints?failing=true", "All failing endpoints")) : null,
     );
     fill(attempts, table(["Way", "Outcome", ["Attempts", "num"]],
-      stats.attempts.map((a) => row(text(a.mechanism), badge(a.outcome), cell({ class: "num" }, a.count))),
+      stats.attempts_recorded.map((a) => row(text(a.mechanism), badge(a.outcome), cell({ class: "num" }, a.count))),
       "No attempts yet."));
   };
   await load();
