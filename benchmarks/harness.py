@@ -30,6 +30,7 @@ from benchmarks import (
     fig_store,
     fig_stream,
     fig_subscriptions,
+    fig_tail,
     fig_webhooks,
     fig_workers,
 )
@@ -56,6 +57,7 @@ GROUPS = (
     "send-file",
     "list-events",
     "workers",
+    "tail-cost",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -165,12 +167,15 @@ def _steps(
             return []
         return [await fig_workers.workers_figure(sizes, workdir, args.postgres_url)]
 
+    async def tail_cost() -> list[Figure]:
+        return [await fig_tail.tail_figure(sizes, workdir)]
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
-        "list-events": list_events, "workers": workers,
+        "list-events": list_events, "workers": workers, "tail-cost": tail_cost,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 
