@@ -3,6 +3,7 @@ stored read first, one seq reservation per agent, one multi-row insert for what 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 
@@ -16,6 +17,11 @@ from herald.store.appends import (
 )
 from herald.store.sqlite.rows import EVENT_COLUMNS, INSERT_EVENT, event
 from herald.store.tables import EVENTS
+
+FIND_STORED_KEYS = f"""
+SELECT {EVENT_COLUMNS} FROM events
+WHERE agent_id = ? AND dedupe_key IN (SELECT value FROM json_each(?))
+"""
 
 
 def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
@@ -42,14 +48,16 @@ def _agent_ids(conn: sqlite3.Connection, handles: set[str]) -> dict[str, str]:
 
 
 def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[DedupeKey, Event]:
-    """The events already stored with those keys."""
+    """The events already stored with those keys: one query per agent, each key looked up in
+    the index of dedupe keys (a query per key cost a batch of keyed events a third more time)."""
+    by_agent: dict[str, list[str]] = {}
+    for agent_id, key in keys:
+        by_agent.setdefault(agent_id, []).append(key)
     found: dict[DedupeKey, Event] = {}
-    for key in keys:
-        row = conn.execute(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = ? AND dedupe_key = ?", key
-        ).fetchone()
-        if row is not None:
-            found[key] = event(row)
+    for agent_id, agent_keys in by_agent.items():
+        listed = json.dumps(agent_keys, ensure_ascii=False)
+        for row in conn.execute(FIND_STORED_KEYS, (agent_id, listed)):
+            found[agent_id, row["dedupe_key"]] = event(row)
     return found
 
 
