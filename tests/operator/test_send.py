@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from herald.operator.api import OperatorError
-from herald.operator.send import read_batches
+from herald.operator.send import Batch, in_batches, read_lines
+
+
+def read_batches(path: Path, size: int = 1000) -> list[Batch]:
+    return list(in_batches(read_lines(path), size))
 
 
 def sent(path: Path, size: int = 1000) -> list[dict[str, Any]]:
@@ -34,6 +38,7 @@ def test_each_line_is_sent_as_the_event_it_holds_with_a_key_unless_it_has_one(
         '{"to": "a", "type": "t", "text": "mine", "dedupe_key": "my-key"}',
         '{"to": "a", "type": "t", "text": "none", "dedupe_key": null}',
         "{}",
+        "{ }",
         '{"to": "a", "to": "b", "type": "t", "text": "the last of a name counts"}',
     ]
     events = tmp_path / "events.jsonl"
@@ -48,6 +53,7 @@ def test_each_line_is_sent_as_the_event_it_holds_with_a_key_unless_it_has_one(
         "line-000000002-",
         "line-000000005-",
         "line-000000006-",
+        "line-000000007-",
     ]
 
 

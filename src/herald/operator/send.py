@@ -4,20 +4,22 @@ the file again (after an interruption, or with a refused line fixed, or more lin
 end) stores only what did not arrive.
 
 The whole file is checked before anything is sent: a line that is not a JSON object is named
-and nothing is sent. Each line is sent as it is written, its key added to its text, rather than
-parsed and written again; and the next batch is on its way while the answer to the last is read.
+and nothing is sent. The rest of the work is done while the hub stores the batch before: each
+batch's body is made (its lines as written, each with its key added to its text rather than
+parsed and written again) while the one before it is on its way, and the answer to a batch is
+read while the next one is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from herald.operator.api import AdminApi, OperatorError
 from herald.operator.output import Output
@@ -30,6 +32,17 @@ JSON_SPACE = " \t\n\r"
 _DECODER = json.JSONDecoder()
 
 
+class EventLine(NamedTuple):  # one per line: a frozen dataclass made reading a fifth slower
+    """A line of the file that holds an event: its number, its JSON text (whitespace around it
+    taken off), whether the event has a ``dedupe_key`` of its own, and whether it has no field
+    at all (``{}``: the hub will say what it lacks)."""
+
+    number: int
+    text: str
+    keyed: bool
+    empty: bool
+
+
 @dataclass(frozen=True)
 class Batch:
     """Lines ``first`` to ``last`` of the file (blank lines skipped), as one request's body."""
@@ -40,77 +53,74 @@ class Batch:
     body: bytes
 
 
-def read_batches(path: Path, size: int = BATCH) -> list[Batch]:
-    """Every event of the file, each with a dedupe key, in bodies of ``size`` events; or an
-    error naming the first bad line: nothing is sent before the whole file is read."""
+def read_lines(path: Path) -> list[EventLine]:
+    """Every event of the file; or an error naming the first line that is not one: nothing is
+    sent before the whole file is read."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
-    batches = []
-    numbers: list[int] = []
-    texts: list[str] = []
+    lines = []
+    decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        numbers.append(number)
-        texts.append(_keyed(path, number, line, stripped))
-        if len(texts) == size:
-            batches.append(_batch(numbers, texts))
-            numbers, texts = [], []
-    if texts:
-        batches.append(_batch(numbers, texts))
-    return batches
-
-
-def _keyed(path: Path, number: int, line: str, stripped: str) -> str:
-    """The line's event as JSON text, with a dedupe key added unless it has one (from the
-    line ``stripped`` of its whitespace, as the keys have always been made)."""
-    text = line.strip(JSON_SPACE)
-    try:
-        event, end = _DECODER.raw_decode(text)
-    except json.JSONDecodeError:
-        event, end = None, -1
-    if end != len(text):  # json.loads says what is wrong, where in the line as written
+        text = line.strip(JSON_SPACE)
         try:
-            json.loads(line)
-        except json.JSONDecodeError as exc:
-            problem = f"not JSON ({exc.msg})"
-            raise OperatorError(f"{path}:{number}: {problem}; nothing was sent") from exc
-    if not isinstance(event, dict):
-        raise OperatorError(
-            f"{path}:{number}: an event is a JSON object ({{to, type, text, ...}});"
-            " nothing was sent"
-        )
-    if "dedupe_key" in event:
-        return text
-    # The line's number first: keys of one file then grow in order, which keeps the hub's
-    # index of them cheap to add to (random keys cost it a third of its rate). A key is made
-    # of letters, digits and -: it needs no escaping, and the object's closing brace is the
-    # last character of its text.
-    digest = hashlib.sha256(stripped.encode()).hexdigest()[:16]
-    key = f'"dedupe_key":"line-{number:09d}-{digest}"}}'
-    return f"{text[:-1]},{key}" if event else f"{{{key}"
+            event, end = decode(text)
+        except json.JSONDecodeError:
+            event, end = None, -1
+        if end == len(text) and isinstance(event, dict):
+            lines.append(EventLine(number, text, "dedupe_key" in event, not event))
+        elif line.strip():  # not blank: not an event
+            raise _not_an_event(path, number, line)
+    return lines
 
 
-def _batch(numbers: list[int], texts: list[str]) -> Batch:
-    body = f"[{','.join(texts)}]".encode()
-    return Batch(numbers[0], numbers[-1], len(texts), body)
+def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
+    try:
+        json.loads(line)  # what is wrong, where in the line as written
+    except json.JSONDecodeError as exc:
+        return OperatorError(f"{path}:{number}: not JSON ({exc.msg}); nothing was sent")
+    return OperatorError(
+        f"{path}:{number}: an event is a JSON object ({{to, type, text, ...}}); nothing was sent"
+    )
+
+
+def in_batches(lines: Sequence[EventLine], size: int = BATCH) -> Iterator[Batch]:
+    """The bodies to send, ``size`` events each, each event with a dedupe key; each made when
+    it is asked for."""
+    for start in range(0, len(lines), size):
+        chunk = lines[start : start + size]
+        body = f"[{','.join(map(_keyed, chunk))}]".encode()
+        yield Batch(chunk[0].number, chunk[-1].number, len(chunk), body)
+
+
+def _keyed(line: EventLine) -> str:
+    """The line's event as JSON text, with a dedupe key unless it has one.
+
+    The key is the line's number, then the start of the SHA-256 of the line without the
+    whitespace around it (``str.strip``'s, as keys have always been made; for a line that holds
+    an object that is ``text``): a file sent again gets the same keys. The number first: keys
+    of one file then grow in order, which keeps the hub's index of them cheap to add to (random
+    keys cost it a third of its rate). A key is made of letters, digits and -: it needs no
+    escaping, and goes before the object's closing brace."""
+    if line.keyed:
+        return line.text
+    digest = hashlib.sha256(line.text.encode()).hexdigest()[:16]
+    key = f'"dedupe_key":"line-{line.number:09d}-{digest}"}}'
+    return f"{line.text[:-1]},{key}" if not line.empty else f"{{{key}"
 
 
 def send_file(api: AdminApi, path: Path, out: Output) -> None:
-    batches = read_batches(path)
-    events = sum(batch.events for batch in batches)
+    lines = read_lines(path)
     stored = repeated = 0
-    with _progress(out, events) as advance:
-        for batch, receipts in _send_in_turn(api, batches):
+    with _progress(out, len(lines)) as advance:
+        for batch, receipts in _send_in_turn(api, in_batches(lines)):
             already_there = sum(1 for receipt in receipts if receipt["duplicate"])
             repeated += already_there
             stored += len(receipts) - already_there
             advance(batch.events)
     out.record(
-        {"file": str(path), "events": events, "stored": stored, "already_there": repeated},
+        {"file": str(path), "events": len(lines), "stored": stored, "already_there": repeated},
         "sent",
     )
 
@@ -136,17 +146,22 @@ def _progress(out: Output, total: int) -> Iterator[Callable[[int], None]]:
 
 
 def _send_in_turn(
-    api: AdminApi, batches: list[Batch]
+    api: AdminApi, batches: Iterator[Batch]
 ) -> Iterator[tuple[Batch, list[dict[str, Any]]]]:
     """Each batch and the hub's receipts for its events, sent one at a time on one connection:
     a batch is sent once the one before it is stored, so that when one fails every line before
-    it has arrived and none after it has been sent. The next batch leaves (from a thread) while
-    the answer to the last is read here."""
+    it has arrived and none after it has been sent. A batch is sent from a thread: the next
+    one is made, and the answer to the last read, while it is on its way."""
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-send") as sender:
-        sending: Future[bytes] | None = None
-        for index, batch in enumerate(batches):
-            if sending is None:
-                sending = sender.submit(api.post_body, "/v1/events", batch.body)
+
+        def send(batch: Batch) -> Future[bytes]:
+            return sender.submit(api.post_body, "/v1/events", batch.body)
+
+        batch = next(batches, None)
+        sending = send(batch) if batch is not None else None
+        while batch is not None and sending is not None:
+            following = next(batches, None)
             try:
                 answer = sending.result()
             except OperatorError as exc:
@@ -155,7 +170,6 @@ def _send_in_turn(
                     f" before {batch.first} were sent: fix the file and send it again (nothing"
                     " is sent twice)"
                 ) from exc
-            sending = None
-            if index + 1 < len(batches):
-                sending = sender.submit(api.post_body, "/v1/events", batches[index + 1].body)
+            sending = send(following) if following is not None else None
             yield batch, json.loads(answer)["events"]
+            batch = following
