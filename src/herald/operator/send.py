@@ -4,18 +4,18 @@ the file again (after an interruption, or with a refused line fixed, or more lin
 end) stores only what did not arrive.
 
 The whole file is checked before anything is sent: a line that is not a JSON object is named
-and nothing is sent. The rest of the work is done while the hub stores the batch before: each
-batch's body is made (its lines as written, each with its key added to its text rather than
-parsed and written again) while the one before it is on its way, and the answer to a batch is
-read while the next one is.
+and nothing is sent. The rest of the work is done while the hub stores a batch: the next one is
+made (its lines as written, each with its key added to its text rather than parsed and written
+again), and the answer to the last one read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,8 @@ from herald.operator.output import Output
 
 BATCH = 1000
 """Events per request: the most ``POST /v1/events`` takes at once."""
+HANDED = 2
+"""Batches handed to the sending thread at a time: the one on its way and the next."""
 JSON_SPACE = " \t\n\r"
 """The whitespace JSON allows around a value (``str.strip`` would take more)."""
 
@@ -150,26 +152,48 @@ def _send_in_turn(
 ) -> Iterator[tuple[Batch, list[dict[str, Any]]]]:
     """Each batch and the hub's receipts for its events, sent one at a time on one connection:
     a batch is sent once the one before it is stored, so that when one fails every line before
-    it has arrived and none after it has been sent. A batch is sent from a thread: the next
-    one is made, and the answer to the last read, while it is on its way."""
+    it has arrived and none after it has been sent.
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-send") as sender:
+    The batches are sent by a thread of their own, which takes the next one as soon as the last
+    is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
+    each batch over once its predecessor was answered left the sender waiting for this thread
+    to be done with its share of the work, up to Python's 5 ms switch interval a batch.)"""
+    handed: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+    answers: queue.SimpleQueue[tuple[Batch, bytes | BaseException]] = queue.SimpleQueue()
+    stopped = threading.Event()
 
-        def send(batch: Batch) -> Future[bytes]:
-            return sender.submit(api.post_body, "/v1/events", batch.body)
-
-        batch = next(batches, None)
-        sending = send(batch) if batch is not None else None
-        while batch is not None and sending is not None:
-            following = next(batches, None)
+    def send_each() -> None:
+        while not stopped.is_set() and (batch := handed.get()) is not None:
             try:
-                answer = sending.result()
-            except OperatorError as exc:
-                raise OperatorError(
-                    f"lines {batch.first}-{batch.last} were refused ({exc.message}); the lines"
-                    f" before {batch.first} were sent: fix the file and send it again (nothing"
-                    " is sent twice)"
-                ) from exc
-            sending = send(following) if following is not None else None
-            yield batch, json.loads(answer)["events"]
-            batch = following
+                answers.put((batch, api.post_body("/v1/events", batch.body)))
+            except BaseException as exc:  # told to the caller, and nothing more is sent
+                answers.put((batch, exc))
+                return
+
+    sender = threading.Thread(target=send_each, name="herald-send", daemon=True)
+    sender.start()
+    waiting = 0
+    try:
+        for batch in batches:
+            if waiting == HANDED:
+                yield _receipts(*answers.get())
+                waiting -= 1
+            handed.put(batch)
+            waiting += 1
+        for _ in range(waiting):
+            yield _receipts(*answers.get())
+    finally:
+        stopped.set()
+        handed.put(None)
+
+
+def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[dict[str, Any]]]:
+    if isinstance(answer, OperatorError):
+        raise OperatorError(
+            f"lines {batch.first}-{batch.last} were refused ({answer.message}); the lines"
+            f" before {batch.first} were sent: fix the file and send it again (nothing is sent"
+            " twice)"
+        ) from answer
+    if isinstance(answer, BaseException):
+        raise answer
+    return batch, json.loads(answer)["events"]
