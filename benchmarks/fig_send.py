@@ -42,7 +42,7 @@ from benchmarks.fig_http import OK, SERVER_METHOD, _batch_body, _event
 from benchmarks.loadgen import Connection, closed_loop, encode_request, send_all
 from benchmarks.results import Figure, Measurement, Target, noise_note, saturation_note
 from benchmarks.server import Server, ServerFailure, create_agent, herald_server
-from herald.operator.send import BATCH, read_events
+from herald.operator.send import BATCH, in_batches, read_lines
 
 STARTUP_RUNS = 3
 
@@ -165,8 +165,7 @@ async def _side(side: str, workdir: Path, name: str, sizes: Sizes, work: dict[st
 
 def _keyed_bodies(path: Path) -> list[bytes]:
     """The bodies ``herald send --file`` posts for this file: its events with their dedupe keys."""
-    events = [item["event"] for item in read_events(path)]
-    return [json.dumps(events[at : at + BATCH]).encode() for at in range(0, len(events), BATCH)]
+    return [batch.body for batch in in_batches(read_lines(path))]
 
 
 async def _rounds(sizes: Sizes, workdir: Path) -> dict[str, list[Sent]]:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from herald.cli import build_parser, main, serve_config, serve_settings
+from herald.cli import build_parser, main
+from herald.cli_serve import serve_config, serve_settings
 from herald.config import DEFAULTS, ServeConfig
 from herald.settings import SETTINGS as ALL_SETTINGS
 from herald.settings.sources import ConfigProblems
@@ -622,3 +623,47 @@ def test_each_flags_help_tells_its_default_from_the_config_and_its_variable(
     for setting in ALL_SETTINGS:
         assert f"(default {setting.shown_default()}; ${setting.env})" in told, setting.name
     assert "(default 7d; $HERALD_RETENTION)" in told
+
+
+SERVER_STACK = ("starlette", "uvicorn", "mcp", "pydantic", "jsonschema", "sqlite3", "asyncpg")
+"""What ``herald serve`` loads and an operator's command must not: it would take a second more
+to start (herald's hub and store, the HTTP server, the MCP SDK, the models of its inputs)."""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["send", "--file", "{empty}", "--json"],
+        ["send", "--file", "{empty}"],
+        ["send", "--help"],
+        ["agent", "list", "--help"],
+        ["status", "--json"],
+        ["--help"],
+    ],
+)
+def test_an_operators_command_loads_neither_the_server_nor_the_store(
+    command: list[str], tmp_path: Path
+) -> None:
+    empty = tmp_path / "events.jsonl"
+    empty.write_text("")
+    argv = [word.format(empty=empty) for word in command]
+    # Run to its end (a hub that is not there: the command fails, as it should, after its
+    # imports), then list what it loaded.
+    script = (
+        "import sys\n"
+        "from herald.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "HERALD_URL": "http://127.0.0.1:9", "HERALD_ADMIN_KEY": "k" * 40}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    loaded = set(done.stderr.splitlines()[-1].split())
+    assert "herald.cli" in loaded
+    assert {m.partition(".")[0] for m in loaded} & set(SERVER_STACK) == set()
+    herald_server = ("herald.hub", "herald.store", "herald.http", "herald.mcp")
+    assert {m for m in loaded if m.startswith(herald_server)} == set()

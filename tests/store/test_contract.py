@@ -162,6 +162,20 @@ async def test_a_batch_numbers_only_what_it_stores(store: Store) -> None:
     assert [e.seq for e in await store.read_open(bob.id, 0, 10)] == [1]
 
 
+async def test_keys_of_any_characters_are_found_again_by_a_batch_to_several_agents(
+    store: Store,
+) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    keys = ['say "hi"', "back\\slash", "two\nlines", "tab\t", "é", "😀", "line-000000001-a", "[]"]
+    batch = [event(to, f"{to} {key}", dedupe_key=key) for key in keys for to in ("alice", "bob")]
+    first = await store.append(batch)
+    again = await store.append(batch[::-1])  # in another order: each finds its own
+    assert all(p.created for p in first) and not any(p.created for p in again)
+    assert [p.event.id for p in again] == [p.event.id for p in first][::-1]
+    assert [e.dedupe_key for e in await store.read_open(alice.id, 0, 100)] == keys
+    assert len(await store.read_open(bob.id, 0, 100)) == len(keys)
+
+
 async def test_ack_up_to_a_cursor_delivers_that_far_and_no_further(store: Store) -> None:
     alice = await add_agent(store, "alice")
     await publish(store, "alice", 5)

@@ -74,9 +74,23 @@ class AdminApi:
             OperatorError: the hub could not be reached, or answered with an error (its
                 message, which says what to change).
         """
+        answer = self._request(method, path, json=body, params=params)
+        return answer.json() if answer.content else None
+
+    def post_body(self, path: str, body: bytes) -> bytes:
+        """POST a body already JSON; returns the answer as it came (``send --file`` reads it
+        while its next batch is on its way).
+
+        Raises:
+            OperatorError: as ``call``.
+        """
+        headers = {"content-type": "application/json"}
+        return self._request("POST", path, content=body, headers=headers).content
+
+    def _request(self, method: str, path: str, **request: Any) -> httpx2.Response:
         for _ in range(BUSY_RETRIES):
             try:
-                answer = self._http.request(method, path, json=body, params=params)
+                answer = self._http.request(method, path, **request)
             except httpx2.HTTPError as exc:
                 raise OperatorError(f"cannot reach the hub at {self.url}: {exc}") from exc
             if answer.status_code not in BUSY:
@@ -85,7 +99,7 @@ class AdminApi:
             time.sleep(min(_retry_after(answer), MAX_WAIT_S))
         if answer.status_code >= 400:
             raise OperatorError(f"{method} {path}: {answer.status_code} {_error_message(answer)}")
-        return answer.json() if answer.content else None
+        return answer
 
     def stream(
         self,

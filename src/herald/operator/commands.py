@@ -2,21 +2,27 @@
 
 Each reads the hub's URL and the admin key from ``--url`` and ``--key``, or ``HERALD_URL`` and
 ``HERALD_ADMIN_KEY``; prints a table, or JSON lines with ``--json``; and exits non-zero with a
-one-line reason on any error (``herald.cli`` prints it)."""
+one-line reason on any error.
+
+``herald.cli`` imports this module only to run one of these commands; it and what it imports
+(``herald.operator``, ``httpx2``, ``rich``) must not import the server or the store, so that
+the commands start at once (``tests/test_cli.py`` checks)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from herald.errors import HeraldError
 from herald.operator.api import DEFAULT_URL, AdminApi, OperatorError
 
-if TYPE_CHECKING:  # rich is imported only when an operator's command runs, not for serve
+if TYPE_CHECKING:  # rich is imported once the arguments are good, not to parse them
     from herald.operator.output import Output
 
 Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
@@ -30,12 +36,16 @@ LARGEST_PAGE = 500
 """The most items of a listing the hub gives at once."""
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the operator's commands to ``herald``'s."""
-    agent = _group(commands, "agent", "manage agents: add, list, show, rm, keys, endpoints")
-    add = _command(agent, "add", "create an agent; its key is shown once", _agent_add)
-    add.add_argument("handle")
-    add.add_argument("--webhook-url", help="push its events to this URL too (signed)")
+def add(parser: argparse.ArgumentParser, name: str) -> None:
+    """Add the arguments of the operator's command ``name`` (``herald.cli`` made its parser)."""
+    _ADDERS[name](parser)
+
+
+def _add_agent(parser: argparse.ArgumentParser) -> None:
+    agent = _actions(parser, "agent")
+    agent_add = _command(agent, "add", "create an agent; its key is shown once", _agent_add)
+    agent_add.add_argument("handle")
+    agent_add.add_argument("--webhook-url", help="push its events to this URL too (signed)")
     listing = _command(
         agent, "list", "every agent, with its pending events and live sessions", _agents
     )
@@ -58,7 +68,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     openclaw.add_argument("--token", required=True, help="the gateway's hooks token")
     openclaw.add_argument("--mode", choices=["wake", "agent"], help="how the gateway is woken")
 
-    send = _command(commands, "send", "publish an event, or a file of them", _send)
+
+def _add_send(send: argparse.ArgumentParser) -> None:
+    _options(send, _send)
     send.add_argument("handle", nargs="?", help="the agent to send to")
     send.add_argument("text", nargs="?")
     send.add_argument("--type", default="message", help="the event's type (default message)")
@@ -72,35 +84,43 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         " sending it again sends only what did not arrive",
     )
 
-    events = _command(commands, "events", "events, newest first", _events)
+
+def _add_events(events: argparse.ArgumentParser) -> None:
+    _options(events, _events)
     events.add_argument("--agent", metavar="ID_OR_HANDLE")
     events.add_argument("--status", help="pending, sent, delivered, expired")
     events.add_argument("--type", help="an event type, or a glob such as build.*")
     events.add_argument("--since", help="an ISO 8601 time")
     events.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    event = _group(commands, "event", "one event: its attempts, or offer it again")
+
+
+def _add_event(parser: argparse.ArgumentParser) -> None:
+    event = _actions(parser, "event")
     show_event = _command(event, "show", "an event and every attempt to deliver it", _event)
     show_event.add_argument("event_id", metavar="ID")
     redeliver = _command(event, "redeliver", "offer an event again", _redeliver)
     redeliver.add_argument("event_id", metavar="ID")
 
-    endpoints = _command(commands, "endpoints", "every agent's webhook endpoints", _endpoints)
+
+def _add_endpoints(endpoints: argparse.ArgumentParser) -> None:
+    _options(endpoints, _endpoints)
     endpoints.add_argument("--failing", action="store_true", help="only those failing or off")
-    endpoint = _group(commands, "endpoint", "one endpoint")
+
+
+def _add_endpoint(parser: argparse.ArgumentParser) -> None:
+    endpoint = _actions(parser, "endpoint")
     enable = _command(endpoint, "enable", "bring a disabled endpoint back", _enable)
     enable.add_argument("endpoint_id", metavar="ID")
 
-    _command(commands, "status", "is the hub healthy: one screen", _status)
-    tail = _command(
-        commands,
-        "tail",
-        "a live feed of publishes, delivery attempts, acks, expiries and endpoint changes",
-        _tail,
-    )
+
+def _add_tail(tail: argparse.ArgumentParser) -> None:
+    _options(tail, _tail)
     tail.add_argument("--agent", metavar="ID_OR_HANDLE", help="only this agent's")
     tail.add_argument("--type", help="only events of this type, or of a glob such as build.*")
 
-    key = _group(commands, "key", "publisher keys: keys that may only publish")
+
+def _add_key(parser: argparse.ArgumentParser) -> None:
+    key = _actions(parser, "key")
     key_add = _command(key, "add", "a publisher key, shown once", _key_add)
     key_add.add_argument("name")
     key_add.add_argument("--handle", action="append", dest="handles", help="only to this agent")
@@ -110,25 +130,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     revoke.add_argument("key_id", metavar="ID")
 
 
-def run(args: argparse.Namespace) -> None:
-    """Run the operator's command ``args`` holds.
-
-    Raises:
-        OperatorError: it could not be done; the message says why, in one line.
-    """
+def run(args: argparse.Namespace) -> int:
+    """Run the operator's command ``args`` holds; returns the exit code. What went wrong is one
+    line on stderr."""
     from herald.operator.output import Output
 
-    api = AdminApi(args.url, args.key)
     try:
-        args.run(api, args, Output(args.json))
-    finally:
-        api.close()
+        api = AdminApi(args.url, args.key)
+        try:
+            args.operation(api, args, Output(args.json))
+        finally:
+            api.close()
+    except HeraldError as exc:
+        print(f"herald: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
 
 
-def _group(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+def _actions(
+    parser: argparse.ArgumentParser, name: str
 ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-    parser = commands.add_parser(name, help=help, description=help)
     return parser.add_subparsers(dest=f"{name}_command", required=True)
 
 
@@ -139,6 +160,12 @@ def _command(
     command: Command,
 ) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help, description=help)
+    _options(parser, command)
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser, command: Command) -> None:
+    """The options every command has, and what it runs."""
     parser.add_argument(
         "--url",
         default=os.environ.get("HERALD_URL", DEFAULT_URL),
@@ -150,8 +177,7 @@ def _command(
         help="the admin key ($HERALD_ADMIN_KEY)",
     )
     parser.add_argument("--json", action="store_true", help="JSON lines instead of tables")
-    parser.set_defaults(run=command, operator=True)
-    return parser
+    parser.set_defaults(run=run, operation=command)
 
 
 def _json_value(text: str) -> Any:
@@ -347,3 +373,16 @@ def _keys(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 def _key_revoke(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     api.delete(f"/v1/keys/{quote(args.key_id, safe='')}")
     out.note(f"key {args.key_id} revoked")
+
+
+_ADDERS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "agent": _add_agent,
+    "send": _add_send,
+    "events": _add_events,
+    "event": _add_event,
+    "endpoints": _add_endpoints,
+    "endpoint": _add_endpoint,
+    "status": lambda status: _options(status, _status),
+    "tail": _add_tail,
+    "key": _add_key,
+}

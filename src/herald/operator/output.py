@@ -1,21 +1,27 @@
 """What the operator's commands print: tables for people (rich), or JSON lines with ``--json``
-for scripts, one object per line."""
+for scripts, one object per line (rich is then not even imported: scripts start sooner)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Output:
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.console = Console(highlight=False, soft_wrap=True)
+
+    @cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=True)
 
     def rows(self, rows: Iterable[dict[str, Any]], columns: Sequence[str], title: str) -> None:
         """A list of objects: a table of these columns, or each whole object as a JSON line."""
@@ -23,6 +29,8 @@ class Output:
             for row in rows:
                 _json_line(row)
             return
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left")
         for column in columns:
             table.add_column(column, overflow="fold")  # an id cut short is no id
@@ -35,6 +43,8 @@ class Output:
         if self.as_json:
             _json_line(record)
             return
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", show_header=False)
         table.add_column("field", style="bold")
         table.add_column("value", overflow="fold")

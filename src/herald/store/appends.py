@@ -67,6 +67,8 @@ class AppendPlan:
         """The answer to each event of the batch: those stored (as ``numbered`` made them, in
         order) are created; a repeat gets the event that has its key, stored before (``earlier``)
         or in this batch."""
+        if not self.repeats:  # the usual batch: every event new, no key to look up
+            return [Published(e, created=True) for e in stored]
         by_key = dict(earlier)
         by_key.update(((e.agent_id, e.dedupe_key), e) for e in stored if e.dedupe_key is not None)
         created = iter(stored)

@@ -1,0 +1,85 @@
+"""``herald send --file``'s reading of the file: the bodies it sends, their dedupe keys, and the
+lines it refuses before sending anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herald.operator.api import OperatorError
+from herald.operator.send import Batch, in_batches, read_lines
+
+
+def read_batches(path: Path, size: int = 1000) -> list[Batch]:
+    return list(in_batches(read_lines(path), size))
+
+
+def sent(path: Path, size: int = 1000) -> list[dict[str, Any]]:
+    return [event for batch in read_batches(path, size) for event in json.loads(batch.body)]
+
+
+def test_a_lines_key_is_its_number_and_the_start_of_its_sha256(tmp_path: Path) -> None:
+    # Files sent by earlier versions are sent again with the same keys: this must not change.
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"to": "op-x", "type": "bulk", "text": "event 0"}\n')
+    (event,) = sent(events)
+    assert event["dedupe_key"] == "line-000000001-777b3e40a01ea712"
+
+
+def test_each_line_is_sent_as_the_event_it_holds_with_a_key_unless_it_has_one(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        '  {"to": "a", "type": "t", "text": "spaced", "data": {"k": [1, {"z": null}]}}\t',
+        '{"to": "a", "type": "t", "text": "é 😀 \\u00e9 \\"quoted\\" \\\\"}',
+        '{"to": "a", "type": "t", "text": "mine", "dedupe_key": "my-key"}',
+        '{"to": "a", "type": "t", "text": "none", "dedupe_key": null}',
+        "{}",
+        "{ }",
+        '{"to": "a", "to": "b", "type": "t", "text": "the last of a name counts"}',
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    got = sent(events)
+    keys = [event.pop("dedupe_key") for event in got]
+    written = [json.loads(line) for line in lines]
+    assert got == [{k: v for k, v in event.items() if k != "dedupe_key"} for event in written]
+    assert keys[2:4] == ["my-key", None]
+    assert [key[:15] for key in keys[:2] + keys[4:]] == [
+        "line-000000001-",
+        "line-000000002-",
+        "line-000000005-",
+        "line-000000006-",
+        "line-000000007-",
+    ]
+
+
+def test_batches_name_their_first_and_last_lines_skipping_blank_ones(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    line = '{"to": "a", "type": "t", "text": "x"}'
+    events.write_text("\n".join([line, "", line, "  ", line, line, line]) + "\n")
+    batches = read_batches(events, size=2)
+    assert [(b.first, b.last, b.events) for b in batches] == [(1, 3, 2), (5, 6, 2), (7, 7, 1)]
+    assert [len(json.loads(b.body)) for b in batches] == [2, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("{not json", "not JSON (Expecting property name enclosed in double quotes)"),
+        ('{"to": "a"} and more', "not JSON (Extra data)"),
+        ('{"to": "a"}{"to": "b"}', "not JSON (Extra data)"),
+        ('["to", "a"]', "an event is a JSON object"),
+        ('"to a"', "an event is a JSON object"),
+    ],
+)
+def test_a_bad_line_is_named_before_anything_is_sent(tmp_path: Path, bad: str, says: str) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"to": "a", "type": "t", "text": "fine"}\n' * 1500 + bad + "\n")
+    with pytest.raises(OperatorError) as refused:
+        read_batches(events)
+    assert refused.value.message.startswith(f"{events}:1501: {says}")
+    assert refused.value.message.endswith("nothing was sent")
