@@ -175,28 +175,37 @@ async def stream_messages(
         yield messages()
 
 
+async def stream_request(
+    http: httpx.AsyncClient, era: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """An ``events/stream`` request of ``herald.event`` from its start, and its headers: on the
+    2026-07-28 era with its ``_meta``, on the legacy one in a session opened for it."""
+    if era == "modern":
+        headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+        params: dict[str, Any] = {"_meta": meta()}
+    else:
+        initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+        opened = await http.post("/mcp", json=initialize)
+        headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post("/mcp", json=initialized, headers=headers)
+        params = {}
+    body = {
+        "jsonrpc": "2.0",
+        "id": "stream-1",
+        "method": "events/stream",
+        "params": {**params, "name": "herald.event", "cursor": None},
+    }
+    return body, headers
+
+
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_a_stream_pushes_live_events_over_http_on_both_eras(
     herald: HeraldProcess, era: str
 ) -> None:
     agent = new_agent(herald)
     async with agent_http(herald, agent["api_key"]) as http:
-        if era == "modern":
-            headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
-            params: dict[str, Any] = {"_meta": meta()}
-        else:
-            initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
-            opened = await http.post("/mcp", json=initialize)
-            headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
-            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            await http.post("/mcp", json=initialized, headers=headers)
-            params = {}
-        body = {
-            "jsonrpc": "2.0",
-            "id": "stream-1",
-            "method": "events/stream",
-            "params": {**params, "name": "herald.event", "cursor": None},
-        }
+        body, headers = await stream_request(http, era)
         async with stream_messages(http, body, headers) as messages:
             active = await anext(messages)
             assert active["method"] == "notifications/events/active"
@@ -294,20 +303,7 @@ async def test_a_stream_the_client_closes_gives_its_slot_back(
 async def test_a_stream_ends_once_its_key_is_rotated_out(herald: HeraldProcess, era: str) -> None:
     agent = new_agent(herald)
     async with agent_http(herald, agent["api_key"]) as http:
-        if era == "modern":
-            headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
-            params: dict[str, Any] = {"_meta": meta()}
-        else:
-            initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
-            opened = await http.post("/mcp", json=initialize)
-            headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
-            params = {}
-        body = {
-            "jsonrpc": "2.0",
-            "id": "stream-1",
-            "method": "events/stream",
-            "params": {**params, "name": "herald.event", "cursor": None},
-        }
+        body, headers = await stream_request(http, era)
         async with stream_messages(http, body, headers) as messages:
             assert (await anext(messages))["method"] == "notifications/events/active"
             with herald.client(herald.admin_key) as admin:
