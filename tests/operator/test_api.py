@@ -46,19 +46,3 @@ def test_an_https_hub_is_reached_only_with_a_certificate_for_its_name(
         right.close()
         wrong.close()
     assert len(right.requests) == 1 and wrong.requests == []
-
-
-def test_an_http_hub_is_called_without_loading_any_ca(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Loading the CAs cost every command 50 ms; a CA file that is not there shows none is read.
-    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-ca.pem"))
-    receiver = Receiver()
-    try:
-        api = AdminApi(receiver.url, "key")
-        assert api.post_body("/v1/events", b"[]") == b"{}"
-        api.close()
-    finally:
-        receiver.close()
-    (request,) = receiver.requests
-    assert request.headers["authorization"] == "Bearer key"

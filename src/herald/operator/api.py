@@ -3,11 +3,9 @@ an ``OperatorError`` that says in one line what went wrong."""
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 
@@ -49,7 +47,6 @@ class AdminApi:
             base_url=self.url,
             headers={"authorization": f"Bearer {key}"},
             timeout=httpx2.Timeout(timeout_s),
-            verify=_certificates_for(self.url),
         )
 
     def close(self) -> None:
@@ -140,16 +137,6 @@ class AdminApi:
                     yield from decoder.feed(chunk)
         except httpx2.HTTPError as exc:
             raise StreamLost(f"the stream from {self.url} broke: {exc}") from exc
-
-
-def _certificates_for(url: str) -> ssl.SSLContext | bool:
-    """How an https:// hub's certificate is checked: as httpx2 does by default (the system's
-    CAs, or those ``SSL_CERT_FILE`` names). An http:// hub shows none: loading the CAs to
-    check none cost every command 50 ms. Its context has no CA, so that it would trust
-    nothing if it were ever asked to."""
-    if urlsplit(url).scheme == "https":
-        return True
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _retry_after(answer: httpx2.Response) -> float:
