@@ -12,6 +12,7 @@ from herald.feed import JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.journal import attempt_groups, record
 from herald.store.rules import check_cursor
+from herald.store.sqlite.counts import OPEN_STATUSES, StatusChanges, count_attempts
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
@@ -76,14 +77,21 @@ def acknowledge(
 def _mark_delivered(
     conn: sqlite3.Connection, where: str, params: dict[str, Any]
 ) -> list[tuple[str, int]]:
-    """The id and ``created_at`` of each event marked."""
-    rows = conn.execute(
-        "UPDATE events SET status = 'delivered', status_at = :now, lease_owner = NULL,"
-        f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND {where}"
-        " RETURNING id, created_at",
-        params,
-    )
-    return [(row[0], row[1]) for row in rows]
+    """The id and ``created_at`` of each event marked, in seq order. Pending events, then sent
+    ones: so each statement knows what it counts out of (``counts``)."""
+    marked: list[tuple[int, str, int]] = []
+    changes = StatusChanges()
+    for old in OPEN_STATUSES:
+        rows = conn.execute(
+            "UPDATE events SET status = 'delivered', status_at = :now, lease_owner = NULL,"
+            f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND status = :old"
+            f" AND {where} RETURNING seq, id, created_at",
+            {**params, "old": old},
+        ).fetchall()
+        changes.changed(params["agent"], old, "delivered", len(rows))
+        marked += [(seq, event_id, created_at) for seq, event_id, created_at in rows]
+    changes.apply(conn)
+    return [(event_id, created_at) for _, event_id, created_at in sorted(marked)]
 
 
 def claimable(
@@ -122,6 +130,7 @@ def claimable(
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
     if attempts:
         conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))
+        count_attempts(conn, attempts)
 
 
 def write_attempts(

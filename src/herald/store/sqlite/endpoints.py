@@ -13,6 +13,7 @@ from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Fini
 from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
+from herald.store.sqlite.counts import StatusChanges
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     OPEN,
@@ -254,6 +255,7 @@ class EndpointStore:
             )
             for note in notes:
                 _disable(conn, note.endpoint_id, note.disable_reason, note.disable_failing_since)
+            changes = _status_changes(conn, statuses)
             conn.execute(
                 "UPDATE events SET status = s.new_status, status_at = :now"
                 " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
@@ -261,6 +263,7 @@ class EndpointStore:
                 " AND (s.new_status = 'delivered' OR events.status = 'pending')",
                 {"now": now, "rows": as_json(statuses)},
             )
+            changes.apply(conn)
             conn.execute(
                 "UPDATE deliveries SET attempts = attempts + 1,"
                 " next_at = coalesce(r.next_at, deliveries.next_at), state = r.state,"
@@ -369,3 +372,19 @@ def _disable(
             " WHERE id = ? AND failing_since IS NOT NULL AND failing_since <= ?",
             (endpoint_id, failing_since),
         )
+
+
+def _status_changes(conn: sqlite3.Connection, statuses: Sequence[tuple[str, str]]) -> StatusChanges:
+    """What the statuses of finished deliveries will change, read before: an open event becomes
+    delivered, or a pending one sent (as the UPDATE of ``finish_deliveries`` does)."""
+    new_status = dict(statuses)
+    changes = StatusChanges()
+    for event_id, agent_id, old in conn.execute(
+        f"SELECT id, agent_id, status FROM events WHERE {OPEN}"
+        " AND id IN (SELECT value ->> 0 FROM json_each(?))",
+        (as_json(statuses),),
+    ):
+        new = new_status[event_id]
+        if new == "delivered" or old == "pending":
+            changes.changed(agent_id, old, new)
+    return changes

@@ -10,6 +10,7 @@ from typing import Any
 from herald.errors import Conflict
 from herald.models import Endpoint, Event, EventStatus
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
+from herald.store.sqlite.counts import StatusChanges
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -108,7 +109,8 @@ GROUP BY client_name, era ORDER BY client_name, era
 # A pending event is being offered: it is offered again only once a delivery of it was given up.
 REDELIVERABLE = """
 SELECT e.status <> 'pending' OR EXISTS (
-    SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead')
+    SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead'),
+    e.agent_id, e.status
 FROM events e WHERE e.id = :id
 """
 REOFFER_EVENT = f"""
@@ -254,6 +256,9 @@ class OverviewStore:
             if not found[0]:
                 raise Conflict(_ALREADY_PENDING.format(event_id))
             row = conn.execute(REOFFER_EVENT, params).fetchone()
+            changes = StatusChanges()
+            changes.changed(found[1], found[2], "pending")
+            changes.apply(conn)
             conn.execute(RESTART_DELIVERIES, params)
             return event(row)
 

@@ -31,6 +31,7 @@ from herald.store.sqlite.attempts import (
     start_position,
     write_attempts,
 )
+from herald.store.sqlite.counts import StatusChanges, changes_of
 from herald.store.sqlite.endpoints import EndpointStore
 from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.journal import JournalStore, write
@@ -290,6 +291,10 @@ class SQLiteStore(
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
+            changes = StatusChanges()
+            for taken in events:
+                changes.changed(taken.agent_id, taken.status, "delivered")
+            changes.apply(conn)
             attempts = take_attempts(events, now, mechanism, session)
             write_attempts(conn, attempts, now, "take", agent_id)
             return [delivered(event, now) for event in events]
@@ -341,6 +346,9 @@ class SQLiteStore(
                     f" WHERE agent_id = ? AND status = 'pending' AND id IN ({marks})",
                     [now, agent_id, *chunk],
                 ).rowcount
+            changes = StatusChanges()
+            changes.changed(agent_id, "pending", "sent", changed)
+            changes.apply(conn)
             return changed
 
         return await self._run(mark)
@@ -433,6 +441,17 @@ class SQLiteStore(
         now = self.now()
 
         def record(conn: sqlite3.Connection) -> None:
+            # What the pushes change: their pending events become sent.
+            pending = conn.execute(
+                "SELECT id, agent_id FROM events WHERE status = 'pending'"
+                " AND id IN (SELECT value FROM json_each(?))",
+                (as_json([attempt.event_id for _, attempt in pushes]),),
+            ).fetchall()
+            pushed = {(attempt.event_id, agent_id) for agent_id, attempt in pushes}
+            changes = StatusChanges()
+            for event_id, agent_id in pending:
+                if (event_id, agent_id) in pushed:
+                    changes.changed(agent_id, "pending", "sent")
             conn.executemany(
                 "UPDATE events SET status = CASE status WHEN 'pending' THEN 'sent' ELSE status END,"
                 " status_at = CASE status WHEN 'pending' THEN :now ELSE status_at END,"
@@ -448,6 +467,7 @@ class SQLiteStore(
                     for agent_id, a in pushes
                 ],
             )
+            changes.apply(conn)
             agent = one_agent(agent_id for agent_id, _ in pushes)
             write_attempts(conn, [attempt for _, attempt in pushes], now, "pushes", agent)
 
@@ -472,12 +492,20 @@ class SQLiteStore(
             conn.execute(
                 "DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= ?", (now,)
             )
+            overdue = f"{OPEN} AND expires_at IS NOT NULL AND expires_at <= :now"
+            counted = conn.execute(
+                f"SELECT agent_id, status, count(*) FROM events WHERE {overdue}"
+                " GROUP BY agent_id, status",
+                {"now": now},
+            )
+            changes = changes_of(counted, "expired")
             rows = conn.execute(
                 "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
                 f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
                 " AND expires_at <= :now RETURNING id, agent_id",
                 {"now": now},
             ).fetchall()
+            changes.apply(conn)
             entry = JournalEntry(expired=tuple(sorted(row[0] for row in rows)))
             write(conn, record(now, "expire", one_agent(row[1] for row in rows), entry))
             return len(rows)
@@ -486,9 +514,18 @@ class SQLiteStore(
 
     async def prune(self, finished_before_ms: int) -> int:
         def delete(conn: sqlite3.Connection) -> int:
-            return conn.execute(
-                "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < ?",
+            finished = "status IN ('delivered', 'expired') AND status_at < ?"
+            changes = StatusChanges()
+            for agent_id, status, count in conn.execute(
+                f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"
+                " GROUP BY agent_id, status",
                 (finished_before_ms,),
+            ):
+                changes.deleted(agent_id, status, count)
+            deleted: int = conn.execute(
+                f"DELETE FROM events WHERE {finished}", (finished_before_ms,)
             ).rowcount
+            changes.apply(conn)
+            return deleted
 
         return await self._run(delete)
