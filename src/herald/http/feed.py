@@ -11,18 +11,18 @@ one holds no buffer that grows and slows no publisher."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from herald.errors import HeraldError
-from herald.feed import FeedItem, FeedMatch
+from herald.feed import FeedMatch
+from herald.http import sse
 from herald.http.auth import require_admin
 from herald.http.described import ADMIN_ONLY, EVENT_STREAM, Answer, described
 from herald.http.events import agent_id_named
-from herald.http.io import cancel_on_disconnect, error_headers, error_response
+from herald.http.io import error_headers, error_response
 from herald.hub import Hub
 from herald.hub.feed import FeedReader
 from herald.inputs.feed import FeedInput
@@ -33,8 +33,6 @@ KEEPALIVE_S = 15.0
 POLL_S = 1.0
 """How often a feed that heard nothing looks at the store anyway: what another process
 journaled without a publish (its attempts, acknowledgements, endpoint changes) shows by then."""
-SEND_TIMEOUT_S = 30.0
-"""A client that takes no data for this long is not reading: the stream is closed."""
 READ_EVERY_S = 0.05
 """The least time between two reads of the store for one client: under a stream of commits,
 each read takes what came meanwhile at once, rather than one read per commit."""
@@ -69,7 +67,7 @@ class FeedRoute:
         self,
         hub: Hub,
         *,
-        send_timeout_s: float = SEND_TIMEOUT_S,
+        send_timeout_s: float = sse.SEND_TIMEOUT_S,
         keepalive_s: float = KEEPALIVE_S,
         poll_s: float = POLL_S,
         read_every_s: float = READ_EVERY_S,
@@ -89,18 +87,7 @@ class FeedRoute:
                 scope, receive, send
             )
             return
-        streaming = asyncio.current_task()
-        watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
-        try:
-            await self._stream(reader, send)
-        except (TimeoutError, OSError):
-            pass  # the client stopped reading or went away: it resumes from its last id
-        except asyncio.CancelledError:
-            if watcher.done():  # the client disconnected: a normal end
-                return
-            raise
-        finally:
-            watcher.cancel()
+        await sse.while_connected(receive, self._stream(reader, send))
 
     async def _open(self, request: Request) -> FeedReader:
         await require_admin(self.hub, request)
@@ -112,22 +99,7 @@ class FeedRoute:
         return await self.hub.feed.open(asked.after, FeedMatch(agent_id, asked.type))
 
     async def _stream(self, reader: FeedReader, send: Send) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                ],
-            }
-        )
-
-        async def write(text: str) -> None:
-            async with asyncio.timeout(self.send_timeout_s):
-                await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
-
+        write = await sse.start(send, self.send_timeout_s)
         await write(f"retry: {RETRY_MS}\n\n")
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
@@ -138,11 +110,11 @@ class FeedRoute:
                 items = await reader.read()
             except HeraldError as exc:  # the store failed: the client resumes from its last id
                 error = {"code": exc.code, "message": exc.message}
-                await write(f"event: error\ndata: {json.dumps(error)}\n\n")
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await write(sse.frame("error", None, error))
+                await sse.end(send)
                 return
             if items:
-                await write("".join(_frame(item) for item in items))
+                await write("".join(sse.frame(item.kind, item.cursor, item.data) for item in items))
                 quiet_since = loop.time()
             if not reader.caught_up:
                 continue
@@ -156,8 +128,3 @@ class FeedRoute:
                     quiet_since = loop.time()
                 continue
             await asyncio.sleep(max(read_at + self.read_every_s - loop.time(), 0))
-
-
-def _frame(item: FeedItem) -> str:
-    data = json.dumps(item.data, separators=(",", ":"), ensure_ascii=False)
-    return f"event: {item.kind}\nid: {item.cursor}\ndata: {data}\n\n"

@@ -12,7 +12,6 @@ untouched, so errors of the protocol keep the SDK's words and statuses.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -29,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from herald.config import EventsConfig
-from herald.http.io import cancel_on_disconnect
+from herald.http import sse
 from herald.hub import Hub
 from herald.mcp.events import Streams, poll_answer
 from herald.models import Agent
@@ -38,11 +37,8 @@ POLL = "events/poll"
 STREAM = "events/stream"
 MAX_BODY_BYTES = 1024 * 1024
 """Their params are a few hundred bytes; a larger body goes the SDK's way (its own limit)."""
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
+SSE_HEADERS = sse.headers(b"text/event-stream")
+"""As the SDK's: no charset."""
 
 
 def short_method(scope: Scope) -> str | None:
@@ -122,22 +118,18 @@ async def answer_stream(
     async def notify(method: str, params: dict[str, Any]) -> None:
         await write({"jsonrpc": "2.0", "method": method, "params": params})
 
-    streaming = asyncio.current_task()
-    watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
-    try:
-        result = await streams.run(agent, request.get("params"), request["id"], notify)
-    except MCPError as exc:  # refused before anything was sent
-        await _refuse({"jsonrpc": "2.0", "id": request["id"]}, exc, scope, receive, send)
-        return
-    except asyncio.CancelledError:
-        if watcher.done():  # the client went away: the stream's normal end
+    async def serve() -> None:
+        try:
+            result = await streams.run(agent, request.get("params"), request["id"], notify)
+        except MCPError as exc:  # refused before anything was sent
+            await _refuse({"jsonrpc": "2.0", "id": request["id"]}, exc, scope, receive, send)
             return
-        raise
-    finally:
-        watcher.cancel()
-    result["resultType"] = "complete"
-    result["_meta"] = {**result.get("_meta", {}), "io.modelcontextprotocol/serverInfo": server_info}
-    await write({"jsonrpc": "2.0", "id": request["id"], "result": result}, more=False)
+        result["resultType"] = "complete"
+        meta = {**result.get("_meta", {}), "io.modelcontextprotocol/serverInfo": server_info}
+        result["_meta"] = meta
+        await write({"jsonrpc": "2.0", "id": request["id"], "result": result}, more=False)
+
+    await sse.while_connected(receive, serve())
 
 
 async def _refuse(

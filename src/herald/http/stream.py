@@ -5,19 +5,17 @@ acknowledgement: events are acknowledged with ``POST /channel/ack``."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections import OrderedDict
-from typing import Any
 
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
+from herald.http import sse
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, Answer, described
-from herald.http.io import cancel_on_disconnect, error_headers, error_response
+from herald.http.io import error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
 from herald.inputs.channel import RESUME_POINT, ResumeInput
@@ -31,8 +29,6 @@ RETRY_MS = 2000
 WAY = "sse"
 """What the metrics call this way of delivering."""
 KEEPALIVE_S = 15.0
-SEND_TIMEOUT_S = 30.0
-"""A client that takes no data for this long is not reading: the stream is closed."""
 
 
 @described(
@@ -86,18 +82,9 @@ class StreamRoute:
             return
         subscription = self.fanout.subscribe(agent.id, newest)
         unwatch = self.hub.key_watch.watch(hash_key(key), subscription.close)
-        streaming = asyncio.current_task()
-        watcher = asyncio.create_task(cancel_on_disconnect(receive, streaming))
         try:
-            await self._stream(agent, cursor, subscription, send)
-        except (TimeoutError, OSError):
-            pass  # the client stopped reading or went away: it resumes from its cursor
-        except asyncio.CancelledError:
-            if watcher.done():  # the client disconnected: a normal end
-                return
-            raise
+            await sse.while_connected(receive, self._stream(agent, cursor, subscription, send))
         finally:
-            watcher.cancel()
             unwatch()
             self.fanout.unsubscribe(subscription)
             release_slot()
@@ -105,22 +92,11 @@ class StreamRoute:
     async def _stream(
         self, agent: Agent, cursor: int, subscription: Subscription, send: Send
     ) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                ],
-            }
-        )
-        write = _writer(send)
+        write = await sse.start(send)
         await write(f"retry: {RETRY_MS}\n\n")
         gone = await self.hub.missing_after(agent, cursor)
         if gone:
-            await write(_frame("truncated", None, {"after": cursor, "missing": gone}))
+            await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
             for event in page:
@@ -135,8 +111,9 @@ class StreamRoute:
             try:
                 events = await subscription.next_after(last, KEEPALIVE_S)
             except (TooSlow, ConnectionAbortedError) as exc:
-                await write(_frame("error", None, {"code": "stream_closed", "message": str(exc)}))
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                closed = {"code": "stream_closed", "message": str(exc)}
+                await write(sse.frame("error", None, closed))
+                await sse.end(send)
                 return
             if not events:
                 await write(": keepalive\n\n")
@@ -160,14 +137,6 @@ def _resume_point(request: Request) -> int:
     return int(raw)
 
 
-def _writer(send: Send) -> Any:
-    async def write(text: str) -> None:
-        async with asyncio.timeout(SEND_TIMEOUT_S):
-            await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
-
-    return write
-
-
 class FrameCache:
     """Frames of recent events by event id, bounded by bytes: every stream of an agent sends
     the same live event, so it is encoded once, not once per stream; an event too large to be
@@ -183,7 +152,7 @@ class FrameCache:
         if cached is not None:
             self._frames.move_to_end(event.id)
             return cached
-        text = _frame(None, event.seq, event.to_json())
+        text = sse.frame(None, event.seq, event.to_json())
         if len(text) <= self.max_bytes // 64:
             self._frames[event.id] = text
             self.size += len(text)
@@ -191,13 +160,3 @@ class FrameCache:
                 _, gone = self._frames.popitem(last=False)
                 self.size -= len(gone)
         return text
-
-
-def _frame(kind: str | None, event_id: int | None, data: Any) -> str:
-    lines = []
-    if kind:
-        lines.append(f"event: {kind}")
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
-    return "\n".join(lines) + "\n\n"
