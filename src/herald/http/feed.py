@@ -114,7 +114,9 @@ class FeedRoute:
                 await sse.end(send)
                 return
             if items:
-                await write("".join(sse.frame(item.kind, item.cursor, item.data) for item in items))
+                await write(
+                    "".join(sse.frame(item.kind, str(item.cursor), item.data) for item in items)
+                )
                 quiet_since = loop.time()
             if not reader.caught_up:
                 continue
