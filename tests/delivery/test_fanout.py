@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from herald import Hub
@@ -26,5 +28,28 @@ async def test_the_buffer_holds_no_more_bytes_than_its_bound(hub: Hub) -> None:
         assert len(topic.recent) < 10
         with pytest.raises(TooSlow):  # a reader at the start fell out of the bytes kept
             await subscription.next_after(0, timeout_s=1)
+    finally:
+        await fanout.close()
+
+
+async def test_a_topic_that_ends_keeps_neither_its_events_nor_its_pump(hub: Hub) -> None:
+    """The pump's task, once cancelled, keeps the topic (a local of its last frame): were the
+    topic to keep the task and its buffer, they would wait together for the collector's full
+    pass, which comes rarely and takes long with many."""
+    await hub.create_agent("alice")
+    fanout = Fanout(hub)
+    try:
+        agent = (await hub.list_agents())[0]
+        subscription = fanout.subscribe(agent.id, 0)
+        await hub.publish("alice", "t", "kept in the buffer")
+        assert await subscription.next_after(0, timeout_s=10)
+        topic = subscription._topic
+        task = topic.task
+        assert task is not None and topic.recent
+        fanout.unsubscribe(subscription)
+        await asyncio.wait([task])
+        assert task.cancelled()
+        assert topic.task is None
+        assert not topic.recent and topic.recent_bytes == 0
     finally:
         await fanout.close()

@@ -161,8 +161,14 @@ class Fanout:
         topic.subscribers -= 1
         if topic.subscribers == 0 and self._topics.get(subscription.agent_id) is topic:
             del self._topics[subscription.agent_id]
-            if topic.task is not None:
-                topic.task.cancel()
+            # The pump's task, cancelled, keeps the topic (a local of its last frame) as long as
+            # the topic keeps the task: a cycle that only the collector's rare full pass frees,
+            # with every event of the buffer in it. Both links go now.
+            task, topic.task = topic.task, None
+            topic.recent.clear()
+            topic.recent_bytes = 0
+            if task is not None:
+                task.cancel()
 
     @property
     def streams(self) -> int:

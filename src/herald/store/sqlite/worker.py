@@ -114,27 +114,33 @@ class Worker:
         self._ready.set()
         try:
             while (job := self._jobs.get()) is not None:
-                group = [job]
-                stop = False
-                while len(group) < MAX_GROUP:
-                    try:
-                        more = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        stop = True
-                        break
-                    group.append(more)
-                watch = start_watching()
-                outcomes = _run_group(conn, group, self.synchronous)
-                if written_in(watch):  # told before the callers get their answers
-                    group[0].loop.call_soon_threadsafe(self.on_journal)
-                for job, (ok, value) in zip(group, outcomes, strict=True):
-                    job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
-                if stop:
+                if not self._serve_group(conn, job):
                     break
+                del job  # held while waiting for the next, it would keep its answer alive
         finally:
             conn.close()
+
+    def _serve_group(self, conn: sqlite3.Connection, first: _Job) -> bool:
+        """Run ``first`` and the jobs waiting behind it in one transaction and answer each;
+        False once told to stop."""
+        group = [first]
+        going_on = True
+        while len(group) < MAX_GROUP:
+            try:
+                more = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                going_on = False
+                break
+            group.append(more)
+        watch = start_watching()
+        outcomes = _run_group(conn, group, self.synchronous)
+        if written_in(watch):  # told before the callers get their answers
+            group[0].loop.call_soon_threadsafe(self.on_journal)
+        for job, (ok, value) in zip(group, outcomes, strict=True):
+            job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+        return going_on
 
 
 def _run_group(
