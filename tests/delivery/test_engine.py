@@ -316,6 +316,25 @@ async def test_a_disconnected_session_loses_nothing(hub: Hub, notifier: Notifier
     assert "sent into the void" in (await peer.next())[1]["content"]
 
 
+async def test_a_disconnected_session_keeps_neither_its_task_nor_what_it_pushed(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport]
+) -> None:
+    """The cancelled task's frame keeps the session: were the session to keep the task and the
+    events it pushed, they would wait together for the collector's full pass."""
+    alice = await agent(hub)
+    peer = RecordingPeer()
+    session = notifier.connect("s1", alice, caps("claude-code"), peer)
+    await hub.publish("alice", "t", "pushed, not confirmed")
+    await peer.next()
+    await next_report(reports)  # the push is written
+    task = session.task
+    assert task is not None and session.unconfirmed
+    notifier.disconnect("s1")
+    await asyncio.wait([task])
+    assert task.cancelled()
+    assert session.task is None and not session.unconfirmed
+
+
 def _interactive(to: str) -> Any:
 
     return parse_new_event({"to": to, "type": "question", "text": "Approve?", "reply": FORM})

@@ -115,7 +115,11 @@ class SessionRegistry:
         ids.discard(session_id)
         if not ids:
             self._by_agent.pop(session.agent.id, None)
-        for task in [session.task, *session.awaiting_answers]:
+        # The cancelled task's frame keeps the session: the session keeps neither the task nor
+        # the events it pushed, or all of them would wait for the collector's full pass.
+        tasks, session.task = [session.task, *session.awaiting_answers], None
+        session.unconfirmed.clear()
+        for task in tasks:
             if task is not None:
                 task.cancel()
         if self._presence_hooks is not None:
