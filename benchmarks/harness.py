@@ -249,6 +249,25 @@ def _machine() -> str:
     )
 
 
+LOCAL_OPTIONS = ("--out", "--workdir", "--py-spy", "--postgres-url")
+"""Where this machine keeps things (and a URL may hold a password): not what the figures are of,
+and not for a committed report."""
+
+
+def _shown_command(argv: Sequence[str]) -> str:
+    """The command as the report shows it: its arguments but the local ones."""
+    shown: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in LOCAL_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{option}=" for option in LOCAL_OPTIONS)):
+            shown.append(arg)
+    return " ".join(["python -m benchmarks", *shown])
+
+
 def _meta(
     args: argparse.Namespace,
     argv: Sequence[str] | None,
@@ -258,9 +277,7 @@ def _meta(
 ) -> dict[str, Any]:
     profiles = [] if profiler is None else profiler.written
     return {
-        "command": " ".join(
-            ["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])]
-        ),
+        "command": _shown_command(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": _git_commit(),
         "quick": args.quick,
