@@ -198,9 +198,15 @@ class Fanout:
         while True:
             try:
                 found = False
-                while events := await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE):
-                    self._keep(topic, events, self.buffer_bytes)
-                    found = True
+                # A page short of full is all there was: the next commit wakes the pump again
+                # (an empty read to make sure cost a read of the store per wake-up).
+                while True:
+                    events = await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE)
+                    if events:
+                        self._keep(topic, events, self.buffer_bytes)
+                        found = True
+                    if len(events) < PUMP_PAGE:
+                        break
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
                 # or by another process). Its streams end instead of waiting for ever.
                 if not found and not await self.hub.agent_exists(agent_id):
