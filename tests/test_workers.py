@@ -3,6 +3,8 @@ SIGTERM stops them all; SQLite is refused in one line."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +55,21 @@ def test_workers_on_sqlite_are_refused_in_one_line(tmp_path: Path) -> None:
     (said,) = done.stderr.splitlines()
     assert said.startswith("herald: --workers 2 needs a PostgreSQL store")
     assert not store.exists()
+
+
+def test_a_sigint_to_the_first_process_alone_stops_every_worker(
+    postgres_database_url: str,
+) -> None:
+    """As a supervisor that signals only the process it started does: no worker outlives it."""
+    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    try:
+        workers = children_of(herald.process.pid)
+        assert len(workers) == 2
+        herald.process.send_signal(signal.SIGINT)
+        herald.process.wait(timeout=30)
+    finally:
+        herald.stop()
+        for pid in children_of(herald.process.pid):  # left running: not to outlive the test
+            os.kill(pid, signal.SIGKILL)
+    assert herald.process.returncode == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)

@@ -61,9 +61,16 @@ def serve_in_workers(config: ServeConfig, admin_key: str | None, run: Run) -> in
             with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
                 os.kill(pid, signum)
 
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        # Ctrl-C in a terminal reaches the workers too; a SIGINT sent to this process alone
+        # (a supervisor, kill -INT) must stop them as well, or they outlive it. They are told
+        # SIGTERM: one that had the terminal's SIGINT first only goes on stopping gracefully
+        # (a second SIGINT would make uvicorn give up waiting for open requests).
+        stop_all(signal.SIGTERM)
+
     running = set(workers)
     signal.signal(signal.SIGTERM, stop_all)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sent it to the workers too
+    signal.signal(signal.SIGINT, interrupted)
     status = 0
     while running:
         try:
