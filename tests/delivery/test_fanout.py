@@ -8,7 +8,6 @@ import pytest
 
 from herald import Hub
 from herald.delivery.fanout import Fanout, TooSlow, event_bytes
-from herald.models import Event
 
 pytestmark = pytest.mark.anyio
 
@@ -52,31 +51,5 @@ async def test_a_topic_that_ends_keeps_neither_its_events_nor_its_pump(hub: Hub)
         assert task.cancelled()
         assert topic.task is None
         assert not topic.recent and topic.recent_bytes == 0
-    finally:
-        await fanout.close()
-
-
-async def test_the_pump_reads_the_store_once_per_wake_up(hub: Hub) -> None:
-    """A page short of full is all there was: no second, empty read to make sure."""
-    await hub.create_agent("alice")
-    reads = 0
-    open_events = hub.open_events
-
-    async def counted(agent_id: str, after_seq: int, limit: int) -> list[Event]:
-        nonlocal reads
-        reads += 1
-        return await open_events(agent_id, after_seq, limit)
-
-    hub.open_events = counted  # type: ignore[method-assign]
-    fanout = Fanout(hub, poll_interval_s=600)  # no tick: only wake-ups read
-    try:
-        agent = (await hub.list_agents())[0]
-        subscription = fanout.subscribe(agent.id, 0)
-        last = 0
-        for n in range(3):
-            await hub.publish("alice", "t", f"event {n}")
-            (event,) = await subscription.next_after(last, timeout_s=10)
-            last = event.seq
-        assert reads <= 1 + 3  # the first look, then one per publish
     finally:
         await fanout.close()

@@ -198,15 +198,13 @@ class Fanout:
         while True:
             try:
                 found = False
-                # A page short of full is all there was: the next commit wakes the pump again
-                # (an empty read to make sure cost a read of the store per wake-up).
-                while True:
-                    events = await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE)
-                    if events:
-                        self._keep(topic, events, self.buffer_bytes)
-                        found = True
-                    if len(events) < PUMP_PAGE:
-                        break
+                # Read again after each page until one comes back empty: under a stream of
+                # commits the next read already holds the events committed during this one.
+                # Stopping at a page short of full (one read per wake-up, half the reads) made
+                # figure 8c's p99 worse, 9 -> 14 ms, in alternating runs.
+                while events := await self.hub.open_events(agent_id, topic.high_water, PUMP_PAGE):
+                    self._keep(topic, events, self.buffer_bytes)
+                    found = True
                 # Nothing new, on a wake-up or at a tick: the agent may be gone (deleted here,
                 # or by another process). Its streams end instead of waiting for ever.
                 if not found and not await self.hub.agent_exists(agent_id):
