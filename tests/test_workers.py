@@ -1,9 +1,11 @@
 """``herald serve --workers N`` on PostgreSQL: N processes serve one port and share the work;
-SIGTERM stops them all; SQLite is refused in one line."""
+SIGTERM or SIGINT to the first stops them all, and so does its end; SQLite is refused in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -73,3 +75,25 @@ def test_a_sigint_to_the_first_process_alone_stops_every_worker(
             os.kill(pid, signal.SIGKILL)
     assert herald.process.returncode == 0
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+def test_workers_end_when_the_first_process_is_killed_outright(
+    postgres_database_url: str,
+) -> None:
+    """Killed outright (SIGKILL, the OOM killer), it can tell its workers nothing: the kernel
+    does, and none serves on alone."""
+    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    workers = children_of(herald.process.pid)
+    watched = {pid: os.pidfd_open(pid) for pid in workers}
+    try:
+        assert len(workers) == 2
+        herald.kill()
+        for pid, ended in watched.items():
+            ready, _, _ = select.select([ended], [], [], 30)
+            assert ready, f"worker {pid} still runs 30 s after the first process was killed"
+    finally:
+        for ended in watched.values():
+            os.close(ended)
+        for pid in workers:  # left running: not to outlive the test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ ends, the others are stopped too, and the exit code is the first failing worker'
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -41,11 +42,13 @@ def serve_in_workers(config: ServeConfig, admin_key: str | None, run: Run) -> in
         flush=True,
     )
     workers: list[int] = []
+    first = os.getpid()
     for _ in range(config.workers):
         pid = os.fork()
         if pid == 0:  # the worker
             code = 0
             try:
+                _stop_with(first)
                 run(serve(config, admin_key=admin_key, sock=sock))
             except HeraldError as exc:
                 print(f"herald: {exc.message}", file=sys.stderr, flush=True)
@@ -85,3 +88,19 @@ def serve_in_workers(config: ServeConfig, admin_key: str | None, run: Run) -> in
             status = code if code > 0 else 1
         stop_all()  # one ended: the others stop too, gracefully
     return status
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux's prctl option: the signal a process gets when its parent ends."""
+
+
+def _stop_with(parent: int) -> None:
+    """A worker is told SIGTERM when the first process ends, however it ends (killed outright
+    too, when it can tell its workers nothing): no worker serves on alone. On Linux only; a
+    parent already gone is an end as well."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it ended before the prctl: nobody will tell
+        os.kill(os.getpid(), signal.SIGTERM)
