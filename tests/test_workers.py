@@ -1,5 +1,6 @@
 """``herald serve --workers N`` on PostgreSQL: N processes serve one port and share the work;
-SIGTERM or SIGINT to the first stops them all, and so does its end; SQLite is refused in one line."""
+SIGTERM or SIGINT to the first stops them all, and so does its end; SQLite is refused in one
+line."""
 
 from __future__ import annotations
 
