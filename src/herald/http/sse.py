@@ -28,14 +28,10 @@ def headers(content_type: bytes = b"text/event-stream; charset=utf-8") -> list[t
 
 
 async def start(send: Send, timeout_s: float = SEND_TIMEOUT_S) -> Write:
-    """Send the headers of a 200 answer, and return the writer of its frames."""
-    await send({"type": "http.response.start", "status": 200, "headers": headers()})
-    return writer(send, timeout_s)
-
-
-def writer(send: Send, timeout_s: float = SEND_TIMEOUT_S) -> Write:
-    """Write text as the next part of the body; ``TimeoutError`` once a write has waited
+    """Send the headers of a 200 answer, and return the writer of its frames: it writes text as
+    the next part of the body, and raises ``TimeoutError`` once a write has waited
     ``timeout_s`` for a client that reads nothing."""
+    await send({"type": "http.response.start", "status": 200, "headers": headers()})
 
     async def write(text: str) -> None:
         async with asyncio.timeout(timeout_s):

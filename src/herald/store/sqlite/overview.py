@@ -10,7 +10,7 @@ from typing import Any
 from herald.errors import Conflict
 from herald.models import Endpoint, Event, EventStatus
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
-from herald.store.sqlite.counts import StatusChanges
+from herald.store.sqlite.counts import changes_of
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -256,9 +256,7 @@ class OverviewStore:
             if not found[0]:
                 raise Conflict(_ALREADY_PENDING.format(event_id))
             row = conn.execute(REOFFER_EVENT, params).fetchone()
-            changes = StatusChanges()
-            changes.changed(found[1], found[2], "pending")
-            changes.apply(conn)
+            changes_of([(found[1], found[2], 1)], "pending").apply(conn)
             conn.execute(RESTART_DELIVERIES, params)
             return event(row)
 

@@ -291,10 +291,7 @@ class SQLiteStore(
                 " lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
-            changes = StatusChanges()
-            for taken in events:
-                changes.changed(taken.agent_id, taken.status, "delivered")
-            changes.apply(conn)
+            changes_of([(e.agent_id, e.status, 1) for e in events], "delivered").apply(conn)
             attempts = take_attempts(events, now, mechanism, session)
             write_attempts(conn, attempts, now, "take", agent_id)
             return [delivered(event, now) for event in events]
@@ -346,9 +343,7 @@ class SQLiteStore(
                     f" WHERE agent_id = ? AND status = 'pending' AND id IN ({marks})",
                     [now, agent_id, *chunk],
                 ).rowcount
-            changes = StatusChanges()
-            changes.changed(agent_id, "pending", "sent", changed)
-            changes.apply(conn)
+            changes_of([(agent_id, "pending", changed)], "sent").apply(conn)
             return changed
 
         return await self._run(mark)
@@ -448,10 +443,10 @@ class SQLiteStore(
                 (as_json([attempt.event_id for _, attempt in pushes]),),
             ).fetchall()
             pushed = {(attempt.event_id, agent_id) for agent_id, attempt in pushes}
-            changes = StatusChanges()
-            for event_id, agent_id in pending:
-                if (event_id, agent_id) in pushed:
-                    changes.changed(agent_id, "pending", "sent")
+            changes = changes_of(
+                [(agent, "pending", 1) for event, agent in pending if (event, agent) in pushed],
+                "sent",
+            )
             conn.executemany(
                 "UPDATE events SET status = CASE status WHEN 'pending' THEN 'sent' ELSE status END,"
                 " status_at = CASE status WHEN 'pending' THEN :now ELSE status_at END,"
