@@ -27,6 +27,9 @@ it) and ``agent`` ({``id``, ``handle``}):
 - ``gap`` (no ``agent``, no ``at``): the cursor sent is older than what the journal keeps
   (its retention is the events'); ``after`` is that cursor, ``resumes_after`` where the feed
   goes on, ``message`` says so. Its ``id`` is ``resumes_after``.
+- ``skipped`` (no ``agent``, no ``at``; only to a client that set ``max_rate``): more happened
+  than it asked to be sent; the items after ``after`` up to ``resumes_after`` were left out
+  (``message`` says so). Its ``id`` is ``resumes_after``.
 
 An event or agent deleted since (an agent's deletion takes its events) leaves no item.
 """

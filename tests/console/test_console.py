@@ -348,6 +348,18 @@ def test_a_test_event_sent_from_the_page_shows_in_the_tail_which_pauses_and_filt
         tail.locator("tr[data-kind='published']", has_text="console.while-paused")
     ).to_have_count(1)
 
+    # More than a person reads (the tail asks for 100 items a second at most): the newest, after
+    # a row saying the rest was left out.
+    page.get_by_role("button", name="Pause").click()
+    with herald.client(ADMIN_KEY) as admin:
+        flood = [{"to": "ops-bob", "type": f"console.flood-{n}", "text": "x"} for n in range(300)]
+        assert admin.post("/v1/events", json=flood).status_code == 202
+    page.get_by_role("button", name="Resume").click()
+    expect(tail.locator("tr[data-kind='skipped']")).to_contain_text("some items were left out")
+    # (Bob's live session is pushed each of them: the newest may be those attempts.)
+    expect(tail.locator("tr", has_text="console.flood-299").first).to_be_visible()
+    expect(tail.locator("tr[data-kind='published']", has_text="console.flood-0")).to_have_count(0)
+
 
 def publish(herald: HeraldProcess, to: str, type: str) -> str:
     with herald.client(ADMIN_KEY) as admin:

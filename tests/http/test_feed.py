@@ -204,6 +204,40 @@ def test_the_feed_is_narrowed_by_agent_and_by_event_type(herald: HeraldProcess) 
             reader.close()
 
 
+def test_a_client_that_sets_a_rate_gets_the_newest_after_a_skipped_item(
+    herald: HeraldProcess,
+) -> None:
+    """``max_rate=4``: one item a quarter of a second at most, however many happened."""
+    dave = new_agent(herald, "dave")
+    reader = feed(herald)
+    publish(herald, dave["handle"], "first")
+    (start,) = next_of(reader, {dave["handle"]}, 1)
+    reader.close()
+    publish(herald, dave["handle"], "note", count=30)  # one commit of 30
+    paced = feed(herald, start.raw_id, agent=dave["handle"], max_rate="4")
+    try:
+        skipped, newest = paced.next(), paced.next()
+        assert skipped is not None and newest is not None
+        assert skipped.event == "skipped" and skipped.data["after"] == start.raw_id
+        assert "after=" + start.raw_id in skipped.data["message"]
+        assert (newest.event, newest.data["event"]["seq"]) == ("published", 31)
+        publish(herald, dave["handle"], "last")
+        after = paced.next()
+        assert after is not None and (after.event, after.data["event"]["type"]) == (
+            "published",
+            "last",
+        )
+    finally:
+        paced.close()
+    everything = feed(herald, start.raw_id, agent=dave["handle"])
+    try:
+        left_out = next_of(everything, {dave["handle"]}, 29)
+        assert [frame.data["event"]["seq"] for frame in left_out] == list(range(2, 31))
+        assert left_out[-1].raw_id == skipped.raw_id  # where the skipped item resumes
+    finally:
+        everything.close()
+
+
 @pytest.mark.anyio
 async def test_a_push_to_a_live_stream_is_an_attempt_on_the_feed(herald: HeraldProcess) -> None:
     carol = new_agent(herald, "carol")
@@ -245,6 +279,8 @@ def test_the_feed_takes_only_the_admin_key_and_says_what_to_send(herald: HeraldP
             ({"agent": "nobody-here"}, {}, "query.agent names no agent"),
             ({"type": "no spaces"}, {}, "query.type must be an event type, or a glob"),
             ({"since": "x"}, {}, "unknown parameter(s) since"),
+            ({"max_rate": "0"}, {}, "query.max_rate must be a whole number of items a second"),
+            ({"max_rate": "fast"}, {}, "query.max_rate must be a whole number of items a second"),
         ):
             answer = admin.get("/v1/stream", params=params, headers=headers)
             assert answer.status_code == 422, (params, answer.text)  # as every refused input

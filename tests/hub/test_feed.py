@@ -150,6 +150,79 @@ async def test_a_cursor_ahead_of_the_journal_is_refused(hub: Hub) -> None:
         await hub.feed.open(far, FeedMatch())
 
 
+async def read_newest(hub: Hub, after: FeedCursor, limit: int, **match: str) -> list[FeedItem]:
+    reader = await hub.feed.open(after, FeedMatch(**match))
+    items = await reader.read_newest(limit)
+    assert reader.caught_up and await reader.read_newest(limit) == []  # nothing new since
+    return items
+
+
+async def test_a_reader_of_the_newest_gets_them_after_a_skipped_item_that_says_where_the_rest_is(
+    hub: Hub,
+) -> None:
+    await hub.create_agent("alice")
+    start = (await hub.feed.open(None, FeedMatch())).cursor
+    for n in range(30):  # a row each
+        await hub.publish("alice", "note", str(n))
+    skipped, *newest = await read_newest(hub, start, 5)
+    assert shown(newest) == [("published", "alice", seq) for seq in range(26, 31)]
+    assert skipped.kind == "skipped" and skipped.data["after"] == str(start)
+    assert skipped.data["resumes_after"] == str(skipped.cursor)
+    every = await read_all(await hub.feed.open(start, FeedMatch()))
+    left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
+    assert shown(left_out) == [("published", "alice", seq) for seq in range(1, 26)]
+    assert [item.data for item in every[25:]] == [item.data for item in newest]
+
+
+async def test_a_reader_of_the_newest_skips_nothing_while_they_are_few(hub: Hub) -> None:
+    await hub.create_agent("alice")
+    start = (await hub.feed.open(None, FeedMatch())).cursor
+    for n in range(5):
+        await hub.publish("alice", "note", str(n))
+    assert shown(await read_newest(hub, start, 5)) == [
+        ("published", "alice", seq) for seq in range(1, 6)
+    ]
+    await hub.publish("alice", "note", "one more")  # six rows for five: the first is skipped
+    skipped, *newest = await read_newest(hub, start, 5)
+    assert skipped.kind == "skipped" and shown(newest)[0] == ("published", "alice", 2)
+
+
+async def test_a_reader_of_the_newest_takes_the_end_of_a_batch_and_goes_on_inside_one(
+    hub: Hub,
+) -> None:
+    await hub.create_agent("alice")
+    start = await hub.feed.open(None, FeedMatch())
+    await hub.publish_many([new("alice") for _ in range(1200)])  # one row of 1,200 items
+    first_page = await start.read(10)  # a cursor inside the row, at seq 10
+    skipped, *newest = await read_newest(hub, start.cursor, 3)
+    assert shown(newest) == [("published", "alice", seq) for seq in (1198, 1199, 1200)]
+    assert skipped.data["after"] == str(first_page[-1].cursor)
+    every = await read_all(await hub.feed.open(start.cursor, FeedMatch()))
+    left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
+    assert [item.data["event"]["seq"] for item in left_out] == list(range(11, 1198))
+    assert shown(await read_newest(hub, newest[0].cursor, 3)) == shown(newest[1:])
+
+
+async def test_a_reader_of_the_newest_keeps_to_its_agent_and_type(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.create_agent("bob")
+    start = (await hub.feed.open(None, FeedMatch())).cursor
+    for n in range(10):
+        await hub.publish("alice", "build.failed" if n % 5 == 0 else "chat", str(n))
+        await hub.publish("bob", "build.failed", str(n))
+    skipped, *newest = await read_newest(hub, start, 3, agent_id=alice.id)
+    assert skipped.kind == "skipped"
+    assert shown(newest) == [("published", "alice", seq) for seq in (8, 9, 10)]
+    # Rare matches among many others are all found: every item is read for its type.
+    builds = await read_newest(hub, start, 3, agent_id=alice.id, type_glob="build.*")
+    assert shown(builds) == [("published", "alice", 1), ("published", "alice", 6)]
+    skipped, *newest = await read_newest(hub, start, 3, type_glob="build.*")
+    assert shown(newest) == [("published", "bob", seq) for seq in (8, 9, 10)]
+    every = await read_all(await hub.feed.open(start, FeedMatch(type_glob="build.*")))
+    left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
+    assert len(left_out) + len(newest) == len(every) == 12
+
+
 async def test_a_commit_that_journals_wakes_the_readers_and_one_that_does_not_is_quiet(
     hub: Hub,
 ) -> None:

@@ -2,7 +2,9 @@
 acknowledgement, expiry and endpoint change as it happens, in commit order, resumable
 (``herald.feed`` says what each item holds). ``?agent=`` (an id or a handle) and ``?type=`` (an
 event type or a glob) narrow it; ``Last-Event-ID`` (or ``?after=``) goes on after an item's id;
-without, it starts from now. Admin key only.
+without, it starts from now. ``?max_rate=`` (items a second) is for a person reading (the
+console's live tail): when more happen, the client gets the newest and a ``skipped`` item that
+says where to read the rest from. Admin key only.
 
 A client that stops reading is cut off once a write has waited ``send_timeout_s``; it resumes
 from its last id. Each client reads the store at its own pace, one page at a time, so a slow
@@ -11,6 +13,7 @@ one holds no buffer that grows and slows no publisher."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from starlette.requests import Request
@@ -36,6 +39,8 @@ journaled without a publish (its attempts, acknowledgements, endpoint changes) s
 READ_EVERY_S = 0.05
 """The least time between two reads of the store for one client: under a stream of commits,
 each read takes what came meanwhile at once, rather than one read per commit."""
+PACED_EVERY_S = 0.25
+"""The least time between two reads for a client that set ``max_rate``: a person's pace."""
 
 
 @described(
@@ -46,8 +51,8 @@ each read takes what came meanwhile at once, rather than one read per commit."""
     answers={
         200: Answer(
             "An endless text/event-stream: each item is a frame whose event is its kind"
-            " (published, attempt, acked, expired, endpoint, gap), whose id is where to go on"
-            " from, and whose data is the item as a JSON object. Comments keep it alive; a"
+            " (published, attempt, acked, expired, endpoint, gap, skipped), whose id is where"
+            " to go on from, and whose data is the item as a JSON object. Comments keep it alive; a"
             " frame named error says the store failed (go on from the last id).",
             {EVENT_STREAM: str},
         )
@@ -55,7 +60,8 @@ each read takes what came meanwhile at once, rather than one read per commit."""
     description=(
         "Every publish, attempt, acknowledgement, expiry and endpoint change as it happens, in"
         " commit order; agent and type narrow it. The Last-Event-ID header (or after) goes on"
-        " after an item; without, the feed starts from now."
+        " after an item; without, the feed starts from now. With max_rate, at most that many"
+        " items a second: the newest, after a skipped item saying what was left out."
     ),
     tag="events",
     name="feed",
@@ -81,33 +87,38 @@ class FeedRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         try:
-            reader = await self._open(request)
+            reader, max_rate = await self._open(request)
         except HeraldError as exc:
             await error_response(exc.code, exc.message, exc.http_status, error_headers(exc))(
                 scope, receive, send
             )
             return
-        await sse.while_connected(receive, self._stream(reader, send))
+        await sse.while_connected(receive, self._stream(reader, max_rate, send))
 
-    async def _open(self, request: Request) -> FeedReader:
+    async def _open(self, request: Request) -> tuple[FeedReader, int | None]:
         await require_admin(self.hub, request)
         params: dict[str, Any] = dict(request.query_params)
         if last_event_id := request.headers.get("last-event-id"):
             params["after"] = last_event_id
         asked = parse(FeedInput, params)
         agent_id = await agent_id_named(self.hub, asked.agent) if asked.agent else None
-        return await self.hub.feed.open(asked.after, FeedMatch(agent_id, asked.type))
+        reader = await self.hub.feed.open(asked.after, FeedMatch(agent_id, asked.type))
+        return reader, asked.max_rate
 
-    async def _stream(self, reader: FeedReader, send: Send) -> None:
+    async def _stream(self, reader: FeedReader, max_rate: int | None, send: Send) -> None:
         write = await sse.start(send, self.send_timeout_s)
         await write(f"retry: {RETRY_MS}\n\n")
+        read_every_s, read = self.read_every_s, reader.read
+        if max_rate is not None:
+            read_every_s = max(read_every_s, PACED_EVERY_S, 1 / max_rate)
+            read = functools.partial(reader.read_newest, max(round(max_rate * read_every_s), 1))
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while True:
             changed = self.hub.feed.changed()
             read_at = loop.time()
             try:
-                items = await reader.read()
+                items = await read()
             except HeraldError as exc:  # the store failed: the client resumes from its last id
                 error = {"code": exc.code, "message": exc.message}
                 await write(sse.frame("error", None, error))
@@ -129,4 +140,4 @@ class FeedRoute:
                     await write(": keepalive\n\n")
                     quiet_since = loop.time()
                 continue
-            await asyncio.sleep(max(read_at + self.read_every_s - loop.time(), 0))
+            await asyncio.sleep(max(read_at + read_every_s - loop.time(), 0))

@@ -116,6 +116,84 @@ class FeedReader:
         refs = await self._next_refs(limit)
         return items + await self._items(refs)
 
+    async def read_newest(self, limit: int) -> list[FeedItem]:
+        """The newest items after ``cursor``, at most ``limit``, for a reader that keeps up
+        with a person rather than with the hub (the console's live tail): when more came, a
+        ``skipped`` item comes first, and its ``after`` is where to read back what it left out.
+        The reader is caught up afterwards.
+
+        Without a type to match, only the newest rows are read, so a busy hub costs such a
+        reader no more than a quiet one. An event's type is known only from the event: with a
+        type, every item is read and only the newest are kept.
+
+        Raises:
+            StoreUnavailable: the store failed.
+        """
+        start = self.cursor
+        gap = [self._gap] if self._gap is not None else []
+        self._gap = None
+        if self.match.type_glob is not None:
+            items, passed_to = await self._newest_of_all(limit)
+        else:
+            items, passed_to = await self._newest_rows(limit)
+        if passed_to is None:
+            return gap + items
+        return [*gap, FeedItem("skipped", passed_to, _skipped(start, passed_to)), *items]
+
+    async def _newest_of_all(self, limit: int) -> tuple[list[FeedItem], FeedCursor | None]:
+        kept: deque[FeedItem] = deque()
+        passed_to = None
+        while True:
+            for item in await self.read():
+                if len(kept) == limit:
+                    passed_to = kept.popleft().cursor
+                kept.append(item)
+            if self.caught_up:
+                return list(kept), passed_to
+
+    async def _newest_rows(self, limit: int) -> tuple[list[FeedItem], FeedCursor | None]:
+        # One row more than the items wanted: if it comes back, what lies before it is passed
+        # over (every row makes an item or more, for the feed to show or to filter out).
+        self._rows.clear()
+        self._end = None
+        self.caught_up = True
+        page = await self._store.read_journal(
+            self.cursor.row,
+            limit + 1,
+            inclusive=self.cursor.item is not None,
+            agent_id=self.match.agent_id,
+            newest=True,
+        )
+        rows = page.rows
+        passed_to = None
+        if len(rows) > limit:
+            passed_to = FeedCursor(rows[0].at)
+            rows = rows[1:]
+        # From the newest row back, until ``limit`` items are taken.
+        chunks: list[list[Ref]] = []
+        wanted = limit
+        for index in range(len(rows) - 1, -1, -1):
+            row = rows[index]
+            begin = 0
+            if row.at == self.cursor.row and self.cursor.item is not None:
+                begin = self.cursor.item + 1
+            first = max(begin, row.entry.size - wanted)
+            chunks.append(
+                [(row, item, ref) for item, ref in row.entry.items(first, row.entry.size)]
+            )
+            wanted -= row.entry.size - first
+            if first > begin:
+                passed_to = FeedCursor(row.at, first - 1)
+                break
+            if wanted == 0 and index > 0:
+                passed_to = FeedCursor(rows[index - 1].at)
+                break
+        if rows:
+            self.cursor = FeedCursor(rows[-1].at)
+        if len(page.rows) <= limit and page.end > self.cursor.row:
+            self.cursor = FeedCursor(page.end)
+        return await self._items([ref for chunk in reversed(chunks) for ref in chunk]), passed_to
+
     async def _next_refs(self, limit: int) -> list[Ref]:
         refs: list[Ref] = []
         self.caught_up = False
@@ -228,6 +306,18 @@ def _endpoint_item(
         reason=change.reason,
     )
     return FeedItem("endpoint", cursor, data)
+
+
+def _skipped(after: FeedCursor, resumes_after: FeedCursor) -> dict[str, Any]:
+    return {
+        "kind": "skipped",
+        "after": str(after),
+        "resumes_after": str(resumes_after),
+        "message": (
+            f"more happened after {after} than this reader asked to be sent: the items up to"
+            f" {resumes_after} were left out (read them with after={after})"
+        ),
+    }
 
 
 def _gap(after: FeedCursor, horizon: FeedCursor) -> dict[str, Any]:

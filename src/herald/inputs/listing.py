@@ -59,7 +59,8 @@ def _moment(value: Any) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def _whole_number(value: Any) -> Any:
+def whole_number(value: Any) -> Any:
+    """A query's whole number, written in digits, as one (anything else is left to refuse)."""
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
 
 
@@ -76,7 +77,7 @@ PageCursor = Annotated[
 Page = Annotated[
     int,
     Field(ge=1, le=MAX_PAGE),
-    BeforeValidator(_whole_number),
+    BeforeValidator(whole_number),
     Says(f"must be a whole number from 1 to {MAX_PAGE}"),
 ]
 AgentName = Annotated[

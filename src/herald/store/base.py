@@ -595,12 +595,14 @@ class Store(ABC):
         *,
         inclusive: bool = False,
         agent_id: str | None = None,
+        newest: bool = False,
     ) -> JournalPage:
         """The journal's rows after ``after`` (from it, ``inclusive``), oldest first in commit
         order, at most ``limit``: only rows that no transaction still running can come before,
         so that a reader that moved past a row never misses one committed later. With
         ``agent_id``, rows of other agents are left out (rows that may concern several agents
-        are kept)."""
+        are kept). With ``newest``, the page is the last ``limit`` of those rows rather than
+        the first (still oldest first): what a reader that skips ahead reads."""
 
     @abstractmethod
     async def feed_events(

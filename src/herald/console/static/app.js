@@ -13,6 +13,9 @@ const KEY_SLOT = "herald.admin-key";
 const THEME_SLOT = "herald.console-theme";
 const PAGE = 50;
 const TAIL_ROWS = 500;
+// The most items a second the tail asks for: more than a person reads. When more happen, the
+// hub sends the newest and says it left the rest out, and a busy hub costs a tab no more.
+const TAIL_RATE = 100;
 const CHART_SECONDS = 60;
 
 // ---------------------------------------------------------------------------------------------
@@ -982,7 +985,7 @@ async function tailPage(life, body, params) {
     if (following) following.end();
     following = new Life();
     life.onEnd(() => following.end());
-    const filters = { agent: agent.value.trim(), type: type.value.trim() };
+    const filters = { agent: agent.value.trim(), type: type.value.trim(), max_rate: TAIL_RATE };
     const state = follow(following, filters, (kind, item) => {
       cursor = state.lastId;
       add(kind, item);
@@ -997,8 +1000,8 @@ async function tailPage(life, body, params) {
     paused = !paused;
     pauseButton.setAttribute("aria-pressed", String(paused));
     pauseButton.textContent = paused ? "Resume" : "Pause";
-    // Paused, the stream is closed; resumed, it goes on from the last item seen: nothing is
-    // missed, and a paused tab costs herald nothing.
+    // Paused, the stream is closed and costs herald nothing; resumed, it goes on from the last
+    // item seen: what happened meanwhile, or its newest after a row saying the rest was left out.
     if (paused) { following.end(); live.show("paused"); } else start(cursor);
   });
 
@@ -1045,11 +1048,13 @@ function tailRow(kind, item) {
     if (item.reason) detail.push(" ", h("span", { class: "muted" }, text(item.reason)));
   } else if (kind === "gap") {
     detail.push(text(item.message || "Some items are older than herald keeps: the tail goes on after them."));
+  } else if (kind === "skipped") {
+    detail.push(text(`More happened than the tail shows (${TAIL_RATE} items a second at most): some items were left out here; Events lists every event.`));
   }
   const agent = item.agent || {};
   return h("tr", { "data-kind": kind },
     h("td", {}, item.at ? when(item.at) : ""),
-    h("td", {}, badge(kind, { published: "info", attempt: "warn", acked: "ok", expired: "bad", endpoint: "info", gap: "bad" }[kind])),
+    h("td", {}, badge(kind, { published: "info", attempt: "warn", acked: "ok", expired: "bad", endpoint: "info", gap: "bad", skipped: "warn" }[kind])),
     h("td", {}, agent.handle ? agentLink(agent.handle) : ""),
     h("td", {}, event.id ? eventLink(event.id) : ""),
     h("td", {}, text(event.type || "")),

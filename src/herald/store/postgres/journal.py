@@ -95,15 +95,15 @@ class JournalStore:
         *,
         inclusive: bool = False,
         agent_id: str | None = None,
+        newest: bool = False,
     ) -> JournalPage:
         # Positions are whole numbers: from (tx, p) is after (tx, p - 1).
         start = after.position - 1 if inclusive else after.position
 
         async def read(conn: Connection) -> JournalPage:
             horizon, _, _ = await read_horizon(conn)
-            rows = await conn.fetch(
-                queries.READ_JOURNAL, str(after.tx), start, str(horizon), agent_id, limit
-            )
+            query = queries.READ_NEWEST_JOURNAL if newest else queries.READ_JOURNAL
+            rows = await conn.fetch(query, str(after.tx), start, str(horizon), agent_id, limit)
             found = [
                 JournalRow(
                     JournalPosition(int(row["tx"]), row["position"]),

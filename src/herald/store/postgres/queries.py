@@ -755,6 +755,17 @@ WHERE (tx, position) > ($1::text::xid8, $2::bigint) AND tx < $3::text::xid8
 ORDER BY tx, position
 LIMIT $5
 """
+# The same rows, the last $5 of them (still oldest first): a reader skipping ahead.
+READ_NEWEST_JOURNAL = """
+SELECT * FROM (
+  SELECT tx::text AS tx, tx AS tx_order, position, at, kind, agent_id, detail FROM journal
+  WHERE (tx, position) > ($1::text::xid8, $2::bigint) AND tx < $3::text::xid8
+    AND ($4::text IS NULL OR agent_id = $4::text OR agent_id IS NULL)
+  ORDER BY tx DESC, position DESC
+  LIMIT $5
+) AS newest
+ORDER BY tx_order, position
+"""
 # What the feed shows of events: $1 ids; $2, $3, $4 the agent, first and last seq of ranges.
 FEED_EVENTS = """
 SELECT e.id, e.agent_id, a.handle, e.seq, e.type

@@ -57,6 +57,7 @@ class JournalStore:
         *,
         inclusive: bool = False,
         agent_id: str | None = None,
+        newest: bool = False,
     ) -> JournalPage:
         # Positions of another store (tx > 0: PostgreSQL's) are after every row of this one.
         start = after.position if after.tx == 0 else None
@@ -73,10 +74,12 @@ class JournalStore:
                 " WHERE :start IS NOT NULL AND (position > :start"
                 "   OR (:inclusive AND position = :start))"
                 " AND (:agent IS NULL OR agent_id = :agent OR agent_id IS NULL)"
-                " ORDER BY position LIMIT :limit",
+                f" ORDER BY position {'DESC' if newest else ''} LIMIT :limit",
                 params,
             ).fetchall()
-            (newest,) = conn.execute("SELECT coalesce(max(position), 0) FROM journal").fetchone()
+            if newest:
+                rows.reverse()
+            (last,) = conn.execute("SELECT coalesce(max(position), 0) FROM journal").fetchone()
             return JournalPage(
                 [
                     JournalRow(
@@ -88,7 +91,7 @@ class JournalStore:
                     )
                     for row in rows
                 ],
-                max(after, JournalPosition(0, newest)),
+                max(after, JournalPosition(0, last)),
             )
 
         result: JournalPage = await self._run(read)
