@@ -223,6 +223,22 @@ async def test_a_reader_of_the_newest_keeps_to_its_agent_and_type(hub: Hub) -> N
     assert len(left_out) + len(newest) == len(every) == 12
 
 
+async def test_a_reader_of_the_newest_of_a_type_looks_back_only_so_far_and_says_so(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("herald.hub.feed.TYPE_SCAN", 10)
+    await hub.create_agent("alice")
+    start = (await hub.feed.open(None, FeedMatch())).cursor
+    await hub.publish("alice", "build.failed", "old")
+    for n in range(10):
+        await hub.publish("alice", "chat", str(n))
+    (skipped,) = await read_newest(hub, start, 3, type_glob="build.*")
+    assert skipped.kind == "skipped"  # eleven rows, ten looked at: the build is left out
+    (build,) = await read_all(await hub.feed.open(start, FeedMatch(type_glob="build.*")))
+    assert build.cursor.key <= skipped.cursor.key
+    assert await read_newest(hub, skipped.cursor, 3, type_glob="build.*") == []
+
+
 async def test_a_commit_that_journals_wakes_the_readers_and_one_that_does_not_is_quiet(
     hub: Hub,
 ) -> None:

@@ -9,8 +9,9 @@ journal row, another process's publish (the hub's listeners), or the poll of the
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from herald.errors import InvalidInput
@@ -36,6 +37,8 @@ ROW_PAGE = 100
 """Journal rows one read of the store takes for a reader."""
 ITEM_PAGE = 500
 """The most items one ``FeedReader.read`` gives: events are read for them in one query."""
+TYPE_SCAN = 5000
+"""The most journal rows ``FeedReader.read_newest`` looks through for items of a type."""
 AHEAD = (
     "Last-Event-ID (or ?after=) {cursor} is ahead of anything this herald's stream gave: it"
     " came from another store, or one restored from an older backup; leave it out to start"
@@ -122,9 +125,10 @@ class FeedReader:
         ``skipped`` item comes first, and its ``after`` is where to read back what it left out.
         The reader is caught up afterwards.
 
-        Without a type to match, only the newest rows are read, so a busy hub costs such a
-        reader no more than a quiet one. An event's type is known only from the event: with a
-        type, every item is read and only the newest are kept.
+        Only the journal's newest rows are read: ``limit`` of them without a type to match, so
+        a busy hub costs such a reader no more than a quiet one; with a type, which is known
+        only from each event, up to ``TYPE_SCAN`` rows, from the newest back until ``limit``
+        items match.
 
         Raises:
             StoreUnavailable: the store failed.
@@ -132,67 +136,54 @@ class FeedReader:
         start = self.cursor
         gap = [self._gap] if self._gap is not None else []
         self._gap = None
-        if self.match.type_glob is not None:
-            items, passed_to = await self._newest_of_all(limit)
-        else:
-            items, passed_to = await self._newest_rows(limit)
-        if passed_to is None:
-            return gap + items
-        return [*gap, FeedItem("skipped", passed_to, _skipped(start, passed_to)), *items]
-
-    async def _newest_of_all(self, limit: int) -> tuple[list[FeedItem], FeedCursor | None]:
-        kept: deque[FeedItem] = deque()
-        passed_to = None
-        while True:
-            for item in await self.read():
-                if len(kept) == limit:
-                    passed_to = kept.popleft().cursor
-                kept.append(item)
-            if self.caught_up:
-                return list(kept), passed_to
-
-    async def _newest_rows(self, limit: int) -> tuple[list[FeedItem], FeedCursor | None]:
-        # One row more than the items wanted: if it comes back, what lies before it is passed
-        # over (every row makes an item or more, for the feed to show or to filter out).
         self._rows.clear()
         self._end = None
         self.caught_up = True
+        scan = limit if self.match.type_glob is None else max(limit, TYPE_SCAN)
+        # One row more than it looks at: if that one comes back, it and what lies before it
+        # are passed over.
         page = await self._store.read_journal(
             self.cursor.row,
-            limit + 1,
+            scan + 1,
             inclusive=self.cursor.item is not None,
             agent_id=self.match.agent_id,
             newest=True,
         )
-        rows = page.rows
+        rows = page.rows[1:] if len(page.rows) > scan else page.rows
+        refs = self._newest_first(rows)
+        kept: list[FeedItem] = []
         passed_to = None
-        if len(rows) > limit:
-            passed_to = FeedCursor(rows[0].at)
-            rows = rows[1:]
-        # From the newest row back, until ``limit`` items are taken.
-        chunks: list[list[Ref]] = []
-        wanted = limit
-        for index in range(len(rows) - 1, -1, -1):
-            row = rows[index]
-            begin = 0
-            if row.at == self.cursor.row and self.cursor.item is not None:
-                begin = self.cursor.item + 1
-            first = max(begin, row.entry.size - wanted)
-            chunks.append(
-                [(row, item, ref) for item, ref in row.entry.items(first, row.entry.size)]
+        while passed_to is None and len(kept) < limit:
+            need = limit - len(kept)
+            chunk = list(
+                itertools.islice(refs, need if self.match.type_glob is None else ITEM_PAGE)
             )
-            wanted -= row.entry.size - first
-            if first > begin:
-                passed_to = FeedCursor(row.at, first - 1)
+            if not chunk:
                 break
-            if wanted == 0 and index > 0:
-                passed_to = FeedCursor(rows[index - 1].at)
-                break
+            found = await self._items(chunk[::-1])
+            if len(found) > need:  # matches left out: the skipped item ends with the newest
+                passed_to = found[-need - 1].cursor
+            kept = found[-need:] + kept
+        if passed_to is None and (newest_left := next(refs, None)) is not None:
+            passed_to = FeedCursor(newest_left[0].at, newest_left[1])
+        if passed_to is None and len(page.rows) > scan:
+            passed_to = FeedCursor(page.rows[0].at)
         if rows:
             self.cursor = FeedCursor(rows[-1].at)
-        if len(page.rows) <= limit and page.end > self.cursor.row:
+        if len(page.rows) <= scan and page.end > self.cursor.row:
             self.cursor = FeedCursor(page.end)
-        return await self._items([ref for chunk in reversed(chunks) for ref in chunk]), passed_to
+        if passed_to is None:
+            return gap + kept
+        return [*gap, FeedItem("skipped", passed_to, _skipped(start, passed_to)), *kept]
+
+    def _newest_first(self, rows: list[JournalRow]) -> Iterator[Ref]:
+        """The items of ``rows`` after the cursor, the newest first."""
+        for row in reversed(rows):
+            first = 0
+            if row.at == self.cursor.row and self.cursor.item is not None:
+                first = self.cursor.item + 1
+            for index, ref in reversed(list(row.entry.items(first, row.entry.size))):
+                yield row, index, ref
 
     async def _next_refs(self, limit: int) -> list[Ref]:
         refs: list[Ref] = []
