@@ -37,6 +37,7 @@ class JournalStore:
     """The journal part of ``SQLiteStore``."""
 
     _run: Callable[[Operation[Any]], Awaitable[Any]]
+    _read: Callable[[Operation[Any]], Awaitable[Any]]
 
     async def journal_bounds(self) -> JournalBounds:
         def read(conn: sqlite3.Connection) -> JournalBounds:
@@ -47,7 +48,7 @@ class JournalStore:
             head = JournalPosition(0, newest)
             return JournalBounds(head, head, horizon(row[0] if row else None))
 
-        result: JournalBounds = await self._run(read)
+        result: JournalBounds = await self._read(read)
         return result
 
     async def read_journal(
@@ -94,7 +95,7 @@ class JournalStore:
                 max(after, JournalPosition(0, last)),
             )
 
-        result: JournalPage = await self._run(read)
+        result: JournalPage = await self._read(read)
         return result
 
     async def feed_events(
@@ -115,7 +116,7 @@ class JournalStore:
             )
             return [EventHead(*row) for row in rows]
 
-        result: list[EventHead] = await self._run(select)
+        result: list[EventHead] = await self._read(select)
         return result
 
     async def agent_handles(self, agent_ids: Sequence[str]) -> dict[str, str]:
@@ -126,7 +127,7 @@ class JournalStore:
             )
             return {row[0]: row[1] for row in rows}
 
-        result: dict[str, str] = await self._run(select)
+        result: dict[str, str] = await self._read(select)
         return result
 
     async def prune_journal(self, before_ms: int) -> int:
