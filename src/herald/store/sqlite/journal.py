@@ -37,7 +37,6 @@ class JournalStore:
     """The journal part of ``SQLiteStore``."""
 
     _run: Callable[[Operation[Any]], Awaitable[Any]]
-    _read: Callable[[Operation[Any]], Awaitable[Any]]
 
     async def journal_bounds(self) -> JournalBounds:
         def read(conn: sqlite3.Connection) -> JournalBounds:
@@ -48,7 +47,7 @@ class JournalStore:
             head = JournalPosition(0, newest)
             return JournalBounds(head, head, horizon(row[0] if row else None))
 
-        result: JournalBounds = await self._read(read)
+        result: JournalBounds = await self._run(read)
         return result
 
     async def read_journal(
@@ -95,7 +94,7 @@ class JournalStore:
                 max(after, JournalPosition(0, last)),
             )
 
-        result: JournalPage = await self._read(read)
+        result: JournalPage = await self._run(read)
         return result
 
     async def feed_events(
@@ -116,7 +115,7 @@ class JournalStore:
             )
             return [EventHead(*row) for row in rows]
 
-        result: list[EventHead] = await self._read(select)
+        result: list[EventHead] = await self._run(select)
         return result
 
     async def agent_handles(self, agent_ids: Sequence[str]) -> dict[str, str]:
@@ -127,7 +126,7 @@ class JournalStore:
             )
             return {row[0]: row[1] for row in rows}
 
-        result: dict[str, str] = await self._read(select)
+        result: dict[str, str] = await self._run(select)
         return result
 
     async def prune_journal(self, before_ms: int) -> int:

@@ -131,7 +131,6 @@ class OverviewStore:
     """The overview half of ``SQLiteStore``."""
 
     _run: Callable[[Operation[Any]], Awaitable[Any]]
-    _read: Callable[[Operation[Any]], Awaitable[Any]]
     now: Callable[[], int]
 
     async def get_endpoint(self, endpoint_id: str) -> Endpoint | None:
@@ -141,7 +140,7 @@ class OverviewStore:
             )
             return record(ENDPOINTS, rows)
 
-        result: Endpoint | None = await self._read(select)
+        result: Endpoint | None = await self._run(select)
         return result
 
     async def next_attempts(self, endpoint_ids: Sequence[str]) -> dict[str, int]:
@@ -153,7 +152,7 @@ class OverviewStore:
             )
             return {row[0]: row[1] for row in rows}
 
-        result: dict[str, int] = await self._read(select)
+        result: dict[str, int] = await self._run(select)
         return result
 
     async def list_events(self, query: EventQuery) -> list[Event]:
@@ -167,7 +166,7 @@ class OverviewStore:
             )
             return records(EVENTS, rows)
 
-        result: list[Event] = await self._read(select)
+        result: list[Event] = await self._run(select)
         return result
 
     async def agent_summaries(
@@ -198,7 +197,7 @@ class OverviewStore:
                 for row in rows
             ]
 
-        result: list[AgentSummary] = await self._read(select)
+        result: list[AgentSummary] = await self._run(select)
         return result
 
     async def stats(self, top: int = 10) -> Stats:
@@ -223,7 +222,7 @@ class OverviewStore:
                 oldest_pending=oldest[0] if oldest else None,
             )
 
-        result: Stats = await self._read(select)
+        result: Stats = await self._run(select)
         return result
 
     async def gauges(self) -> Gauges:
@@ -244,7 +243,7 @@ class OverviewStore:
                 endpoints=rows(ENDPOINTS_BY_STATE),
             )
 
-        result: Gauges = await self._read(select)
+        result: Gauges = await self._run(select)
         return result
 
     async def redeliver(self, event_id: str) -> Event | None:

@@ -37,7 +37,6 @@ from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.journal import JournalStore, write
 from herald.store.sqlite.overview import OverviewStore
 from herald.store.sqlite.publisher_keys import PublisherKeyStore
-from herald.store.sqlite.reader import Reader
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -94,22 +93,15 @@ class SQLiteStore(
         self.path = path
         self.synchronous = synchronous.upper()
         self._worker = Worker(self.path, self.synchronous, self._journal_committed)
-        self._reader = Reader(self.path)
 
     async def open(self) -> None:
         await self._worker.start()
-        self._reader.start()
 
     async def close(self) -> None:
-        await self._reader.stop()
         await self._worker.stop()
 
     async def _run(self, operation: Operation[T]) -> T:
         return await self._worker.run(operation)
-
-    async def _read(self, operation: Operation[T]) -> T:
-        """A read that writes nothing, on the reader thread: it waits for no commit."""
-        return await self._reader.run(operation)
 
     # Agents and settings
 
@@ -143,7 +135,7 @@ class SQLiteStore(
             rows = conn.execute(WORKING_KEY_HASHES, params)
             return {row[0] for row in rows}
 
-        result: set[str] = await self._read(select)
+        result: set[str] = await self._run(select)
         return result
 
     async def _one_agent(self, where: str, *values: object) -> Agent | None:
@@ -153,7 +145,7 @@ class SQLiteStore(
             ).fetchone()
             return AGENTS.record(row) if row else None
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def rotate_agent_key(
         self, agent_id: str, key_hash: str, previous_until: int | None
@@ -174,7 +166,7 @@ class SQLiteStore(
             rows = conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle")
             return records(AGENTS, rows)
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def delete_agent(self, agent_id: str) -> bool:
         def delete(conn: sqlite3.Connection) -> bool:
@@ -198,7 +190,7 @@ class SQLiteStore(
             row = conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
             return row[0] if row else None
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def set_setting_if_absent(self, name: str, value: str) -> str:
         def upsert(conn: sqlite3.Connection) -> str:
@@ -248,7 +240,7 @@ class SQLiteStore(
             )
             return records(EVENTS, rows)
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def claim(
         self,
@@ -368,7 +360,7 @@ class SQLiteStore(
                 ).fetchone()[0]
             )
 
-        return await self._read(count)
+        return await self._run(count)
 
     async def inbox_marks(self, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         params = {"agents": as_json(list(agent_ids)), "now": self.now()}
@@ -382,7 +374,7 @@ class SQLiteStore(
             ).fetchall()
             return {row[0]: (row[1], row[2]) for row in rows}
 
-        result: dict[str, tuple[int, int]] = await self._read(marks)
+        result: dict[str, tuple[int, int]] = await self._run(marks)
         return result
 
     async def missing_after(
@@ -411,7 +403,7 @@ class SQLiteStore(
                 else missing(row["last_seq"], after_seq, row["stored"], row["expired"])
             )
 
-        return await self._read(count)
+        return await self._run(count)
 
     async def add_reply(
         self, reply: Reply, routed: NewEvent | None
@@ -434,7 +426,7 @@ class SQLiteStore(
             )
             return records(REPLIES, rows)
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         now = self.now()
@@ -485,7 +477,7 @@ class SQLiteStore(
             )
             return records(ATTEMPTS, rows)
 
-        return await self._read(select)
+        return await self._run(select)
 
     async def expire(self) -> int:
         now = self.now()
