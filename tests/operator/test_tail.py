@@ -143,6 +143,22 @@ def test_tail_prints_a_line_for_people_by_type(herald: HeraldProcess) -> None:
         tail.stop()
 
 
+def test_tail_at_a_rate_shows_the_newest_after_a_line_for_what_was_left_out(
+    herald: HeraldProcess,
+) -> None:
+    admin_call(herald, "POST", "/v1/agents", {"handle": "tail-dave"})
+    tail = Tail(herald, "--json", "--agent", "tail-dave", "--max-rate", "1")
+    try:
+        tail.note("/v1/stream from now")
+        ten = [{"to": "tail-dave", "type": f"burst.{n}", "text": "x"} for n in range(10)]
+        admin_call(herald, "POST", "/v1/events", ten)  # one commit: one item a second at most
+        skipped, newest = tail.json_line(), tail.json_line()
+        assert skipped["kind"] == "skipped" and "left out" in skipped["message"]
+        assert (newest["kind"], newest["event"]["type"]) == ("published", "burst.9")
+    finally:
+        tail.stop()
+
+
 def test_tail_refuses_what_the_hub_refuses_in_one_line(herald: HeraldProcess) -> None:
     tail = Tail(herald, "--agent", "nobody-at-all")
     try:

@@ -117,6 +117,11 @@ def _add_tail(tail: argparse.ArgumentParser) -> None:
     _options(tail, _tail)
     tail.add_argument("--agent", metavar="ID_OR_HANDLE", help="only this agent's")
     tail.add_argument("--type", help="only events of this type, or of a glob such as build.*")
+    tail.add_argument(
+        "--max-rate",
+        metavar="N",
+        help="at most N items a second: the newest, and a line for what was left out",
+    )
 
 
 def _add_key(parser: argparse.ArgumentParser) -> None:

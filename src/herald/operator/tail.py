@@ -1,7 +1,8 @@
 """``herald tail``: the hub's live feed (``GET /v1/stream``), one coloured line per publish,
 attempt, acknowledgement, expiry or endpoint change, or JSON lines with ``--json`` (each item's
 data with its ``id``). A connection that drops is made again from the last item's id, so
-nothing is missed or shown twice; Ctrl-C ends it."""
+nothing is missed or shown twice; Ctrl-C ends it. ``--max-rate N`` asks the hub for at most N
+items a second, for a busy hub: the newest, after a line saying what was left out."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ COLOURS = {
     "acked": "green",
     "expired": "magenta",
     "gap": "bold yellow",
+    "skipped": "yellow",
 }
 OUTCOME_COLOURS = {
     "delivered": "green",
@@ -48,7 +50,7 @@ def tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     Raises:
         OperatorError: the hub refused the request (a wrong key, an unknown agent...).
     """
-    params = {"agent": args.agent, "type": args.type}
+    params = {"agent": args.agent, "type": args.type, "max_rate": args.max_rate}
     last_id: str | None = None
     backoff = FIRST_BACKOFF_S
 
@@ -92,8 +94,8 @@ def show(out: Output, kind: str, item_id: str, data: dict[str, Any]) -> None:
 
 def line(kind: str, data: dict[str, Any]) -> str:
     """The rich markup of an item's line: time, kind, agent, then what happened."""
-    if kind == "gap":
-        return f"[{COLOURS['gap']}]{escape(str(data.get('message', 'gap')))}[/]"
+    if kind in ("gap", "skipped"):
+        return f"[{COLOURS[kind]}]{escape(str(data.get('message', kind)))}[/]"
     at = str(data.get("at", ""))
     moment = at.partition("T")[2].rstrip("Z") or at
     handle = escape(str((data.get("agent") or {}).get("handle", "?")))
