@@ -471,6 +471,9 @@ class Stats(TypedDict):
     events: EventCounts
     """Events stored, by status; one past its expiry counts until the upkeep marks it, within
     seconds."""
+    published: int
+    """Events published since the store was made, to the agents it has now (pruned ones
+    included): two readings give the publish rate in between."""
     attempts_recorded: list[AttemptCount]
     """Attempts recorded since the store was made, by way and outcome (pruned ones included)."""
     top_pending: list[PendingAgent]

@@ -73,6 +73,9 @@ class Stats:
     events: dict[str, int]
     """Events stored, by status (kept in each agent's row as they change): an event past its
     expiry counts as pending or sent until the upkeep marks it expired, a few seconds later."""
+    published: int
+    """Events published since the store was made, to the agents it has (pruned ones included):
+    the sum of their newest seqs. Read twice, it gives the publish rate in between."""
     attempts_recorded: list[tuple[str, str, int]]
     """Attempts recorded since the store was made, by mechanism and outcome: those pruned with
     their events still count (a store upgraded to keep these counts began from the attempts it
@@ -96,6 +99,7 @@ class Stats:
                 "delivered": count(EventStatus.DELIVERED, 0),
                 "expired": count(EventStatus.EXPIRED, 0),
             },
+            "published": self.published,
             "attempts_recorded": [
                 {"mechanism": mechanism, "outcome": outcome, "count": n}
                 for mechanism, outcome, n in self.attempts_recorded

@@ -163,6 +163,7 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
     oldest = (await store.list_events(EventQuery(agent_id=alice.id)))[-1]
     assert stats.to_json() == {
         "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0},
+        "published": 4,
         "attempts_recorded": [
             {"mechanism": "heartbeat", "outcome": "delivered", "count": 1},
             {"mechanism": "heartbeat", "outcome": "leased", "count": 1},
@@ -185,6 +186,18 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
             "created_at": oldest.to_json()["created_at"],
         },
     }
+
+
+async def test_the_events_published_stay_counted_once_they_are_delivered_and_pruned(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    await publish(store, "alice", 3)
+    await store.take(alice.id, 3, "heartbeat", "s")
+    assert await store.prune(store.now() + 1) == 3
+    await publish(store, "alice", 2)
+    stats = await store.stats()
+    assert (stats.published, stats.events["pending"], stats.events["delivered"]) == (5, 2, 0)
 
 
 async def test_the_oldest_pending_event_is_the_oldest_still_open(

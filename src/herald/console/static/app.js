@@ -6,7 +6,8 @@
 // - Data is put on the page as text (textContent, text nodes, attributes set one by one), never
 //   parsed as HTML: whatever an event holds shows as the characters it is.
 // - Lists come a page at a time from the server; nothing loads everything.
-// - Live parts follow GET /v1/stream, read with fetch (EventSource cannot send the header).
+// - Live parts follow GET /v1/stream, read with fetch (EventSource cannot send the header);
+//   the overview reads its counts again every two seconds instead.
 "use strict";
 
 const KEY_SLOT = "herald.admin-key";
@@ -17,6 +18,7 @@ const TAIL_ROWS = 500;
 // hub sends the newest and says it left the rest out, and a busy hub costs a tab no more.
 const TAIL_RATE = 100;
 const CHART_SECONDS = 60;
+const OVERVIEW_EVERY_MS = 2000;
 
 // ---------------------------------------------------------------------------------------------
 // The DOM, as text only
@@ -464,6 +466,8 @@ async function overviewPage(life, body) {
       get("v1/endpoints", { failing: "true", limit: 10 }),
     ]);
     const events = stats.events;
+    const handed = stats.attempts_recorded.filter((a) => HANDED.has(a.outcome)).reduce((n, a) => n + a.count, 0);
+    chart.sample(stats.published, handed);
     const sessions = stats.sessions.reduce((n, s) => n + s.count, 0);
     const failingCount = failingPage.endpoints.length + (failingPage.next ? "+" : "");
     const oldest = stats.oldest_pending;
@@ -496,9 +500,18 @@ async function overviewPage(life, body) {
       "No attempts yet."));
   };
   await load();
-  const reload = throttled(life, 2000, load);
-  every(life, 10000, reload);  // sessions come and go without an item of the stream
-  follow(life, {}, (kind, item) => { chart.count(kind, item); reload(); }, live.show);
+  live.show("live");
+  // Read again every OVERVIEW_EVERY_MS, rather than followed item by item: an open overview
+  // costs the hub one read of its counts at a time, however busy it is.
+  const reload = throttled(life, OVERVIEW_EVERY_MS, async () => {
+    try {
+      await load();
+      live.show("live");
+    } catch (error) {
+      live.show("reconnecting");
+    }
+  });
+  every(life, OVERVIEW_EVERY_MS, reload);
 }
 
 function clientsLine(clients) {
@@ -517,9 +530,9 @@ function card(id, label, value, sub) {
 
 const HANDED = new Set(["sent", "delivered", "leased"]);
 
-/** Publishes and deliveries per second over the last minute, counted from the stream's items:
- * an event stored is a publish; an attempt that handed an event over (sent, delivered or
- * leased) is a delivery. */
+/** Publishes and deliveries per second over the last minute, from the counts read each time the
+ * overview is: events published (``published``) and attempts that handed an event over (sent,
+ * delivered or leased), each reading's difference from the last over the seconds between. */
 function rateChart(life) {
   const publishes = new Array(CHART_SECONDS).fill(0);
   const deliveries = new Array(CHART_SECONDS).fill(0);
@@ -550,23 +563,28 @@ function rateChart(life) {
     const points = (values) => values.map((v, i) => `${i * 10 + 5},${(98 - (v / top) * 94).toFixed(1)}`).join(" ");
     lineA.setAttribute("points", points(publishes));
     lineB.setAttribute("points", points(deliveries));
-    // The last whole second, not the one still being counted.
-    nowA.textContent = String(publishes[CHART_SECONDS - 2]);
-    nowB.textContent = String(deliveries[CHART_SECONDS - 2]);
+    nowA.textContent = String(publishes[CHART_SECONDS - 1]);
+    nowB.textContent = String(deliveries[CHART_SECONDS - 1]);
     peak.textContent = `peak ${highest}/s in the last minute`;
-    svg.setAttribute("aria-label", `Last second: ${nowA.textContent} publishes, ${nowB.textContent} deliveries; peak ${highest} per second`);
+    svg.setAttribute("aria-label", `Now: ${nowA.textContent} publishes a second, ${nowB.textContent} deliveries a second; peak ${highest} per second`);
   };
-  every(life, 1000, () => {
-    publishes.shift(); publishes.push(0);
-    deliveries.shift(); deliveries.push(0);
-    draw();
-  });
   draw();
+  let last = null;
   return {
     el: h("div", { class: "chart" }, svg, legend),
-    count(kind, item) {
-      if (kind === "published") publishes[CHART_SECONDS - 1] += 1;
-      else if (kind === "attempt" && HANDED.has(item.outcome)) deliveries[CHART_SECONDS - 1] += 1;
+    sample(published, delivered) {
+      const at = performance.now();
+      if (last !== null) {
+        const seconds = Math.max((at - last.at) / 1000, 0.001);
+        const rate = (now, before) => Math.max(0, Math.round((now - before) / seconds));
+        const [p, d] = [rate(published, last.published), rate(delivered, last.delivered)];
+        for (let n = Math.min(Math.max(Math.round(seconds), 1), CHART_SECONDS); n > 0; n--) {
+          publishes.shift(); publishes.push(p);
+          deliveries.shift(); deliveries.push(d);
+        }
+        draw();
+      }
+      last = { at, published, delivered };
     },
   };
 }

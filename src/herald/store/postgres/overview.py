@@ -81,9 +81,11 @@ class OverviewStore:
                 return [tuple(row) for row in await conn.fetch(sql, *args)]
 
             (counts,) = await rows(queries.EVENTS_BY_STATUS)
+            *by_status, published = counts
             oldest = await rows(queries.OLDEST_PENDING, now)
             return Stats(
-                events={status.value: n for status, n in zip(EventStatus, counts, strict=True)},
+                events={status.value: n for status, n in zip(EventStatus, by_status, strict=True)},
+                published=published,
                 attempts_recorded=await rows(queries.ATTEMPTS_RECORDED),
                 top_pending=await rows(queries.TOP_PENDING, now, top),
                 sessions=await rows(queries.SESSIONS_BY_WAY, now),

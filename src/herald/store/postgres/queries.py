@@ -641,7 +641,8 @@ EVENTS_BY_STATUS = """
 SELECT coalesce(sum(pending_events), 0)::bigint AS pending,
     coalesce(sum(sent_events), 0)::bigint AS sent,
     coalesce(sum(delivered_events), 0)::bigint AS delivered,
-    coalesce(sum(expired_events), 0)::bigint AS expired
+    coalesce(sum(expired_events), 0)::bigint AS expired,
+    coalesce(sum(last_seq), 0)::bigint AS published
 FROM agents
 """
 ATTEMPTS_RECORDED = """

@@ -52,9 +52,11 @@ ORDER BY handle LIMIT :limit
 """
 
 # The columns in ``EventStatus``'s order.
+# By status, then the events ever published (each agent's seqs are given in turn from 1).
 EVENTS_BY_STATUS = """
 SELECT coalesce(sum(pending_events), 0), coalesce(sum(sent_events), 0),
-    coalesce(sum(delivered_events), 0), coalesce(sum(expired_events), 0)
+    coalesce(sum(delivered_events), 0), coalesce(sum(expired_events), 0),
+    coalesce(sum(last_seq), 0)
 FROM agents
 """
 
@@ -208,9 +210,11 @@ class OverviewStore:
                 return [tuple(row) for row in conn.execute(sql, params)]
 
             (counts,) = rows(EVENTS_BY_STATUS)
+            *by_status, published = counts
             oldest = rows(OLDEST_PENDING)
             return Stats(
-                events={status.value: n for status, n in zip(EventStatus, counts, strict=True)},
+                events={status.value: n for status, n in zip(EventStatus, by_status, strict=True)},
+                published=published,
                 attempts_recorded=rows(
                     "SELECT mechanism, outcome, recorded FROM attempt_counts"
                     " ORDER BY mechanism, outcome"
