@@ -150,7 +150,7 @@ class FeedReader:
             newest=True,
         )
         rows = page.rows[1:] if len(page.rows) > scan else page.rows
-        refs = self._newest_first(rows)
+        refs = _newest_first(rows, self.cursor)
         kept: list[FeedItem] = []
         passed_to = None
         while passed_to is None and len(kept) < limit:
@@ -175,15 +175,6 @@ class FeedReader:
         if passed_to is None:
             return gap + kept
         return [*gap, FeedItem("skipped", passed_to, _skipped(start, passed_to)), *kept]
-
-    def _newest_first(self, rows: list[JournalRow]) -> Iterator[Ref]:
-        """The items of ``rows`` after the cursor, the newest first."""
-        for row in reversed(rows):
-            first = 0
-            if row.at == self.cursor.row and self.cursor.item is not None:
-                first = self.cursor.item + 1
-            for index, ref in reversed(list(row.entry.items(first, row.entry.size))):
-                yield row, index, ref
 
     async def _next_refs(self, limit: int) -> list[Ref]:
         refs: list[Ref] = []
@@ -248,6 +239,16 @@ class FeedReader:
             if head is not None and self.match.keeps(head.agent_id, head):
                 items.append(_event_item(row, cursor, ref, head))
         return items
+
+
+def _newest_first(rows: list[JournalRow], after: FeedCursor) -> Iterator[Ref]:
+    """The items of ``rows`` after ``after``, the newest first."""
+    for row in reversed(rows):
+        first = 0
+        if row.at == after.row and after.item is not None:
+            first = after.item + 1
+        for index, ref in reversed(list(row.entry.items(first, row.entry.size))):
+            yield row, index, ref
 
 
 def _ranges(refs: Sequence[PublishedRef]) -> list[tuple[str, int, int]]:
