@@ -111,7 +111,8 @@ class FeedRoute:
         read_every_s, read = self.read_every_s, reader.read
         if max_rate is not None:
             read_every_s = max(read_every_s, PACED_EVERY_S, 1 / max_rate)
-            read = functools.partial(reader.read_newest, max(round(max_rate * read_every_s), 1))
+            # Whole items a read, rounded down: never more than max_rate a second.
+            read = functools.partial(reader.read_newest, max(int(max_rate * read_every_s), 1))
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while True:
