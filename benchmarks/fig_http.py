@@ -92,6 +92,11 @@ async def _measure_closed(
     return result, probe.stop()
 
 
+def _answered(result: ClosedLoopResult) -> int:
+    """The requests of a closed loop that were answered with success."""
+    return sum(n for status, n in result.statuses.items() if status in OK)
+
+
 def _closed_rate(
     label: str,
     result: ClosedLoopResult,
@@ -101,7 +106,7 @@ def _closed_rate(
     unit: str = "events/s",
 ) -> Measurement:
     """The rate of successful answers times the events each one carries."""
-    ok = sum(n for status, n in result.statuses.items() if status in OK)
+    ok = _answered(result)
     value = ok * per_request / result.wall_s if result.wall_s else 0.0
     details = _closed_details(result, connections)
     return Measurement(label, value, unit, usage=usage, details=details)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Usage
-from benchmarks.fig_http import OK, SINGLE_EVENT, _closed_rate, _http_notes, _measure_closed
+from benchmarks.fig_http import SINGLE_EVENT, _answered, _closed_rate, _http_notes, _measure_closed
 from benchmarks.loadgen import (
     ClosedLoopResult,
     close_connections,
@@ -87,8 +87,7 @@ def _cpu_per_publish_us(rounds: list[Measured]) -> list[float]:
     return [
         usage.server_s / ok * 1e6
         for result, usage in rounds
-        if usage.server_s is not None
-        and (ok := sum(n for status, n in result.statuses.items() if status in OK))
+        if usage.server_s is not None and (ok := _answered(result))
     ]
 
 

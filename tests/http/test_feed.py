@@ -281,6 +281,8 @@ def test_the_feed_takes_only_the_admin_key_and_says_what_to_send(herald: HeraldP
             ({"since": "x"}, {}, "unknown parameter(s) since"),
             ({"max_rate": "0"}, {}, "query.max_rate must be a whole number of items a second"),
             ({"max_rate": "fast"}, {}, "query.max_rate must be a whole number of items a second"),
+            ({"max_rate": "9" * 30}, {}, "query.max_rate must be a whole number of items a second"),
+            ({"max_rate": "١٢"}, {}, "query.max_rate must be a whole number of items a second"),
         ):
             answer = admin.get("/v1/stream", params=params, headers=headers)
             assert answer.status_code == 422, (params, answer.text)  # as every refused input
