@@ -1,13 +1,19 @@
-"""Live events for streams. Per agent, one reader of the store keeps the newest events in one
-bounded buffer that every subscriber of that agent reads at its own pace: memory does not grow
-with the number of subscribers, nor with how far one falls behind. A subscriber that falls out of
-the buffer is cut off (and told why); it resumes from its cursor, so it loses nothing and slows
-no one else."""
+"""Live events for streams. Per agent, one bounded buffer of the newest events that every
+subscriber of that agent reads at its own pace: memory does not grow with the number of
+subscribers, nor with how far one falls behind. A subscriber that falls out of the buffer is cut
+off (and told why); it resumes from its cursor, so it loses nothing and slows no one else.
+
+The events this process publishes go into the buffer as the hub hands them over, once
+committed: reading them back from the store would wait behind the next group of writes, which
+was half of a streamed event's latency. A reader of the store (one task per agent) takes the
+rest: other processes' events (PostgreSQL), events open again, and whatever a handover cannot
+place right after the buffer's newest (nothing may be skipped)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -123,6 +129,9 @@ class Fanout:
         self._topics: dict[str, _Topic] = {}
         self._subscriptions: set[Subscription] = set()
         self._closers: list[Callable[[], None]] = []
+        self._handed: set[str] = set()
+        """Agents whose new events were just taken from the hub: no read of the store needed."""
+        hub.add_commit_listener(self._take)
         hub.add_listener(self._wake)
 
     def on_close(self, closer: Callable[[], None]) -> None:
@@ -187,9 +196,26 @@ class Fanout:
             closer()
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self._wake)
+        with contextlib.suppress(ValueError):
+            self.hub.remove_commit_listener(self._take)
+
+    def _take(self, events: list[Event]) -> None:
+        """Keep the events just published here for their agents' subscribers, where they follow
+        the newest kept; the rest is left to the reader of the store."""
+        by_agent: dict[str, list[Event]] = {}
+        for event in events:
+            by_agent.setdefault(event.agent_id, []).append(event)
+        for agent_id, its in by_agent.items():
+            topic = self._topics.get(agent_id)
+            if topic is not None and its[0].seq == topic.high_water + 1 and _consecutive(its):
+                self._keep(topic, its, self.buffer_bytes)
+                self._handed.add(agent_id)
 
     def _wake(self, agent_ids: set[str]) -> None:
         for agent_id in agent_ids:
+            if agent_id in self._handed:  # announced right after the handover: nothing to read
+                self._handed.discard(agent_id)
+                continue
             topic = self._topics.get(agent_id)
             if topic is not None:
                 topic.wake.set()
@@ -220,6 +246,10 @@ class Fanout:
 
     @staticmethod
     def _keep(topic: _Topic, events: list[Event], max_bytes: int) -> None:
+        # A read of the store that began before a handover brings some of its events again.
+        events = [event for event in events if event.seq > topic.high_water]
+        if not events:
+            return
         for event in events:
             topic.recent_bytes += event_bytes(event)
             if len(topic.recent) == topic.recent.maxlen:
@@ -233,3 +263,7 @@ class Fanout:
         topic.high_water = events[-1].seq
         arrived, topic.arrived = topic.arrived, asyncio.Event()
         arrived.set()
+
+
+def _consecutive(events: list[Event]) -> bool:
+    return all(later.seq == earlier.seq + 1 for earlier, later in itertools.pairwise(events))

@@ -107,6 +107,7 @@ class Hub:
         self.maintenance_interval_s = maintenance_interval_s
         self._admin_key = AdminKey(store)
         self._listeners: list[Callable[[set[str]], None]] = []
+        self._commit_listeners: list[Callable[[list[Event]], None]] = []
         self._inbox_listeners: list[Callable[[set[str]], None]] = []
         self._signing_key: bytes | None = None
         self._known_keys: dict[str, tuple[Agent, int]] = {}
@@ -372,6 +373,7 @@ class Hub:
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
+        self._committed(created)
         self._announce({e.agent_id for e in created})
         return published
 
@@ -453,6 +455,7 @@ class Hub:
         if await self._store.ack(agent.id, ids=[event.id]):
             self._acknowledged(agent.id)
         if published is not None:
+            self._committed([published.event])
             self._announce({published.event.agent_id})
         else:
             for handler in self._reply_handlers:
@@ -508,6 +511,16 @@ class Hub:
     def remove_listener(self, listener: Callable[[set[str]], None]) -> None:
         self._listeners.remove(listener)
 
+    def add_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:
+        """Call ``listener(events)`` (it must not block) with the events this process has just
+        stored, each agent's in seq order, before the ``add_listener`` callbacks for them: what
+        keeps new events in memory takes them as they are rather than reading them back. Other
+        processes' events (PostgreSQL) are only announced, as are events that become open again."""
+        self._commit_listeners.append(listener)
+
+    def remove_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:
+        self._commit_listeners.remove(listener)
+
     def add_inbox_listener(self, listener: Callable[[set[str]], None]) -> None:
         """Call ``listener(agent_ids)`` (it must not block) after their inboxes changed: events
         committed for them (as ``add_listener``, other processes' included on PostgreSQL), and
@@ -523,6 +536,11 @@ class Hub:
                 listener(agent_ids)
             for listener in self._inbox_listeners:
                 listener(agent_ids)
+
+    def _committed(self, events: list[Event]) -> None:
+        if events:
+            for listener in self._commit_listeners:
+                listener(events)
 
     def _acknowledged(self, agent_id: str) -> None:
         # Only the inbox listeners: what waits for new events has nothing to do on an ack.

@@ -5,9 +5,11 @@ inside its own savepoint, then commits once: under load many publishes share one
 caller still gets its answer only after the commit that made its write durable.
 
 An operation whose loss in a crash costs nothing (the record of a push: its event stays pending
-and is offered again) runs with ``durable=False``. A group made of such operations only commits
-without waiting for the disk (WAL with synchronous=NORMAL): it no longer holds the publishes
-queued behind it for an fsync of its own, and the next durable commit syncs its pages too.
+and is offered again) runs with ``durable=False``, and may wait: while other operations are
+queued it is put off (for at most ``PUT_OFF_AT_MOST_S``), then runs in a group of its own, so
+that a publish waits behind it only if it comes while it runs. Such a group commits without
+waiting for the disk (WAL with synchronous=NORMAL): it does not hold the publishes queued behind
+it for an fsync of its own, and the next durable commit syncs its pages too.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import asyncio
 import queue
 import sqlite3
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from herald.errors import HeraldError, StoreUnavailable
@@ -26,6 +30,8 @@ from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
 MAX_GROUP = 512
+PUT_OFF_AT_MOST_S = 0.25
+"""The longest an operation with ``durable=False`` is put off while others keep coming."""
 
 
 @dataclass
@@ -34,6 +40,7 @@ class _Job:
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
     durable: bool = True
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 class Worker:
@@ -112,35 +119,52 @@ class Worker:
             self._ready.set()
             return
         self._ready.set()
+        put_off: deque[_Job] = deque()
+        stopping = False
         try:
-            while (job := self._jobs.get()) is not None:
-                if not self._serve_group(conn, job):
-                    break
-                del job  # held while waiting for the next, it would keep its answer alive
+            while not stopping or put_off:
+                jobs, told_to_stop = self._take(wait=not (put_off or stopping))
+                stopping = stopping or told_to_stop
+                group = [job for job in jobs if job.durable]
+                put_off.extend(job for job in jobs if not job.durable)
+                if put_off and (not group or stopping or _overdue(put_off[0])):
+                    group.append(put_off.popleft())
+                if group:
+                    self._serve_group(conn, group)
+                del jobs, group  # held while waiting for the next, they would keep answers alive
         finally:
             conn.close()
 
-    def _serve_group(self, conn: sqlite3.Connection, first: _Job) -> bool:
-        """Run ``first`` and the jobs waiting behind it in one transaction and answer each;
-        False once told to stop."""
-        group = [first]
-        going_on = True
-        while len(group) < MAX_GROUP:
+    def _take(self, *, wait: bool) -> tuple[list[_Job], bool]:
+        """The jobs queued now (waiting for one if ``wait``), up to ``MAX_GROUP``; and whether
+        the worker was told to stop."""
+        jobs: list[_Job] = []
+        try:
+            job = self._jobs.get(block=wait)
+        except queue.Empty:
+            return jobs, False
+        while job is not None:
+            jobs.append(job)
+            if len(jobs) == MAX_GROUP:
+                return jobs, False
             try:
-                more = self._jobs.get_nowait()
+                job = self._jobs.get_nowait()
             except queue.Empty:
-                break
-            if more is None:
-                going_on = False
-                break
-            group.append(more)
+                return jobs, False
+        return jobs, True
+
+    def _serve_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
+        """Run the group in one transaction and answer each of its jobs."""
         watch = start_watching()
         outcomes = _run_group(conn, group, self.synchronous)
         if written_in(watch):  # told before the callers get their answers
             group[0].loop.call_soon_threadsafe(self.on_journal)
         for job, (ok, value) in zip(group, outcomes, strict=True):
             job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
-        return going_on
+
+
+def _overdue(job: _Job) -> bool:
+    return time.monotonic() - job.queued_at >= PUT_OFF_AT_MOST_S
 
 
 def _run_group(
@@ -169,15 +193,7 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, A
                 conn.execute("ROLLBACK")
                 outcomes.append((False, exc))
         else:
-            for job in group:
-                conn.execute("SAVEPOINT job")
-                try:
-                    outcomes.append((True, job.operation(conn)))
-                    conn.execute("RELEASE job")
-                except Exception as exc:  # handed to the caller of this one job
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    outcomes.append((False, exc))
+            outcomes.extend(_run_saved(conn, job) for job in group)
         if conn.in_transaction:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -185,6 +201,19 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, A
             conn.execute("ROLLBACK")
         outcomes = [(False, exc)] * len(group)
     return outcomes
+
+
+def _run_saved(conn: sqlite3.Connection, job: _Job) -> tuple[bool, Any]:
+    """Run one job of a group inside a savepoint: its failure undoes only its own work."""
+    conn.execute("SAVEPOINT job")
+    try:
+        result = job.operation(conn)
+    except Exception as exc:  # handed to the caller of this one job
+        conn.execute("ROLLBACK TO job")
+        conn.execute("RELEASE job")
+        return False, exc
+    conn.execute("RELEASE job")
+    return True, result
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

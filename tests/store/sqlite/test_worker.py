@@ -1,0 +1,85 @@
+"""The SQLite worker's order of work: what may wait (``durable=False``, a push's record) waits
+for what is queued beside it, and is never dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from herald.store.sqlite.worker import Worker
+
+pytestmark = pytest.mark.anyio
+
+
+def _noting(ran: list[str], name: str) -> Callable[[sqlite3.Connection], None]:
+    def operation(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS notes (name TEXT)")
+        conn.execute("INSERT INTO notes VALUES (?)", (name,))
+        ran.append(name)
+
+    return operation
+
+
+async def _queued(*operations: asyncio.Task[None]) -> None:
+    """Let each task run to its first wait: its job is then in the worker's queue."""
+    await asyncio.sleep(0)
+    assert not any(task.done() for task in operations)
+
+
+async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
+    tmp_path: Path,
+) -> None:
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        inside, gate = threading.Event(), threading.Event()
+        ran: list[str] = []
+
+        def hold(conn: sqlite3.Connection) -> None:
+            inside.set()
+            gate.wait(10)
+
+        holding = asyncio.ensure_future(worker.run(hold))
+        assert await asyncio.to_thread(inside.wait, 10)
+        record = asyncio.ensure_future(worker.run(_noting(ran, "record"), durable=False))
+        publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
+        await _queued(record, publish)
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(holding, record, publish), 10)
+        assert ran == ["publish", "record"]
+    finally:
+        await worker.stop()
+
+
+async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> None:
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    inside, gate = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold(conn: sqlite3.Connection) -> None:
+        inside.set()
+        gate.wait(10)
+
+    holding = asyncio.ensure_future(worker.run(hold))
+    assert await asyncio.to_thread(inside.wait, 10)
+    records = [
+        asyncio.ensure_future(worker.run(_noting(ran, f"record {n}"), durable=False))
+        for n in range(3)
+    ]
+    publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
+    await _queued(*records, publish)
+    stopping = asyncio.ensure_future(worker.stop())
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(holding, *records, publish, stopping), 10)
+    assert ran == ["publish", "record 0", "record 1", "record 2"]
+    conn = sqlite3.connect(tmp_path / "w.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (4,)
+    finally:
+        conn.close()
