@@ -1,9 +1,11 @@
 """The operator's calls to a hub: over HTTPS its certificate is checked; over HTTP no CA is
-loaded for it."""
+loaded for it; a posted body is reported written before its answer is waited for."""
 
 from __future__ import annotations
 
 import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,36 @@ def test_an_https_hub_is_reached_only_with_a_certificate_for_its_name(
         right.close()
         wrong.close()
     assert len(right.requests) == 1 and wrong.requests == []
+
+
+def test_a_posted_body_is_reported_sent_before_its_answer_is_waited_for() -> None:
+    """``send --file`` hands on the last batch's answer once the next request is written: the
+    hub here answers only after that report."""
+    reported = threading.Event()
+    bodies: list[bytes] = []
+
+    class WaitsForTheReport(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(self.rfile.read(int(self.headers["content-length"])))
+            answer = b'{"reported": true}' if reported.wait(10) else b'{"reported": false}'
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), WaitsForTheReport)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    api = AdminApi(f"http://127.0.0.1:{server.server_address[1]}", "herald_admin_key")
+    try:
+        answer = api.post_body("/v1/events", b'[{"to": "a"}]', on_sent=reported.set)
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()
+    assert answer == b'{"reported": true}'
+    assert bodies == [b'[{"to": "a"}]']
