@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
 from herald import Hub
-from herald.delivery.fanout import Fanout, TooSlow, event_bytes
+from herald.delivery.fanout import Fanout, Subscription, TooSlow, event_bytes
 from herald.inputs.events import parse_new_event
 
 pytestmark = pytest.mark.anyio
+
+
+@contextlib.asynccontextmanager
+async def following_alice(hub: Hub) -> AsyncIterator[tuple[Fanout, Subscription]]:
+    """A fan-out with one subscription to a new agent alice's events, after her first event
+    ("1") came through it."""
+    await hub.create_agent("alice")
+    fanout = Fanout(hub)
+    try:
+        agent = (await hub.list_agents())[0]
+        subscription = fanout.subscribe(agent.id, 0)
+        await hub.publish("alice", "t", "1")
+        assert await subscription.next_after(0, timeout_s=10)
+        yield fanout, subscription
+    finally:
+        await fanout.close()
 
 
 async def test_the_buffer_holds_no_more_bytes_than_its_bound(hub: Hub) -> None:
@@ -37,13 +55,7 @@ async def test_a_topic_that_ends_keeps_neither_its_events_nor_its_pump(hub: Hub)
     """The pump's task, once cancelled, keeps the topic (a local of its last frame): were the
     topic to keep the task and its buffer, they would wait together for the collector's full
     pass, which comes rarely and takes long with many."""
-    await hub.create_agent("alice")
-    fanout = Fanout(hub)
-    try:
-        agent = (await hub.list_agents())[0]
-        subscription = fanout.subscribe(agent.id, 0)
-        await hub.publish("alice", "t", "kept in the buffer")
-        assert await subscription.next_after(0, timeout_s=10)
+    async with following_alice(hub) as (fanout, subscription):
         topic = subscription._topic
         task = topic.task
         assert task is not None and topic.recent
@@ -52,8 +64,6 @@ async def test_a_topic_that_ends_keeps_neither_its_events_nor_its_pump(hub: Hub)
         assert task.cancelled()
         assert topic.task is None
         assert not topic.recent and topic.recent_bytes == 0
-    finally:
-        await fanout.close()
 
 
 async def test_an_event_published_here_is_in_the_buffer_once_its_publish_returns(
@@ -61,34 +71,20 @@ async def test_an_event_published_here_is_in_the_buffer_once_its_publish_returns
 ) -> None:
     """The hub hands what it committed to the buffer: no read of the store comes between a
     publish and its streams (a read waited behind the next group of writes)."""
-    await hub.create_agent("alice")
-    fanout = Fanout(hub)
-    try:
-        agent = (await hub.list_agents())[0]
-        subscription = fanout.subscribe(agent.id, 0)
-        await hub.publish("alice", "t", "first")  # the pump's first read may find it
-        assert await subscription.next_after(0, timeout_s=10)
+    async with following_alice(hub) as (_, subscription):  # "1": the pump's first read
         published = await hub.publish_many(
             [parse_new_event({"to": "alice", "type": "t", "text": t}) for t in ("a", "b")]
         )
         # Without waiting at all: already there.
         newer = await subscription.next_after(1, timeout_s=0)
         assert [event.id for event in newer] == [p.event.id for p in published]
-    finally:
-        await fanout.close()
 
 
 async def test_events_a_handover_cannot_follow_on_are_read_from_the_store(hub: Hub) -> None:
     """Events committed without the hub's handover (another process's, on PostgreSQL) leave a
     gap: the next handover is not kept after it, and the reader of the store brings them all,
     in order, each once."""
-    await hub.create_agent("alice")
-    fanout = Fanout(hub)
-    try:
-        agent = (await hub.list_agents())[0]
-        subscription = fanout.subscribe(agent.id, 0)
-        await hub.publish("alice", "t", "1")
-        assert await subscription.next_after(0, timeout_s=10)
+    async with following_alice(hub) as (_, subscription):
         # Straight into the store, as another process would: no handover, no announcement.
         await hub.store.append([parse_new_event({"to": "alice", "type": "t", "text": "2"})])
         await hub.publish("alice", "t", "3")
@@ -101,5 +97,3 @@ async def test_events_a_handover_cannot_follow_on_are_read_from_the_store(hub: H
             last = newer[-1].seq
         assert seen == ["2", "3"]
         assert [event.seq for event in subscription._topic.recent] == [1, 2, 3]
-    finally:
-        await fanout.close()

@@ -25,6 +25,20 @@ def _noting(ran: list[str], name: str) -> Callable[[sqlite3.Connection], None]:
     return operation
 
 
+async def _holding(worker: Worker) -> tuple[asyncio.Future[None], threading.Event]:
+    """An operation the worker runs until the gate returned opens: what is queued meanwhile
+    waits, and is taken together once it opens."""
+    inside, gate = threading.Event(), threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        inside.set()
+        gate.wait(10)
+
+    holding = asyncio.ensure_future(worker.run(hold))
+    assert await asyncio.to_thread(inside.wait, 10)
+    return holding, gate
+
+
 async def _queued(*operations: asyncio.Task[None]) -> None:
     """Let each task run to its first wait: its job is then in the worker's queue."""
     await asyncio.sleep(0)
@@ -37,15 +51,8 @@ async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
     try:
-        inside, gate = threading.Event(), threading.Event()
         ran: list[str] = []
-
-        def hold(conn: sqlite3.Connection) -> None:
-            inside.set()
-            gate.wait(10)
-
-        holding = asyncio.ensure_future(worker.run(hold))
-        assert await asyncio.to_thread(inside.wait, 10)
+        holding, gate = await _holding(worker)
         record = asyncio.ensure_future(worker.run(_noting(ran, "record"), durable=False))
         publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
         await _queued(record, publish)
@@ -59,15 +66,8 @@ async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
 async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
-    inside, gate = threading.Event(), threading.Event()
     ran: list[str] = []
-
-    def hold(conn: sqlite3.Connection) -> None:
-        inside.set()
-        gate.wait(10)
-
-    holding = asyncio.ensure_future(worker.run(hold))
-    assert await asyncio.to_thread(inside.wait, 10)
+    holding, gate = await _holding(worker)
     records = [
         asyncio.ensure_future(worker.run(_noting(ran, f"record {n}"), durable=False))
         for n in range(3)
