@@ -97,3 +97,23 @@ async def test_events_a_handover_cannot_follow_on_are_read_from_the_store(hub: H
             last = newer[-1].seq
         assert seen == ["2", "3"]
         assert [event.seq for event in subscription._topic.recent] == [1, 2, 3]
+
+
+async def test_concurrent_publishes_reach_a_subscriber_in_order_each_once(hub: Hub) -> None:
+    """Publishes that commit in groups and answer in any order: each handover follows on from
+    the newest kept, or is left to the reader of the store; none is skipped or kept twice."""
+    async with following_alice(hub) as (_, subscription):
+
+        async def publisher(n: int) -> None:
+            for k in range(20):
+                await hub.publish("alice", "t", f"{n}-{k}")
+
+        async with asyncio.TaskGroup() as publishers:
+            for n in range(20):
+                publishers.create_task(publisher(n))
+        seqs: list[int] = []
+        while len(seqs) < 400:
+            newer = await subscription.next_after(seqs[-1] if seqs else 1, timeout_s=10)
+            assert newer, f"{len(seqs)} of 400 came"
+            seqs += [event.seq for event in newer]
+        assert seqs == list(range(2, 402))
