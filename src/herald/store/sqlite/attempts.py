@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from herald.errors import NotFound
 from herald.feed import JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
-from herald.store.journal import attempt_groups, record
+from herald.store.journal import JournalRecord, attempt_groups, record
 from herald.store.rules import check_cursor
-from herald.store.sqlite.counts import OPEN_STATUSES, StatusChanges, count_attempts
+from herald.store.sqlite.counts import (
+    ADD_ATTEMPTS,
+    OPEN_STATUSES,
+    StatusChanges,
+    attempt_counts,
+    count_attempts,
+)
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
@@ -141,8 +148,35 @@ def write_attempts(
     agent_id: str | None,
 ) -> None:
     """Insert the attempts of an operation, and its journal row, which names them."""
-    insert_attempts(conn, attempts)
-    write(conn, record(now, kind, agent_id, JournalEntry(attempts=attempt_groups(attempts))))
+    insert_attempt_rows(conn, attempt_rows(attempts, now, kind, agent_id))
+
+
+@dataclass(frozen=True)
+class AttemptRows:
+    """Attempts as ``write_attempts`` inserts them, made before the operation runs: an
+    operation that only inserts what it was given keeps the writer's thread (the one that runs
+    every write, in turn) for its statements alone."""
+
+    attempts_json: str | None
+    counts: list[tuple[str, str, int]]
+    journal: JournalRecord | None
+
+
+def attempt_rows(
+    attempts: Sequence[Attempt], now: int, kind: str, agent_id: str | None
+) -> AttemptRows:
+    return AttemptRows(
+        as_json([ATTEMPTS.values(a) for a in attempts]) if attempts else None,
+        attempt_counts(attempts),
+        record(now, kind, agent_id, JournalEntry(attempts=attempt_groups(attempts))),
+    )
+
+
+def insert_attempt_rows(conn: sqlite3.Connection, rows: AttemptRows) -> None:
+    if rows.attempts_json is not None:
+        conn.execute(INSERT_ATTEMPTS, (rows.attempts_json,))
+        conn.executemany(ADD_ATTEMPTS, rows.counts)
+    write(conn, rows.journal)
 
 
 def start_position(

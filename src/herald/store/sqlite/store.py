@@ -27,7 +27,9 @@ from herald.store.rules import ack_attempts, lease_attempts, missing, take_attem
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import (
     acknowledge,
+    attempt_rows,
     claimable,
+    insert_attempt_rows,
     start_position,
     write_attempts,
 )
@@ -433,16 +435,26 @@ class SQLiteStore(
         await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        # Streams push while the store writes their publishes: what can be made before the
+        # writer's thread takes the operation is made here, so that it holds that thread (and
+        # the publishes queued behind it) for its statements alone.
         now = self.now()
+        pushed_ids = as_json([attempt.event_id for _, attempt in pushes])
+        pushed = {(attempt.event_id, agent_id) for agent_id, attempt in pushes}
+        updates = [
+            {"now": now, "holder": a.session, "id": a.event_id, "agent": agent_id}
+            for agent_id, a in pushes
+        ]
+        agent = one_agent(agent_id for agent_id, _ in pushes)
+        attempts = attempt_rows([attempt for _, attempt in pushes], now, "pushes", agent)
 
         def record(conn: sqlite3.Connection) -> None:
             # What the pushes change: their pending events become sent.
             pending = conn.execute(
                 "SELECT id, agent_id FROM events WHERE status = 'pending'"
                 " AND id IN (SELECT value FROM json_each(?))",
-                (as_json([attempt.event_id for _, attempt in pushes]),),
+                (pushed_ids,),
             ).fetchall()
-            pushed = {(attempt.event_id, agent_id) for agent_id, attempt in pushes}
             changes = changes_of(
                 [(agent, "pending", 1) for event, agent in pending if (event, agent) in pushed],
                 "sent",
@@ -457,14 +469,10 @@ class SQLiteStore(
                 " lease_cursor = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
                 "   THEN NULL ELSE lease_cursor END"
                 f" WHERE id = :id AND agent_id = :agent AND {OPEN}",
-                [
-                    {"now": now, "holder": a.session, "id": a.event_id, "agent": agent_id}
-                    for agent_id, a in pushes
-                ],
+                updates,
             )
             changes.apply(conn)
-            agent = one_agent(agent_id for agent_id, _ in pushes)
-            write_attempts(conn, [attempt for _, attempt in pushes], now, "pushes", agent)
+            insert_attempt_rows(conn, attempts)
 
         # Lost in a crash, the records cost nothing: their events stay pending, offered again.
         await self._worker.run(record, durable=False)
