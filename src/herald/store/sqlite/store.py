@@ -456,7 +456,7 @@ class SQLiteStore(
                 (pushed_ids,),
             ).fetchall()
             changes = changes_of(
-                [(agent, "pending", 1) for event, agent in pending if (event, agent) in pushed],
+                [(owner, "pending", 1) for event, owner in pending if (event, owner) in pushed],
                 "sent",
             )
             conn.executemany(
