@@ -1,16 +1,20 @@
 """``herald send --file``'s reading of the file: the bodies it sends, their dedupe keys, and the
-lines it refuses before sending anything."""
+lines it refuses before sending anything; and its sending, when the hub goes away."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from herald.operator.api import OperatorError
-from herald.operator.send import Batch, in_batches, read_lines
+from herald.operator.api import AdminApi, OperatorError
+from herald.operator.output import Output
+from herald.operator.send import Batch, in_batches, read_lines, send_file
 
 
 def read_batches(path: Path, size: int = 1000) -> list[Batch]:
@@ -83,3 +87,48 @@ def test_a_bad_line_is_named_before_anything_is_sent(tmp_path: Path, bad: str, s
         read_batches(events)
     assert refused.value.message.startswith(f"{events}:1501: {says}")
     assert refused.value.message.endswith("nothing was sent")
+
+
+def test_a_hub_that_dies_mid_way_stops_the_sending_after_the_batches_it_answered(
+    tmp_path: Path,
+) -> None:
+    """The sender holds each answer until the next request is out: when that request finds no
+    hub, the error names the batch that failed, and nothing after it is sent."""
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"to": "a", "type": "t", "text": "x"}\n' * 2500)
+    posts: list[int] = []
+
+    class DiesAfterOneBatch(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            posts.append(len(body))
+            if len(posts) > 1:  # the hub goes away: no answer, the connection drops
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            receipts = [{"id": f"evt_{n}", "seq": n, "duplicate": False} for n in range(len(body))]
+            answer = json.dumps({"events": receipts}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), DiesAfterOneBatch)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api = AdminApi(f"http://127.0.0.1:{server.server_address[1]}", "herald_admin_key")
+    try:
+        with pytest.raises(OperatorError) as failed:
+            send_file(api, events, Output(as_json=True))
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()
+    assert failed.value.message.startswith("lines 1001-2000 were refused (cannot reach the hub")
+    assert "the lines before 1001 were sent" in failed.value.message
+    assert posts == [1000, 1000]  # nothing after the batch that failed
