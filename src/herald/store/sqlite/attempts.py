@@ -18,7 +18,6 @@ from herald.store.sqlite.counts import (
     OPEN_STATUSES,
     StatusChanges,
     attempt_counts,
-    count_attempts,
 )
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
@@ -135,9 +134,8 @@ def claimable(
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
-    if attempts:
-        conn.execute(INSERT_ATTEMPTS, (as_json([ATTEMPTS.values(a) for a in attempts]),))
-        count_attempts(conn, attempts)
+    """Insert attempts and count them; the operation writes its own journal row."""
+    insert_attempt_rows(conn, _attempt_rows(attempts, None))
 
 
 def write_attempts(
@@ -165,11 +163,13 @@ class AttemptRows:
 def attempt_rows(
     attempts: Sequence[Attempt], now: int, kind: str, agent_id: str | None
 ) -> AttemptRows:
-    return AttemptRows(
-        as_json([ATTEMPTS.values(a) for a in attempts]) if attempts else None,
-        attempt_counts(attempts),
-        record(now, kind, agent_id, JournalEntry(attempts=attempt_groups(attempts))),
-    )
+    journal = record(now, kind, agent_id, JournalEntry(attempts=attempt_groups(attempts)))
+    return _attempt_rows(attempts, journal)
+
+
+def _attempt_rows(attempts: Sequence[Attempt], journal: JournalRecord | None) -> AttemptRows:
+    rows = as_json([ATTEMPTS.values(a) for a in attempts]) if attempts else None
+    return AttemptRows(rows, attempt_counts(attempts), journal)
 
 
 def insert_attempt_rows(conn: sqlite3.Connection, rows: AttemptRows) -> None:

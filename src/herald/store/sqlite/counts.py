@@ -89,12 +89,8 @@ def changes_of(rows: Iterable[Any], new: str) -> StatusChanges:
     return changes
 
 
-def count_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
-    """Add the attempts just inserted to ``attempt_counts``: one upsert per way and outcome."""
-    conn.executemany(ADD_ATTEMPTS, attempt_counts(attempts))
-
-
 def attempt_counts(attempts: Sequence[Attempt]) -> list[tuple[str, str, int]]:
-    """The ``ADD_ATTEMPTS`` rows for ``attempts``: (way, outcome, how many)."""
+    """The ``ADD_ATTEMPTS`` rows that count ``attempts`` in ``attempt_counts``: one upsert per
+    way and outcome, (way, outcome, how many)."""
     counted = Counter((a.mechanism, a.outcome) for a in attempts)
     return [(m, o, n) for (m, o), n in sorted(counted.items())]

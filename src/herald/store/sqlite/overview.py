@@ -51,8 +51,8 @@ WHERE (:agent IS NULL OR id = :agent) AND (:after IS NULL OR handle > :after)
 ORDER BY handle LIMIT :limit
 """
 
-# The columns in ``EventStatus``'s order.
-# By status, then the events ever published (each agent's seqs are given in turn from 1).
+# The counts in ``EventStatus``'s order, then the events ever published (each agent's seqs are
+# given in turn from 1).
 EVENTS_BY_STATUS = """
 SELECT coalesce(sum(pending_events), 0), coalesce(sum(sent_events), 0),
     coalesce(sum(delivered_events), 0), coalesce(sum(expired_events), 0),
