@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import trustme
 
 from herald.operator.api import AdminApi, OperatorError
+from tests.operator.loopback_hub import PostHandler, api_of
 from tests.webhooks.receiver import Receiver
 
 
@@ -56,28 +56,12 @@ def test_a_posted_body_is_reported_sent_before_its_answer_is_waited_for() -> Non
     reported = threading.Event()
     bodies: list[bytes] = []
 
-    class WaitsForTheReport(BaseHTTPRequestHandler):
+    class WaitsForTheReport(PostHandler):
         def do_POST(self) -> None:
-            bodies.append(self.rfile.read(int(self.headers["content-length"])))
-            answer = b'{"reported": true}' if reported.wait(10) else b'{"reported": false}'
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            bodies.append(self.read_body())
+            self.answer_json(b'{"reported": true}' if reported.wait(10) else b'{"reported": false}')
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), WaitsForTheReport)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
-    api = AdminApi(f"http://127.0.0.1:{server.server_address[1]}", "herald_admin_key")
-    try:
+    with api_of(WaitsForTheReport) as api:
         answer = api.post_body("/v1/events", b'[{"to": "a"}]', on_sent=reported.set)
-    finally:
-        api.close()
-        server.shutdown()
-        server.server_close()
     assert answer == b'{"reported": true}'
     assert bodies == [b'[{"to": "a"}]']

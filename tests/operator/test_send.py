@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from herald.operator.api import AdminApi, OperatorError
+from herald.operator.api import OperatorError
 from herald.operator.output import Output
 from herald.operator.send import Batch, in_batches, read_lines, send_file
+from tests.operator.loopback_hub import PostHandler, api_of
 
 
 def read_batches(path: Path, size: int = 1000) -> list[Batch]:
@@ -98,37 +97,19 @@ def test_a_hub_that_dies_mid_way_stops_the_sending_after_the_batches_it_answered
     events.write_text('{"to": "a", "type": "t", "text": "x"}\n' * 2500)
     posts: list[int] = []
 
-    class DiesAfterOneBatch(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class DiesAfterOneBatch(PostHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            body = json.loads(self.read_body())
             posts.append(len(body))
             if len(posts) > 1:  # the hub goes away: no answer, the connection drops
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
             receipts = [{"id": f"evt_{n}", "seq": n, "duplicate": False} for n in range(len(body))]
-            answer = json.dumps({"events": receipts}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self.answer_json(json.dumps({"events": receipts}).encode())
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), DiesAfterOneBatch)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    api = AdminApi(f"http://127.0.0.1:{server.server_address[1]}", "herald_admin_key")
-    try:
-        with pytest.raises(OperatorError) as failed:
-            send_file(api, events, Output(as_json=True))
-    finally:
-        api.close()
-        server.shutdown()
-        server.server_close()
+    with api_of(DiesAfterOneBatch) as api, pytest.raises(OperatorError) as failed:
+        send_file(api, events, Output(as_json=True))
     assert failed.value.message.startswith("lines 1001-2000 were refused (cannot reach the hub")
     assert "the lines before 1001 were sent" in failed.value.message
     assert posts == [1000, 1000]  # nothing after the batch that failed
