@@ -769,6 +769,22 @@ async def test_pushes_of_several_agents_are_recorded_in_one_call(store: Store) -
     assert [a.mechanism for a in await store.attempts(bobs[0])] == ["events.stream"]
 
 
+async def test_an_event_pushed_twice_in_one_record_is_held_by_the_last_push(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    (pushed,) = await publish(store, "alice", 1)
+    now = store.now()
+    await store.record_pushes(
+        [(alice.id, Attempt(pushed, now, "events.stream", "sent", sub)) for sub in ("a", "b")]
+    )
+    assert [a.session for a in await store.attempts(pushed)] == ["a", "b"]
+    # The cursor of the stream pushed to last acknowledges it, as pushes one after the other
+    # would leave it; the other stream's does not.
+    assert await store.ack(alice.id, up_to_seq=1, consumer="a") == 0
+    assert await store.ack(alice.id, up_to_seq=1, consumer="b") == 1
+
+
 async def test_a_claim_after_a_seq_leases_only_later_events(store: Store) -> None:
     alice = await add_agent(store, "alice")
     await publish(store, "alice", 4)

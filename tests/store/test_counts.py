@@ -142,6 +142,14 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
         [(alice.id, Attempt(alices[2], store.now(), "stream", "sent", "s1", None))]
     )
     await check("sent")
+    # Two streams of carol's push the same pending event, and one event already sent: each
+    # counted once.
+    now = store.now()
+    await store.record_pushes(
+        [(carol.id, Attempt(carols[2], now, "stream", "sent", stream, None)) for stream in "ab"]
+        + [(alice.id, Attempt(alices[2], now, "stream", "sent", "s2", None))]
+    )
+    await check("pushed twice in one record")
     await store.ack(carol.id, ids=carols[:1])  # sent, then delivered
     await check("a sent event acknowledged")
 

@@ -433,9 +433,12 @@ class PostgresStore(
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         now = self.now()
-        event_ids = [attempt.event_id for _, attempt in pushes]
-        agent_ids = [agent_id for agent_id, _ in pushes]
-        holders = [attempt.session for _, attempt in pushes]
+        # The last push of an event names who holds it, as the pushes one after the other would
+        # (an UPDATE that meets a row twice takes either).
+        held = {(a.event_id, agent_id): a.session for agent_id, a in pushes}
+        event_ids = [event_id for event_id, _ in held]
+        agent_ids = [agent_id for _, agent_id in held]
+        holders = list(held.values())
 
         async def record(conn: Connection) -> None:
             await conn.execute(queries.RECORD_PUSHES, event_ids, agent_ids, now, holders)

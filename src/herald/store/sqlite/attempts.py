@@ -133,6 +133,47 @@ def claimable(
     return others[:limit] if others else found
 
 
+PUSHED = (
+    "SELECT value ->> 0 AS event_id, value ->> 1 AS agent_id, value ->> 2 AS holder"
+    " FROM json_each(:pushed)"
+)
+COUNT_SENT = f"""
+UPDATE agents SET pending_events = pending_events - sent.n, sent_events = sent_events + sent.n
+FROM (
+    SELECT e.agent_id, count(*) AS n FROM ({PUSHED}) AS p
+    JOIN events e ON e.id = p.event_id AND e.agent_id = p.agent_id
+    WHERE e.status = 'pending' GROUP BY e.agent_id
+) AS sent
+WHERE agents.id = sent.agent_id
+"""
+MARK_SENT = f"""
+UPDATE events SET
+    status = CASE status WHEN 'pending' THEN 'sent' ELSE status END,
+    status_at = CASE status WHEN 'pending' THEN :now ELSE status_at END,
+    lease_owner = CASE WHEN lease_owner IS NULL OR lease_until <= :now
+        THEN p.holder ELSE lease_owner END,
+    lease_until = CASE WHEN lease_owner IS NULL OR lease_until <= :now
+        THEN :now ELSE lease_until END,
+    lease_cursor = CASE WHEN lease_owner IS NULL OR lease_until <= :now
+        THEN NULL ELSE lease_cursor END
+FROM ({PUSHED}) AS p
+WHERE events.id = p.event_id AND events.agent_id = p.agent_id AND events.{OPEN}
+"""
+
+
+def mark_pushed(conn: sqlite3.Connection, pushed: str, now: int) -> None:
+    """Pushed events become ``sent`` (those still open), held by the session pushed to unless
+    another holds a live lease; ``pushed`` is a JSON array of [event id, agent id, session],
+    each event once. Two statements whatever the number of pushes: each statement more would be
+    a round trip between SQLite and Python that must win the GIL back from the event loop,
+    holding the writer (and the publishes queued behind it) meanwhile."""
+    params = {"pushed": pushed, "now": now}
+    # Counted first, while the events still say which were pending. Pending and sent are both
+    # open: the agent's oldest open event stays what it was.
+    conn.execute(COUNT_SENT, params)
+    conn.execute(MARK_SENT, params)
+
+
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:
     """Insert attempts and count them; the operation writes its own journal row."""
     insert_attempt_rows(conn, _attempt_rows(attempts, None))

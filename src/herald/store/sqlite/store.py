@@ -30,6 +30,7 @@ from herald.store.sqlite.attempts import (
     attempt_rows,
     claimable,
     insert_attempt_rows,
+    mark_pushed,
     start_position,
     write_attempts,
 )
@@ -439,39 +440,14 @@ class SQLiteStore(
         # writer's thread takes the operation is made here, so that it holds that thread (and
         # the publishes queued behind it) for its statements alone.
         now = self.now()
-        pushed_ids = as_json([attempt.event_id for _, attempt in pushes])
-        pushed = {(attempt.event_id, agent_id) for agent_id, attempt in pushes}
-        updates = [
-            {"now": now, "holder": a.session, "id": a.event_id, "agent": agent_id}
-            for agent_id, a in pushes
-        ]
+        # The last push of an event names who holds it, as the pushes one after the other would.
+        holders = {(a.event_id, agent_id): a.session for agent_id, a in pushes}
+        pushed = as_json([[event, owner, holder] for (event, owner), holder in holders.items()])
         agent = one_agent(agent_id for agent_id, _ in pushes)
         attempts = attempt_rows([attempt for _, attempt in pushes], now, "pushes", agent)
 
         def record(conn: sqlite3.Connection) -> None:
-            # What the pushes change: their pending events become sent.
-            pending = conn.execute(
-                "SELECT id, agent_id FROM events WHERE status = 'pending'"
-                " AND id IN (SELECT value FROM json_each(?))",
-                (pushed_ids,),
-            ).fetchall()
-            changes = changes_of(
-                [(owner, "pending", 1) for event, owner in pending if (event, owner) in pushed],
-                "sent",
-            )
-            conn.executemany(
-                "UPDATE events SET status = CASE status WHEN 'pending' THEN 'sent' ELSE status END,"
-                " status_at = CASE status WHEN 'pending' THEN :now ELSE status_at END,"
-                " lease_owner = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
-                "   THEN :holder ELSE lease_owner END,"
-                " lease_until = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
-                "   THEN :now ELSE lease_until END,"
-                " lease_cursor = CASE WHEN lease_owner IS NULL OR lease_until <= :now"
-                "   THEN NULL ELSE lease_cursor END"
-                f" WHERE id = :id AND agent_id = :agent AND {OPEN}",
-                updates,
-            )
-            changes.apply(conn)
+            mark_pushed(conn, pushed, now)
             insert_attempt_rows(conn, attempts)
 
         # Lost in a crash, the records cost nothing: their events stay pending, offered again.
