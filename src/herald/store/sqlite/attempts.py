@@ -164,9 +164,7 @@ WHERE events.id = p.event_id AND events.agent_id = p.agent_id AND events.{OPEN}
 def mark_pushed(conn: sqlite3.Connection, pushed: str, now: int) -> None:
     """Pushed events become ``sent`` (those still open), held by the session pushed to unless
     another holds a live lease; ``pushed`` is a JSON array of [event id, agent id, session],
-    each event once. Two statements whatever the number of pushes: each statement more would be
-    a round trip between SQLite and Python that must win the GIL back from the event loop,
-    holding the writer (and the publishes queued behind it) meanwhile."""
+    each event once. Two statements whatever the number of pushes (``rows.as_json``)."""
     params = {"pushed": pushed, "now": now}
     # Counted first, while the events still say which were pending. Pending and sent are both
     # open: the agent's oldest open event stays what it was.
