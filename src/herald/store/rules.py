@@ -1,6 +1,7 @@
 """The rules every store backend keeps the same way, written once above them: what attempts
 claims, takes and acks record, when a cursor is refused, how many events a cursor missed, and
-what a batch of finished deliveries does to events, deliveries and endpoints. (How a batch of
+what a batch of finished deliveries does to events, deliveries and endpoints, and who holds an
+event pushed more than once in one record. (How a batch of
 events is stored is in ``herald.store.appends``.)"""
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ def take_attempts(events: Iterable[Event], now: int, mechanism: str, session: st
 def ack_attempts(event_ids: Iterable[str], now: int, consumer: str | None) -> list[Attempt]:
     """An ack records each event it finished as delivered, by whoever acknowledged it."""
     return [Attempt(event_id, now, ACK, DELIVERED, consumer) for event_id in event_ids]
+
+
+def push_holders(pushes: Iterable[tuple[str, Attempt]]) -> dict[tuple[str, str], str | None]:
+    """The session that holds each pushed (event id, agent id), once each: the last push of an
+    event, as the pushes recorded one after the other would leave it (an UPDATE that meets a
+    row twice takes either)."""
+    return {(attempt.event_id, agent_id): attempt.session for agent_id, attempt in pushes}
 
 
 def like_patterns(globs: Iterable[str]) -> list[str]:

@@ -41,7 +41,13 @@ from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
 from herald.store.postgres.writer import Writer
-from herald.store.rules import ack_attempts, lease_attempts, missing, take_attempts
+from herald.store.rules import (
+    ack_attempts,
+    lease_attempts,
+    missing,
+    push_holders,
+    take_attempts,
+)
 from herald.store.tables import AGENTS, ATTEMPTS, REPLIES
 from herald.times import Clock
 from herald.urls import split_schema
@@ -433,9 +439,7 @@ class PostgresStore(
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         now = self.now()
-        # The last push of an event names who holds it, as the pushes one after the other would
-        # (an UPDATE that meets a row twice takes either).
-        held = {(a.event_id, agent_id): a.session for agent_id, a in pushes}
+        held = push_holders(pushes)
         event_ids = [event_id for event_id, _ in held]
         agent_ids = [agent_id for _, agent_id in held]
         holders = list(held.values())

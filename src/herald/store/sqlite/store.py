@@ -23,7 +23,13 @@ from herald.models import (
 )
 from herald.store.base import Store
 from herald.store.journal import one_agent, record
-from herald.store.rules import ack_attempts, lease_attempts, missing, take_attempts
+from herald.store.rules import (
+    ack_attempts,
+    lease_attempts,
+    missing,
+    push_holders,
+    take_attempts,
+)
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import (
     acknowledge,
@@ -440,9 +446,8 @@ class SQLiteStore(
         # writer's thread takes the operation is made here, so that it holds that thread (and
         # the publishes queued behind it) for its statements alone.
         now = self.now()
-        # The last push of an event names who holds it, as the pushes one after the other would.
-        holders = {(a.event_id, agent_id): a.session for agent_id, a in pushes}
-        pushed = as_json([[event, owner, holder] for (event, owner), holder in holders.items()])
+        held = push_holders(pushes)
+        pushed = as_json([[event, owner, holder] for (event, owner), holder in held.items()])
         agent = one_agent(agent_id for agent_id, _ in pushes)
         attempts = attempt_rows([attempt for _, attempt in pushes], now, "pushes", agent)
 
