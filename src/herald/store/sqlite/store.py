@@ -466,9 +466,9 @@ class SQLiteStore(
         # holds the writer ~20 µs), and goes before the next. The parts share ``now``: an event
         # pushed in two parts is held by the later, as by the last push of one part.
         now = self.now()
-        for part in chunks(pushes, PUSHES_PER_WRITE):
-            # Lost in a crash, a record costs nothing: its events stay pending, offered again.
-            await self._worker.run(_recording(part, now), durable=False)
+        parts = [_recording(part, now) for part in chunks(pushes, PUSHES_PER_WRITE)]
+        # Lost in a crash, a record costs nothing: its events stay pending, offered again.
+        await self._worker.run_in_turn(parts, durable=False)
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
