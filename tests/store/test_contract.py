@@ -22,7 +22,6 @@ from herald.models import (
     StartPosition,
 )
 from herald.store import Store
-from herald.store.sqlite.store import PUSHES_PER_WRITE
 from herald.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -784,23 +783,6 @@ async def test_an_event_pushed_twice_in_one_record_is_held_by_the_last_push(
     # would leave it; the other stream's does not.
     assert await store.ack(alice.id, up_to_seq=1, consumer="a") == 0
     assert await store.ack(alice.id, up_to_seq=1, consumer="b") == 1
-
-
-async def test_an_event_pushed_first_and_last_in_a_large_record_is_held_by_the_last_push(
-    store: Store,
-) -> None:
-    # Large: SQLite writes it in parts, and the two pushes fall in different ones.
-    alice = await add_agent(store, "alice")
-    twice, *others = await publish(store, "alice", 2 * PUSHES_PER_WRITE)
-    now = store.now()
-    pushes = [(alice.id, Attempt(e, now, "events.stream", "sent", "a")) for e in (twice, *others)]
-    pushes.append((alice.id, Attempt(twice, now, "events.stream", "sent", "b")))
-    await store.record_pushes(pushes)
-    assert [a.session for a in await store.attempts(twice)] == ["a", "b"]
-    assert await store.ack(alice.id, up_to_seq=1, consumer="a") == 0
-    assert await store.ack(alice.id, up_to_seq=1, consumer="b") == 1
-    events = (await store.stats()).events
-    assert (events["sent"], events["delivered"]) == (len(others), 1)  # each counted once
 
 
 async def test_a_claim_after_a_seq_leases_only_later_events(store: Store) -> None:

@@ -4,14 +4,13 @@ A stream that pushes an event must record it (the event becomes ``sent``, an att
 but must not wait for the record before it pushes the next one: at a thousand events a second
 over a hundred streams, two writes per push would hold every stream behind the store's writer.
 So a stream hands its records to the process's ``PushRecorder`` and goes on; one task writes
-whatever has gathered since its last write at once (``Store.record_pushes``). The record of a
-push outlives the stream that made it (a client that leaves right after a push). A record still
-waiting when the process dies is lost, and its event stays ``pending``: offered again, never
-lost.
+whatever has gathered since its last write in one transaction. The record of a push outlives
+the stream that made it (a client that leaves right after a push). A record still waiting when
+the process dies is lost, and its event stays ``pending``: offered again, never lost.
 
-Writes are at least ``RECORD_EVERY_S`` apart: under load, one write then carries the pushes
-of many streams, rather than each few pushes taking a trip to the store of their own beside the
-publishes, whose latency the streams are there to keep low.
+Writes are at least ``RECORD_EVERY_S`` apart: under load, one transaction then carries the
+pushes of many streams, rather than each few pushes taking a commit of their own beside the
+publishes', whose latency the streams are there to keep low.
 """
 
 from __future__ import annotations

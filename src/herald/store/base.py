@@ -330,8 +330,7 @@ class Store(ABC):
 
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
-        """Pushes of several agents' events at once (in one transaction, or, where one writer
-        serves every write, a few pushes per transaction in turn): each ``(agent_id,
+        """Pushes of several agents' events at once, in one transaction: each ``(agent_id,
         attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``), records
         the attempt, and counts the event as handed to the attempt's session (an ended lease:
         anyone may claim it, and the session's cursor acknowledges it, as a claim's does),

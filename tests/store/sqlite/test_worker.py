@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from herald.errors import StoreUnavailable
 from herald.store.sqlite.worker import Worker
 
 pytestmark = pytest.mark.anyio
@@ -84,48 +83,3 @@ async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> 
         assert conn.execute("SELECT count(*) FROM notes").fetchone() == (4,)
     finally:
         conn.close()
-
-
-async def test_what_is_queued_while_operations_run_in_turn_goes_between_them(
-    tmp_path: Path,
-) -> None:
-    worker = Worker(str(tmp_path / "w.db"), "FULL")
-    await worker.start()
-    try:
-        ran: list[str] = []
-        inside, gate = threading.Event(), threading.Event()
-
-        def first(conn: sqlite3.Connection) -> None:
-            _noting(ran, "part 0")(conn)
-            inside.set()
-            gate.wait(10)
-
-        parts = [first, _noting(ran, "part 1"), _noting(ran, "part 2")]
-        recording = asyncio.ensure_future(worker.run_in_turn(parts, durable=False))
-        assert await asyncio.to_thread(inside.wait, 10)
-        publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
-        await _queued(recording, publish)
-        gate.set()
-        await asyncio.wait_for(asyncio.gather(recording, publish), 10)
-        assert ran == ["part 0", "publish", "part 1", "part 2"]
-    finally:
-        await worker.stop()
-
-
-async def test_a_failure_among_operations_in_turn_is_raised_once_all_have_run(
-    tmp_path: Path,
-) -> None:
-    worker = Worker(str(tmp_path / "w.db"), "FULL")
-    await worker.start()
-    try:
-        ran: list[str] = []
-
-        def failing(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO no_such_table VALUES (1)")
-
-        parts = [_noting(ran, "part 0"), failing, _noting(ran, "part 2")]
-        with pytest.raises(StoreUnavailable, match="no such table: no_such_table"):
-            await asyncio.wait_for(worker.run_in_turn(parts, durable=False), 10)
-        assert ran == ["part 0", "part 2"]
-    finally:
-        await worker.stop()

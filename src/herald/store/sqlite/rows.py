@@ -92,7 +92,7 @@ def delivered(event: Event, now: int) -> Event:
     return replace(event, status=EventStatus.DELIVERED, status_at=now)
 
 
-def chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
+def chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
 

@@ -82,25 +82,6 @@ WHERE previous_key_hash IN (SELECT value FROM json_each(?1)) AND previous_until 
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
 
 
-PUSHES_PER_WRITE = 10
-"""The most pushes one transaction of ``record_pushes`` writes."""
-
-
-def _recording(pushes: Sequence[tuple[str, Attempt]], now: int) -> Operation[None]:
-    """The operation that records these pushes (``Store.record_pushes``), its rows made here,
-    before the writer's thread takes it, which it then holds for its statements alone."""
-    held = push_holders(pushes)
-    pushed = as_json([[event, owner, holder] for (event, owner), holder in held.items()])
-    agent = one_agent(agent_id for agent_id, _ in pushes)
-    attempts = attempt_rows([attempt for _, attempt in pushes], now, "pushes", agent)
-
-    def record(conn: sqlite3.Connection) -> None:
-        mark_pushed(conn, pushed, now)
-        insert_attempt_rows(conn, attempts)
-
-    return record
-
-
 class SQLiteStore(
     EndpointStore,
     SubscriptionStore,
@@ -461,14 +442,21 @@ class SQLiteStore(
         await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
-        # Streams push while the store writes their publishes. So a few pushes per transaction,
-        # in turn: a publish that comes while one runs waits behind those few alone (a push
-        # holds the writer ~20 µs), and goes before the next. The parts share ``now``: an event
-        # pushed in two parts is held by the later, as by the last push of one part.
+        # Streams push while the store writes their publishes: what can be made before the
+        # writer's thread takes the operation is made here, so that it holds that thread (and
+        # the publishes queued behind it) for its statements alone.
         now = self.now()
-        parts = [_recording(part, now) for part in chunks(pushes, PUSHES_PER_WRITE)]
-        # Lost in a crash, a record costs nothing: its events stay pending, offered again.
-        await self._worker.run_in_turn(parts, durable=False)
+        held = push_holders(pushes)
+        pushed = as_json([[event, owner, holder] for (event, owner), holder in held.items()])
+        agent = one_agent(agent_id for agent_id, _ in pushes)
+        attempts = attempt_rows([attempt for _, attempt in pushes], now, "pushes", agent)
+
+        def record(conn: sqlite3.Connection) -> None:
+            mark_pushed(conn, pushed, now)
+            insert_attempt_rows(conn, attempts)
+
+        # Lost in a crash, the records cost nothing: their events stay pending, offered again.
+        await self._worker.run(record, durable=False)
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:

@@ -9,9 +9,7 @@ and is offered again) runs with ``durable=False``, and may wait: while other ope
 queued it is put off (for at most ``PUT_OFF_AT_MOST_S``), then runs in a group of its own, so
 that a publish waits behind it only if it comes while it runs. Such a group commits without
 waiting for the disk (WAL with synchronous=NORMAL): it does not hold the publishes queued behind
-it for an fsync of its own, and the next durable commit syncs its pages too. Much such work is
-best queued as several small operations (``run_in_turn``): a publish that comes meanwhile then
-waits behind one of them, not all.
+it for an fsync of its own, and the next durable commit syncs its pages too.
 """
 
 from __future__ import annotations
@@ -22,11 +20,11 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from herald.errors import StoreUnavailable
+from herald.errors import HeraldError, StoreUnavailable
 from herald.store.journal import start_watching, written_in
 from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
@@ -89,37 +87,17 @@ class Worker:
         Raises:
             StoreUnavailable: the worker is not started, or SQLite failed.
         """
-        (future,) = self._queue([operation], durable)
-        try:
-            return await future
-        except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
-
-    async def run_in_turn(self, operations: Sequence[Operation[None]], *, durable: bool) -> None:
-        """Queue the operations at once, in this order, each a job of its own, and answer once
-        every one has run. With ``durable=False`` each runs in a transaction of its own, and
-        what is queued meanwhile goes between them.
-
-        Raises:
-            StoreUnavailable: the worker is not started, or SQLite failed (the first failure;
-                the other operations ran all the same).
-        """
-        outcomes = await asyncio.gather(*self._queue(operations, durable), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, sqlite3.Error):
-                raise _unavailable(outcome) from outcome
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    def _queue(self, operations: Sequence[Operation[T]], durable: bool) -> list[asyncio.Future[T]]:
         if self._thread is None:
             raise StoreUnavailable("the store is not open: call open() first")
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[T]] = []
-        for operation in operations:
-            futures.append(loop.create_future())
-            self._jobs.put(_Job(operation, futures[-1], loop, durable))
-        return futures
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put(_Job(operation, future, loop, durable))
+        try:
+            return await future
+        except HeraldError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store failed: {exc}") from exc
 
     # The worker thread
 
@@ -183,10 +161,6 @@ class Worker:
             group[0].loop.call_soon_threadsafe(self.on_journal)
         for job, (ok, value) in zip(group, outcomes, strict=True):
             job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
-
-
-def _unavailable(exc: sqlite3.Error) -> StoreUnavailable:
-    return StoreUnavailable(f"SQLite store failed: {exc}")
 
 
 def _overdue(job: _Job) -> bool:
