@@ -16,7 +16,6 @@ from mcp.shared.exceptions import MCPError
 from herald import Hub
 from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
-from herald.delivery.recorder import PushRecorder
 from herald.http.limits import StreamSlots
 from herald.mcp import HeraldServer, create_server
 from herald.mcp.events import EXTENSION, NOT_FOUND, RESOURCE_EXHAUSTED
@@ -287,11 +286,9 @@ async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_s
 ) -> None:
     hub = notifier.hub
     agent, _ = await hub.create_agent("alice")
-    recorder = PushRecorder(hub)
-    server = server_of(notifier, agent, recorder=recorder)
     waiting = await hub.publish("alice", "t", "waiting")
     async with (
-        connect(notifier, agent, mode=mode, server=server) as (client, received),
+        connect(notifier, agent, mode=mode) as (client, received),
         streaming(client) as _,
     ):
         active = await next_of(received, "notifications/events/active")
@@ -304,7 +301,7 @@ async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_s
         pushed = await next_of(received, "notifications/events/event")
         assert pushed["eventId"] == live.event.id
         assert pushed["data"]["text"] == "live"
-    await recorder.settled()  # pushes are recorded in the background, the stream going on
+    await hub.pushes.written()  # pushes are recorded in the background, the stream going on
     for published in (waiting, live):
         event, attempts = await hub.get_event(published.event.id)
         assert event.status is EventStatus.SENT
@@ -313,6 +310,28 @@ async def test_a_stream_says_active_then_pushes_the_backlog_and_live_events_as_s
     async with connect(notifier, agent, mode=mode) as (client, _):
         await poll(client, pushed["cursor"])
     for published in (waiting, live):
+        assert (await hub.get_event(published.event.id))[0].status is EventStatus.DELIVERED
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_cursor_sent_back_at_once_acknowledges_what_was_just_pushed(
+    notifier: Notifier, mode: str
+) -> None:
+    # The pushes are still to be written (in the background) when the cursor comes back.
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    first = await hub.publish("alice", "t", "first")
+    async with (
+        connect(notifier, agent, mode=mode) as (client, received),
+        streaming(client) as _,
+    ):
+        await next_of(received, "notifications/events/active")
+        await next_of(received, "notifications/events/event")
+        second = await hub.publish("alice", "t", "second")
+        pushed = await next_of(received, "notifications/events/event")
+        async with connect(notifier, agent, mode=mode) as (other, _):
+            assert (await poll(other, pushed["cursor"]))["events"] == []
+    for published in (first, second):
         assert (await hub.get_event(published.event.id))[0].status is EventStatus.DELIVERED
 
 

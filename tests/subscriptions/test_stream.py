@@ -9,7 +9,6 @@ import pytest
 
 from herald import Hub
 from herald.delivery.fanout import Fanout
-from herald.delivery.recorder import PushRecorder
 from herald.inputs.subscriptions import StreamInput
 from herald.subscriptions.stream import ClientNotReading, stream
 
@@ -33,7 +32,7 @@ async def test_a_client_that_stops_reading_ends_its_stream_and_leaves_no_subscri
     params = StreamInput.model_validate({"name": "herald.event"})
     with pytest.raises(ClientNotReading):
         async with asyncio.timeout(10):  # bounded: without the send timeout it would hang
-            await stream(hub, fanout, PushRecorder(hub), agent, params, notify, send_timeout_s=0.05)
+            await stream(hub, fanout, agent, params, notify, send_timeout_s=0.05)
     assert taken == ["notifications/events/active", "notifications/events/event"]
     assert fanout.subscribers(agent.id) == 0
     await fanout.close()

@@ -22,7 +22,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
-from herald.delivery.recorder import PushRecorder
 from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
@@ -187,8 +186,7 @@ class McpRoute:
         self.events_config = events_config
         self.streams = StreamTracker(notifier.wake_session)
         fanout = fanout or Fanout(notifier.hub)
-        recorder = PushRecorder(notifier.hub)
-        self.event_streams = Streams(notifier.hub, fanout, recorder, events_config, stream_slot)
+        self.event_streams = Streams(notifier.hub, fanout, events_config, stream_slot)
         self.server = create_server(
             notifier,
             ready=self.streams.ready_check,
@@ -196,7 +194,6 @@ class McpRoute:
             era=era,
             fanout=fanout,
             events_config=events_config,
-            recorder=recorder,
             stream_slot=stream_slot,
         )
         if webhooks is not None:

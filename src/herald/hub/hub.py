@@ -29,6 +29,7 @@ from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
+from herald.hub.pushes import PushRecorder
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
@@ -102,6 +103,8 @@ class Hub:
         self.key_watch = KeyWatch(store)
         self.publisher_keys = PublisherKeyBook(store)
         self.feed = Feed(store)
+        self.pushes = PushRecorder(self._record_pushes)
+        """Records what streams push, in the background (``hub.pushes``)."""
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
@@ -143,6 +146,7 @@ class Hub:
         await self.event_types.open()
 
     async def close(self) -> None:
+        await self.pushes.written()
         await self.key_watch.close()
         await self.event_types.close()
         await self._store.close()
@@ -661,6 +665,7 @@ class Hub:
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
+        await self.pushes.written()  # what its stream pushed is the subscription's once written
         events = await self._store.claim(
             agent.id,
             subscription,
@@ -684,6 +689,7 @@ class Hub:
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
+        await self.pushes.written()  # what its stream pushed is the subscription's once written
         acked = await self._store.ack(
             agent.id, up_to_seq=cursor, consumer=subscription, match=match
         )
@@ -747,9 +753,9 @@ class Hub:
         for attempt in attempts:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
-    async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
-        """Pushes of several agents' events, in one trip: each pending event becomes ``sent``,
-        and each attempt is recorded."""
+    async def _record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
+        """Pushes of several agents' events, in one trip (``pushes``' writes): each pending
+        event becomes ``sent``, and each attempt is recorded."""
         await self._store.record_pushes(pushes)
         for _, attempt in pushes:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)

@@ -21,7 +21,6 @@ from mcp.shared.exceptions import MCPError
 from herald import json_input
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.fanout import Fanout
-from herald.delivery.recorder import PushRecorder
 from herald.errors import (
     CallbackEndpointError,
     Forbidden,
@@ -117,14 +116,12 @@ def attach(
     identify: Identify,
     fanout: Fanout,
     config: EventsConfig = DEFAULTS.events,
-    recorder: PushRecorder | None = None,
     slot: StreamSlot = no_limit,
 ) -> None:
     """Serve ``events/list``, ``events/poll`` and ``events/stream`` on ``server`` for the agent
-    ``identify`` finds; streams read the agents' live events from ``fanout``, and their pushes
-    are written by ``recorder`` (one of its own if not given); each stream takes a ``slot``
-    of its agent's."""
-    streams = Streams(hub, fanout, recorder or PushRecorder(hub), config, slot)
+    ``identify`` finds; streams read the agents' live events from ``fanout``, and each takes a
+    ``slot`` of its agent's."""
+    streams = Streams(hub, fanout, config, slot)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
         return await agent_or_refusal(identify, ctx, "herald's events")
@@ -218,13 +215,11 @@ class Streams:
         self,
         hub: Hub,
         fanout: Fanout,
-        recorder: PushRecorder,
         config: EventsConfig = DEFAULTS.events,
         slot: StreamSlot = no_limit,
     ) -> None:
         self.hub = hub
         self.fanout = fanout
-        self.recorder = recorder
         self.config = config
         self.slot = slot
 
@@ -256,7 +251,6 @@ class Streams:
             await stream(
                 self.hub,
                 self.fanout,
-                self.recorder,
                 agent,
                 body,
                 notify,

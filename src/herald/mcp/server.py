@@ -25,7 +25,6 @@ from herald.capabilities import LEGACY_VERSIONS, detect, profile_for
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
-from herald.delivery.recorder import PushRecorder
 from herald.errors import InvalidInput, RateLimited
 from herald.mcp import events, forms, listen, resources, tools
 from herald.mcp.listen import ListenStreams
@@ -93,7 +92,6 @@ def attach(
     era: str = DEFAULTS.mcp.era,
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
-    recorder: PushRecorder | None = None,
     stream_slot: events.StreamSlot = events.no_limit,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
@@ -109,7 +107,6 @@ def attach(
         publish_check: counts each event the tools publish for an agent (its rate limit).
         era: which era a client probing with ``server/discover`` gets (``McpConfig.era``).
         fanout: the agents' live events, for ``events/stream`` (one of its own if not given).
-        recorder: writes what ``events/stream`` pushes (one of its own if not given).
         stream_slot: takes one of the agent's slots for each ``events/stream`` and
             ``subscriptions/listen`` it holds open (the per-key stream limit).
         events_config: the pace of Events subscriptions.
@@ -233,7 +230,7 @@ def attach(
     server.middleware.insert(0, era_gate(era))
     server.middleware.append(forms.retry_gate)
     fanout = fanout or Fanout(hub)
-    events.attach(server, hub, identify, fanout, events_config, recorder, stream_slot)
+    events.attach(server, hub, identify, fanout, events_config, stream_slot)
     resources.attach(server, hub, identify)
     streams = ListenStreams(hub, check_s=events_config.inbox_check_s)
     fanout.on_close(streams.close)  # listen streams end at shutdown with the others
@@ -290,7 +287,6 @@ def create_server(
     era: str = DEFAULTS.mcp.era,
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
-    recorder: PushRecorder | None = None,
     stream_slot: events.StreamSlot = events.no_limit,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
@@ -305,7 +301,6 @@ def create_server(
         era=era,
         fanout=fanout,
         events_config=events_config,
-        recorder=recorder,
         stream_slot=stream_slot,
     )
     return server

@@ -4,8 +4,8 @@ holds the request open.
 First ``notifications/events/active`` with the cursor the stream starts from (a null cursor
 starts as a poll does; a given one acknowledges as a poll's does), then the backlog after it,
 then live events from the agent's shared buffer (``Fanout``), and a heartbeat with the cursor
-whenever nothing came for ``heartbeat_s``. A pushed event is ``sent`` (recorded by the process's
-``PushRecorder``): the cursor the client polls or streams with later acknowledges it. The
+whenever nothing came for ``heartbeat_s``. A pushed event is ``sent`` (recorded by
+``Hub.pushes``): the cursor the client polls or streams with later acknowledges it. The
 stream ends when the client goes away (the request is cancelled), or, with
 ``notifications/events/terminated``, when herald cannot go on (the agent was deleted, herald
 shuts down, the client fell out of the buffer): the client resumes from its cursor.
@@ -19,7 +19,6 @@ from typing import Any
 
 from herald.config import DEFAULTS
 from herald.delivery.fanout import AGENT_DELETED, Fanout, TooSlow
-from herald.delivery.recorder import PushRecorder
 from herald.hub import Hub
 from herald.inputs.subscriptions import StreamInput
 from herald.models import Agent, Attempt, Event
@@ -40,7 +39,6 @@ SEND_TIMEOUT_S = 30.0
 async def stream(
     hub: Hub,
     fanout: Fanout,
-    recorder: PushRecorder,
     agent: Agent,
     params: StreamInput,
     notify: Notify,
@@ -70,7 +68,7 @@ async def stream(
         truncated = await hub.missing_after(agent, cursor) > 0
     newest = (await hub.get_agent(agent.id)).last_seq
     live = fanout.subscribe(agent.id, newest)
-    pusher = _Pusher(hub, recorder, agent, subscription, notify, session or subscription.key)
+    pusher = _Pusher(hub, agent, subscription, notify, session or subscription.key)
 
     removed = False
 
@@ -143,14 +141,12 @@ class _Pusher:
     def __init__(
         self,
         hub: Hub,
-        recorder: PushRecorder,
         agent: Agent,
         subscription: Subscription,
         notify: Notify,
         session: str,
     ) -> None:
         self.hub = hub
-        self.recorder = recorder
         self.agent = agent
         self.subscription = subscription
         self.notify = notify
@@ -170,7 +166,7 @@ class _Pusher:
             # Recorded in the background, for this stream and every other at once: the next
             # push does not wait for it, and the record outlives a client that leaves now.
             now = self.hub.now()
-            self.recorder.add(
+            self.hub.pushes.add(
                 self.agent.id,
                 [Attempt(e.id, now, MECHANISM, "sent", self.session) for e in matching],
             )
