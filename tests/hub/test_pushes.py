@@ -1,15 +1,17 @@
-"""The hub's record of pushes: written in the background, and written at once for a cursor that
-waits for it, however many pushes keep coming."""
+"""The hub's record of pushes: written in the background, at once for a cursor that waits for it
+(however many pushes keep coming), and before the hub closes."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
+from herald import Hub
 from herald.hub import pushes
 from herald.hub.pushes import Pushes, PushRecorder
-from herald.models import Attempt
+from herald.models import Attempt, EventStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -18,7 +20,7 @@ def pushed(event_id: str) -> list[Attempt]:
     return [Attempt(event_id, 0, "events.stream", "sent", "s")]
 
 
-class Store:
+class Batches:
     """Where the recorder writes: each batch, in order."""
 
     def __init__(self) -> None:
@@ -36,7 +38,7 @@ async def test_a_cursor_waits_for_what_was_pushed_before_it_not_for_the_next_tur
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(pushes, "RECORD_EVERY_S", 3600.0)  # the next turn would be an hour away
-    store = Store()
+    store = Batches()
     recorder = PushRecorder(store.write)
     recorder.add("agt_a", pushed("evt_1"))
     await recorder.written()
@@ -46,7 +48,7 @@ async def test_a_cursor_waits_for_what_was_pushed_before_it_not_for_the_next_tur
 
 
 async def test_a_cursor_is_not_held_by_pushes_that_keep_coming_after_it() -> None:
-    store = Store()
+    store = Batches()
     recorder = PushRecorder(store.write)
     recorder.add("agt_a", pushed("evt_0"))
 
@@ -73,3 +75,20 @@ async def test_a_failed_write_is_logged_and_does_not_hold_a_cursor(
     recorder.add("agt_a", pushed("evt_1"))
     await asyncio.wait_for(recorder.written(), 10)
     assert "recording 1 pushes failed" in caplog.text
+
+
+async def test_a_hub_writes_the_pushes_still_waiting_when_it_closes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'herald.db'}"
+    async with Hub.from_url(url) as hub:
+        await hub.create_agent("alice")
+        first = await hub.publish("alice", "t", "first")
+        second = await hub.publish("alice", "t", "second")
+        alice = first.event.agent_id
+        hub.pushes.add(alice, [Attempt(first.event.id, hub.now(), "events.stream", "sent", "s")])
+        await hub.pushes.written()
+        # Its turn to be written comes later than the hub's close.
+        hub.pushes.add(alice, [Attempt(second.event.id, hub.now(), "events.stream", "sent", "s")])
+    async with Hub.from_url(url) as again:
+        for published in (first, second):
+            event, _ = await again.get_event(published.event.id)
+            assert event.status is EventStatus.SENT
