@@ -1,8 +1,8 @@
 """The rules every store backend keeps the same way, written once above them: what attempts
 claims, takes and acks record, when a cursor is refused, how many events a cursor missed, and
 what a batch of finished deliveries does to events, deliveries and endpoints, and who holds an
-event pushed more than once in one record. (How a batch of
-events is stored is in ``herald.store.appends``.)"""
+event pushed more than once in one record. (How a batch of events is stored is in
+``herald.store.appends``.)"""
 
 from __future__ import annotations
 
