@@ -47,6 +47,22 @@ async def test_a_cursor_waits_for_what_was_pushed_before_it_not_for_the_next_tur
     assert store.batches == [["evt_1"], ["evt_2"]]
 
 
+async def test_a_cursor_waits_for_its_agent_s_pushes_not_another_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pushes, "RECORD_EVERY_S", 3600.0)
+    store = Batches()
+    recorder = PushRecorder(store.write)
+    recorder.add("agt_a", pushed("evt_1"))
+    await recorder.written("agt_a")
+    recorder.add("agt_b", pushed("evt_2"))  # its turn is an hour away
+    await asyncio.wait_for(recorder.written("agt_a"), 10)
+    assert store.batches == [["evt_1"]]  # agt_a's cursor did not have agt_b's written
+    recorder.add("agt_a", pushed("evt_3"))
+    await asyncio.wait_for(recorder.written("agt_a"), 10)
+    assert store.batches == [["evt_1"], ["evt_2", "evt_3"]]
+
+
 async def test_a_cursor_is_not_held_by_pushes_that_keep_coming_after_it() -> None:
     store = Batches()
     recorder = PushRecorder(store.write)

@@ -665,7 +665,7 @@ class Hub:
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
-        await self.pushes.written()  # what its stream pushed is the subscription's once written
+        await self.pushes.written(agent.id)  # what its stream pushed is its own once written
         events = await self._store.claim(
             agent.id,
             subscription,
@@ -689,7 +689,7 @@ class Hub:
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
-        await self.pushes.written()  # what its stream pushed is the subscription's once written
+        await self.pushes.written(agent.id)  # what its stream pushed is its own once written
         acked = await self._store.ack(
             agent.id, up_to_seq=cursor, consumer=subscription, match=match
         )

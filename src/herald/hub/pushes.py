@@ -13,7 +13,8 @@ Writes are at least ``RECORD_EVERY_S`` apart: under load, one write then carries
 many streams, rather than each few pushes taking a trip to the store of their own beside the
 publishes, whose latency the streams are there to keep low. A cursor is an acknowledgement of
 what its subscription was handed, which the store knows only once the pushes are written: so
-before a cursor acknowledges, ``written`` has everything pushed so far written at once.
+before a cursor acknowledges, ``written`` has what was pushed to its agent so far written at
+once (and only then: another agent's pushes do not hold it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class PushRecorder:
         self._added = 0
         self._done = 0
         """Pushes added, and pushes written (or whose write failed and was logged), so far."""
+        self._added_through: dict[str, int] = {}
+        """For each agent with pushes not yet written, ``_added`` after its last one."""
         self._progress = asyncio.Condition()
         self._hurry = asyncio.Event()
 
@@ -54,13 +57,14 @@ class PushRecorder:
         """Record these pushes of one agent's events soon; returns at once."""
         self._waiting.extend((agent_id, attempt) for attempt in attempts)
         self._added += len(attempts)
+        self._added_through[agent_id] = self._added
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="herald-push-recorder")
 
-    async def written(self) -> None:
-        """Wait until every push added so far is written (or its write failed and was logged),
-        writing them now rather than at the next turn."""
-        target = self._added
+    async def written(self, agent_id: str | None = None) -> None:
+        """Wait until every push added so far (of ``agent_id``'s events, if given) is written,
+        or its write failed and was logged, writing them now rather than at the next turn."""
+        target = self._added if agent_id is None else self._added_through.get(agent_id, 0)
         if self._done >= target:
             return
         self._hurry.set()
@@ -84,5 +88,7 @@ class PushRecorder:
             except Exception:  # a task of its own: log; the events stay pending, re-offered
                 log.exception("recording %d pushes failed", len(batch))
             self._done += len(batch)
+            if not self._waiting:
+                self._added_through.clear()  # all written
             async with self._progress:
                 self._progress.notify_all()
