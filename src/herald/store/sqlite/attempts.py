@@ -89,9 +89,10 @@ def _mark_delivered(
     changes = StatusChanges()
     for old in OPEN_STATUSES:
         rows = conn.execute(
-            "UPDATE events SET status = 'delivered', status_at = :now, lease_owner = NULL,"
-            f" lease_until = NULL WHERE agent_id = :agent AND {OPEN} AND status = :old"
-            f" AND {where} RETURNING seq, id, created_at",
+            "UPDATE events SET status = 'delivered', is_open = 0, status_at = :now,"
+            " lease_owner = NULL, lease_until = NULL"
+            f" WHERE agent_id = :agent AND {OPEN} AND status = :old AND {where}"
+            " RETURNING seq, id, created_at",
             {**params, "old": old},
         ).fetchall()
         changes.changed(params["agent"], old, "delivered", len(rows))

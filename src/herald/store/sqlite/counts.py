@@ -31,7 +31,7 @@ UPDATE agents SET
     expired_events = expired_events + :expired,
     oldest_open_at = CASE WHEN NOT :reopened THEN oldest_open_at ELSE (
         SELECT e.created_at FROM events e INDEXED BY events_open
-        WHERE e.agent_id = agents.id AND e.status IN ('pending', 'sent')
+        WHERE e.agent_id = agents.id AND e.is_open = 1
         ORDER BY e.seq LIMIT 1
     ) END
 WHERE id = :agent

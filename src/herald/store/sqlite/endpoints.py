@@ -257,7 +257,8 @@ class EndpointStore:
                 _disable(conn, note.endpoint_id, note.disable_reason, note.disable_failing_since)
             changes = _status_changes(conn, statuses)
             conn.execute(
-                "UPDATE events SET status = s.new_status, status_at = :now"
+                "UPDATE events SET status = s.new_status, is_open = s.new_status <> 'delivered',"
+                " status_at = :now"
                 " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
                 f" AS s WHERE events.id = s.id AND events.{OPEN}"
                 " AND (s.new_status = 'delivered' OR events.status = 'pending')",

@@ -116,7 +116,7 @@ SELECT e.status <> 'pending' OR EXISTS (
 FROM events e WHERE e.id = :id
 """
 REOFFER_EVENT = f"""
-UPDATE events SET status = 'pending', status_at = :now, lease_owner = NULL,
+UPDATE events SET status = 'pending', is_open = 1, status_at = :now, lease_owner = NULL,
     lease_until = NULL, lease_cursor = NULL,
     expires_at = CASE WHEN expires_at IS NULL THEN NULL ELSE :now + expires_at - created_at END
 WHERE id = :id RETURNING {EVENT_COLUMNS}

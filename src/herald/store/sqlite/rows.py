@@ -50,7 +50,9 @@ def insert_json_sql(table: Table[Any]) -> str:
 EVENT_COLUMNS = select_list(EVENTS)
 AGENT_COLUMNS = select_list(AGENTS)
 INSERT_EVENT = insert_sql(EVENTS)
-OPEN = "status IN ('pending', 'sent')"
+OPEN = "is_open = 1"
+"""An open event: pending or sent. Every statement that opens or closes an event sets
+``is_open`` with its status (migration 0015 says why it is a column of its own)."""
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"
 
 

@@ -296,8 +296,8 @@ class SQLiteStore(
         def deliver(conn: sqlite3.Connection) -> list[Event]:
             events = claimable(conn, agent_id, session, limit, now)
             conn.executemany(
-                "UPDATE events SET status = 'delivered', status_at = ?, lease_owner = NULL,"
-                " lease_until = NULL WHERE id = ?",
+                "UPDATE events SET status = 'delivered', is_open = 0, status_at = ?,"
+                " lease_owner = NULL, lease_until = NULL WHERE id = ?",
                 [(now, event.id) for event in events],
             )
             changes_of([(e.agent_id, e.status, 1) for e in events], "delivered").apply(conn)
@@ -484,8 +484,8 @@ class SQLiteStore(
             )
             changes = changes_of(counted, "expired")
             rows = conn.execute(
-                "UPDATE events SET status = 'expired', status_at = :now, lease_owner = NULL,"
-                f" lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
+                "UPDATE events SET status = 'expired', is_open = 0, status_at = :now,"
+                f" lease_owner = NULL, lease_until = NULL WHERE {OPEN} AND expires_at IS NOT NULL"
                 " AND expires_at <= :now RETURNING id, agent_id",
                 {"now": now},
             ).fetchall()
