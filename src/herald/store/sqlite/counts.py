@@ -18,12 +18,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from herald.models import Attempt
+from herald.store.sqlite.rows import OPEN
 
 OPEN_STATUSES = ("pending", "sent")
 
 # The oldest open event is looked for again (one seek in the open events' index) only for an
 # agent whose events opened or closed.
-ADD_COUNTS = """
+ADD_COUNTS = f"""
 UPDATE agents SET
     pending_events = pending_events + :pending,
     sent_events = sent_events + :sent,
@@ -31,7 +32,7 @@ UPDATE agents SET
     expired_events = expired_events + :expired,
     oldest_open_at = CASE WHEN NOT :reopened THEN oldest_open_at ELSE (
         SELECT e.created_at FROM events e INDEXED BY events_open
-        WHERE e.agent_id = agents.id AND e.is_open = 1
+        WHERE e.agent_id = agents.id AND e.{OPEN}
         ORDER BY e.seq LIMIT 1
     ) END
 WHERE id = :agent
