@@ -39,6 +39,7 @@ from benchmarks.fig_stream import Side, open_loop_latency
 from benchmarks.loadgen import Connection, percentile
 from benchmarks.mcp_client import Inbox, StreamProtocol
 from benchmarks.measure import Run, Stopwatch
+from benchmarks.paired import ALPHA, compare
 from benchmarks.profiling import Profiler
 from benchmarks.results import Figure, Measurement, Target
 from benchmarks.server import Server, herald_server
@@ -321,7 +322,7 @@ async def stream_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None =
         "12",
         f"events/stream latency p99, {rate:,.0f} events/s over {agents} subscriptions",
         _latency_rounds("herald GET /channel/stream", old),
-        Target("p99 ≤ 1.0x the SSE stream's", "ratio_at_most", 1.0),
+        Target("p99 no worse than the SSE stream's (paired rounds)", "not_worse", ALPHA),
         _latency_rounds("herald POST /mcp events/stream", new),
         method=[
             SERVER_METHOD,
@@ -342,16 +343,16 @@ async def stream_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None =
             " alternating; each side shows its median round by p99 (every round's p99, and the"
             " p99 of all rounds pooled, in the details), after an unmeasured"
             f" {WARM_UP_S:g} s of each way on other agents.",
+            "Verdict: the two ways cost about the same per event, so one p99 beside the other"
+            " is a coin toss between runs; events/stream misses only if its rounds are"
+            " measurably worse than the SSE stream's (a paired test over the rounds: see"
+            " the notes).",
         ],
     )
     usages = [measured[1] for measured in old + new]
     figure.notes += _http_notes(usages, _median(new, _p99)[1])
     ratios = [_p99(n) / _p99(o) for o, n in zip(old, new, strict=True)]
     figure.notes += _round_ratios(ratios)
-    if min(ratios) <= 1.0 < max(ratios):
-        figure.notes.append(
-            "The rounds disagree about the target (some at or under 1.0x, some over): at this"
-            " load the two p99s are within the run-to-run noise, so the verdict can flip"
-            " between runs."
-        )
+    figure.paired = compare([_p99(n) for n in new], [_p99(o) for o in old])
+    figure.notes.append(figure.paired.note())
     return figure

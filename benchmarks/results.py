@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks.cpu import Usage
+from benchmarks.paired import Paired
 
-TargetKind = Literal["ratio_at_least", "ratio_at_most", "at_least", "at_most", "none"]
+TargetKind = Literal["ratio_at_least", "ratio_at_most", "at_least", "at_most", "not_worse", "none"]
 GENERATOR_LIMIT = 0.8
 SATURATED = 0.9
 NOISY = 0.25
@@ -44,7 +45,8 @@ class Measurement:
 @dataclass(frozen=True)
 class Target:
     """What a figure must reach; kind ``none`` reports the figure beside its baseline, no verdict
-    (``reported``)."""
+    (``reported``); kind ``not_worse`` is decided by the figure's paired test over its rounds
+    (``Figure.paired``), not by its two numbers."""
 
     text: str
     kind: TargetKind
@@ -74,6 +76,8 @@ class Figure:
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
     error: str | None = None
+    paired: Paired | None = None
+    """For a ``not_worse`` target: herald's rounds tested against the baseline's."""
 
     @property
     def ratio(self) -> float | None:
@@ -89,6 +93,8 @@ class Figure:
             return "skipped"
         if self.target.kind == "none":
             return "reported"
+        if self.target.kind == "not_worse":
+            return "met" if self.paired is not None and not self.paired.worse else "MISSED"
         return "met" if self.target.met(self.herald.value, self.baseline.value) else "MISSED"
 
     def to_json(self) -> dict[str, Any]:
@@ -105,6 +111,9 @@ class Figure:
             "method": self.method,
             "notes": self.notes,
             "skipped": self.skipped,
+            "paired": None if self.paired is None else {
+                "rounds": self.paired.rounds, "ratio": round(self.paired.ratio, 3),
+                "p": round(self.paired.p, 4), "detectable": round(self.paired.detectable, 3)},
             "error": self.error,
         }  # fmt: skip
 
