@@ -129,7 +129,11 @@ def test_a_batch_with_one_event_outside_the_key_stores_none_of_it(
         ({"scopes": ["publish"]}, "key.name is required"),
         ({"name": "ci", "scopes": ["publish"], "handles": []}, "key.handles must be a list"),
         ({"name": "ci", "scopes": ["publish"], "handles": ["Not A Handle"]}, "key.handles"),
-        ({"name": "ci", "scopes": ["publish"], "types": ["build failed"]}, "key.types must be"),
+        (
+            {"name": "ci", "scopes": ["publish"], "types": ["build failed"]},
+            "key.types must be a list of 1-20 event-type globs the key may publish, of 1-128"
+            " letters, digits and _ . : - each",
+        ),
         ({"name": "ci", "scopes": ["publish"], "colour": "red"}, "unknown field(s) colour"),
     ],
 )

@@ -197,7 +197,12 @@ async def test_a_cursor_outside_retention_is_answered_truncated_once(
     [
         ({"name": "nope.none", "arguments": {}}, NOT_FOUND, "events/list"),
         ({"name": "herald.event", "arguments": {"kinds": []}}, -32602, "unknown argument(s) kinds"),
-        ({"name": "herald.event", "arguments": {"types": ["a[b]"]}}, -32602, "glob"),
+        (
+            {"name": "herald.event", "arguments": {"types": ["a[b]"]}},
+            -32602,
+            "arguments.types must be a list of 1-20 event-type globs of 1-128 letters, digits"
+            " and _ . : - each",
+        ),
         ({"name": "herald.event", "arguments": {"from": 7}}, -32602, "arguments.from"),
         ({"name": "herald.event", "cursor": "garbage"}, -32602, "cursor"),
         ({"name": "herald.event", "cursor": "agt_OTHER~0"}, -32602, "another agent"),

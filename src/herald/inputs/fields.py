@@ -30,6 +30,11 @@ from herald.validation import (
 from herald.webhooks.checks import check_secret, check_url
 
 MAX_CURSOR = 2**62
+TYPE_GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
+"""An event type (``validation.TYPE_PATTERN``) that may hold * and ?."""
+GLOB_RULE = "1-128 letters, digits and _ . : - each, * for any run of characters, ? for one"
+"""What an event-type glob may hold, said in every refusal of one (a list of globs is refused
+as a whole, so its refusal says it too)."""
 MAX_ACK_IDS = 1000
 MAX_GRACE_S = 30 * 86400
 MAX_ACK_TIMEOUT_S = 86400

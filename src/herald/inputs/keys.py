@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from herald.inputs.fields import Handle
+from herald.inputs.fields import GLOB_RULE, Handle
 from herald.inputs.refusals import Input, Says
 from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
 
@@ -52,8 +52,8 @@ class NewPublisherKeyInput(Input):
             list[TypeGlob],
             Field(min_length=1, max_length=MAX_GLOBS),
             Says(
-                f"must be a list of 1-{MAX_GLOBS} event-type globs the key may publish (* stands"
-                ' for any run of characters, ? for one: ["build.*"]), or left out for every type'
+                f"must be a list of 1-{MAX_GLOBS} event-type globs the key may publish, of"
+                f' {GLOB_RULE} (for example ["build.*"]), or left out for every type'
             ),
         ]
         | None

@@ -12,13 +12,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field
 
 from herald.ids import is_id
-from herald.inputs.fields import whole
+from herald.inputs.fields import GLOB_RULE, TYPE_GLOB_PATTERN, whole
 from herald.inputs.refusals import Input, Says, refuse
 from herald.validation import HANDLE_PATTERN
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
-TYPE_GLOB = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
 _CURSOR = re.compile(r"(\d{1,15})\.(evt_[0-9A-Z]{26})")
 
 
@@ -87,8 +86,8 @@ AgentName = Annotated[
 ]
 TypeFilter = Annotated[
     str,
-    Field(pattern=whole(TYPE_GLOB)),
-    Says("must be an event type, or a glob of one where * is any run and ? one character"),
+    Field(pattern=whole(TYPE_GLOB_PATTERN)),
+    Says(f"must be an event type, or a glob of one: {GLOB_RULE}"),
 ]
 Status = Annotated[
     Literal["pending", "sent", "delivered", "expired"],

@@ -3,16 +3,14 @@ herald's event catalogue. The SEP's params are camelCase on the wire; so are the
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, model_validator
 
-from herald.inputs.fields import Handle, Limit, NullIsDefault, whole
+from herald.inputs.fields import GLOB_RULE, TYPE_GLOB_PATTERN, Handle, Limit, NullIsDefault, whole
 from herald.inputs.refusals import Input, Says, refuse, refused_by
 from herald.webhooks.checks import check_subscription_secret
 
-GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
 MAX_GLOBS = 20
 MAX_NAME_CHARS = 256
 MAX_CURSOR_CHARS = 256
@@ -20,11 +18,8 @@ MAX_AGE_MS = 366 * 86_400_000
 
 TypeGlob = Annotated[
     str,
-    Field(pattern=whole(GLOB_PATTERN)),
-    Says(
-        "must be an event-type glob: 1-128 letters, digits and _ . : - where * stands for any"
-        " run of characters and ? for one (for example dm.* or build.failed)"
-    ),
+    Field(pattern=whole(TYPE_GLOB_PATTERN)),
+    Says(f"must be an event-type glob of {GLOB_RULE} (for example dm.* or build.failed)"),
 ]
 
 
@@ -50,7 +45,10 @@ class HeraldEventArguments(DeclaredTypeArguments):
                 max_length=MAX_GLOBS,
                 description="only events whose type matches one of these globs (* and ?)",
             ),
-            Says(f'must be a list of 1-{MAX_GLOBS} event-type globs (for example ["dm.*"])'),
+            Says(
+                f"must be a list of 1-{MAX_GLOBS} event-type globs of {GLOB_RULE}"
+                ' (for example ["dm.*"])'
+            ),
         ]
         | None
     ) = None
