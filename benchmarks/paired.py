@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 ALPHA = 0.05
@@ -34,12 +34,29 @@ class Paired:
     detectable: float
     """With this run's noise, the least factor by which herald's side, slower in every round
     by it, is called worse."""
+    upper: float
+    """The one-sided upper confidence bound (1 - ``ALPHA``) of the factor by which herald's
+    side is slower than the baseline: the smallest factor the rounds say, at that level, it is
+    under (the test turned around)."""
+
+    @property
+    def decidable(self) -> bool:
+        """Whether so many rounds can be called worse at all: all n on the worse side has a
+        chance of 2**-n (under 5 rounds, never under 5%)."""
+        return 2.0**-self.rounds < ALPHA
 
     @property
     def worse(self) -> bool:
         return self.p < ALPHA
 
     def note(self) -> str:
+        if not self.decidable:
+            return (
+                f"Paired test: {self.rounds} round(s) cannot tell worse from the same (even all"
+                f" on herald's worse side would come by chance with probability"
+                f" {2.0**-self.rounds:.2f}); the verdict needs 5 or more. The rounds' ratios have"
+                f" a median of {self.ratio:.2f}x."
+            )
         outcome = "measurably worse" if self.worse else "not measurably worse"
         return (
             f"Paired test over the {self.rounds} rounds: herald's side is {outcome} than the"
@@ -47,7 +64,8 @@ class Paired:
             " sides were the same, ratios this far on herald's worse side would come by chance"
             f" with probability {self.p:.2f} (one-sided Wilcoxon signed-rank test on the log"
             f" ratios; worse below {ALPHA:g}). With this run's noise, a side {self.detectable:.2f}x"
-            " slower in every round would have been called worse."
+            " slower in every round would have been called worse; and herald's side is at most"
+            f" {self.upper:.2f}x the baseline ({1 - ALPHA:.0%} upper confidence bound)."
         )
 
 
@@ -56,7 +74,16 @@ def compare(herald: Sequence[float], baseline: Sequence[float]) -> Paired:
     logs = [math.log(h / b) for h, b in zip(herald, baseline, strict=True)]
     middle = statistics.median(logs)
     noise = [value - middle for value in logs]
-    return Paired(len(logs), math.exp(middle), _p_worse(logs), _detectable(noise))
+    # The bound: the least shift s that the rounds, taken as (s - log ratio), call worse, i.e.
+    # the least s that herald's side is, at that level, under.
+    upper = _least_shift(lambda s: [s - value for value in logs], start=middle)
+    return Paired(
+        len(logs),
+        math.exp(middle),
+        _p_worse(logs),
+        math.exp(_least_shift(lambda s: [value + s for value in noise], start=0.0)),
+        math.exp(upper),
+    )
 
 
 def _p_worse(logs: list[float]) -> float:
@@ -94,16 +121,16 @@ def _ranks(values: list[float]) -> list[float]:
     return ranks
 
 
-def _detectable(noise: list[float]) -> float:
-    """The least factor that, added to every round of ``noise``, makes the test say worse
-    (bisection on its log; ``LARGEST_SHOWN`` if none up to it does)."""
-    low, high = 0.0, math.log(LARGEST_SHOWN)
-    if _p_worse([value + high for value in noise]) >= ALPHA:
-        return LARGEST_SHOWN
+def _least_shift(shifted: Callable[[float], list[float]], start: float) -> float:
+    """The least s from ``start`` up, to within 2**-40 of a bisection, at which the test calls
+    ``shifted(s)`` worse (up to ``start + log(LARGEST_SHOWN)``, returned if none is)."""
+    low, high = start, start + math.log(LARGEST_SHOWN)
+    if _p_worse(shifted(high)) >= ALPHA:
+        return high
     for _ in range(40):
         middle = (low + high) / 2
-        if _p_worse([value + middle for value in noise]) < ALPHA:
+        if _p_worse(shifted(middle)) < ALPHA:
             high = middle
         else:
             low = middle
-    return math.exp(high)
+    return high

@@ -94,6 +94,8 @@ class Figure:
         if self.target.kind == "none":
             return "reported"
         if self.target.kind == "not_worse":
+            if self.paired is not None and not self.paired.decidable:
+                return "reported"  # too few rounds (--quick) to call it either way
             return "met" if self.paired is not None and not self.paired.worse else "MISSED"
         return "met" if self.target.met(self.herald.value, self.baseline.value) else "MISSED"
 
@@ -113,7 +115,8 @@ class Figure:
             "skipped": self.skipped,
             "paired": None if self.paired is None else {
                 "rounds": self.paired.rounds, "ratio": round(self.paired.ratio, 3),
-                "p": round(self.paired.p, 4), "detectable": round(self.paired.detectable, 3)},
+                "p": round(self.paired.p, 4), "detectable": round(self.paired.detectable, 3),
+                "upper": round(self.paired.upper, 3)},
             "error": self.error,
         }  # fmt: skip
 
