@@ -34,8 +34,9 @@ MORE_AFTER_RESTART = 200
 BATCH = 10
 RETRY_S = 0.05
 WAIT_S = 90
-"""Bounds every wait. The longest is for webhooks the killed hub had claimed: they are sent
-again once its claims run out (3 webhook timeouts and 30 s)."""
+"""Bounds every wait. The longest is for webhooks the killed hub had claimed: on PostgreSQL
+they are sent again once its claims run out (3 webhook timeouts and 30 s); a SQLite hub frees
+them when it restarts."""
 SERVE_ARGS = (
     "--lease", str(LEASE_S),
     "--webhook-allow", "loopback",

@@ -17,6 +17,7 @@ from herald.config import HttpConfig, KeyLimits
 from herald.serve import serve
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import new_agent, publish
+from tests.webhooks.receiver import HANG, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +81,31 @@ async def test_a_stopped_hub_leaves_its_sqlite_file_whole(
         assert found is not None and found.text == "kept"
     finally:
         await store.close()
+
+
+def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_restart(
+    tmp_path: Path,
+) -> None:
+    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
+    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    receiver = Receiver(script=[(HANG, {})])
+    # The killed hub's request is answered to a closed connection: expected, not worth a trace.
+    receiver.server.handle_error = lambda request, client_address: None
+    herald = HeraldProcess(store_url, extra_args=args)
+    try:
+        agent = new_agent(herald)
+        with herald.client(herald.admin_key) as admin:
+            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+            assert hook.status_code in (200, 201), hook.text
+        event_id = publish(herald, agent["handle"], "in flight")
+        first = receiver.arrived.get(timeout=30)  # and left hanging: the delivery is claimed
+        herald.kill()
+        herald = HeraldProcess(store_url, extra_args=args)
+        again = receiver.arrived.get(timeout=60)
+        assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
+        assert any("1 webhook delivery was in flight" in line for line in herald.output())
+    finally:
+        herald.stop()
+        receiver.release.set()
+        receiver.close()

@@ -76,6 +76,8 @@ async def serve(
             sock = listen(host, config.http.port)
         await hub.open()
         try:
+            if backend_of(config.store_url) == "sqlite":
+                await _free_claims_left_behind(hub, announce)
             generated = await hub.setup_admin_key(admin_key)
             if generated:
                 announce(
@@ -114,6 +116,17 @@ async def serve(
             await hub.close()
     for signal_number in reversed(caught):  # as uvicorn would have: now that all is closed
         signal.raise_signal(signal_number)
+
+
+async def _free_claims_left_behind(hub: Hub, announce: Callable[[str], None]) -> None:
+    """A SQLite store is served by this process alone (its lock is held): a webhook delivery
+    claimed in it was claimed by a process that is gone, killed or stopped mid-request. It is
+    free to be sent again now, rather than once that claim runs out (three webhook timeouts
+    and half a minute later)."""
+    freed = await hub.endpoints.release_claims()
+    if freed:
+        were = "delivery was" if freed == 1 else "deliveries were"
+        announce(f"herald: {freed} webhook {were} in flight when herald last stopped: sent again")
 
 
 def _sole_server(store_url: str) -> contextlib.AbstractContextManager[None]:

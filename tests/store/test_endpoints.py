@@ -110,6 +110,22 @@ async def test_a_claim_runs_out_and_another_worker_takes_it(
     assert len(await store.claim_deliveries("w2", 10, 1_000)) == 1
 
 
+async def test_released_claims_are_taken_at_once_and_finished_deliveries_stay_finished(
+    store: Store,
+) -> None:
+    _, endpoint = await setup(store)
+    first, second = await publish(store, "alice", 2)
+    await store.schedule_deliveries(store.now(), 10)
+    (done, *_), (held, *_) = await store.claim_deliveries("w1", 10, 3_600_000)
+    ok = Attempt(first, store.now(), "webhook", "delivered", endpoint.id)
+    await store.finish_deliveries([Finished(done, ok, None, "delivered", endpoint_ok=True)])
+    assert await store.claim_deliveries("w2", 10, 3_600_000) == []
+    assert await store.release_claims() == 1
+    assert await store.release_claims() == 0
+    ((taken, *_),) = await store.claim_deliveries("w2", 10, 3_600_000)
+    assert (taken.event_id, taken.attempts) == (second, 0) == (held.event_id, held.attempts)
+
+
 async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     store: Store, clock: ManualClock
 ) -> None:

@@ -134,6 +134,12 @@ class EndpointStore:
 
         return await self._run(claim)
 
+    async def release_claims(self) -> int:
+        async def release(conn: Connection) -> int:
+            return count(await conn.execute(queries.RELEASE_CLAIMS))
+
+        return await self._run(release)
+
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
         notes = endpoint_notes(finished)

@@ -437,6 +437,10 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 # committed meanwhile is checked again on its new version and left out. The answer is each
 # delivery with its endpoint, event and agent, their columns named with the prefixes ``d_``,
 # ``w_``, ``e_`` and ``a_``.
+RELEASE_CLAIMS = (
+    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
+)
+
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)

@@ -37,6 +37,9 @@ ENDPOINT_PAGE = (
     " ORDER BY w.id LIMIT :limit"
 )
 # Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
+RELEASE_CLAIMS = (
+    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
+)
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
 CLAIMED_ROWS = (
     "SELECT json_group_array(json_object("
@@ -229,6 +232,12 @@ class EndpointStore:
 
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
+
+    async def release_claims(self) -> int:
+        def release(conn: sqlite3.Connection) -> int:
+            return conn.execute(RELEASE_CLAIMS).rowcount
+
+        return int(await self._run(release))
 
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         now = self.now()
