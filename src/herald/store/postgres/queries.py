@@ -430,6 +430,10 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 ) THEN $2 - $6::bigint ELSE $2 END""",
 )
 
+RELEASE_CLAIMS = (
+    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
+)
+
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
 # endpoints with requests in flight and how many. Each active endpoint's first due deliveries,
 # as many as it has room for, are read from its index range (the backlog of an endpoint with no
@@ -437,10 +441,6 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 # committed meanwhile is checked again on its new version and left out. The answer is each
 # delivery with its endpoint, event and agent, their columns named with the prefixes ``d_``,
 # ``w_``, ``e_`` and ``a_``.
-RELEASE_CLAIMS = (
-    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
-)
-
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)

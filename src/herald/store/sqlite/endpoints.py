@@ -36,10 +36,10 @@ ENDPOINT_PAGE = (
     " AND (NOT :failing OR w.state = 'disabled' OR w.failing_since IS NOT NULL)"
     " ORDER BY w.id LIMIT :limit"
 )
-# Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 RELEASE_CLAIMS = (
     "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
 )
+# Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
 CLAIMED_ROWS = (
     "SELECT json_group_array(json_object("
