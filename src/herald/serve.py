@@ -71,12 +71,12 @@ async def serve(
     budget = ConnectionBudget.for_files(raise_file_limit())
     guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
     host = config.http.host
-    with _sole_server(config.store_url):
+    with _sole_server(config.store_url) as alone:
         if sock is None:
             sock = listen(host, config.http.port)
         await hub.open()
         try:
-            if backend_of(config.store_url) == "sqlite":
+            if alone:
                 await _free_claims_left_behind(hub, announce)
             generated = await hub.setup_admin_key(admin_key)
             if generated:
@@ -119,7 +119,7 @@ async def serve(
 
 
 async def _free_claims_left_behind(hub: Hub, announce: Callable[[str], None]) -> None:
-    """A SQLite store is served by this process alone (its lock is held): a webhook delivery
+    """For a store this process serves alone (a SQLite store, its lock held): a webhook delivery
     claimed in it was claimed by a process that is gone, killed or stopped mid-request. It is
     free to be sent again now, rather than once that claim runs out (three webhook timeouts
     and half a minute later)."""
@@ -129,20 +129,24 @@ async def _free_claims_left_behind(hub: Hub, announce: Callable[[str], None]) ->
         announce(f"herald: {freed} webhook {were} in flight when herald last stopped: sent again")
 
 
-def _sole_server(store_url: str) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def _sole_server(store_url: str) -> Iterator[bool]:
     """While inside, no other process may serve the store: SQLite's delivery state lives in one
-    process. PostgreSQL is made for several processes, and needs no lock.
+    process. PostgreSQL is made for several processes, and needs no lock. Yields whether this
+    process serves the store alone (it holds the lock).
 
     Raises:
         StoreInUse: another process serves the SQLite file.
     """
     if backend_of(store_url) == "postgres":
-        return contextlib.nullcontext()
-    return hold_store(
+        yield False
+        return
+    with hold_store(
         sqlite_path(store_url),
         otherwise="a SQLite store is served by one process: stop that one, or use PostgreSQL"
         " (--store postgresql://...) to run several",
-    )
+    ):
+        yield True
 
 
 @contextlib.asynccontextmanager
