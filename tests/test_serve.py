@@ -109,3 +109,31 @@ def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_r
         herald.stop()
         receiver.release.set()
         receiver.close()
+
+
+def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_stops_is_sent_by_the_other_at_once(
+    postgres_database_url: str,
+) -> None:
+    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
+    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
+    receiver = Receiver(script=[(HANG, {})])
+    receiver.server.handle_error = lambda request, client_address: None
+    stopping = HeraldProcess(postgres_database_url, extra_args=args)
+    staying: HeraldProcess | None = None
+    try:
+        agent = new_agent(stopping)
+        with stopping.client(stopping.admin_key) as admin:
+            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+            assert hook.status_code in (200, 201), hook.text
+        event_id = publish(stopping, agent["handle"], "in flight")
+        first = receiver.arrived.get(timeout=30)  # and left hanging: claimed by the first hub
+        staying = HeraldProcess(postgres_database_url, extra_args=args)
+        stopping.stop()  # a restart or a deploy: SIGTERM, while the request hangs
+        again = receiver.arrived.get(timeout=60)
+        assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
+    finally:
+        stopping.stop()
+        if staying is not None:
+            staying.stop()
+        receiver.release.set()
+        receiver.close()

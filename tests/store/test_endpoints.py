@@ -126,6 +126,19 @@ async def test_released_claims_are_taken_at_once_and_finished_deliveries_stay_fi
     assert (taken.event_id, taken.attempts) == (second, 0) == (held.event_id, held.attempts)
 
 
+async def test_a_claimant_frees_its_own_claims_and_no_one_elses(store: Store) -> None:
+    await setup(store)
+    first, second = await publish(store, "alice", 2)
+    await store.schedule_deliveries(store.now(), 10)
+    ((mine, *_),) = await store.claim_deliveries("w1", 1, 3_600_000)
+    ((theirs, *_),) = await store.claim_deliveries("w2", 1, 3_600_000)
+    assert (mine.event_id, theirs.event_id) == (first, second)
+    assert await store.release_claims("w1") == 1
+    assert await store.release_claims("w1") == 0
+    ((taken, *_),) = await store.claim_deliveries("w3", 10, 3_600_000)
+    assert taken.event_id == first  # w2's is still w2's
+
+
 async def test_an_endpoint_is_disabled_for_good_or_after_failing_too_long(
     store: Store, clock: ManualClock
 ) -> None:

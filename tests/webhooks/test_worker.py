@@ -497,24 +497,46 @@ async def test_a_delivery_claimed_by_a_worker_that_died_is_sent_once_its_lease_r
 ) -> None:
     agent, _ = await hub.create_agent("alice")
     await manage.set_webhook(hub, agent.id, receiver.url)
-    receiver.script = [(HANG, {})]
     published = await hub.publish("alice", "t", "claimed, then its worker died")
-    dying = worker(hub, timeout_s=5)
-    running = asyncio.create_task(dying.run())
-    await asyncio.to_thread(receiver.arrived.get, timeout=10)  # claimed, its request in flight
-    running.cancel()  # the worker dies mid-request, its claim held
-    await asyncio.gather(running, return_exceptions=True)
     survivor = worker(hub)
+    lease_ms = int(survivor.lease_s * 1000)
+    # A process killed mid-request: its claim is in the store, and nothing of it lives to free it.
+    await hub.endpoints.schedule(hub.now(), 10)
+    assert len(await hub.endpoints.claim("wrk_killed", 10, lease_ms, per_endpoint=4)) == 1
     assert await round_trip(survivor) == 0
-    clock.advance(dying.lease_s - 0.1)
+    clock.advance(survivor.lease_s - 0.1)
     assert await round_trip(survivor) == 0  # still the dead worker's
     clock.advance(0.2)
     assert await round_trip(survivor) == 1
-    assert [r.headers["webhook-id"] for r in receiver.requests] == [published.event.id] * 2
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [published.event.id]
     assert await status_and_outcomes(hub, published.event.id) == (
         EventStatus.DELIVERED,
         ["delivered"],
     )
+
+
+async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
+    hub: Hub, receiver: Receiver
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    await manage.set_webhook(hub, agent.id, receiver.url)
+    receiver.script = [(HANG, {})]
+    in_flight = await hub.publish("alice", "t", "in flight when its worker stopped")
+    queued = await hub.publish("alice", "t", "queued behind it")
+    stopping = worker(hub, timeout_s=5, per_endpoint=1)
+    running = asyncio.create_task(stopping.run())
+    await asyncio.to_thread(receiver.arrived.get, timeout=10)  # both claimed, one request out
+    running.cancel()  # herald stops (a restart, a deploy) while the request hangs
+    await asyncio.gather(running, return_exceptions=True)
+    # Free at once, not when the claims run out (the clock does not move).
+    assert await round_trip(worker(hub)) == 2
+    sent = [r.headers["webhook-id"] for r in receiver.requests]
+    assert sorted(sent) == sorted([in_flight.event.id, in_flight.event.id, queued.event.id])
+    for published in (in_flight, queued):
+        assert await status_and_outcomes(hub, published.event.id) == (
+            EventStatus.DELIVERED,
+            ["delivered"],
+        )
 
 
 async def test_a_running_worker_sends_a_held_back_webhook_once_the_clock_passes_the_ack_timeout(

@@ -118,10 +118,11 @@ class EndpointBook:
             worker, limit, lease_ms, per_endpoint=per_endpoint, in_flight=in_flight
         )
 
-    async def release_claims(self) -> int:
-        """Free every claimed delivery (see ``Store.release_claims``: only for a store no other
-        process serves); returns how many."""
-        return await self._store.release_claims()
+    async def release_claims(self, claimant: str | None = None) -> int:
+        """Free the deliveries ``claimant`` claimed, or every claimed delivery (see
+        ``Store.release_claims``: only for a store no other process serves); returns how
+        many."""
+        return await self._store.release_claims(claimant)
 
     async def finish(self, finished: Sequence[Finished]) -> None:
         """Record what came of attempts, in one transaction (see ``Store.finish_deliveries``)."""

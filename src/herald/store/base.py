@@ -450,10 +450,12 @@ class Store(ABC):
         ``per_endpoint``, less the requests ``in_flight`` to it already."""
 
     @abstractmethod
-    async def release_claims(self) -> int:
-        """Free every claimed delivery, so that the next claim takes it at once; returns how
-        many. Only for a store no other process serves (SQLite under ``herald serve``'s lock):
-        there a claim can only be one that a process gone since left behind."""
+    async def release_claims(self, claimant: str | None = None) -> int:
+        """Free the deliveries ``claimant`` claimed (a worker that stops: what it did not
+        finish), or every claimed delivery, so that the next claim takes them at once; returns
+        how many. Every one only for a store no other process serves (SQLite under ``herald
+        serve``'s lock): there a claim can only be one that a process gone since left
+        behind."""
 
     @abstractmethod
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:

@@ -212,13 +212,28 @@ class WebhookWorker:
                 self._wake.clear()
                 self._freed = False
         finally:
-            # Requests in flight are dropped (their claims run out and they are tried again);
-            # results already in hand are written first.
+            # Requests in flight are dropped; results already in hand are written first.
             for task in self._tasks:
                 if task is not self._results.writer:
                     task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._let_go_of_claims()
             await self.sender.close()
+
+    async def _let_go_of_claims(self) -> None:
+        """What this worker claimed and did not finish (dropped in flight, or still queued) is
+        freed for the next claim, here or in another process, instead of waiting for its claim
+        to run out (``lease_s``: 75 s by default). A request dropped in flight may have reached
+        its endpoint: it is sent again with the same ``webhook-id``, as after any timeout."""
+        try:
+            freed = await self.hub.endpoints.release_claims(self.claimant)
+        except Exception:  # stopping: the claims run out instead
+            log.exception("freeing the webhook deliveries this worker held failed")
+            return
+        if freed:
+            were = "delivery was" if freed == 1 else "deliveries were"
+            log.info("stopping: %d webhook %s in flight or queued: freed for the next claim",
+                     freed, were)  # fmt: skip
 
     async def reenable_allowed(self) -> list[Endpoint]:
         """Re-enable the endpoints disabled because their address was refused, if the policy

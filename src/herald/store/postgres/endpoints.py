@@ -134,9 +134,9 @@ class EndpointStore:
 
         return await self._run(claim)
 
-    async def release_claims(self) -> int:
+    async def release_claims(self, claimant: str | None = None) -> int:
         async def release(conn: Connection) -> int:
-            return count(await conn.execute(queries.RELEASE_CLAIMS))
+            return count(await conn.execute(queries.RELEASE_CLAIMS, claimant))
 
         return await self._run(release)
 

@@ -430,8 +430,12 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 ) THEN $2 - $6::bigint ELSE $2 END""",
 )
 
+# Claimed deliveries are waiting ones: the partial index of those is all a release reads.
+# $1 the claimant, or NULL for every one.
 RELEASE_CLAIMS = (
-    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
+    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
+    " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
+    " AND ($1::text IS NULL OR claimed_by = $1)"
 )
 
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the

@@ -36,8 +36,11 @@ ENDPOINT_PAGE = (
     " AND (NOT :failing OR w.state = 'disabled' OR w.failing_since IS NOT NULL)"
     " ORDER BY w.id LIMIT :limit"
 )
+# Claimed deliveries are waiting ones: the partial index of those is all a release reads.
 RELEASE_CLAIMS = (
-    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL"
+    "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
+    " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
+    " AND (:claimant IS NULL OR claimed_by = :claimant)"
 )
 # Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
@@ -233,9 +236,9 @@ class EndpointStore:
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
 
-    async def release_claims(self) -> int:
+    async def release_claims(self, claimant: str | None = None) -> int:
         def release(conn: sqlite3.Connection) -> int:
-            return conn.execute(RELEASE_CLAIMS).rowcount
+            return conn.execute(RELEASE_CLAIMS, {"claimant": claimant}).rowcount
 
         return int(await self._run(release))
 
