@@ -4,8 +4,8 @@ its agent at least once, and an event is acknowledged only by a consumer it was 
 
 Publishers and consumers run in threads of their own, as separate clients would. Every wait is
 bounded, and what is asserted does not depend on how fast the machine is. The SQLite and the
-PostgreSQL runs go side by side: most of each is waiting (for a restart, for leases and webhook
-claims of the killed hub to run out)."""
+PostgreSQL runs go side by side: most of each is waiting (for a restart, for leases to run out,
+and for the restarted hub to see that the killed one is gone and free its webhook claims)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ MORE_AFTER_RESTART = 200
 BATCH = 10
 RETRY_S = 0.05
 WAIT_S = 90
-"""Bounds every wait. The longest is for webhooks the killed hub had claimed: on PostgreSQL
-they are sent again once its claims run out (3 webhook timeouts and 30 s); a SQLite hub frees
+"""Bounds every wait. The longest is for webhooks the killed hub had claimed: on PostgreSQL the
+restarted hub frees them once the killed one has been gone a few seconds; a SQLite hub frees
 them when it restarts."""
 SERVE_ARGS = (
     "--lease", str(LEASE_S),

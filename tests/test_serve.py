@@ -137,3 +137,33 @@ def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_stops_is_sent_by_the_
             staying.stop()
         receiver.release.set()
         receiver.close()
+
+
+def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_is_killed_is_sent_by_the_other(
+    postgres_database_url: str,
+) -> None:
+    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
+    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
+    receiver = Receiver(script=[(HANG, {})])
+    receiver.server.handle_error = lambda request, client_address: None
+    killed = HeraldProcess(postgres_database_url, extra_args=args)
+    surviving: HeraldProcess | None = None
+    try:
+        agent = new_agent(killed)
+        with killed.client(killed.admin_key) as admin:
+            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+            assert hook.status_code in (200, 201), hook.text
+        event_id = publish(killed, agent["handle"], "in flight")
+        first = receiver.arrived.get(timeout=30)  # and left hanging: claimed by the first hub
+        surviving = HeraldProcess(postgres_database_url, extra_args=args)
+        killed.kill()  # SIGKILL: nothing of it lives to free its claim
+        again = receiver.arrived.get(timeout=60)
+        assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
+        line = "1 webhook delivery was claimed by a herald process that is gone: sent again"
+        assert any(line in text for text in surviving.output())
+    finally:
+        killed.stop()
+        if surviving is not None:
+            surviving.stop()
+        receiver.release.set()
+        receiver.close()

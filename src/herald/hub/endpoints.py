@@ -124,6 +124,18 @@ class EndpointBook:
         many."""
         return await self._store.release_claims(claimant)
 
+    async def hold_claims_for(self, claimant: str) -> None:
+        """Tie ``claimant``'s claims to this process's life (``Store.hold_claims_for``)."""
+        await self._store.hold_claims_for(claimant)
+
+    async def let_go_of_claimant(self, claimant: str) -> None:
+        await self._store.let_go_of_claimant(claimant)
+
+    async def free_claims_of_the_gone(self, grace_ms: int) -> int:
+        """Free the claims of workers whose process has been gone for ``grace_ms``; returns
+        how many (``Store.free_claims_of_the_gone``)."""
+        return await self._store.free_claims_of_the_gone(grace_ms)
+
     async def finish(self, finished: Sequence[Finished]) -> None:
         """Record what came of attempts, in one transaction (see ``Store.finish_deliveries``)."""
         await self._store.finish_deliveries(finished)

@@ -457,6 +457,20 @@ class Store(ABC):
         serve``'s lock): there a claim can only be one that a process gone since left
         behind."""
 
+    async def hold_claims_for(self, claimant: str) -> None:  # noqa: B027
+        """Tie ``claimant``'s claims to this process's life, until ``let_go_of_claimant``: once
+        the process is gone (killed), ``free_claims_of_the_gone`` in another frees them. A
+        backend served by one process only has nothing to do (it frees every claim at start)."""
+
+    async def let_go_of_claimant(self, claimant: str) -> None:  # noqa: B027
+        """``claimant`` claims no more (its worker stopped, its claims freed)."""
+
+    async def free_claims_of_the_gone(self, grace_ms: int) -> int:
+        """Free the claims of the claimants (``hold_claims_for``) whose process has been gone
+        for ``grace_ms`` or more, by this store's clock, and forget them; returns how many
+        claims were freed."""
+        return 0
+
     @abstractmethod
     async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
         """Record attempts, in one transaction: each delivery waits again (``next_at``) or is

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import random
 import secrets
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,11 @@ HOLD = 3
 """Deliveries held per request slot of an endpoint: the one in flight and those queued behind it."""
 SCHEDULE_EVERY_S = 1.0
 JITTER = 0.1
+GONE_CHECK_EVERY_S = 2.0
+"""How often a worker looks for the claims of workers whose process was killed."""
+GONE_AFTER_S = 6.0
+"""How long a worker's process must have been gone before its claims are freed: a connection to
+the store lost and made again within it is not a death (its requests may still be in flight)."""
 
 PresentAgents = Callable[[], set[str]]
 """The agents whose live sessions herald can push to: their webhooks wait for the ack timeout."""
@@ -196,9 +202,14 @@ class WebhookWorker:
         """Work until cancelled; a failing round is logged and tried again. Endpoints disabled
         for their address come back first if the policy now allows them."""
         self._track(self._reenable_logged())
+        await self._hold_claims()
+        checked_gone_at = time.monotonic()
         try:
             while True:
                 try:
+                    if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
+                        checked_gone_at = time.monotonic()
+                        await self.free_claims_of_the_gone()
                     await self._round(self._schedule_due())
                 except Exception:  # the loop's top level: log, keep going
                     log.exception("webhook round failed")
@@ -220,6 +231,24 @@ class WebhookWorker:
             await self._let_go_of_claims()
             await self.sender.close()
 
+    async def _hold_claims(self) -> None:
+        """Tie this worker's claims to its process's life in the store, so that other processes
+        free them if it is killed (PostgreSQL; without it they run out, ``lease_s``)."""
+        try:
+            await self.hub.endpoints.hold_claims_for(self.claimant)
+        except Exception:  # its claims run out instead
+            log.exception("tying this worker's webhook claims to its process failed")
+
+    async def free_claims_of_the_gone(self) -> int:
+        """Free the claims of workers whose process has been gone ``GONE_AFTER_S`` (killed:
+        nothing of it lived to free them), for this worker to take at once; returns how many."""
+        freed = await self.hub.endpoints.free_claims_of_the_gone(int(GONE_AFTER_S * 1000))
+        if freed:
+            were = "delivery was" if freed == 1 else "deliveries were"
+            log.warning("%d webhook %s claimed by a herald process that is gone: sent again",
+                        freed, were)  # fmt: skip
+        return freed
+
     async def _let_go_of_claims(self) -> None:
         """What this worker claimed and did not finish (dropped in flight, or still queued) is
         freed for the next claim, here or in another process, instead of waiting for its claim
@@ -227,6 +256,7 @@ class WebhookWorker:
         its endpoint: it is sent again with the same ``webhook-id``, as after any timeout."""
         try:
             freed = await self.hub.endpoints.release_claims(self.claimant)
+            await self.hub.endpoints.let_go_of_claimant(self.claimant)
         except Exception:  # stopping: the claims run out instead
             log.exception("freeing the webhook deliveries this worker held failed")
             return

@@ -2,7 +2,11 @@
 changes of the event-type catalogue, and webhook subscriptions deleted. A lost notification
 costs latency only, since every reader also polls the table, and the catalogue is read again
 once its copy is a few seconds old; a deletion not heard of leaves the deliveries this process
-holds of it to be sent (at most a few per subscription, until its next claim)."""
+holds of it to be sent (at most a few per subscription, until its next claim).
+
+The same connection holds the advisory locks that tell other processes this one lives (see
+``claimants.py``): it is the one connection that lasts as long as the process, and PostgreSQL
+lets the locks go the moment it ends."""
 
 from __future__ import annotations
 
@@ -41,6 +45,11 @@ class Listener:
         self.on_subscription_deleted = on_subscription_deleted
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
+        self._conn: asyncpg.Connection[Any] | None = None
+        self._using = asyncio.Lock()
+        """One query at a time on the connection: a lock taken while another is being taken."""
+        self._keys: set[int] = set()
+        self._held: set[int] = set()
 
     def start(self) -> None:
         if self._task is None:
@@ -65,6 +74,33 @@ class Listener:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
+    async def hold(self, key: int) -> bool:
+        """Hold the advisory lock ``key`` from now on, on every connection this listener makes;
+        whether it is held now (if not, it is taken at the next connection)."""
+        self._keys.add(key)
+        async with self._using:
+            if self._conn is not None and key not in self._held:
+                await self._lock(self._conn, key)
+        return key in self._held
+
+    def holds(self, key: int) -> bool:
+        return key in self._held
+
+    async def let_go(self, key: int) -> None:
+        self._keys.discard(key)
+        async with self._using:
+            if self._conn is not None and key in self._held:
+                self._held.discard(key)
+                with contextlib.suppress(*DRIVER_ERRORS):
+                    await self._conn.fetchval("SELECT pg_advisory_unlock($1)", key)
+
+    async def _lock(self, conn: asyncpg.Connection[Any], key: int) -> None:
+        with contextlib.suppress(*DRIVER_ERRORS):  # a lost connection: taken at the next one
+            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+                self._held.add(key)
+            else:  # keys are random 62-bit numbers: two processes never draw the same
+                log.warning("advisory lock %d is held by another session", key)
+
     async def _listen_until_lost(self) -> None:
         conn = await asyncpg.connect(
             self.url, server_settings={"application_name": "herald-listen"}
@@ -77,9 +113,15 @@ class Listener:
                 await conn.add_listener(CATALOGUE_CHANNEL, self._catalogue_changed)
             if self.on_subscription_deleted is not None:
                 await conn.add_listener(SUBSCRIPTIONS_CHANNEL, self._subscription_deleted)
+            async with self._using:
+                for key in sorted(self._keys):
+                    await self._lock(conn, key)
+                self._conn = conn
             self.listening.set()
             await lost.wait()
         finally:
+            self._conn = None
+            self._held.clear()  # the session that held them is over
             with contextlib.suppress(*DRIVER_ERRORS):
                 await conn.close(timeout=5)
 

@@ -814,3 +814,30 @@ noted AS (
 )
 SELECT count(*) FROM gone
 """
+
+# Claimants (0016): a worker's claims live as long as the advisory lock its process holds. The
+# keys of this database's advisory locks held now: a bigint key shows as its two halves.
+_LOCKED_KEYS = """
+SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+# $1 the claimant, $2 its lock's key.
+PUT_CLAIMANT = """
+INSERT INTO claimants (id, lock_key) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET lock_key = EXCLUDED.lock_key, missing_since = NULL
+WHERE claimants.lock_key <> EXCLUDED.lock_key OR claimants.missing_since IS NOT NULL
+"""
+DELETE_CLAIMANT = "DELETE FROM claimants WHERE id = $1"
+# $1 now. Only the rows whose lock came or went since the last look are written.
+MARK_MISSING_CLAIMANTS = f"""
+UPDATE claimants
+SET missing_since = CASE WHEN lock_key IN ({_LOCKED_KEYS}) THEN NULL ELSE $1::bigint END
+WHERE (lock_key IN ({_LOCKED_KEYS})) = (missing_since IS NOT NULL)
+"""
+# $1 missing since at most this: gone. Their claims are freed (claimed ones are waiting ones).
+FREE_CLAIMS_OF_THE_GONE = """
+WITH gone AS (DELETE FROM claimants WHERE missing_since <= $1 RETURNING id)
+UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
+WHERE state = 'waiting' AND claimed_by IN (SELECT id FROM gone)
+"""
