@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
+import asyncpg
 import pytest
 from standardwebhooks import Webhook
 
@@ -537,6 +538,49 @@ async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
             EventStatus.DELIVERED,
             ["delivered"],
         )
+
+
+async def test_a_worker_whose_connection_was_lost_sends_nothing_it_claimed_before(
+    postgres_database_url: str, receiver: Receiver
+) -> None:
+    async with Hub.from_url(postgres_database_url) as hub:  # listening, as herald serve is
+        agent, _ = await hub.create_agent("alice")
+        await manage.set_webhook(hub, agent.id, receiver.url)
+        receiver.script = [(HANG, {})]
+        in_flight = await hub.publish("alice", "t", "in flight when the connection went")
+        queued = await hub.publish("alice", "t", "queued behind it, claimed before")
+        cut = worker(hub, timeout_s=20, per_endpoint=1)
+        running = asyncio.create_task(cut.run())
+        try:
+            await asyncio.to_thread(receiver.arrived.get, timeout=10)  # both claimed
+            before = hub.endpoints.holding(cut.claimant)
+            assert before is not None
+            admin = await asyncpg.connect(postgres_database_url)
+            try:  # the listening connection is cut: another process may take it for dead
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                    " WHERE application_name = 'herald-listen' AND datname = current_database()"
+                )
+            finally:
+                await admin.close()
+            async with asyncio.timeout(20):
+                while hub.endpoints.holding(cut.claimant) in (None, before):
+                    await asyncio.sleep(0.05)  # until it connects again
+            receiver.release.set()  # the request in flight is answered; the lane goes on
+            async with asyncio.timeout(20):
+                while (await hub.get_event(in_flight.event.id))[0].status != EventStatus.DELIVERED:
+                    await asyncio.sleep(0.05)
+            await cut.wait_idle()
+            sent = [r.headers["webhook-id"] for r in receiver.requests]
+            assert sent == [in_flight.event.id]  # not the one claimed before the cut
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        assert await round_trip(worker(hub)) == 1  # freed at its stop: sent now, once
+        assert [r.headers["webhook-id"] for r in receiver.requests] == [
+            in_flight.event.id,
+            queued.event.id,
+        ]
 
 
 async def test_a_running_worker_sends_a_held_back_webhook_once_the_clock_passes_the_ack_timeout(

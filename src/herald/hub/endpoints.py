@@ -128,6 +128,11 @@ class EndpointBook:
         """Tie ``claimant``'s claims to this process's life (``Store.hold_claims_for``)."""
         await self._store.hold_claims_for(claimant)
 
+    def holding(self, claimant: str) -> int | None:
+        """Whether ``claimant``'s claims are held tied to this process now, and since when
+        (``Store.holding``)."""
+        return self._store.holding(claimant)
+
     async def let_go_of_claimant(self, claimant: str) -> None:
         await self._store.let_go_of_claimant(claimant)
 

@@ -462,6 +462,13 @@ class Store(ABC):
         the process is gone (killed), ``free_claims_of_the_gone`` in another frees them. A
         backend served by one process only has nothing to do (it frees every claim at start)."""
 
+    def holding(self, claimant: str) -> int | None:
+        """Whether this process holds ``claimant``'s claims tied to its life now: None if not
+        (its connection to the store was lost: another process may take it for dead and free
+        them); otherwise a number that stays the same for as long as it holds them without a
+        break. A claim made under one number is safe to send only under the same one."""
+        return 0
+
     async def let_go_of_claimant(self, claimant: str) -> None:  # noqa: B027
         """``claimant`` claims no more (its worker stopped, its claims freed)."""
 

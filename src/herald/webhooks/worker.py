@@ -206,10 +206,13 @@ class WebhookWorker:
         checked_gone_at = time.monotonic()
         try:
             while True:
-                try:
-                    if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
-                        checked_gone_at = time.monotonic()
+                if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
+                    checked_gone_at = time.monotonic()
+                    try:
                         await self.free_claims_of_the_gone()
+                    except Exception:  # the loop's top level: log, look again next time
+                        log.exception("looking for webhook claims of gone processes failed")
+                try:
                     await self._round(self._schedule_due())
                 except Exception:  # the loop's top level: log, keep going
                     log.exception("webhook round failed")
@@ -321,6 +324,10 @@ class WebhookWorker:
             await self.end_removed_entries()
         if schedule:
             await self._schedule()
+        holding = self.hub.endpoints.holding(self.claimant)
+        if holding is None:
+            # Claims this process may not keep (its connection to the store is lost): none.
+            return 0
         lease_ms = int(self.lease_s * 1000)
         # Read before claiming: the store's lease starts no earlier, so this one ends no later.
         claimed_until = self.hub.now() + lease_ms
@@ -334,7 +341,7 @@ class WebhookWorker:
         for delivery, endpoint, event, agent in claimed:
             self._held[endpoint.id] += 1
             self._queues[endpoint.id].append(
-                _Claimed(delivery, endpoint, event, agent, claimed_until)
+                _Claimed(delivery, endpoint, event, agent, claimed_until, holding)
             )
         for endpoint_id in {endpoint.id for _, endpoint, _, _ in claimed}:
             # At most ``per_endpoint`` lanes to one endpoint, each sending one request at a
@@ -376,9 +383,14 @@ class WebhookWorker:
             while queue:
                 claimed = queue.popleft()
                 try:
-                    # Sent only while the claim outlasts the request: once it runs out, another
-                    # worker may send it, so it is left to whoever claims it next.
-                    if claimed.until - self.hub.now() > self.sender.timeout_s * 1000:
+                    # Sent only while the claim is surely this worker's: it outlasts the request
+                    # (once it runs out, another worker may send it), and this process has held
+                    # it without a break (else another may have taken it for dead and freed
+                    # it). Otherwise it is left to whoever claims it next.
+                    if (
+                        claimed.until - self.hub.now() > self.sender.timeout_s * 1000
+                        and self.hub.endpoints.holding(self.claimant) == claimed.holding
+                    ):
                         outcome = await self._deliver(claimed)
                         if outcome is not None and outcome.disable:
                             # The endpoint refuses for good: what is queued for it stays in
@@ -553,6 +565,8 @@ class _Claimed:
     agent: Agent
     until: int
     """When the claim runs out, by the hub's clock (milliseconds)."""
+    holding: int
+    """``EndpointBook.holding`` when it was claimed: sent only while it is the same."""
 
 
 class _Batches:

@@ -13,11 +13,20 @@ again at once.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from herald.store.postgres import queries
 from herald.store.postgres.listener import Listener
-from herald.store.postgres.rows import Connection, Runner, count
+from herald.store.postgres.rows import Connection, Operation, Runner, count
+
+
+@dataclass
+class Claimant:
+    """A claimant of this process: its lock's key, and the listener's connection its row was
+    last written in (None: not yet)."""
+
+    key: int
+    written_in: int | None = None
 
 
 class ClaimantStore:
@@ -25,49 +34,68 @@ class ClaimantStore:
 
     _run: Runner
     _listener: Listener | None
-    _claimant_keys: dict[str, int]
-    """The key of each claimant of this process (``hold_claims_for``)."""
-    now: Callable[[], int]
+    _claimants: dict[str, Claimant]
+    """This process's claimants (``hold_claims_for``)."""
 
     async def hold_claims_for(self, claimant: str) -> None:
-        if self._listener is None or claimant in self._claimant_keys:
+        if self._listener is None or claimant in self._claimants:
             return
-        key = self._claimant_keys[claimant] = secrets.randbits(62) + 1
-        if await self._listener.hold(key):
-            await self._put_claimant(claimant, key)
+        self._claimants[claimant] = Claimant(secrets.randbits(62) + 1)
+        await self._keep_known(claimant)
+
+    def holding(self, claimant: str) -> int | None:
+        listener, known = self._listener, self._claimants.get(claimant)
+        if listener is None or known is None:
+            return 0  # not tied to this process: its claims only run out
+        return listener.connections if listener.holds(known.key) else None
 
     async def let_go_of_claimant(self, claimant: str) -> None:
-        key = self._claimant_keys.pop(claimant, None)
-        if key is None or self._listener is None:
+        known = self._claimants.pop(claimant, None)
+        if known is None or self._listener is None:
             return
-
-        async def delete(conn: Connection) -> None:
-            await conn.execute(queries.DELETE_CLAIMANT, claimant)
-
-        await self._run(delete)
-        await self._listener.let_go(key)
+        await self._run(_delete(claimant))
+        await self._listener.let_go(known.key)
 
     async def free_claims_of_the_gone(self, grace_ms: int) -> int:
-        now = self.now()
         listener = self._listener
-        held = [
-            (claimant, key)
-            for claimant, key in self._claimant_keys.items()
-            if listener is not None and listener.holds(key)
-        ]
+        if listener is None:
+            return 0
+        for claimant in list(self._claimants):
+            await self._keep_known(claimant)
+        if not listener.holds_all(known.key for known in self._claimants.values()):
+            # Our own connection is in trouble, not necessarily theirs: no judging others.
+            return 0
 
         async def free(conn: Connection) -> int:
-            # Ours are known again first, should another process have forgotten one while our
-            # connection was lost (its claims were freed then; those made since are kept).
-            for claimant, key in held:
-                await conn.execute(queries.PUT_CLAIMANT, claimant, key)
-            await conn.execute(queries.MARK_MISSING_CLAIMANTS, now)
-            return count(await conn.execute(queries.FREE_CLAIMS_OF_THE_GONE, now - grace_ms))
+            await conn.execute(queries.MARK_MISSING_CLAIMANTS)
+            return count(await conn.execute(queries.FREE_CLAIMS_OF_THE_GONE, grace_ms))
 
         return await self._run(free, transaction=True)
 
-    async def _put_claimant(self, claimant: str, key: int) -> None:
-        async def put(conn: Connection) -> None:
-            await conn.execute(queries.PUT_CLAIMANT, claimant, key)
+    async def _keep_known(self, claimant: str) -> None:
+        """Hold the claimant's lock (again, after a connection lost), and write its row in each
+        new connection: another process may have forgotten it meanwhile (its claims were freed
+        then; those made since are kept)."""
+        listener, known = self._listener, self._claimants.get(claimant)
+        if listener is None or known is None:
+            return
+        if not listener.holds(known.key) and not await listener.hold(known.key):
+            return
+        connection = listener.connections
+        if known.written_in != connection:
+            await self._run(_put(claimant, known.key))
+            known.written_in = connection
 
-        await self._run(put)
+
+def _put(claimant: str, key: int) -> Operation[None]:
+    async def put(conn: Connection) -> None:
+        await conn.execute(queries.PUT_CLAIMANT, claimant, key)
+
+    return put
+
+
+def _delete(claimant: str) -> Operation[None]:
+    async def delete(conn: Connection) -> None:
+        await conn.execute(queries.DELETE_CLAIMANT, claimant)
+
+    return delete

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import asyncpg
@@ -26,6 +26,9 @@ CHANNEL = "herald_events"
 CATALOGUE_CHANNEL = "herald_catalogue"
 SUBSCRIPTIONS_CHANNEL = "herald_subscriptions"
 MAX_BACKOFF_S = 30.0
+HOLDING_BACKOFF_S = 1.0
+"""The longest wait between tries while the connection holds locks: once PostgreSQL is back, a
+process must have them again before the others take it for dead (``claimants.py``)."""
 
 
 class Listener:
@@ -50,6 +53,10 @@ class Listener:
         """One query at a time on the connection: a lock taken while another is being taken."""
         self._keys: set[int] = set()
         self._held: set[int] = set()
+        """Of ``_keys``, those the current connection holds (if there is one)."""
+        self.connections = 0
+        """How many connections were made: a lock held now and at an earlier look, with the
+        same count, was held all along."""
 
     def start(self) -> None:
         if self._task is None:
@@ -72,19 +79,24 @@ class Listener:
                 log.warning("LISTEN %s failed (%s); again in %.1fs", CHANNEL, exc, backoff)
             self.listening.clear()
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            backoff = min(backoff * 2, HOLDING_BACKOFF_S if self._keys else MAX_BACKOFF_S)
 
     async def hold(self, key: int) -> bool:
         """Hold the advisory lock ``key`` from now on, on every connection this listener makes;
-        whether it is held now (if not, it is taken at the next connection)."""
+        whether it is held now (if not, it is taken at the next connection, or by calling this
+        again)."""
         self._keys.add(key)
         async with self._using:
             if self._conn is not None and key not in self._held:
                 await self._lock(self._conn, key)
-        return key in self._held
+        return self.holds(key)
 
     def holds(self, key: int) -> bool:
-        return key in self._held
+        return self._conn is not None and key in self._held
+
+    def holds_all(self, keys: Iterable[int]) -> bool:
+        """Whether there is a connection now and it holds every one of ``keys``."""
+        return self._conn is not None and all(key in self._held for key in keys)
 
     async def let_go(self, key: int) -> None:
         self._keys.discard(key)
@@ -98,8 +110,8 @@ class Listener:
         with contextlib.suppress(*DRIVER_ERRORS):  # a lost connection: taken at the next one
             if await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
                 self._held.add(key)
-            else:  # keys are random 62-bit numbers: two processes never draw the same
-                log.warning("advisory lock %d is held by another session", key)
+            else:  # keys are random: this process's connection before, not yet ended
+                log.warning("advisory lock %d is still held by an earlier session", key)
 
     async def _listen_until_lost(self) -> None:
         conn = await asyncpg.connect(
@@ -114,14 +126,15 @@ class Listener:
             if self.on_subscription_deleted is not None:
                 await conn.add_listener(SUBSCRIPTIONS_CHANNEL, self._subscription_deleted)
             async with self._using:
+                self._held = set()
                 for key in sorted(self._keys):
                     await self._lock(conn, key)
                 self._conn = conn
+                self.connections += 1
             self.listening.set()
             await lost.wait()
         finally:
-            self._conn = None
-            self._held.clear()  # the session that held them is over
+            self._conn = None  # the session that held the locks is over
             with contextlib.suppress(*DRIVER_ERRORS):
                 await conn.close(timeout=5)
 

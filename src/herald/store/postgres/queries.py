@@ -829,15 +829,20 @@ ON CONFLICT (id) DO UPDATE SET lock_key = EXCLUDED.lock_key, missing_since = NUL
 WHERE claimants.lock_key <> EXCLUDED.lock_key OR claimants.missing_since IS NOT NULL
 """
 DELETE_CLAIMANT = "DELETE FROM claimants WHERE id = $1"
-# $1 now. Only the rows whose lock came or went since the last look are written.
+# Only the rows whose lock came or went since the last look are written. Times are the
+# database's: one clock for every process, however far apart their own are.
+_DATABASE_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 MARK_MISSING_CLAIMANTS = f"""
 UPDATE claimants
-SET missing_since = CASE WHEN lock_key IN ({_LOCKED_KEYS}) THEN NULL ELSE $1::bigint END
+SET missing_since = CASE WHEN lock_key IN ({_LOCKED_KEYS}) THEN NULL ELSE {_DATABASE_NOW} END
 WHERE (lock_key IN ({_LOCKED_KEYS})) = (missing_since IS NOT NULL)
 """
-# $1 missing since at most this: gone. Their claims are freed (claimed ones are waiting ones).
-FREE_CLAIMS_OF_THE_GONE = """
-WITH gone AS (DELETE FROM claimants WHERE missing_since <= $1 RETURNING id)
+# $1 the grace (ms): missing for that long, gone. Their claims are freed (claimed ones are
+# waiting ones).
+FREE_CLAIMS_OF_THE_GONE = f"""
+WITH gone AS (
+    DELETE FROM claimants WHERE missing_since <= {_DATABASE_NOW} - $1::bigint RETURNING id
+)
 UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
 WHERE state = 'waiting' AND claimed_by IN (SELECT id FROM gone)
 """

@@ -29,7 +29,7 @@ from herald.store.journal import one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, matching, write_attempts
-from herald.store.postgres.claimants import ClaimantStore
+from herald.store.postgres.claimants import Claimant, ClaimantStore
 from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
 from herald.store.postgres.event_types import EventTypeStore
@@ -79,7 +79,7 @@ class PostgresStore(
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._writer = Writer(self._run)
         self._listener: Listener | None = None
-        self._claimant_keys: dict[str, int] = {}
+        self._claimants: dict[str, Claimant] = {}
 
     async def open(self) -> None:
         if self._pool is not None:
