@@ -135,6 +135,8 @@ class WebhookWorker:
         self._published = True
         self._freed = False
         self._scheduled_at: int | None = None
+        self._claims_paused = False
+        """Whether claims wait for this process's hold on them (``EndpointBook.holding``)."""
         """When the last round scheduled, by the hub's clock."""
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
@@ -327,7 +329,14 @@ class WebhookWorker:
         holding = self.hub.endpoints.holding(self.claimant)
         if holding is None:
             # Claims this process may not keep (its connection to the store is lost): none.
+            if not self._claims_paused:
+                self._claims_paused = True
+                log.warning("webhook deliveries wait: the connection that ties this process's"
+                            " claims to it is lost (it is made again every second)")  # fmt: skip
             return 0
+        if self._claims_paused:
+            self._claims_paused = False
+            log.warning("webhook deliveries go on: the connection is back")
         lease_ms = int(self.lease_s * 1000)
         # Read before claiming: the store's lease starts no earlier, so this one ends no later.
         claimed_until = self.hub.now() + lease_ms
