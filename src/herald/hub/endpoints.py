@@ -118,11 +118,13 @@ class EndpointBook:
             worker, limit, lease_ms, per_endpoint=per_endpoint, in_flight=in_flight
         )
 
-    async def release_claims(self, claimant: str | None = None) -> int:
-        """Free the deliveries ``claimant`` claimed, or every claimed delivery (see
-        ``Store.release_claims``: only for a store no other process serves); returns how
-        many."""
-        return await self._store.release_claims(claimant)
+    async def release_claims(
+        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+    ) -> int:
+        """Free the deliveries ``claimant`` claimed (only ``delivery``, as (endpoint id, event
+        id), if given), or every claimed delivery (see ``Store.release_claims``: only for a
+        store no other process serves); returns how many."""
+        return await self._store.release_claims(claimant, delivery=delivery)
 
     async def hold_claims_for(self, claimant: str) -> None:
         """Tie ``claimant``'s claims to this process's life (``Store.hold_claims_for``)."""

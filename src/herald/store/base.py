@@ -450,12 +450,14 @@ class Store(ABC):
         ``per_endpoint``, less the requests ``in_flight`` to it already."""
 
     @abstractmethod
-    async def release_claims(self, claimant: str | None = None) -> int:
+    async def release_claims(
+        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+    ) -> int:
         """Free the deliveries ``claimant`` claimed (a worker that stops: what it did not
-        finish), or every claimed delivery, so that the next claim takes them at once; returns
-        how many. Every one only for a store no other process serves (SQLite under ``herald
-        serve``'s lock): there a claim can only be one that a process gone since left
-        behind."""
+        finish; only ``delivery``, as (endpoint id, event id), if given), or every claimed
+        delivery, so that the next claim takes them at once; returns how many. Every one only
+        for a store no other process serves (SQLite under ``herald serve``'s lock): there a
+        claim can only be one that a process gone since left behind."""
 
     async def hold_claims_for(self, claimant: str) -> None:  # noqa: B027
         """Tie ``claimant``'s claims to this process's life, until ``let_go_of_claimant``: once

@@ -135,9 +135,9 @@ class WebhookWorker:
         self._published = True
         self._freed = False
         self._scheduled_at: int | None = None
+        """When the last round scheduled, by the hub's clock."""
         self._claims_paused = False
         """Whether claims wait for this process's hold on them (``EndpointBook.holding``)."""
-        """When the last round scheduled, by the hub's clock."""
         self._results = _Batches(hub.endpoints.finish, self._track)
         hub.add_listener(self._on_publish)
         hub.subscriptions.on_ended(self._on_ended)
@@ -327,6 +327,9 @@ class WebhookWorker:
         if schedule:
             await self._schedule()
         holding = self.hub.endpoints.holding(self.claimant)
+        if holding is None:  # its connection was made again: known again first
+            await self.hub.endpoints.hold_claims_for(self.claimant)
+            holding = self.hub.endpoints.holding(self.claimant)
         if holding is None:
             # Claims this process may not keep (its connection to the store is lost): none.
             if not self._claims_paused:
@@ -395,11 +398,11 @@ class WebhookWorker:
                     # Sent only while the claim is surely this worker's: it outlasts the request
                     # (once it runs out, another worker may send it), and this process has held
                     # it without a break (else another may have taken it for dead and freed
-                    # it). Otherwise it is left to whoever claims it next.
-                    if (
-                        claimed.until - self.hub.now() > self.sender.timeout_s * 1000
-                        and self.hub.endpoints.holding(self.claimant) == claimed.holding
-                    ):
+                    # it: then it is freed, if still this worker's, for the next claim).
+                    # Otherwise it is left to whoever claims it next.
+                    if self.hub.endpoints.holding(self.claimant) != claimed.holding:
+                        await self._let_go_of(claimed)
+                    elif claimed.until - self.hub.now() > self.sender.timeout_s * 1000:
                         outcome = await self._deliver(claimed)
                         if outcome is not None and outcome.disable:
                             # The endpoint refuses for good: what is queued for it stays in
@@ -418,6 +421,14 @@ class WebhookWorker:
                     self._queues.pop(endpoint_id, None)
             if self._held[endpoint_id] <= 0:
                 self._held.pop(endpoint_id, None)
+
+    async def _let_go_of(self, claimed: _Claimed) -> None:
+        delivery = (claimed.endpoint.id, claimed.event.id)
+        try:
+            await self.hub.endpoints.release_claims(self.claimant, delivery=delivery)
+        except Exception:  # its claim runs out instead
+            log.exception("freeing the claim of %s to %s failed", claimed.event.id,
+                          claimed.endpoint.url)  # fmt: skip
 
     async def _deliver(self, claimed: _Claimed) -> SendOutcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event

@@ -38,16 +38,20 @@ class ClaimantStore:
     """This process's claimants (``hold_claims_for``)."""
 
     async def hold_claims_for(self, claimant: str) -> None:
-        if self._listener is None or claimant in self._claimants:
+        if self._listener is None:
             return
-        self._claimants[claimant] = Claimant(secrets.randbits(62) + 1)
+        if claimant not in self._claimants:
+            self._claimants[claimant] = Claimant(_new_key())
         await self._keep_known(claimant)
 
     def holding(self, claimant: str) -> int | None:
         listener, known = self._listener, self._claimants.get(claimant)
         if listener is None or known is None:
             return 0  # not tied to this process: its claims only run out
-        return listener.connections if listener.holds(known.key) else None
+        connection = listener.connections
+        # Held, and known in this connection (else another process may have forgotten it).
+        held = listener.holds(known.key) and known.written_in == connection
+        return connection if held else None
 
     async def let_go_of_claimant(self, claimant: str) -> None:
         known = self._claimants.pop(claimant, None)
@@ -62,11 +66,14 @@ class ClaimantStore:
             return 0
         for claimant in list(self._claimants):
             await self._keep_known(claimant)
-        if not listener.holds_all(known.key for known in self._claimants.values()):
+        keys = [known.key for known in self._claimants.values()]
+        if not listener.holds_all(keys):
             # Our own connection is in trouble, not necessarily theirs: no judging others.
             return 0
 
         async def free(conn: Connection) -> int:
+            if await conn.fetchval(queries.HELD_OF, keys) != len(keys):
+                return 0  # our connection's session is gone, though the client has not seen it
             await conn.execute(queries.MARK_MISSING_CLAIMANTS)
             return count(await conn.execute(queries.FREE_CLAIMS_OF_THE_GONE, grace_ms))
 
@@ -80,11 +87,22 @@ class ClaimantStore:
         if listener is None or known is None:
             return
         if not listener.holds(known.key) and not await listener.hold(known.key):
-            return
+            if not listener.connected():
+                return  # taken when the connection is made again
+            # Refused: an earlier connection of this process holds it still, and may for long
+            # (until the server sees it gone). Its claims go on under a key of its own.
+            await listener.let_go(known.key)
+            known.key, known.written_in = _new_key(), None
+            if not await listener.hold(known.key):
+                return
         connection = listener.connections
         if known.written_in != connection:
             await self._run(_put(claimant, known.key))
             known.written_in = connection
+
+
+def _new_key() -> int:
+    return secrets.randbits(62) + 1
 
 
 def _put(claimant: str, key: int) -> Operation[None]:

@@ -134,9 +134,13 @@ class EndpointStore:
 
         return await self._run(claim)
 
-    async def release_claims(self, claimant: str | None = None) -> int:
+    async def release_claims(
+        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+    ) -> int:
+        endpoint, event = delivery or (None, None)
+
         async def release(conn: Connection) -> int:
-            return count(await conn.execute(queries.RELEASE_CLAIMS, claimant))
+            return count(await conn.execute(queries.RELEASE_CLAIMS, claimant, endpoint, event))
 
         return await self._run(release)
 

@@ -29,6 +29,11 @@ MAX_BACKOFF_S = 30.0
 HOLDING_BACKOFF_S = 1.0
 """The longest wait between tries while the connection holds locks: once PostgreSQL is back, a
 process must have them again before the others take it for dead (``claimants.py``)."""
+CHECK_EVERY_S = 1.0
+CHECK_TIMEOUT_S = 2.0
+"""While it holds locks, the connection is asked to answer every ``CHECK_EVERY_S``, within this
+(and made within this): one whose server side is gone unnoticed (a failover, a NAT's timeout)
+no longer holds the locks, and is made again before the others take the process for dead."""
 
 
 class Listener:
@@ -75,8 +80,10 @@ class Listener:
             try:
                 await self._listen_until_lost()
                 backoff = 0.5
-            except DRIVER_ERRORS as exc:
+            except (*DRIVER_ERRORS, TimeoutError) as exc:
                 log.warning("LISTEN %s failed (%s); again in %.1fs", CHANNEL, exc, backoff)
+            except Exception:  # this task must live as long as the store: log, try again
+                log.exception("LISTEN %s failed; again in %.1fs", CHANNEL, backoff)
             self.listening.clear()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, HOLDING_BACKOFF_S if self._keys else MAX_BACKOFF_S)
@@ -91,31 +98,49 @@ class Listener:
                 await self._lock(self._conn, key)
         return self.holds(key)
 
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
     def holds(self, key: int) -> bool:
-        return self._conn is not None and key in self._held
+        return self.connected() and key in self._held
 
     def holds_all(self, keys: Iterable[int]) -> bool:
         """Whether there is a connection now and it holds every one of ``keys``."""
-        return self._conn is not None and all(key in self._held for key in keys)
+        return self.connected() and all(key in self._held for key in keys)
 
     async def let_go(self, key: int) -> None:
         self._keys.discard(key)
         async with self._using:
             if self._conn is not None and key in self._held:
                 self._held.discard(key)
-                with contextlib.suppress(*DRIVER_ERRORS):
-                    await self._conn.fetchval("SELECT pg_advisory_unlock($1)", key)
+                with contextlib.suppress(*DRIVER_ERRORS, TimeoutError):
+                    unlock = "SELECT pg_advisory_unlock($1)"
+                    await self._conn.fetchval(unlock, key, timeout=CHECK_TIMEOUT_S)
 
     async def _lock(self, conn: asyncpg.Connection[Any], key: int) -> None:
-        with contextlib.suppress(*DRIVER_ERRORS):  # a lost connection: taken at the next one
-            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+        # A lost connection: taken at the next one.
+        with contextlib.suppress(*DRIVER_ERRORS, TimeoutError):
+            lock = "SELECT pg_try_advisory_lock($1)"
+            if await conn.fetchval(lock, key, timeout=CHECK_TIMEOUT_S):
                 self._held.add(key)
-            else:  # keys are random: this process's connection before, not yet ended
+            else:  # keys are random: an earlier connection of this process, not yet ended
                 log.warning("advisory lock %d is still held by an earlier session", key)
+
+    async def _answers(self, conn: asyncpg.Connection[Any]) -> bool:
+        try:
+            async with self._using:
+                await conn.fetchval("SELECT 1", timeout=CHECK_TIMEOUT_S)
+        except (*DRIVER_ERRORS, TimeoutError):
+            log.warning("the listening connection did not answer within %gs: made again",
+                        CHECK_TIMEOUT_S)  # fmt: skip
+            return False
+        return True
 
     async def _listen_until_lost(self) -> None:
         conn = await asyncpg.connect(
-            self.url, server_settings={"application_name": "herald-listen"}
+            self.url,
+            server_settings={"application_name": "herald-listen"},
+            timeout=CHECK_TIMEOUT_S if self._keys else 60,
         )
         lost = asyncio.Event()
         try:
@@ -132,11 +157,19 @@ class Listener:
                 self._conn = conn
                 self.connections += 1
             self.listening.set()
-            await lost.wait()
+            while not lost.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(CHECK_EVERY_S):
+                        await lost.wait()
+                if not lost.is_set() and self._keys and not await self._answers(conn):
+                    break
         finally:
             self._conn = None  # the session that held the locks is over
-            with contextlib.suppress(*DRIVER_ERRORS):
-                await conn.close(timeout=5)
+            if lost.is_set() or conn.is_closed():
+                with contextlib.suppress(*DRIVER_ERRORS):
+                    await conn.close(timeout=5)
+            else:  # gone unnoticed, or stopped: no goodbye to wait for
+                conn.terminate()
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         self.on_agents({str(payload)})

@@ -431,11 +431,12 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 )
 
 # Claimed deliveries are waiting ones: the partial index of those is all a release reads.
-# $1 the claimant, or NULL for every one.
+# $1 the claimant, or NULL for every one; $2 and $3 one delivery's endpoint and event, or NULL.
 RELEASE_CLAIMS = (
     "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
     " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
     " AND ($1::text IS NULL OR claimed_by = $1)"
+    " AND ($2::text IS NULL OR (endpoint_id = $2 AND event_id = $3::text))"
 )
 
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
@@ -818,7 +819,7 @@ SELECT count(*) FROM gone
 # Claimants (0016): a worker's claims live as long as the advisory lock its process holds. The
 # keys of this database's advisory locks held now: a bigint key shows as its two halves.
 _LOCKED_KEYS = """
-SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l
+SELECT (l.classid::bigint << 32) | l.objid::bigint AS lock_key FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
@@ -829,6 +830,8 @@ ON CONFLICT (id) DO UPDATE SET lock_key = EXCLUDED.lock_key, missing_since = NUL
 WHERE claimants.lock_key <> EXCLUDED.lock_key OR claimants.missing_since IS NOT NULL
 """
 DELETE_CLAIMANT = "DELETE FROM claimants WHERE id = $1"
+# $1 keys: how many of them are held now.
+HELD_OF = f"SELECT count(*) FROM ({_LOCKED_KEYS}) AS held WHERE lock_key = ANY($1::bigint[])"
 # Only the rows whose lock came or went since the last look are written. Times are the
 # database's: one clock for every process, however far apart their own are.
 _DATABASE_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -841,7 +844,9 @@ WHERE (lock_key IN ({_LOCKED_KEYS})) = (missing_since IS NOT NULL)
 # waiting ones).
 FREE_CLAIMS_OF_THE_GONE = f"""
 WITH gone AS (
-    DELETE FROM claimants WHERE missing_since <= {_DATABASE_NOW} - $1::bigint RETURNING id
+    DELETE FROM claimants
+    WHERE missing_since <= {_DATABASE_NOW} - $1::bigint AND lock_key NOT IN ({_LOCKED_KEYS})
+    RETURNING id
 )
 UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
 WHERE state = 'waiting' AND claimed_by IN (SELECT id FROM gone)

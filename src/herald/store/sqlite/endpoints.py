@@ -41,6 +41,7 @@ RELEASE_CLAIMS = (
     "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
     " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
     " AND (:claimant IS NULL OR claimed_by = :claimant)"
+    " AND (:endpoint IS NULL OR (endpoint_id = :endpoint AND event_id = :event))"
 )
 # Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
@@ -236,9 +237,14 @@ class EndpointStore:
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
 
-    async def release_claims(self, claimant: str | None = None) -> int:
+    async def release_claims(
+        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+    ) -> int:
+        endpoint, event = delivery or (None, None)
+        params = {"claimant": claimant, "endpoint": endpoint, "event": event}
+
         def release(conn: sqlite3.Connection) -> int:
-            return conn.execute(RELEASE_CLAIMS, {"claimant": claimant}).rowcount
+            return conn.execute(RELEASE_CLAIMS, params).rowcount
 
         return int(await self._run(release))
 
