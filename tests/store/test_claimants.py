@@ -5,6 +5,7 @@ for the grace period, and not before; a connection lost and made again is no dea
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
@@ -191,8 +192,10 @@ async def test_a_connection_gone_without_a_word_holds_nothing_and_is_made_again(
         before = store.holding("w1")
         assert before is not None
         assert len(await store.claim_deliveries("w1", 10, LEASE_MS)) == 1
+        assert proxy.listening, "the proxy must see the listening connection to hide its end"
         proxy.hide_the_end_of_listening_connections()
         await cut_listening_connections(postgres_database_url)
+        assert store.holding("w1") == before  # the client has not been told
         # The server's session is over and its lock with it; the client has not been told.
         # Its own look at others must not take itself for dead:
         assert await store.free_claims_of_the_gone(0) == 0
@@ -237,6 +240,7 @@ class HidingProxy:
         self.listening: list[dict[str, bool]] = []
         self.server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
+        self.upstream = ("127.0.0.1", 5432)
 
     @classmethod
     async def start(cls) -> HidingProxy:
@@ -245,9 +249,14 @@ class HidingProxy:
         return proxy
 
     def url(self, url: str) -> str:
+        """``url`` through this proxy (which then connects where ``url`` says)."""
         assert self.server is not None
+        parts = urllib.parse.urlsplit(url)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
         port = self.server.sockets[0].getsockname()[1]
-        return url.replace("127.0.0.1:5432", f"127.0.0.1:{port}")
+        who = parts.netloc.rpartition("@")[0]
+        where = f"{who}@127.0.0.1:{port}" if who else f"127.0.0.1:{port}"
+        return urllib.parse.urlunsplit(parts._replace(netloc=where))
 
     def hide_the_end_of_listening_connections(self) -> None:
         for pair in self.listening:
@@ -263,7 +272,7 @@ class HidingProxy:
     async def _pass(
         self, from_client: asyncio.StreamReader, to_client: asyncio.StreamWriter
     ) -> None:
-        from_server, to_server = await asyncio.open_connection("127.0.0.1", 5432)
+        from_server, to_server = await asyncio.open_connection(*self.upstream)
         self._writers += [to_client, to_server]
         pair = {"hidden": False}
 

@@ -126,6 +126,26 @@ async def test_released_claims_are_taken_at_once_and_finished_deliveries_stay_fi
     assert (taken.event_id, taken.attempts) == (second, 0) == (held.event_id, held.attempts)
 
 
+async def test_freeing_one_claim_leaves_a_later_claim_of_the_same_delivery(
+    store: Store, clock: ManualClock
+) -> None:
+    _, endpoint = await setup(store)
+    (event_id,) = await publish(store, "alice", 1)
+    await store.schedule_deliveries(store.now(), 10)
+    assert len(await store.claim_deliveries("w1", 10, 60_000)) == 1
+    first_runs_out_by = store.now() + 60_000
+    assert await store.release_claims("w1") == 1  # freed (its process taken for dead, say)
+    clock.advance(1)
+    assert len(await store.claim_deliveries("w1", 10, 60_000)) == 1  # and claimed again
+    delivery = (endpoint.id, event_id)
+    first = {"delivery": delivery, "until_at_most": first_runs_out_by}
+    assert await store.release_claims("w1", **first) == 0  # the first claim is no more
+    assert await store.claim_deliveries("w2", 10, 60_000) == []
+    second = {"delivery": delivery, "until_at_most": store.now() + 60_000}
+    assert await store.release_claims("w1", **second) == 1
+    assert len(await store.claim_deliveries("w2", 10, 60_000)) == 1
+
+
 async def test_a_claimant_frees_its_own_claims_and_no_one_elses(store: Store) -> None:
     await setup(store)
     first, second = await publish(store, "alice", 2)

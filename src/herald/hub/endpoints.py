@@ -119,12 +119,19 @@ class EndpointBook:
         )
 
     async def release_claims(
-        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+        self,
+        claimant: str | None = None,
+        *,
+        delivery: tuple[str, str] | None = None,
+        until_at_most: int | None = None,
     ) -> int:
         """Free the deliveries ``claimant`` claimed (only ``delivery``, as (endpoint id, event
-        id), if given), or every claimed delivery (see ``Store.release_claims``: only for a
-        store no other process serves); returns how many."""
-        return await self._store.release_claims(claimant, delivery=delivery)
+        id), if given, in a claim that runs out by ``until_at_most``), or every claimed
+        delivery (see ``Store.release_claims``: only for a store no other process serves);
+        returns how many."""
+        return await self._store.release_claims(
+            claimant, delivery=delivery, until_at_most=until_at_most
+        )
 
     async def hold_claims_for(self, claimant: str) -> None:
         """Tie ``claimant``'s claims to this process's life (``Store.hold_claims_for``)."""

@@ -326,10 +326,7 @@ class WebhookWorker:
             await self.end_removed_entries()
         if schedule:
             await self._schedule()
-        holding = self.hub.endpoints.holding(self.claimant)
-        if holding is None:  # its connection was made again: known again first
-            await self.hub.endpoints.hold_claims_for(self.claimant)
-            holding = self.hub.endpoints.holding(self.claimant)
+        holding = await self._holding()
         if holding is None:
             # Claims this process may not keep (its connection to the store is lost): none.
             if not self._claims_paused:
@@ -350,10 +347,13 @@ class WebhookWorker:
             per_endpoint=HOLD * self.per_endpoint,
             in_flight=self._held,
         )
+        # Read after claiming: the store's lease ran from no later, and a claim made in a later
+        # round runs out after it.
+        latest_until = self.hub.now() + lease_ms
         for delivery, endpoint, event, agent in claimed:
             self._held[endpoint.id] += 1
             self._queues[endpoint.id].append(
-                _Claimed(delivery, endpoint, event, agent, claimed_until, holding)
+                _Claimed(delivery, endpoint, event, agent, claimed_until, latest_until, holding)
             )
         for endpoint_id in {endpoint.id for _, endpoint, _, _ in claimed}:
             # At most ``per_endpoint`` lanes to one endpoint, each sending one request at a
@@ -422,10 +422,27 @@ class WebhookWorker:
             if self._held[endpoint_id] <= 0:
                 self._held.pop(endpoint_id, None)
 
+    async def _holding(self) -> int | None:
+        """``EndpointBook.holding`` for this worker, after making it known again if its
+        connection was made again; None if its claims cannot be held now."""
+        holding = self.hub.endpoints.holding(self.claimant)
+        if holding is not None:
+            return holding
+        try:
+            await self.hub.endpoints.hold_claims_for(self.claimant)
+        except Exception:  # the store is away too: claims wait, and it is tried again
+            log.debug("making this worker's claims known again failed", exc_info=True)
+            return None
+        return self.hub.endpoints.holding(self.claimant)
+
     async def _let_go_of(self, claimed: _Claimed) -> None:
+        """Free one claim this worker may no longer send on, if it is still that claim: one of
+        the same delivery made since (it was freed and claimed again) is left alone."""
         delivery = (claimed.endpoint.id, claimed.event.id)
         try:
-            await self.hub.endpoints.release_claims(self.claimant, delivery=delivery)
+            await self.hub.endpoints.release_claims(
+                self.claimant, delivery=delivery, until_at_most=claimed.latest_until
+            )
         except Exception:  # its claim runs out instead
             log.exception("freeing the claim of %s to %s failed", claimed.event.id,
                           claimed.endpoint.url)  # fmt: skip
@@ -584,7 +601,9 @@ class _Claimed:
     event: Event
     agent: Agent
     until: int
-    """When the claim runs out, by the hub's clock (milliseconds)."""
+    """When the claim runs out, by the hub's clock (milliseconds): at the earliest."""
+    latest_until: int
+    """The latest it runs out: a claim of the same delivery made later runs out after it."""
     holding: int
     """``EndpointBook.holding`` when it was claimed: sent only while it is the same."""
 

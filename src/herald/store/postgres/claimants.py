@@ -87,8 +87,8 @@ class ClaimantStore:
         if listener is None or known is None:
             return
         if not listener.holds(known.key) and not await listener.hold(known.key):
-            if not listener.connected():
-                return  # taken when the connection is made again
+            if not listener.refused(known.key):
+                return  # taken when the connection is made again, or asked for again
             # Refused: an earlier connection of this process holds it still, and may for long
             # (until the server sees it gone). Its claims go on under a key of its own.
             await listener.let_go(known.key)

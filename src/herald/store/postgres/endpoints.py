@@ -135,12 +135,17 @@ class EndpointStore:
         return await self._run(claim)
 
     async def release_claims(
-        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+        self,
+        claimant: str | None = None,
+        *,
+        delivery: tuple[str, str] | None = None,
+        until_at_most: int | None = None,
     ) -> int:
         endpoint, event = delivery or (None, None)
+        args = (claimant, endpoint, event, until_at_most)
 
         async def release(conn: Connection) -> int:
-            return count(await conn.execute(queries.RELEASE_CLAIMS, claimant, endpoint, event))
+            return count(await conn.execute(queries.RELEASE_CLAIMS, *args))
 
         return await self._run(release)
 

@@ -59,6 +59,8 @@ class Listener:
         self._keys: set[int] = set()
         self._held: set[int] = set()
         """Of ``_keys``, those the current connection holds (if there is one)."""
+        self._refused: set[int] = set()
+        """Of ``_keys``, those the current connection was refused: another session holds them."""
         self.connections = 0
         """How many connections were made: a lock held now and at an earlier look, with the
         same count, was held all along."""
@@ -104,6 +106,11 @@ class Listener:
     def holds(self, key: int) -> bool:
         return self.connected() and key in self._held
 
+    def refused(self, key: int) -> bool:
+        """Whether the current connection asked for ``key`` and another session holds it (a
+        question that went unanswered is no refusal)."""
+        return self.connected() and key in self._refused
+
     def holds_all(self, keys: Iterable[int]) -> bool:
         """Whether there is a connection now and it holds every one of ``keys``."""
         return self.connected() and all(key in self._held for key in keys)
@@ -123,7 +130,9 @@ class Listener:
             lock = "SELECT pg_try_advisory_lock($1)"
             if await conn.fetchval(lock, key, timeout=CHECK_TIMEOUT_S):
                 self._held.add(key)
+                self._refused.discard(key)
             else:  # keys are random: an earlier connection of this process, not yet ended
+                self._refused.add(key)
                 log.warning("advisory lock %d is still held by an earlier session", key)
 
     async def _answers(self, conn: asyncpg.Connection[Any]) -> bool:
@@ -137,12 +146,15 @@ class Listener:
         return True
 
     async def _listen_until_lost(self) -> None:
+        bounded = CHECK_TIMEOUT_S if self._keys else None
         conn = await asyncpg.connect(
             self.url,
             server_settings={"application_name": "herald-listen"},
-            timeout=CHECK_TIMEOUT_S if self._keys else 60,
+            timeout=bounded or 60,
+            command_timeout=bounded,
         )
         lost = asyncio.Event()
+        silent = False
         try:
             conn.add_termination_listener(lambda _conn: lost.set())
             await conn.add_listener(CHANNEL, self._notified)
@@ -151,7 +163,7 @@ class Listener:
             if self.on_subscription_deleted is not None:
                 await conn.add_listener(SUBSCRIPTIONS_CHANNEL, self._subscription_deleted)
             async with self._using:
-                self._held = set()
+                self._held, self._refused = set(), set()
                 for key in sorted(self._keys):
                     await self._lock(conn, key)
                 self._conn = conn
@@ -162,14 +174,18 @@ class Listener:
                     async with asyncio.timeout(CHECK_EVERY_S):
                         await lost.wait()
                 if not lost.is_set() and self._keys and not await self._answers(conn):
+                    silent = True
                     break
+        except (*DRIVER_ERRORS, TimeoutError):
+            silent = True  # a question unanswered: the connection may be gone without a word
+            raise
         finally:
             self._conn = None  # the session that held the locks is over
-            if lost.is_set() or conn.is_closed():
-                with contextlib.suppress(*DRIVER_ERRORS):
-                    await conn.close(timeout=5)
-            else:  # gone unnoticed, or stopped: no goodbye to wait for
+            if silent and not lost.is_set():  # no goodbye to wait for
                 conn.terminate()
+            else:
+                with contextlib.suppress(*DRIVER_ERRORS, TimeoutError):
+                    await conn.close(timeout=5)
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         self.on_agents({str(payload)})

@@ -431,12 +431,14 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
 )
 
 # Claimed deliveries are waiting ones: the partial index of those is all a release reads.
-# $1 the claimant, or NULL for every one; $2 and $3 one delivery's endpoint and event, or NULL.
+# $1 the claimant, or NULL for every one; $2 and $3 one delivery's endpoint and event, or NULL;
+# $4 the latest the claim may run out, or NULL (a claim made later is not the one meant).
 RELEASE_CLAIMS = (
     "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
     " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
     " AND ($1::text IS NULL OR claimed_by = $1)"
     " AND ($2::text IS NULL OR (endpoint_id = $2 AND event_id = $3::text))"
+    " AND ($4::bigint IS NULL OR claimed_until <= $4)"
 )
 
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the

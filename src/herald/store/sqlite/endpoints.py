@@ -42,6 +42,7 @@ RELEASE_CLAIMS = (
     " WHERE state = 'waiting' AND claimed_by IS NOT NULL"
     " AND (:claimant IS NULL OR claimed_by = :claimant)"
     " AND (:endpoint IS NULL OR (endpoint_id = :endpoint AND event_id = :event))"
+    " AND (:until IS NULL OR claimed_until <= :until)"
 )
 # Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
 CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
@@ -238,10 +239,19 @@ class EndpointStore:
         return result
 
     async def release_claims(
-        self, claimant: str | None = None, *, delivery: tuple[str, str] | None = None
+        self,
+        claimant: str | None = None,
+        *,
+        delivery: tuple[str, str] | None = None,
+        until_at_most: int | None = None,
     ) -> int:
         endpoint, event = delivery or (None, None)
-        params = {"claimant": claimant, "endpoint": endpoint, "event": event}
+        params = {
+            "claimant": claimant,
+            "endpoint": endpoint,
+            "event": event,
+            "until": until_at_most,
+        }
 
         def release(conn: sqlite3.Connection) -> int:
             return conn.execute(RELEASE_CLAIMS, params).rowcount
