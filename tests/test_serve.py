@@ -7,6 +7,7 @@ import asyncio
 import re
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ from herald.config import HttpConfig, KeyLimits
 from herald.serve import serve
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import new_agent, publish
-from tests.webhooks.receiver import HANG, Receiver
+from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -83,87 +84,67 @@ async def test_a_stopped_hub_leaves_its_sqlite_file_whole(
         await store.close()
 
 
-def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_restart(
-    tmp_path: Path,
-) -> None:
-    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
-    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
-    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+LONG_CLAIMS = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
+"""A claim keeps a delivery from any worker for 3 x 60 s + 30 s: far past every wait below."""
+
+
+@pytest.fixture
+def hanging() -> Iterator[Receiver]:
+    """A receiver that leaves the first request hanging (until the test ends)."""
     receiver = Receiver(script=[(HANG, {})])
-    # The killed hub's request is answered to a closed connection: expected, not worth a trace.
+    # A stopped hub's request is answered to a closed connection: expected, not worth a trace.
     receiver.server.handle_error = lambda request, client_address: None
-    herald = HeraldProcess(store_url, extra_args=args)
+    yield receiver
+    receiver.release.set()
+    receiver.close()
+
+
+def in_flight(herald: HeraldProcess, receiver: Receiver) -> tuple[str, Received]:
+    """An event to a new agent whose webhook is ``receiver``, and its request, left hanging:
+    the delivery is claimed by ``herald``."""
+    agent = new_agent(herald)
+    with herald.client(herald.admin_key) as admin:
+        hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+        assert hook.status_code in (200, 201), hook.text
+    event_id = publish(herald, agent["handle"], "in flight")
+    return event_id, receiver.arrived.get(timeout=30)
+
+
+def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_restart(
+    tmp_path: Path, hanging: Receiver
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    herald = HeraldProcess(store_url, extra_args=LONG_CLAIMS)
     try:
-        agent = new_agent(herald)
-        with herald.client(herald.admin_key) as admin:
-            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
-            assert hook.status_code in (200, 201), hook.text
-        event_id = publish(herald, agent["handle"], "in flight")
-        first = receiver.arrived.get(timeout=30)  # and left hanging: the delivery is claimed
+        event_id, first = in_flight(herald, hanging)
         herald.kill()
-        herald = HeraldProcess(store_url, extra_args=args)
-        again = receiver.arrived.get(timeout=60)
+        herald = HeraldProcess(store_url, extra_args=LONG_CLAIMS)
+        again = hanging.arrived.get(timeout=60)
         assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
         assert any("1 webhook delivery was in flight" in line for line in herald.output())
     finally:
         herald.stop()
-        receiver.release.set()
-        receiver.close()
 
 
-def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_stops_is_sent_by_the_other_at_once(
-    postgres_database_url: str,
+@pytest.mark.parametrize("end", ["stopped", "killed"])
+def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_ends_is_sent_by_the_other(
+    postgres_database_url: str, hanging: Receiver, end: str
 ) -> None:
-    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
-    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
-    receiver = Receiver(script=[(HANG, {})])
-    receiver.server.handle_error = lambda request, client_address: None
-    stopping = HeraldProcess(postgres_database_url, extra_args=args)
-    staying: HeraldProcess | None = None
+    ending = HeraldProcess(postgres_database_url, extra_args=LONG_CLAIMS)
+    other: HeraldProcess | None = None
     try:
-        agent = new_agent(stopping)
-        with stopping.client(stopping.admin_key) as admin:
-            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
-            assert hook.status_code in (200, 201), hook.text
-        event_id = publish(stopping, agent["handle"], "in flight")
-        first = receiver.arrived.get(timeout=30)  # and left hanging: claimed by the first hub
-        staying = HeraldProcess(postgres_database_url, extra_args=args)
-        stopping.stop()  # a restart or a deploy: SIGTERM, while the request hangs
-        again = receiver.arrived.get(timeout=60)
+        event_id, first = in_flight(ending, hanging)
+        other = HeraldProcess(postgres_database_url, extra_args=LONG_CLAIMS)
+        if end == "stopped":
+            ending.stop()  # a restart or a deploy: SIGTERM, and the hub frees its claims
+        else:
+            ending.kill()  # SIGKILL: nothing of it lives to free its claim; the other sees it gone
+        again = hanging.arrived.get(timeout=60)
         assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
+        if end == "killed":
+            line = "1 webhook delivery was claimed by a herald process that is gone: sent again"
+            other.wait_for_line(lambda text: line in text)
     finally:
-        stopping.stop()
-        if staying is not None:
-            staying.stop()
-        receiver.release.set()
-        receiver.close()
-
-
-def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_is_killed_is_sent_by_the_other(
-    postgres_database_url: str,
-) -> None:
-    # A claim would keep the delivery from any worker for 3 x 60 s + 30 s: far past the wait.
-    args = ("--webhook-allow", "loopback", "--webhook-timeout", "60")
-    receiver = Receiver(script=[(HANG, {})])
-    receiver.server.handle_error = lambda request, client_address: None
-    killed = HeraldProcess(postgres_database_url, extra_args=args)
-    surviving: HeraldProcess | None = None
-    try:
-        agent = new_agent(killed)
-        with killed.client(killed.admin_key) as admin:
-            hook = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
-            assert hook.status_code in (200, 201), hook.text
-        event_id = publish(killed, agent["handle"], "in flight")
-        first = receiver.arrived.get(timeout=30)  # and left hanging: claimed by the first hub
-        surviving = HeraldProcess(postgres_database_url, extra_args=args)
-        killed.kill()  # SIGKILL: nothing of it lives to free its claim
-        again = receiver.arrived.get(timeout=60)
-        assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
-        line = "1 webhook delivery was claimed by a herald process that is gone: sent again"
-        surviving.wait_for_line(lambda text: line in text)
-    finally:
-        killed.stop()
-        if surviving is not None:
-            surviving.stop()
-        receiver.release.set()
-        receiver.close()
+        ending.stop()
+        if other is not None:
+            other.stop()

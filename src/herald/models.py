@@ -493,6 +493,16 @@ class OwedEvents:
 
 
 @dataclass(frozen=True)
+class OneClaim:
+    """One claim of one delivery: its endpoint and event, and the latest it runs out (a claim
+    of the same delivery made later runs out after it)."""
+
+    endpoint_id: str
+    event_id: str
+    runs_out_by: int
+
+
+@dataclass(frozen=True)
 class Delivery:
     """One event to one endpoint: how many tries so far, and when the next one is due."""
 

@@ -39,6 +39,14 @@ async def stores(postgres_database_url: str) -> AsyncIterator[Callable[..., Awai
         await store.close()
 
 
+async def due(store: Store, count: int) -> list[str]:
+    """``count`` events to a new agent with a webhook endpoint, their deliveries due now."""
+    await setup(store)
+    published = await publish(store, "alice", count)
+    await store.schedule_deliveries(store.now(), 10)
+    return published
+
+
 async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
     async with asyncio.timeout(WAIT_S):
         while not await check():
@@ -72,9 +80,7 @@ async def test_a_killed_processs_claims_are_freed_after_the_grace_and_a_live_one
     stores: Callable[..., Awaitable[Store]], postgres_database_url: str
 ) -> None:
     killed, survivor = await stores(), await stores()
-    await setup(survivor)
-    first, second = await publish(survivor, "alice", 2)
-    await survivor.schedule_deliveries(survivor.now(), 10)
+    first, second = await due(survivor, 2)
     await killed.hold_claims_for("w-killed")
     await survivor.hold_claims_for("w-survivor")
     ((held_by_killed, *_),) = await killed.claim_deliveries("w-killed", 1, LEASE_MS)
@@ -107,9 +113,7 @@ async def test_a_connection_lost_and_made_again_is_no_death(
     stores: Callable[..., Awaitable[Store]], postgres_database_url: str
 ) -> None:
     worker, looker = await stores(), await stores()
-    await setup(looker)
-    await publish(looker, "alice", 1)
-    await looker.schedule_deliveries(looker.now(), 10)
+    await due(looker, 1)
     await worker.hold_claims_for("w1")
     before = worker.holding("w1")
     assert before is not None
@@ -153,9 +157,7 @@ async def test_a_lock_an_earlier_connection_still_holds_is_traded_for_a_new_key(
     stores: Callable[..., Awaitable[Store]], postgres_database_url: str
 ) -> None:
     store = await stores()
-    await setup(store)
-    await publish(store, "alice", 1)
-    await store.schedule_deliveries(store.now(), 10)
+    await due(store, 1)
     await store.hold_claims_for("w1")
     assert len(await store.claim_deliveries("w1", 10, LEASE_MS)) == 1
     old_key = await lock_key(postgres_database_url, "w1")
@@ -185,9 +187,7 @@ async def test_a_connection_gone_without_a_word_holds_nothing_and_is_made_again(
     proxy = await HidingProxy.start()
     try:
         store = await stores(proxy.url(postgres_database_url))
-        await setup(store)
-        await publish(store, "alice", 1)
-        await store.schedule_deliveries(store.now(), 10)
+        await due(store, 1)
         await store.hold_claims_for("w1")
         before = store.holding("w1")
         assert before is not None

@@ -20,6 +20,7 @@ from herald.models import (
     Finished,
     Kind,
     NewEvent,
+    OneClaim,
     State,
 )
 from herald.store import Store
@@ -137,12 +138,11 @@ async def test_freeing_one_claim_leaves_a_later_claim_of_the_same_delivery(
     assert await store.release_claims("w1") == 1  # freed (its process taken for dead, say)
     clock.advance(1)
     assert len(await store.claim_deliveries("w1", 10, 60_000)) == 1  # and claimed again
-    delivery = (endpoint.id, event_id)
-    first = {"delivery": delivery, "until_at_most": first_runs_out_by}
-    assert await store.release_claims("w1", **first) == 0  # the first claim is no more
+    first = OneClaim(endpoint.id, event_id, first_runs_out_by)
+    assert await store.release_claims("w1", first) == 0  # the first claim is no more
     assert await store.claim_deliveries("w2", 10, 60_000) == []
-    second = {"delivery": delivery, "until_at_most": store.now() + 60_000}
-    assert await store.release_claims("w1", **second) == 1
+    second = OneClaim(endpoint.id, event_id, store.now() + 60_000)
+    assert await store.release_claims("w1", second) == 1
     assert len(await store.claim_deliveries("w2", 10, 60_000)) == 1
 
 

@@ -16,12 +16,13 @@ from standardwebhooks import Webhook
 from herald import EventStatus, Hub
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
-from herald.models import REFUSED_PREFIX, Finished, State
+from herald.models import REFUSED_PREFIX, Finished, Published, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
+from tests.store.test_claimants import cut_listening_connections
 from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
@@ -516,14 +517,20 @@ async def test_a_delivery_claimed_by_a_worker_that_died_is_sent_once_its_lease_r
     )
 
 
-async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
-    hub: Hub, receiver: Receiver
-) -> None:
+async def one_hanging_one_queued(hub: Hub, receiver: Receiver) -> tuple[Published, Published]:
+    """Two events to an agent whose webhook is ``receiver``, which leaves the first request
+    hanging: with one request at a time to it, the second waits behind the first."""
     agent, _ = await hub.create_agent("alice")
     await manage.set_webhook(hub, agent.id, receiver.url)
     receiver.script = [(HANG, {})]
-    in_flight = await hub.publish("alice", "t", "in flight when its worker stopped")
-    queued = await hub.publish("alice", "t", "queued behind it")
+    in_flight = await hub.publish("alice", "t", "in flight")
+    return in_flight, await hub.publish("alice", "t", "queued behind it")
+
+
+async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
+    hub: Hub, receiver: Receiver
+) -> None:
+    in_flight, queued = await one_hanging_one_queued(hub, receiver)
     stopping = worker(hub, timeout_s=5, per_endpoint=1)
     running = asyncio.create_task(stopping.run())
     await asyncio.to_thread(receiver.arrived.get, timeout=10)  # both claimed, one request out
@@ -540,18 +547,6 @@ async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
         )
 
 
-async def cut_listening_connections(url: str) -> None:
-    """Every listening connection of herald on ``url`` ends (a network blip, a proxy restarting)."""
-    admin = await asyncpg.connect(url)
-    try:
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-            " WHERE application_name = 'herald-listen' AND datname = current_database()"
-        )
-    finally:
-        await admin.close()
-
-
 async def held_anew(hub: Hub, work: WebhookWorker, before: int | None) -> None:
     """Until the worker holds its claims on a new connection."""
     async with asyncio.timeout(20):
@@ -564,11 +559,7 @@ async def test_what_a_worker_claimed_before_its_connection_was_lost_is_not_sent_
     postgres_database_url: str, receiver: Receiver, taken_meanwhile: bool
 ) -> None:
     async with Hub.from_url(postgres_database_url) as hub:  # listening, as herald serve is
-        agent, _ = await hub.create_agent("alice")
-        await manage.set_webhook(hub, agent.id, receiver.url)
-        receiver.script = [(HANG, {})]
-        in_flight = await hub.publish("alice", "t", "in flight when the connection went")
-        queued = await hub.publish("alice", "t", "queued behind it, claimed before")
+        in_flight, queued = await one_hanging_one_queued(hub, receiver)
         # A claim lasts 3 x 20 s + 30 s: far past every wait here.
         cut = worker(hub, timeout_s=20, per_endpoint=1)
         running = asyncio.create_task(cut.run())

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from herald.errors import NotFound
 from herald.ids import is_id
-from herald.models import Agent, Delivery, Endpoint, Event, Finished, Kind, State
+from herald.models import Agent, Delivery, Endpoint, Event, Finished, Kind, OneClaim, State
 from herald.store import Store
 
 ENABLE_TRIES = 3
@@ -118,20 +118,11 @@ class EndpointBook:
             worker, limit, lease_ms, per_endpoint=per_endpoint, in_flight=in_flight
         )
 
-    async def release_claims(
-        self,
-        claimant: str | None = None,
-        *,
-        delivery: tuple[str, str] | None = None,
-        until_at_most: int | None = None,
-    ) -> int:
-        """Free the deliveries ``claimant`` claimed (only ``delivery``, as (endpoint id, event
-        id), if given, in a claim that runs out by ``until_at_most``), or every claimed
+    async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
+        """Free the deliveries ``claimant`` claimed (or ``one`` claim of them), or every claimed
         delivery (see ``Store.release_claims``: only for a store no other process serves);
         returns how many."""
-        return await self._store.release_claims(
-            claimant, delivery=delivery, until_at_most=until_at_most
-        )
+        return await self._store.release_claims(claimant, one)
 
     async def hold_claims_for(self, claimant: str) -> None:
         """Tie ``claimant``'s claims to this process's life (``Store.hold_claims_for``)."""

@@ -44,6 +44,7 @@ from herald.models import (
     EventType,
     Finished,
     NewEvent,
+    OneClaim,
     OwedEvents,
     Published,
     PublisherKey,
@@ -450,17 +451,10 @@ class Store(ABC):
         ``per_endpoint``, less the requests ``in_flight`` to it already."""
 
     @abstractmethod
-    async def release_claims(
-        self,
-        claimant: str | None = None,
-        *,
-        delivery: tuple[str, str] | None = None,
-        until_at_most: int | None = None,
-    ) -> int:
+    async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
         """Free the deliveries ``claimant`` claimed (a worker that stops: what it did not
-        finish; only ``delivery``, as (endpoint id, event id), if given, and only a claim that
-        runs out by ``until_at_most``: not one made later), or every claimed delivery, so that
-        the next claim takes them at once; returns how many. Every one only
+        finish; or ``one`` claim, not one of the same delivery made later), or every claimed
+        delivery, so that the next claim takes them at once; returns how many. Every one only
         for a store no other process serves (SQLite under ``herald serve``'s lock): there a
         claim can only be one that a process gone since left behind."""
 

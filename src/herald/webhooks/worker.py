@@ -39,6 +39,7 @@ from herald.models import (
     Event,
     Finished,
     Kind,
+    OneClaim,
     WebhookSubscription,
 )
 from herald.subscriptions import catalogue, cursors
@@ -438,11 +439,9 @@ class WebhookWorker:
     async def _let_go_of(self, claimed: _Claimed) -> None:
         """Free one claim this worker may no longer send on, if it is still that claim: one of
         the same delivery made since (it was freed and claimed again) is left alone."""
-        delivery = (claimed.endpoint.id, claimed.event.id)
+        one = OneClaim(claimed.endpoint.id, claimed.event.id, claimed.latest_until)
         try:
-            await self.hub.endpoints.release_claims(
-                self.claimant, delivery=delivery, until_at_most=claimed.latest_until
-            )
+            await self.hub.endpoints.release_claims(self.claimant, one)
         except Exception:  # its claim runs out instead
             log.exception("freeing the claim of %s to %s failed", claimed.event.id,
                           claimed.endpoint.url)  # fmt: skip

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from herald.feed import EndpointChange, JournalEntry
-from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
+from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, OneClaim
 from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.postgres import queries
 from herald.store.postgres.journal import insert_attempts, write
@@ -134,18 +134,11 @@ class EndpointStore:
 
         return await self._run(claim)
 
-    async def release_claims(
-        self,
-        claimant: str | None = None,
-        *,
-        delivery: tuple[str, str] | None = None,
-        until_at_most: int | None = None,
-    ) -> int:
-        endpoint, event = delivery or (None, None)
-        args = (claimant, endpoint, event, until_at_most)
+    async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
+        parts = (one.endpoint_id, one.event_id, one.runs_out_by) if one else (None, None, None)
 
         async def release(conn: Connection) -> int:
-            return count(await conn.execute(queries.RELEASE_CLAIMS, *args))
+            return count(await conn.execute(queries.RELEASE_CLAIMS, claimant, *parts))
 
         return await self._run(release)
 

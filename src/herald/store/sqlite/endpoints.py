@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from herald.feed import EndpointChange, JournalEntry
-from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished
+from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, OneClaim
 from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
@@ -238,20 +238,11 @@ class EndpointStore:
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
 
-    async def release_claims(
-        self,
-        claimant: str | None = None,
-        *,
-        delivery: tuple[str, str] | None = None,
-        until_at_most: int | None = None,
-    ) -> int:
-        endpoint, event = delivery or (None, None)
-        params = {
-            "claimant": claimant,
-            "endpoint": endpoint,
-            "event": event,
-            "until": until_at_most,
-        }
+    async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
+        params: dict[str, str | int | None] = dict.fromkeys(("endpoint", "event", "until"))
+        params["claimant"] = claimant
+        if one is not None:
+            params |= {"endpoint": one.endpoint_id, "event": one.event_id, "until": one.runs_out_by}
 
         def release(conn: sqlite3.Connection) -> int:
             return conn.execute(RELEASE_CLAIMS, params).rowcount
