@@ -475,8 +475,8 @@ class Store(ABC):
 
     async def free_claims_of_the_gone(self, grace_ms: int) -> int:
         """Free the claims of the claimants (``hold_claims_for``) whose process has been gone
-        for ``grace_ms`` or more, by this store's clock, and forget them; returns how many
-        claims were freed."""
+        for ``grace_ms`` or more (timed by the database, one clock for every process), and
+        forget them; returns how many claims were freed."""
         return 0
 
     @abstractmethod

@@ -205,9 +205,9 @@ class WebhookWorker:
         """Work until cancelled; a failing round is logged and tried again. Endpoints disabled
         for their address come back first if the policy now allows them."""
         self._track(self._reenable_logged())
-        await self._hold_claims()
         checked_gone_at = time.monotonic()
         try:
+            await self._hold_claims()
             while True:
                 if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
                     checked_gone_at = time.monotonic()
