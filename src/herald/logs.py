@@ -73,3 +73,9 @@ def log_endpoint_state(
     """One INFO line when an endpoint starts failing, recovers or is disabled."""
     log.info("%s %s %s: %s", way, endpoint_id, state, why,
              extra={"endpoint": endpoint_id, "way": way, "state": state, "why": why})  # fmt: skip
+
+
+def webhook_deliveries(count: int) -> str:
+    """``count`` with its noun and verb, for a line about deliveries: "1 webhook delivery was",
+    "3 webhook deliveries were"."""
+    return f"{count} webhook delivery was" if count == 1 else f"{count} webhook deliveries were"

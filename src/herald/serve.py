@@ -28,6 +28,7 @@ from herald.http.connections import (
     raise_file_limit,
 )
 from herald.hub import Hub
+from herald.logs import webhook_deliveries
 from herald.serving_lock import hold_store
 from herald.settings import masked_url
 from herald.urls import backend_of, sqlite_path
@@ -125,8 +126,8 @@ async def _free_claims_left_behind(hub: Hub, announce: Callable[[str], None]) ->
     and half a minute later)."""
     freed = await hub.endpoints.release_claims()
     if freed:
-        were = "delivery was" if freed == 1 else "deliveries were"
-        announce(f"herald: {freed} webhook {were} in flight when herald last stopped: sent again")
+        in_flight = webhook_deliveries(freed)
+        announce(f"herald: {in_flight} in flight when herald last stopped: sent again")
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ from herald.errors import InvalidInput
 from herald.hub import Hub
 from herald.hub.subscriptions import AGENT_DELETED, TYPE_DELETED
 from herald.ids import new_id
-from herald.logs import log_attempt, log_endpoint_state
+from herald.logs import log_attempt, log_endpoint_state, webhook_deliveries
 from herald.models import (
     Agent,
     Attempt,
@@ -250,9 +250,8 @@ class WebhookWorker:
         nothing of it lived to free them), for this worker to take at once; returns how many."""
         freed = await self.hub.endpoints.free_claims_of_the_gone(int(GONE_AFTER_S * 1000))
         if freed:
-            were = "delivery was" if freed == 1 else "deliveries were"
-            log.warning("%d webhook %s claimed by a herald process that is gone: sent again",
-                        freed, were)  # fmt: skip
+            log.warning("%s claimed by a herald process that is gone: sent again",
+                        webhook_deliveries(freed))  # fmt: skip
         return freed
 
     async def _let_go_of_claims(self) -> None:
@@ -267,9 +266,8 @@ class WebhookWorker:
             log.exception("freeing the webhook deliveries this worker held failed")
             return
         if freed:
-            were = "delivery was" if freed == 1 else "deliveries were"
-            log.info("stopping: %d webhook %s in flight or queued: freed for the next claim",
-                     freed, were)  # fmt: skip
+            log.info("stopping: %s in flight or queued: freed for the next claim",
+                     webhook_deliveries(freed))  # fmt: skip
 
     async def reenable_allowed(self) -> list[Endpoint]:
         """Re-enable the endpoints disabled because their address was refused, if the policy
