@@ -291,6 +291,7 @@ SETTINGS = [
     (("--webhook-disable-after", "60"), lambda c: c.webhooks.disable_after_s, 60.0),
     (("--webhook-timeout", "2"), lambda c: c.webhooks.timeout_s, 2.0),
     (("--webhook-concurrency", "1"), lambda c: c.webhooks.per_endpoint, 1),
+    (("--webhook-stop-grace", "0"), lambda c: c.webhooks.stop_grace_s, 0.0),
     (("--streams-per-key", "0"), lambda c: c.limits.streams, 0),
     (("--sessions-per-key", "3"), lambda c: c.limits.sessions, 3),
     (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),

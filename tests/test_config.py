@@ -11,7 +11,13 @@ import pytest
 
 from herald import Hub, InvalidInput, Notifier, ServeConfig
 from herald.capabilities import DeliveryCapabilities
-from herald.config import DEFAULTS, DeliveryConfig, KeyLimits, SubscriptionConfig
+from herald.config import (
+    DEFAULTS,
+    DeliveryConfig,
+    KeyLimits,
+    SubscriptionConfig,
+    WebhookConfig,
+)
 from herald.delivery.fanout import Fanout
 from herald.http.limits import Limits
 from herald.times import format_duration, parse_duration
@@ -65,6 +71,7 @@ async def test_the_webhook_sender_and_worker_default_to_the_config(unopened_hub:
     assert worker.per_endpoint == webhooks.per_endpoint
     assert worker.poll_interval_s == webhooks.poll_interval_s
     assert worker.min_interval_s == webhooks.min_interval_s
+    assert worker.stop_grace_s == webhooks.stop_grace_s
     # A webhook waits for a live session as long as a push waits for its acknowledgement.
     assert worker.grace_ms == DEFAULTS.delivery.ack_timeout_s * 1000
     await sender.close()
@@ -99,6 +106,13 @@ def test_subscription_ttls_out_of_order_are_refused(ttls: tuple[float, float, fl
     low, default, high = ttls
     with pytest.raises(InvalidInput, match="subscription TTLs"):
         SubscriptionConfig(min_ttl_s=low, default_ttl_s=default, max_ttl_s=high)
+
+
+@pytest.mark.parametrize("grace_s", [-1.0, float("nan"), float("inf")])
+def test_a_webhook_stop_grace_below_0_or_endless_is_refused(grace_s: float) -> None:
+    with pytest.raises(InvalidInput, match="webhook stop grace must be 0 seconds or more"):
+        WebhookConfig(stop_grace_s=grace_s)
+    assert WebhookConfig(stop_grace_s=0).stop_grace_s == 0  # requests are cut off at once
 
 
 def test_a_negative_subscription_limit_is_refused() -> None:

@@ -130,13 +130,17 @@ def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_r
 def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_ends_is_sent_by_the_other(
     postgres_database_url: str, hanging: Receiver, end: str
 ) -> None:
-    ending = HeraldProcess(postgres_database_url, extra_args=LONG_CLAIMS)
+    # Stopped, it gives the request in flight 1 s to be answered; this one hangs: cut off.
+    grace = ("--webhook-stop-grace", "1", "--log-level", "info")
+    ending = HeraldProcess(postgres_database_url, extra_args=(*LONG_CLAIMS, *grace))
     other: HeraldProcess | None = None
     try:
         event_id, first = in_flight(ending, hanging)
         other = HeraldProcess(postgres_database_url, extra_args=LONG_CLAIMS)
         if end == "stopped":
             ending.stop()  # a restart or a deploy: SIGTERM, and the hub frees its claims
+            said = "the webhook requests in flight have 1 s to be answered"
+            ending.wait_for_line(lambda text: said in text)
         else:
             ending.kill()  # SIGKILL: nothing of it lives to free its claim; the other sees it gone
         again = hanging.arrived.get(timeout=60)

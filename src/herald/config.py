@@ -190,8 +190,8 @@ class WebhookConfig:
     """Signed webhooks and OpenClaw wakes, for agents that hold no connection.
 
     Raises:
-        InvalidInput: a duration is not above 0 s, the concurrency is below 1, or the schedule is
-            empty or has a negative delay.
+        InvalidInput: a duration is not above 0 s (the stop grace: below 0 s), the concurrency
+            is below 1, or the schedule is empty or has a negative delay.
     """
 
     allow: AddressPolicy = field(default_factory=AddressPolicy)
@@ -210,8 +210,16 @@ class WebhookConfig:
     """How often the worker looks for due deliveries without a wake-up."""
     min_interval_s: float = 0.2
     """The shortest pause between two of the worker's rounds."""
+    stop_grace_s: float = 5.0
+    """When herald stops, how long the requests in flight may take to be answered (none is
+    started meanwhile); those still unanswered are cut off, and sent again with the same
+    ``webhook-id`` by the next process that claims them."""
 
     def __post_init__(self) -> None:
+        if not math.isfinite(self.stop_grace_s) or self.stop_grace_s < 0:
+            raise InvalidInput(
+                f"the webhook stop grace must be 0 seconds or more, not {self.stop_grace_s:g}"
+            )
         _require_seconds(
             webhook_timeout=self.timeout_s,
             time_a_webhook_may_keep_failing=self.disable_after_s,

@@ -223,6 +223,7 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         poll_interval_s=webhook.poll_interval_s,
         min_interval_s=webhook.min_interval_s,
         subscription_schedule_s=config.subscriptions.schedule_s,
+        stop_grace_s=webhook.stop_grace_s,
     )
     app = create_app(
         hub,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -527,14 +528,50 @@ async def one_hanging_one_queued(hub: Hub, receiver: Receiver) -> tuple[Publishe
     return in_flight, await hub.publish("alice", "t", "queued behind it")
 
 
-async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
-    hub: Hub, receiver: Receiver
-) -> None:
-    in_flight, queued = await one_hanging_one_queued(hub, receiver)
-    stopping = worker(hub, timeout_s=5, per_endpoint=1)
+async def stopping_worker(
+    hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture, stop_grace_s: float
+) -> asyncio.Task[None]:
+    """A worker with one request at a time to ``receiver``, told to stop once its first request
+    is out (herald stops: a restart, a deploy), and given ``stop_grace_s``; returned once it
+    waits for that request."""
+    stopping = worker(hub, timeout_s=5, per_endpoint=1, stop_grace_s=stop_grace_s)
     running = asyncio.create_task(stopping.run())
     await asyncio.to_thread(receiver.arrived.get, timeout=10)  # both claimed, one request out
-    running.cancel()  # herald stops (a restart, a deploy) while the request hangs
+    caplog.set_level(logging.INFO, logger="herald.webhooks")
+    running.cancel()
+    async with asyncio.timeout(10):
+        while "requests in flight have" not in caplog.text:
+            await asyncio.sleep(0.01)
+    return running
+
+
+async def test_a_worker_that_stops_lets_the_request_in_flight_finish_and_starts_no_other(
+    hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    in_flight, queued = await one_hanging_one_queued(hub, receiver)
+    running = await stopping_worker(hub, receiver, caplog, stop_grace_s=30)
+    receiver.release.set()  # answered within the grace
+    await asyncio.gather(running, return_exceptions=True)
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [in_flight.event.id]
+    assert await status_and_outcomes(hub, in_flight.event.id) == (
+        EventStatus.DELIVERED,
+        ["delivered"],
+    )
+    # The one queued behind it was not started, and is free at once for the next claim.
+    assert await status_and_outcomes(hub, queued.event.id) == (EventStatus.PENDING, [])
+    assert await round_trip(worker(hub)) == 1
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [
+        in_flight.event.id,
+        queued.event.id,
+    ]
+
+
+async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
+    hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    in_flight, queued = await one_hanging_one_queued(hub, receiver)
+    # The request hangs past the grace: it is cut off.
+    running = await stopping_worker(hub, receiver, caplog, stop_grace_s=0.2)
     await asyncio.gather(running, return_exceptions=True)
     # Free at once, not when the claims run out (the clock does not move).
     assert await round_trip(worker(hub)) == 2

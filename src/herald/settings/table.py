@@ -140,6 +140,13 @@ SETTINGS = (
         "webhook_timeout", "webhooks.timeout_s", DURATION, "how long one webhook request may take"
     ),
     Setting(
+        "webhook_stop_grace",
+        "webhooks.stop_grace_s",
+        number(0),
+        "when herald stops, the seconds webhook requests in flight have to be answered (none is"
+        " started meanwhile; those still unanswered are sent again later)",
+    ),
+    Setting(
         "webhook_concurrency",
         "webhooks.per_endpoint",
         integer(1),

@@ -86,6 +86,8 @@ class WebhookWorker:
         delivery to wait for the requests queued ahead of it and then make its own.
     subscription_schedule_s: the delays of an MCP Events webhook subscription's tries (its
         client asked for them: no hold-back, and a 410 or 413 ends only the one delivery).
+    stop_grace_s: when the worker stops, how long the requests in flight may take to finish
+        (no other is started meanwhile); those still unanswered are then cut off.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class WebhookWorker:
         min_interval_s: float = DEFAULTS.webhooks.min_interval_s,
         lease_s: float | None = None,
         subscription_schedule_s: Sequence[float] = DEFAULTS.subscriptions.schedule_s,
+        stop_grace_s: float = DEFAULTS.webhooks.stop_grace_s,
     ) -> None:
         self.hub = hub
         self.sender = sender
@@ -117,6 +120,9 @@ class WebhookWorker:
         self.per_endpoint = per_endpoint
         self.poll_interval_s = poll_interval_s
         self.min_interval_s = min_interval_s
+        self.stop_grace_s = stop_grace_s
+        self._stopping = False
+        """Set when the worker stops: a lane finishes its request and starts no other."""
         # A claimed delivery may wait in its endpoint's queue for the requests ahead of it.
         self.lease_s = lease_s if lease_s is not None else HOLD * sender.timeout_s + LEASE_MARGIN_S
         if self.lease_s <= sender.timeout_s:
@@ -229,13 +235,27 @@ class WebhookWorker:
                 self._wake.clear()
                 self._freed = False
         finally:
-            # Requests in flight are dropped; results already in hand are written first.
+            with contextlib.suppress(asyncio.CancelledError):  # told again: cut off at once
+                await self._finish_in_flight()
+            # What is still in flight is dropped; results already in hand are written first.
             for task in self._tasks:
                 if task is not self._results.writer:
                     task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._let_go_of_claims()
             await self.sender.close()
+
+    async def _finish_in_flight(self) -> None:
+        """Stopping: give the requests in flight ``stop_grace_s`` to be answered, so that a
+        restart or a deploy does not send them all again. What is queued behind them is not
+        started: it is freed for the next claim with what is still unanswered then."""
+        self._stopping = True
+        in_flight = [task for task in self._tasks if task is not self._results.writer]
+        if not in_flight or self.stop_grace_s <= 0:
+            return
+        log.info("stopping: the webhook requests in flight have %g s to be answered",
+                 self.stop_grace_s)  # fmt: skip
+        await asyncio.wait(in_flight, timeout=self.stop_grace_s)
 
     async def _hold_claims(self) -> None:
         """Tie this worker's claims to its process's life in the store, so that other processes
@@ -391,7 +411,7 @@ class WebhookWorker:
         """Send the endpoint's claimed deliveries one after another, until none is left."""
         queue = self._queues[endpoint_id]
         try:
-            while queue:
+            while queue and not self._stopping:
                 claimed = queue.popleft()
                 try:
                     # Sent only while the claim is surely this worker's: it outlasts the request
