@@ -126,6 +126,28 @@ def test_a_webhook_in_flight_when_a_sqlite_hub_was_killed_is_sent_again_at_its_r
         herald.stop()
 
 
+def test_a_webhook_answered_while_a_sqlite_hub_stops_is_delivered_and_not_sent_again(
+    tmp_path: Path, hanging: Receiver
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    herald = HeraldProcess(store_url, extra_args=(*LONG_CLAIMS, "--log-level", "info"))
+    try:
+        event_id, _ = in_flight(herald, hanging)
+        herald.process.send_signal(signal.SIGTERM)  # a restart, a deploy
+        herald.wait_for_line(lambda text: "webhook requests in flight have 5 s" in text)
+        hanging.release.set()  # answered within the grace
+        herald.stop()
+        herald = HeraldProcess(store_url, extra_args=LONG_CLAIMS)
+        assert not any("in flight when herald last stopped" in line for line in herald.output())
+        with herald.client(herald.admin_key) as admin:
+            found = admin.get(f"/v1/events/{event_id}").json()
+        assert found["status"] == "delivered", found
+        assert [a["outcome"] for a in found["attempts"]] == ["delivered"]
+        assert [r.headers["webhook-id"] for r in hanging.requests] == [event_id]
+    finally:
+        herald.stop()
+
+
 @pytest.mark.parametrize("end", ["stopped", "killed"])
 def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_ends_is_sent_by_the_other(
     postgres_database_url: str, hanging: Receiver, end: str
