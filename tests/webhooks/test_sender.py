@@ -4,7 +4,12 @@ the clock it is given."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import re
 import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +18,7 @@ import trustme
 from herald.models import Agent, Endpoint, Event, EventStatus, Kind
 from herald.testing import ManualClock
 from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.sender import ADDRESS_CHECK_TTL_S, IDLE_CLIENT_S, Sender
+from herald.webhooks.sender import ADDRESS_CHECK_TTL_S, IDLE_CLIENT_S, MAX_ANSWER_BYTES, Sender
 from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.anyio
@@ -172,3 +177,99 @@ async def test_a_webhook_body_is_the_event_as_its_agent_sees_it() -> None:
     del drained_view["status"]
     assert request.json == drained_view
     assert Event.from_json(request.json) == sent
+
+
+Answer = Callable[[asyncio.StreamWriter, bytes], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def answering(answer: Answer) -> AsyncIterator[str]:
+    """A raw HTTP endpoint on loopback that reads each request and leaves its answer to
+    ``answer`` (given the writer and the request's body); yields its URL."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: *(\d+)", head, re.I)[1])  # type: ignore[index]
+            await answer(writer, await reader.readexactly(length))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+    finally:
+        server.close()
+
+
+async def endless(writer: asyncio.StreamWriter, _: bytes) -> None:
+    """A 200 whose body never ends, as fast as it is taken."""
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65536
+    while True:
+        writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        await writer.drain()
+
+
+async def dripping(writer: asyncio.StreamWriter, _: bytes) -> None:
+    """An answer that comes a byte at a time, each well within a read timeout, without end."""
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    while True:
+        writer.write(b"1\r\nx\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+
+
+def subscription(url: str) -> Endpoint:
+    return Endpoint("end_s", "agt_x", Kind.SUBSCRIPTION, url, "whsec_" + "a" * 32, 0)
+
+
+async def test_an_answer_without_end_is_read_only_so_far_and_a_2xx_still_delivers() -> None:
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5)
+    try:
+        async with answering(endless) as url, asyncio.timeout(20):
+            outcome = await sender.send(
+                endpoint("a", url), Agent("agt_x", "x", "h", 0), event(1), 0
+            )
+            signed = await sender.send_signed(subscription(url), "msg_1", {"type": "t"}, 0)
+    finally:
+        await sender.close()
+    assert outcome.ok and signed.ok
+
+
+async def test_an_answer_a_byte_at_a_time_runs_out_of_the_whole_timeout() -> None:
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=0.5)
+    try:
+        async with answering(dripping) as url, asyncio.timeout(20):
+            outcome = await sender.send(
+                endpoint("a", url), Agent("agt_x", "x", "h", 0), event(1), 0
+            )
+            signed = await sender.send_signed(subscription(url), "msg_1", {"type": "t"}, 0)
+            verified = await sender.verify(subscription(url), 0)
+    finally:
+        await sender.close()
+    assert (outcome.ok, outcome.error) == (False, "timed out")
+    assert (signed.ok, signed.error) == (False, "timeout: timed out")
+    assert verified == "timeout: timed out"
+
+
+async def test_a_verification_echoed_in_an_answer_over_64_kib_fails() -> None:
+    async def padded_echo(writer: asyncio.StreamWriter, body: bytes) -> None:
+        challenge = json.loads(body)["challenge"]
+        echo = json.dumps({"challenge": challenge, "pad": "x" * MAX_ANSWER_BYTES}).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(echo), echo))
+        await writer.drain()
+
+    async def echo(writer: asyncio.StreamWriter, body: bytes) -> None:
+        answer = json.dumps({"challenge": json.loads(body)["challenge"]}).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(answer), answer))
+        await writer.drain()
+
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5)
+    try:
+        async with answering(padded_echo) as padded, answering(echo) as plain:
+            too_long = await sender.verify(subscription(padded), 0)
+            verified = await sender.verify(subscription(plain), 0)
+    finally:
+        await sender.close()
+    assert too_long is not None and too_long.startswith("challenge_failed:")
+    assert verified is None

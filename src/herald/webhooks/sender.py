@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import email.utils
@@ -39,9 +40,28 @@ ADDRESS_CHECK_TTL_S = 10.0
 IDLE_CLIENT_S = 120.0
 MAX_BODY_BYTES = 256 * 1024
 """The largest body sent to an Events webhook subscription (SEP-3415's bound)."""
+MAX_ANSWER_BYTES = 64 * 1024
+"""The most of an endpoint's answer that is read: its status and headers are what count (and a
+verification's short echo); an endpoint sending more, or sending without end, cannot fill
+herald's memory."""
 SUBSCRIPTION_HEADER = "X-MCP-Subscription-Id"
 FINAL_STATUSES = {410, 413}
 """Answers that end one delivery to a subscription, and not the subscription (SEP-3415)."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An endpoint's answer: its status, its headers and at most ``MAX_ANSWER_BYTES`` of its
+    body (``cut``: there was more, not read)."""
+
+    status_code: int
+    headers: httpx2.Headers
+    body: bytes
+    cut: bool
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -141,7 +161,7 @@ class Sender:
             return SendOutcome(False, exc.message)  # DNS may be back by the next try
         try:
             response = await self._post(endpoint.id, url, addresses, body, headers)
-        except httpx2.TimeoutException:
+        except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timed out")
         except httpx2.HTTPError as exc:
             return SendOutcome(False, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
@@ -196,8 +216,8 @@ class Sender:
         if not 200 <= status < 300:
             return f"{_status_kind(status)}: the endpoint answered HTTP {status}"
         try:
-            echoed = answer.json().get("challenge")
-        except (ValueError, AttributeError):
+            echoed = None if answer.cut else json.loads(answer.body).get("challenge")
+        except (ValueError, AttributeError, RecursionError):
             echoed = None
         if not isinstance(echoed, str) or not hmac.compare_digest(
             echoed.encode(), challenge.encode()
@@ -210,7 +230,7 @@ class Sender:
 
     async def _exchange(
         self, endpoint: Endpoint, message_id: str, body: bytes, now_ms: int
-    ) -> httpx2.Response | SendOutcome:
+    ) -> _Answer | SendOutcome:
         """One signed POST to a subscription's URL: its answer, or what kept it from coming."""
         moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
         text = body.decode()
@@ -234,7 +254,7 @@ class Sender:
             return SendOutcome(False, f"connection_refused: {exc.message}")
         try:
             return await self._post(endpoint.id, endpoint.url, addresses, body, headers)
-        except httpx2.TimeoutException:
+        except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timeout: timed out")
         except httpx2.HTTPError as exc:
             kind = "tls_error" if _is_tls(exc) else "connection_refused"
@@ -247,27 +267,26 @@ class Sender:
         addresses: list[Address],
         body: bytes,
         headers: dict[str, str],
-    ) -> httpx2.Response:
-        """POST to the checked addresses in turn, until one takes the connection.
+    ) -> _Answer:
+        """POST to the checked addresses in turn, until one takes the connection; the whole
+        exchange, answer included, within ``timeout_s`` (httpx's timeouts are per read: an
+        endpoint answering a byte at a time would hold the request for ever).
 
         Raises:
-            httpx2.HTTPError: the last address failed.
+            httpx2.HTTPError: the last address failed. TimeoutError: ``timeout_s`` ran out.
         """
         target = httpx2.URL(url)
-        headers = {**headers, "host": target.netloc.decode("ascii")}
+        # Uncompressed: what is read of the answer is bounded as it comes over the wire.
+        headers = {**headers, "host": target.netloc.decode("ascii"), "accept-encoding": "identity"}
         # The certificate is checked against the host's name, which is also the SNI.
         sni = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
-        async with self._clients.use(endpoint_id) as http:
+        async with asyncio.timeout(self.timeout_s), self._clients.use(endpoint_id) as http:
             for address in addresses[:-1]:
                 with contextlib.suppress(httpx2.ConnectError):
-                    return await http.post(
-                        target.copy_with(host=str(address)),
-                        content=body,
-                        headers=headers,
-                        extensions=sni,
-                    )
+                    return await _answer(http, target.copy_with(host=str(address)), body,
+                                         headers, sni)  # fmt: skip
             pinned = target.copy_with(host=str(addresses[-1]))
-            return await http.post(pinned, content=body, headers=headers, extensions=sni)
+            return await _answer(http, pinned, body, headers, sni)
 
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
@@ -302,6 +321,30 @@ class Sender:
             body = {"message": text, "name": "herald", "wakeMode": "now"}
             return f"{base}/hooks/agent", json.dumps(body).encode(), headers
         return f"{base}/hooks/wake", json.dumps({"text": text, "mode": "now"}).encode(), headers
+
+
+async def _answer(
+    http: httpx2.AsyncClient,
+    url: httpx2.URL,
+    body: bytes,
+    headers: dict[str, str],
+    extensions: dict[str, Any],
+) -> _Answer:
+    """POST, and read at most ``MAX_ANSWER_BYTES`` of the answer (a connection left with more
+    unread is closed, not reused)."""
+    request = http.build_request("POST", url, content=body, headers=headers, extensions=extensions)
+    response = await http.send(request, stream=True)
+    try:
+        read = bytearray()
+        async for chunk in response.aiter_raw():
+            read += chunk
+            if len(read) > MAX_ANSWER_BYTES:
+                return _Answer(
+                    response.status_code, response.headers, bytes(read[:MAX_ANSWER_BYTES]), True
+                )
+        return _Answer(response.status_code, response.headers, bytes(read), False)
+    finally:
+        await response.aclose()
 
 
 @dataclass
@@ -397,7 +440,7 @@ def _is_tls(exc: BaseException) -> bool:
     return False
 
 
-def _retry_after(response: httpx2.Response, now_ms: int) -> float | None:
+def _retry_after(response: _Answer, now_ms: int) -> float | None:
     """The wait an answer asks for, in seconds, at most ``MAX_RETRY_AFTER_S``; None if it asks
     none or says it in a form HTTP does not know (non-ASCII digits, say). A date is counted
     from ``now_ms``, the hub's time, which the retry is scheduled in."""
