@@ -10,7 +10,7 @@ import sys
 
 from herald.times import iso_ms
 
-QUIET_LOGGERS = ("httpx", "httpx2", "httpcore")
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 """A record's own attributes: the rest came with ``extra=`` and are the line's fields."""
@@ -40,7 +40,7 @@ def configure_logging(level: str, log_format: str) -> None:
     handler.setFormatter(JsonLines() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     # The HTTP client logs each request with its full URL at INFO: a webhook URL may carry a
-    # token, and herald logs each attempt itself.
+    # token or a password, and herald logs each attempt itself (its URLs without a password).
     for client in QUIET_LOGGERS:
         logging.getLogger(client).setLevel(
             max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()])

@@ -47,9 +47,9 @@ def sqlite_path(url: str) -> str:
 
 
 def password_free(url: str) -> str:
-    """A PostgreSQL URL with its password left out (from the user part and from the query), fit
-    to be shown in a command line: the tool then asks libpq's usual places (PGPASSWORD,
-    ~/.pgpass)."""
+    """A URL with its password left out (from the user part and from the query), fit to be
+    shown in a log line, or in a command line for a PostgreSQL URL: the tool then asks libpq's
+    usual places (PGPASSWORD, ~/.pgpass)."""
     parts = urlsplit(url)
     credentials, at, location = parts.netloc.rpartition("@")
     netloc = f"{credentials.split(':', 1)[0]}{at}{location}"

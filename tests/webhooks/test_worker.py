@@ -209,6 +209,26 @@ async def test_an_endpoint_failing_too_long_is_disabled(
     assert [e.id for e in drained.events] == [published.event.id]
 
 
+async def test_a_password_in_an_endpoints_url_is_used_and_never_logged(
+    hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    agent, _ = await hub.create_agent("alice")
+    url = receiver.url.replace("http://", "http://hook-user:hunter2-secret@")
+    await manage.set_webhook(hub, agent.id, url)
+    await hub.publish("alice", "t", "x")
+    await round_trip(worker(hub, policy=AddressPolicy()))  # refused: disabled
+    (endpoint,) = await hub.endpoints.refused()
+    assert [e.id for e in await worker(hub).reenable_allowed()] == [endpoint.id]
+    assert await round_trip(worker(hub)) == 1
+    (request,) = receiver.requests
+    assert request.headers["authorization"] == "Basic aG9vay11c2VyOmh1bnRlcjItc2VjcmV0"
+    # herald's own lines (herald serve keeps the HTTP client's at WARNING: logs.QUIET_LOGGERS)
+    said = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("herald"))
+    assert "re-enabled" in said and "hook-user@127.0.0.1" in said
+    assert "hunter2" not in said
+
+
 async def test_a_refused_address_disables_the_endpoint_until_the_policy_allows_it(
     hub: Hub, receiver: Receiver
 ) -> None:

@@ -44,6 +44,7 @@ from herald.models import (
 )
 from herald.subscriptions import catalogue, cursors
 from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
+from herald.urls import password_free
 from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 from herald.webhooks.watermarks import Watermarks
@@ -177,13 +178,14 @@ class WebhookWorker:
         """Tell a subscription's endpoint herald ended it (best effort: it no longer exists)."""
         payload = {"type": "terminated", "error": error}
         message_id = f"msg_terminated_{secrets.token_hex(12)}"
+        shown = password_free(endpoint.url)
         try:
             outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
         except Exception:  # a background task's top level: log, nothing to retry
-            log.exception("telling %s its subscription %s ended failed", endpoint.url, endpoint.id)
+            log.exception("telling %s its subscription %s ended failed", shown, endpoint.id)
             return
         if not outcome.ok:
-            log.info("%s was not told its subscription %s ended: %s", endpoint.url, endpoint.id,
+            log.info("%s was not told its subscription %s ended: %s", shown, endpoint.id,
                      outcome.error)  # fmt: skip
 
     async def end_removed_entries(self) -> int:
@@ -308,7 +310,7 @@ class WebhookWorker:
                     endpoint.kind.value,
                     endpoint.id,
                     endpoint.agent_id,
-                    endpoint.url,
+                    password_free(endpoint.url),
                 )
                 enabled.append(endpoint)
         return enabled
@@ -462,7 +464,7 @@ class WebhookWorker:
             await self.hub.endpoints.release_claims(self.claimant, one)
         except Exception:  # its claim runs out instead
             log.exception("freeing the claim of %s to %s failed", claimed.event.id,
-                          claimed.endpoint.url)  # fmt: skip
+                          password_free(claimed.endpoint.url))  # fmt: skip
 
     async def _deliver(self, claimed: _Claimed) -> SendOutcome | None:
         delivery, endpoint, event = claimed.delivery, claimed.endpoint, claimed.event
@@ -485,7 +487,7 @@ class WebhookWorker:
                     await self._send_gap(claimed)
             return outcome
         except Exception:  # keep the lane alive; the claim runs out and it is tried again
-            log.exception("delivering %s to %s failed", event.id, endpoint.url)
+            log.exception("delivering %s to %s failed", event.id, password_free(endpoint.url))
             return None
 
     async def _send_occurrence(self, claimed: _Claimed) -> SendOutcome | None:
@@ -524,8 +526,8 @@ class WebhookWorker:
         message_id = f"msg_gap_{secrets.token_hex(12)}"
         outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
         if not outcome.ok:
-            log.info("%s was not told of a gap in its subscription %s: %s", endpoint.url,
-                     endpoint.id, outcome.error)  # fmt: skip
+            log.info("%s was not told of a gap in its subscription %s: %s",
+                     password_free(endpoint.url), endpoint.id, outcome.error)  # fmt: skip
 
     def _count(
         self, endpoint: Endpoint, event: Event, outcome: SendOutcome, attempt: Attempt
