@@ -56,8 +56,8 @@ async def _subscriptions(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
     try:
         probe = Probe(pid)
         started = time.perf_counter()
-        done = await _run_until(worker, sender, {url for _, url in urls}, total, sizes)
-        elapsed = time.perf_counter() - started
+        done, finished = await _run_until(worker, sender, {url for _, url in urls}, total, sizes)
+        elapsed = finished - started
         usage = probe.stop()
     finally:
         await hub.__aexit__(None, None, None)

@@ -131,8 +131,8 @@ async def _herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
     try:
         probe = Probe(pid)
         started = time.perf_counter()
-        done = await _run_until(worker, sender, set(url for _, url in agents), total, sizes)
-        elapsed = time.perf_counter() - started
+        done, finished = await _run_until(worker, sender, {url for _, url in agents}, total, sizes)
+        elapsed = finished - started
         usage = probe.stop()
     finally:
         await hub.__aexit__(None, None, None)
@@ -143,9 +143,10 @@ async def _herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
 
 async def _run_until(
     worker: WebhookWorker, sender: CountingSender, urls: set[str], total: int, sizes: Sizes
-) -> int:
+) -> tuple[int, float]:
     """Run the worker's loop until ``total`` deliveries to ``urls`` succeeded (or time is up);
-    returns how many did."""
+    returns how many did, and when (``time.perf_counter``): the worker's stop after it, which
+    gives a request in flight to a hanging endpoint its grace, is not part of the rate."""
     task = asyncio.create_task(worker.run())
     deadline = time.perf_counter() + sizes.webhook_seconds
     try:
@@ -158,7 +159,7 @@ async def _run_until(
                 await asyncio.wait_for(sender.changed.wait(), remaining)
             except TimeoutError:
                 break
-        return done
+        return done, time.perf_counter()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -260,8 +261,8 @@ async def _healthy_rate(sizes: Sizes, workdir: Path, base: str, failing: str | N
     total = per_agent * len(healthy)
     started = time.perf_counter()
     try:
-        done = await _run_until(worker, sender, urls, total, sizes)
-        elapsed = time.perf_counter() - started
+        done, finished = await _run_until(worker, sender, urls, total, sizes)
+        elapsed = finished - started
     finally:
         await hub.__aexit__(None, None, None)
     label = f"healthy endpoints, one {failing}ing" if failing else "healthy endpoints alone"
