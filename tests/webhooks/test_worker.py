@@ -586,6 +586,17 @@ async def test_a_worker_that_stops_lets_the_request_in_flight_finish_and_starts_
     ]
 
 
+async def test_a_worker_told_twice_to_stop_cuts_its_requests_off_at_once(
+    hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    await one_hanging_one_queued(hub, receiver)
+    running = await stopping_worker(hub, receiver, caplog, stop_grace_s=600)
+    running.cancel()  # a second Ctrl+C: the grace is not waited out
+    async with asyncio.timeout(10):
+        await asyncio.gather(running, return_exceptions=True)
+    assert await round_trip(worker(hub)) == 2  # both freed for the next claim
+
+
 async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
     hub: Hub, receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
