@@ -137,6 +137,12 @@ def test_a_webhook_answered_while_a_sqlite_hub_stops_is_delivered_and_not_sent_a
         herald.wait_for_line(lambda text: "webhook requests in flight have 5 s" in text)
         hanging.release.set()  # answered within the grace
         herald.stop()
+        # The grace began as herald began to stop, not once its HTTP server had done waiting
+        # for its own open requests (that would make a stop last both, one after the other).
+        said = herald.output()
+        began = next(n for n, line in enumerate(said) if "requests in flight have" in line)
+        assert not any("Waiting for application shutdown" in line for line in said[:began])
+        assert any("Waiting for application shutdown" in line for line in said[began:])
         herald = HeraldProcess(store_url, extra_args=LONG_CLAIMS)
         assert not any("in flight when herald last stopped" in line for line in herald.output())
         with herald.client(herald.admin_key) as admin:

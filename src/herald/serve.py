@@ -87,7 +87,7 @@ async def serve(
                 )
             bound_port = sock.getsockname()[1]
             public_url = config.http.public_url or f"http://{host}:{bound_port}"
-            app, fanout = build_app(hub, config, public_url)
+            app, stopping = build_app(hub, config, public_url)
             server_config = uvicorn.Config(
                 app,
                 log_level=config.log_level,
@@ -100,7 +100,7 @@ async def serve(
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
                 backlog=budget.backlog,
             )
-            server = _Server(server_config, on_shutdown=fanout.close)
+            server = _Server(server_config, on_shutdown=stopping)
             announce(
                 f"herald: at most {budget.max_connections} open connections (the open-file limit"
                 f" is {budget.files}); a request head must come within"
@@ -186,10 +186,13 @@ def build_hub(config: ServeConfig) -> Hub:
     )
 
 
-def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette, Fanout]:
+def build_app(
+    hub: Hub, config: ServeConfig, public_url: str
+) -> tuple[Starlette, Callable[[], Awaitable[None]]]:
     """The HTTP app over an opened hub, with the delivery engine, the stream fan-out and the
-    webhook worker set as ``config`` says; the fan-out is returned too, to be closed before the
-    server waits for its requests to end (streams never end by themselves).
+    webhook worker set as ``config`` says; and what to call when the server begins to stop,
+    before it waits for its requests to end: the streams are closed (they never end by
+    themselves), and the webhook requests in flight start their stop grace meanwhile.
 
     ``public_url`` is the hub's URL as agents reach it (told to OpenClaw agents).
 
@@ -236,7 +239,12 @@ def build_app(hub: Hub, config: ServeConfig, public_url: str) -> tuple[Starlette
         subscriptions_config=config.subscriptions,
         metrics_config=config.metrics,
     )
-    return app, fanout
+
+    async def beginning_to_stop() -> None:
+        webhooks.stop_soon()
+        await fanout.close()
+
+    return app, beginning_to_stop
 
 
 def listen(host: str, port: int) -> socket.socket:

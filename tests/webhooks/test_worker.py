@@ -615,6 +615,47 @@ async def test_a_worker_that_stops_frees_what_it_claimed_and_did_not_finish(
         )
 
 
+async def test_a_worker_told_to_stop_soon_starts_no_other_request_from_then_on(
+    hub: Hub, receiver: Receiver
+) -> None:
+    # herald begins to stop (its HTTP server then waits for its own requests): the worker is
+    # told before it is cancelled.
+    in_flight, queued = await one_hanging_one_queued(hub, receiver)
+    stopping = worker(hub, timeout_s=5, per_endpoint=1, stop_grace_s=30)
+    running = asyncio.create_task(stopping.run())
+    try:
+        await asyncio.to_thread(receiver.arrived.get, timeout=10)  # both claimed, one out
+        stopping.stop_soon()
+        receiver.release.set()
+        async with asyncio.timeout(10):
+            while (await status_and_outcomes(hub, in_flight.event.id))[0] != EventStatus.DELIVERED:
+                await asyncio.sleep(0.01)
+        await stopping.wait_idle()
+        assert [r.headers["webhook-id"] for r in receiver.requests] == [in_flight.event.id]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    assert await status_and_outcomes(hub, queued.event.id) == (EventStatus.PENDING, [])
+    assert await round_trip(worker(hub)) == 1  # freed when it ended
+
+
+async def test_a_worker_cancelled_once_its_stop_grace_is_spent_cuts_off_at_once(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    # The grace began when herald began to stop, and ran out while the HTTP server waited:
+    # none of it is left to wait for when the worker is cancelled.
+    await one_hanging_one_queued(hub, receiver)
+    stopping = worker(hub, timeout_s=5, per_endpoint=1, stop_grace_s=600)
+    running = asyncio.create_task(stopping.run())
+    await asyncio.to_thread(receiver.arrived.get, timeout=10)
+    stopping.stop_soon()
+    clock.advance(600)
+    running.cancel()
+    async with asyncio.timeout(10):
+        await asyncio.gather(running, return_exceptions=True)
+    assert await round_trip(worker(hub)) == 2  # both freed for the next claim
+
+
 async def held_anew(hub: Hub, work: WebhookWorker, before: int | None) -> None:
     """Until the worker holds its claims on a new connection."""
     async with asyncio.timeout(20):

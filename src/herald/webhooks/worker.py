@@ -124,6 +124,8 @@ class WebhookWorker:
         self.stop_grace_s = stop_grace_s
         self._stopping = False
         """Set when the worker stops: a lane finishes its request and starts no other."""
+        self._stop_by: int | None = None
+        """When the requests in flight are cut off, by the hub's clock (ms), once stopping."""
         # A claimed delivery may wait in its endpoint's queue for the requests ahead of it.
         self.lease_s = lease_s if lease_s is not None else HOLD * sender.timeout_s + LEASE_MARGIN_S
         if self.lease_s <= sender.timeout_s:
@@ -216,7 +218,7 @@ class WebhookWorker:
         checked_gone_at = time.monotonic()
         try:
             await self._hold_claims()
-            while True:
+            while not self._stopping:
                 if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
                     checked_gone_at = time.monotonic()
                     try:
@@ -236,6 +238,9 @@ class WebhookWorker:
                     await asyncio.sleep(self.min_interval_s)
                 self._wake.clear()
                 self._freed = False
+            # Stopping (``stop_soon``): nothing more is claimed. The requests in flight go on
+            # until the worker is cancelled, which then waits for what is left of the grace.
+            await asyncio.Event().wait()
         finally:
             with contextlib.suppress(asyncio.CancelledError):  # told again: cut off at once
                 await self._finish_in_flight()
@@ -247,17 +252,33 @@ class WebhookWorker:
             await self._let_go_of_claims()
             await self.sender.close()
 
-    async def _finish_in_flight(self) -> None:
-        """Stopping: give the requests in flight ``stop_grace_s`` to be answered, so that a
-        restart or a deploy does not send them all again. What is queued behind them is not
-        started: it is freed for the next claim with what is still unanswered then."""
-        self._stopping = True
-        in_flight = [task for task in self._tasks if task is not self._results.writer]
-        if not in_flight or self.stop_grace_s <= 0:
+    def stop_soon(self) -> None:
+        """herald begins to stop: start no new request, and give those in flight
+        ``stop_grace_s`` from now to be answered, so that a restart or a deploy does not send
+        them all again. The grace runs while the HTTP server waits for its own open requests,
+        not after; the worker ends when cancelled, waiting for what is left of it. What is
+        queued behind them is not started: it is freed for the next claim with what is still
+        unanswered then."""
+        if self._stop_by is not None:
             return
-        log.info("stopping: the webhook requests in flight have %g s to be answered",
-                 self.stop_grace_s)  # fmt: skip
-        await asyncio.wait(in_flight, timeout=self.stop_grace_s)
+        self._stopping = True
+        self._stop_by = self.hub.now() + int(self.stop_grace_s * 1000)
+        self._wake.set()
+        if self._in_flight() and self.stop_grace_s > 0:
+            log.info("stopping: the webhook requests in flight have %g s to be answered",
+                     self.stop_grace_s)  # fmt: skip
+
+    def _in_flight(self) -> list[asyncio.Task[None]]:
+        return [task for task in self._tasks if task is not self._results.writer]
+
+    async def _finish_in_flight(self) -> None:
+        """Cancelled: wait for the requests in flight until the grace that ``stop_soon`` gave
+        them is over (it is called now if it was not)."""
+        self.stop_soon()
+        in_flight = self._in_flight()
+        left_s = ((self._stop_by or 0) - self.hub.now()) / 1000
+        if in_flight and left_s > 0:
+            await asyncio.wait(in_flight, timeout=left_s)
 
     async def _hold_claims(self) -> None:
         """Tie this worker's claims to its process's life in the store, so that other processes
