@@ -63,6 +63,38 @@ async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
         await worker.stop()
 
 
+async def test_an_operation_that_may_wait_lets_the_loop_queue_work_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    # The worker's pause hands the event loop the GIL; here the loop publishes meanwhile.
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+    pauses: list[str] = []
+    publishes: list[asyncio.Future[None]] = []
+    queued = threading.Event()
+
+    def publish(worker: Worker) -> None:
+        publishes.append(asyncio.ensure_future(worker.run(_noting(ran, "publish"))))
+        loop.call_soon(queued.set)  # after the task's first step, which queues its job
+
+    def publishing_meanwhile() -> None:
+        pauses.append("pause")
+        if len(pauses) == 1:
+            loop.call_soon_threadsafe(publish, worker)
+            assert queued.wait(10)
+
+    worker = Worker(str(tmp_path / "w.db"), "FULL", pause=publishing_meanwhile)
+    await worker.start()
+    try:
+        await asyncio.wait_for(worker.run(_noting(ran, "record"), durable=False), 10)
+        await asyncio.wait_for(asyncio.gather(*publishes), 10)
+        # Paused again after the publish, with nothing queued then: the record ran.
+        assert ran == ["publish", "record"]
+        assert pauses == ["pause", "pause"]
+    finally:
+        await worker.stop()
+
+
 async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()

@@ -10,6 +10,12 @@ queued it is put off (for at most ``PUT_OFF_AT_MOST_S``), then runs in a group o
 that a publish waits behind it only if it comes while it runs. Such a group commits without
 waiting for the disk (WAL with synchronous=NORMAL): it does not hold the publishes queued behind
 it for an fsync of its own, and the next durable commit syncs its pages too.
+
+Before it starts such a group, the worker lets the event loop run first (``pause``): the group's
+first statement would hand the loop the GIL anyway, and wait for it back while holding the
+writer, so that whatever the loop published meanwhile waited behind the whole group. Paused
+first, what the loop queues meanwhile goes first, and the group starts once a pause brings
+nothing (or it is overdue).
 """
 
 from __future__ import annotations
@@ -47,12 +53,19 @@ class Worker:
     """The thread that runs operations on a SQLite file, a group of them per transaction."""
 
     def __init__(
-        self, path: str, synchronous: str, on_journal: Callable[[], None] = lambda: None
+        self,
+        path: str,
+        synchronous: str,
+        on_journal: Callable[[], None] = lambda: None,
+        pause: Callable[[], None] = lambda: time.sleep(0),
     ) -> None:
         self.path = path
         self.synchronous = synchronous
         self.on_journal = on_journal
         """Called in the event loop after a commit that wrote a journal row."""
+        self.pause = pause
+        """Called in the worker's thread before it starts an operation that can wait: gives
+        the event loop the GIL (``time.sleep(0)`` releases it) so that it can queue work."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -120,13 +133,18 @@ class Worker:
             return
         self._ready.set()
         put_off: deque[_Job] = deque()
-        stopping = False
+        stopping = paused = False
         try:
             while not stopping or put_off:
                 jobs, told_to_stop = self._take(wait=not (put_off or stopping))
                 stopping = stopping or told_to_stop
                 group = [job for job in jobs if job.durable]
                 put_off.extend(job for job in jobs if not job.durable)
+                if put_off and not (group or paused or stopping or _overdue(put_off[0])):
+                    self.pause()  # then take what came meanwhile: it goes first
+                    paused = True
+                    continue
+                paused = False
                 if put_off and (not group or stopping or _overdue(put_off[0])):
                     group.append(put_off.popleft())
                 if group:
