@@ -154,6 +154,29 @@ def test_a_webhook_answered_while_a_sqlite_hub_stops_is_delivered_and_not_sent_a
         herald.stop()
 
 
+def test_a_second_ctrl_c_cuts_the_webhook_stop_grace_short_and_the_delivery_is_kept(
+    tmp_path: Path, hanging: Receiver
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'herald.db'}"
+    grace = ("--webhook-stop-grace", "600", "--log-level", "info")
+    herald = HeraldProcess(store_url, extra_args=(*LONG_CLAIMS, *grace))
+    try:
+        event_id, first = in_flight(herald, hanging)
+        herald.process.send_signal(signal.SIGINT)
+        herald.wait_for_line(lambda text: "webhook requests in flight have 600 s" in text)
+        herald.process.send_signal(signal.SIGINT)  # stop now, not in ten minutes
+        herald.process.wait(timeout=30)
+        # Cut off, the request in flight is not lost: the next start sends it again at once
+        # (not once its claim runs out, minutes later), with the same webhook-id.
+        herald = HeraldProcess(store_url, extra_args=LONG_CLAIMS)
+        assert any("in flight when herald last stopped: sent again" in line
+                   for line in herald.output())  # fmt: skip
+        again = hanging.arrived.get(timeout=30)
+        assert again.headers["webhook-id"] == first.headers["webhook-id"] == event_id
+    finally:
+        herald.stop()
+
+
 @pytest.mark.parametrize("end", ["stopped", "killed"])
 def test_a_webhook_in_flight_when_one_of_two_postgres_hubs_ends_is_sent_by_the_other(
     postgres_database_url: str, hanging: Receiver, end: str
