@@ -122,10 +122,9 @@ class WebhookWorker:
         self.poll_interval_s = poll_interval_s
         self.min_interval_s = min_interval_s
         self.stop_grace_s = stop_grace_s
-        self._stopping = False
-        """Set when the worker stops: a lane finishes its request and starts no other."""
         self._stop_by: int | None = None
-        """When the requests in flight are cut off, by the hub's clock (ms), once stopping."""
+        """Once the worker stops (``stop_soon``): when the requests in flight are cut off, by the
+        hub's clock (ms). A lane then finishes its request and starts no other."""
         # A claimed delivery may wait in its endpoint's queue for the requests ahead of it.
         self.lease_s = lease_s if lease_s is not None else HOLD * sender.timeout_s + LEASE_MARGIN_S
         if self.lease_s <= sender.timeout_s:
@@ -218,7 +217,7 @@ class WebhookWorker:
         checked_gone_at = time.monotonic()
         try:
             await self._hold_claims()
-            while not self._stopping:
+            while self._stop_by is None:
                 if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
                     checked_gone_at = time.monotonic()
                     try:
@@ -261,7 +260,6 @@ class WebhookWorker:
         unanswered then."""
         if self._stop_by is not None:
             return
-        self._stopping = True
         self._stop_by = self.hub.now() + int(self.stop_grace_s * 1000)
         self._wake.set()
         if self._in_flight() and self.stop_grace_s > 0:
@@ -275,8 +273,9 @@ class WebhookWorker:
         """Cancelled: wait for the requests in flight until the grace that ``stop_soon`` gave
         them is over (it is called now if it was not)."""
         self.stop_soon()
+        assert self._stop_by is not None
         in_flight = self._in_flight()
-        left_s = ((self._stop_by or 0) - self.hub.now()) / 1000
+        left_s = (self._stop_by - self.hub.now()) / 1000
         if in_flight and left_s > 0:
             await asyncio.wait(in_flight, timeout=left_s)
 
@@ -434,7 +433,7 @@ class WebhookWorker:
         """Send the endpoint's claimed deliveries one after another, until none is left."""
         queue = self._queues[endpoint_id]
         try:
-            while queue and not self._stopping:
+            while queue and self._stop_by is None:
                 claimed = queue.popleft()
                 try:
                     # Sent only while the claim is surely this worker's: it outlasts the request
