@@ -95,6 +95,34 @@ async def test_an_operation_that_may_wait_lets_the_loop_queue_work_before_it_sta
         await worker.stop()
 
 
+async def test_an_operation_that_may_wait_runs_though_every_pause_brings_more_work(
+    tmp_path: Path,
+) -> None:
+    # A flood: the loop publishes during every pause. The record still runs, once overdue.
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+    publishes: list[asyncio.Future[None]] = []
+
+    def publish(worker: Worker, queued: threading.Event) -> None:
+        publishes.append(asyncio.ensure_future(worker.run(_noting(ran, "publish"))))
+        loop.call_soon(queued.set)
+
+    def publishing_every_time() -> None:
+        queued = threading.Event()
+        loop.call_soon_threadsafe(publish, worker, queued)
+        assert queued.wait(10)
+
+    worker = Worker(str(tmp_path / "w.db"), "FULL", pause=publishing_every_time)
+    await worker.start()
+    try:
+        await asyncio.wait_for(worker.run(_noting(ran, "record"), durable=False), 10)
+        assert ran.count("record") == 1
+        assert ran.index("record") > 0  # the publishes that came first went first
+    finally:
+        await worker.stop()
+        await asyncio.gather(*publishes, return_exceptions=True)
+
+
 async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
