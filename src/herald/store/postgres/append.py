@@ -1,12 +1,15 @@
 """Storing events: one alone in one statement, or a batch (of one append or several) at once.
 
 Publishers to one agent serialise on the agent's row lock, which makes its ``seq`` gapless; a
-unique index keeps the dedupe keys unique.
+unique index keeps the dedupe keys unique. Before they write anything, they take the agent's
+publish lock (``queries.PUBLISH_LOCKS``), so that the one that numbers an agent's events first
+also has the lower transaction id, the journal's order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -74,9 +77,16 @@ async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list
     return await _insert(conn, agents, [(new, now) for new in events])
 
 
+def publish_lock(handle: str) -> int:
+    """The second half of the key of the publish lock of the agent ``handle`` (a signed 32-bit
+    number; two handles may share one, which only makes their publishers take turns)."""
+    return zlib.crc32(handle.encode()) - 2**31
+
+
 async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
-    """Lock the addressees' rows; returns their ids by handle."""
+    """Take the addressees' publish locks, then lock their rows; returns their ids by handle."""
     handles = list(dict.fromkeys(new.to for new in events))
+    await conn.execute(queries.PUBLISH_LOCKS, sorted({publish_lock(h) for h in handles}))
     return {row["handle"]: row["id"] for row in await conn.fetch(queries.LOCK_AGENTS, handles)}
 
 
@@ -132,6 +142,7 @@ async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
         new.to,
         new.dedupe_key,
         *(values[name] for name in queries.APPEND_ONE_COLUMNS),
+        publish_lock(new.to),
     )
     if row is None:
         raise no_agent(new.to)

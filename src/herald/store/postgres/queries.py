@@ -21,6 +21,10 @@ AGENT_COLUMNS = column_list(AGENTS)
 EVENT_COLUMNS = column_list(EVENTS)
 REPLY_COLUMNS = column_list(REPLIES)
 OPEN = "status IN ('pending', 'sent')"
+PUBLISH_LOCK_CLASS = 0x68657261
+"""The first half of the key of every publish lock (``PUBLISH_LOCKS``), whose second half is
+the handle's: an advisory lock of two halves shares no key with the single-key ones herald
+takes to migrate and to tell its processes are alive."""
 
 # Migrations
 
@@ -75,6 +79,8 @@ SET_SETTING = (
 APPEND_ONE_COLUMNS = tuple(name for name in EVENTS.names if name not in {"agent_id", "seq"})
 APPEND_ONE_CREATED_AT = 3 + APPEND_ONE_COLUMNS.index("created_at")
 """The parameter of APPEND_ONE that holds the event's ``created_at``."""
+APPEND_ONE_LOCK = 3 + len(APPEND_ONE_COLUMNS)
+"""The parameter of APPEND_ONE that holds the key of the agent's publish lock."""
 JSON_EVENT_COLUMNS = tuple(c.name for c in EVENTS.columns if c.type is Type.JSON)
 
 
@@ -92,9 +98,10 @@ def _append_one_values() -> str:
 
 
 # Append one event in one statement: $1 handle, $2 dedupe_key, then the event's columns but its
-# agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives. The UPDATE locks the
-# agent's row and takes its next seq (counting the event pending), unless an event already has
-# the dedupe key. The answer is that event or the new one; no row if there is no such agent. The
+# agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives, then the key of the
+# agent's publish lock. The UPDATE takes the publish lock (``PUBLISH_LOCKS``) before it writes,
+# and so before the transaction has an id, then locks the agent's row and takes its next seq
+# (counting the event pending), unless an event already has the dedupe key. The answer is that event or the new one; no row if there is no such agent. The
 # statement's snapshot may miss an event with the same key committed while it waited for the
 # lock: the unique index then fails the statement, and run again it finds that event. The new
 # event's journal row is written by the same statement (its detail as ``herald.store.journal``
@@ -107,6 +114,7 @@ WITH earlier AS (
     UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,
         oldest_open_at = coalesce(oldest_open_at, ${APPEND_ONE_CREATED_AT}::bigint)
     WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
+      AND (SELECT true FROM pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, ${APPEND_ONE_LOCK}::int))
     RETURNING id, last_seq
 ), inserted AS (
     INSERT INTO events ({names(EVENTS)})
@@ -124,6 +132,15 @@ UNION ALL
 SELECT false AS created, {EVENT_COLUMNS} FROM earlier
 """
 
+# Publishers to one agent take its publish lock (``append.publish_lock``: an advisory lock of
+# its handle) before anything else, while their transaction has no id yet: the journal is read
+# in transaction id order (``journal.py``), so an id taken before waiting for another publisher
+# would put this one's events, numbered after the other's, before them in the feed. Keys are
+# taken in the order given (ascending), so that publishers to several agents cannot deadlock.
+# $1 the keys.
+PUBLISH_LOCKS = f"""
+SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($1::int[]) AS key
+"""
 # Append a batch: lock the addressees (in id order, so that batches to several agents cannot
 # deadlock; the triggers that count events lock them in that order too), find the dedupe keys
 # already used, take the next seqs (counting the events pending, and when the first of each
