@@ -4,7 +4,8 @@ a cursor older than the journal keeps. (The route: tests/http/test_feed.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 import pytest
@@ -314,3 +315,149 @@ async def test_a_long_transaction_in_another_database_does_not_hold_the_feed_bac
     finally:
         await transaction.rollback()
         await elsewhere.close()
+
+
+WAIT_S = 20.0
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Wait (bounded) for ``check`` to hold."""
+    async with asyncio.timeout(WAIT_S):
+        while not await check():
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+async def read_until(reader: FeedReader, count: int) -> list[FeedItem]:
+    """The reader's next ``count`` items, read as they become final (bounded)."""
+    items: list[FeedItem] = []
+
+    async def enough() -> bool:
+        items.extend(await reader.read())
+        return len(items) >= count
+
+    await until(enough, f"{count} items in the feed")
+    return items
+
+
+async def test_an_agents_events_are_read_in_the_order_they_were_numbered_across_processes(
+    postgres_database_url: str,
+) -> None:
+    """The journal is read in transaction id order. A batch to three agents locks them one by
+    one and is held at the second (another transaction holds its row), having written the
+    first; another process publishes to the third meanwhile. The event numbered first (seq 1)
+    is read first: were the batch's id taken before it waited, its seq 2 would come before."""
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting(count: int) -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= count)
+
+    try:
+        async with (
+            Hub.from_url(postgres_database_url) as one,
+            Hub.from_url(postgres_database_url) as other,
+        ):
+            made = [(await one.create_agent(name))[0] for name in ("ann", "ben", "cat")]
+            first, held, last = sorted(made, key=lambda agent: agent.id)  # the order locked
+            reader = await one.feed.open(None, FeedMatch(agent_id=last.id))
+            transaction = holder.transaction()
+            await transaction.start()
+            await holder.execute("SELECT FROM agents WHERE id = $1 FOR UPDATE", held.id)
+            batch = asyncio.create_task(
+                one.publish_many([new(first.handle), new(held.handle), new(last.handle)])
+            )
+            await until(lambda: waiting(1), "the batch waits for the held agent")
+            alone = asyncio.create_task(other.publish(last.handle, "note", "alone"))
+
+            async def done_or_waiting() -> bool:
+                return alone.done() or await waiting(2)
+
+            await until(done_or_waiting, "the other publish is done or waits")
+            await transaction.commit()
+            batched, (published,) = await asyncio.gather(batch, asyncio.gather(alone))
+            numbered = sorted([batched[2], published], key=lambda p: p.event.seq)
+            items = await read_until(reader, 2)
+            assert [item.data["event"]["id"] for item in items] == [
+                p.event.id for p in numbered
+            ]
+            assert [item.data["event"]["seq"] for item in items] == [1, 2]
+    finally:
+        await holder.close()
+        await watcher.close()
+
+
+LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+PROCESSES = 4
+WRITERS = 16
+PUBLISHES = 20
+
+
+async def test_under_many_writers_in_many_processes_each_item_is_read_once_in_one_order(
+    postgres_database_url: str,
+) -> None:
+    """Many publishers in several hubs on one database (as several processes are), alone and
+    in batches to two agents; two readers read the feed all the while, one of them a page of
+    few items at a time. Each reads every event exactly once, each agent's in seq order, and
+    both read the same items in the same order."""
+    hubs = [Hub.from_url(postgres_database_url) for _ in range(PROCESSES)]
+    for hub in hubs:
+        await hub.__aenter__()
+    try:
+        agents = [(await hubs[0].create_agent(f"agent-{n}"))[0] for n in range(8)]
+        readers = [await hubs[n].feed.open(None, FeedMatch()) for n in (0, 1)]
+        read: list[list[FeedItem]] = [[], []]
+        writing = asyncio.Event()
+        writing.set()
+
+        async def follow(index: int, page: int) -> None:
+            reader = readers[index]
+            while writing.is_set() or not reader.caught_up:
+                read[index] += await reader.read(page)
+                await asyncio.sleep(0)
+
+        async def write(writer: int) -> list[str]:
+            hub = hubs[writer % PROCESSES]
+            ids: list[str] = []
+            for n in range(PUBLISHES):
+                to = agents[(writer + n) % len(agents)].handle
+                if n % 3:
+                    ids.append((await hub.publish(to, "note", "one")).event.id)
+                    continue
+                also = agents[(writer + n + 1) % len(agents)].handle
+                ids += [p.event.id for p in await hub.publish_many([new(to), new(also)])]
+            return ids
+
+        following = [asyncio.create_task(follow(0, 500)), asyncio.create_task(follow(1, 3))]
+        written = await asyncio.gather(*(write(writer) for writer in range(WRITERS)))
+        published = sorted(event_id for ids in written for event_id in ids)
+        for index in (0, 1):
+            await until(
+                lambda index=index: _published_count(read[index], len(published)),
+                "every event in the feed",
+            )
+        writing.clear()
+        await asyncio.gather(*following)
+        for items in read:
+            ids = [item.data["event"]["id"] for item in items if item.kind == "published"]
+            assert sorted(ids) == published  # each exactly once
+            by_agent: dict[str, list[int]] = {}
+            for item in items:
+                if item.kind == "published":
+                    by_agent.setdefault(item.data["agent"]["id"], []).append(
+                        item.data["event"]["seq"]
+                    )
+            assert all(seqs == sorted(seqs) for seqs in by_agent.values())
+        assert [str(item.cursor) for item in read[0]] == [str(item.cursor) for item in read[1]]
+    finally:
+        for hub in hubs:
+            await hub.__aexit__(None, None, None)
+
+
+async def _published_count(items: list[FeedItem], count: int) -> bool:
+    await asyncio.sleep(0)
+    return sum(item.kind == "published" for item in items) >= count
