@@ -375,12 +375,9 @@ async def test_an_agents_events_are_read_in_the_order_they_were_numbered_across_
 
             await until(done_or_waiting, "the other publish is done or waits")
             await transaction.commit()
-            batched, (published,) = await asyncio.gather(batch, asyncio.gather(alone))
-            numbered = sorted([batched[2], published], key=lambda p: p.event.seq)
+            numbered = sorted([(await batch)[2], await alone], key=lambda p: p.event.seq)
             items = await read_until(reader, 2)
-            assert [item.data["event"]["id"] for item in items] == [
-                p.event.id for p in numbered
-            ]
+            assert [item.data["event"]["id"] for item in items] == [p.event.id for p in numbered]
             assert [item.data["event"]["seq"] for item in items] == [1, 2]
     finally:
         await holder.close()

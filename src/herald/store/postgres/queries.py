@@ -101,11 +101,11 @@ def _append_one_values() -> str:
 # agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives, then the key of the
 # agent's publish lock. The UPDATE takes the publish lock (``PUBLISH_LOCKS``) before it writes,
 # and so before the transaction has an id, then locks the agent's row and takes its next seq
-# (counting the event pending), unless an event already has the dedupe key. The answer is that event or the new one; no row if there is no such agent. The
-# statement's snapshot may miss an event with the same key committed while it waited for the
-# lock: the unique index then fails the statement, and run again it finds that event. The new
-# event's journal row is written by the same statement (its detail as ``herald.store.journal``
-# writes it).
+# (counting the event pending), unless an event already has the dedupe key. The answer is that
+# event or the new one; no row if there is no such agent. The statement's snapshot may miss an
+# event with the same key committed while it waited for the locks: the unique index then fails
+# the statement, and run again it finds that event. The new event's journal row is written by
+# the same statement (its detail as ``herald.store.journal`` writes it).
 APPEND_ONE = f"""
 WITH earlier AS (
     SELECT events.* FROM events JOIN agents ON agents.id = events.agent_id
