@@ -422,10 +422,20 @@ GET_EVENT_TYPE = f"SELECT {EVENT_TYPE_COLUMNS} FROM event_types WHERE name = $1"
 LIST_EVENT_TYPES = f'SELECT {EVENT_TYPE_COLUMNS} FROM event_types ORDER BY name COLLATE "C"'
 DELETE_EVENT_TYPE = "DELETE FROM event_types WHERE name = $1"
 
+# A schedule's snapshot may show an endpoint (or an event) that a transaction deletes, and
+# commits, before the new deliveries' foreign keys are checked: the whole schedule would fail.
+# So each row is locked as it is read, as the check would lock it (KEY SHARE: a change of other
+# columns does not conflict): one deleted meanwhile is passed over, and none locked can be
+# deleted until the schedule commits. One locked more strongly (being deleted, or an event being
+# drained) is passed over too, for the next round if it is still there: waiting for it while
+# holding the rows locked so far could deadlock.
+STILL_THERE = "FOR KEY SHARE OF e, w SKIP LOCKED"
+
 # Schedule: $1 now, $2 last offered before, $3 only these agents (NULL: all), $4 not these agents,
 # $5 limit; with the grace, $6 how much earlier the events of an agent with a live session that
 # can push must have been offered. Another process scheduling the same deliveries meanwhile makes
-# none twice.
+# none twice. A delivery is scheduled only to an endpoint and of an event that still exist
+# (``STILL_THERE``).
 _SCHEDULE = """
 INSERT INTO deliveries (endpoint_id, event_id, next_at)
 SELECT w.id, e.id, $1
@@ -436,12 +446,14 @@ WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expir
   AND e.agent_id <> ALL($4::text[])
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
 ORDER BY e.seq
+{STILL_THERE}
 LIMIT $5
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
-SCHEDULE_DELIVERIES = _SCHEDULE.format(OPEN=OPEN, offered="$2")
+SCHEDULE_DELIVERIES = _SCHEDULE.format(OPEN=OPEN, STILL_THERE=STILL_THERE, offered="$2")
 SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
     OPEN=OPEN,
+    STILL_THERE=STILL_THERE,
     offered="""CASE WHEN EXISTS (
     SELECT FROM sessions s WHERE s.agent_id = e.agent_id AND s.can_push AND s.expires_at > $1
 ) THEN $2 - $6::bigint ELSE $2 END""",
@@ -505,12 +517,13 @@ ORDER BY e.created_at, e.seq
 
 # The endpoints a batch of attempts is about, before and after it, for the journal: $1 their
 # ids. Locked first, in the order NOTE_ENDPOINT updates them, so that what is read before is
-# what the batch changes.
+# what the batch changes; NO KEY UPDATE, as the update is: a schedule locking the endpoint for
+# its new deliveries (``STILL_THERE``) is not made to pass it over.
 ENDPOINT_LOOKS = """
 SELECT id, agent_id, kind, state, failing_since, disabled_reason, last_error FROM endpoints
 WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C"
 """
-LOCK_ENDPOINT_LOOKS = ENDPOINT_LOOKS + "FOR UPDATE"
+LOCK_ENDPOINT_LOOKS = ENDPOINT_LOOKS + "FOR NO KEY UPDATE"
 
 # Finish a batch of attempts, endpoints first (the order in which replacing an endpoint locks
 # rows), each table's rows in key order. The endpoint: $1 id, $2 now, $3 its last attempt
@@ -629,6 +642,7 @@ WHERE w.kind = 'subscription' AND w.state = 'active'
   AND e.{OPEN} AND (e.expires_at IS NULL OR e.expires_at > $1){SUBSCRIPTION_MATCHES}
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
 ORDER BY e.seq
+{STILL_THERE}
 LIMIT $2
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
