@@ -4,8 +4,11 @@ deliveries, and its cursor a safe watermark."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
+import asyncpg
 import pytest
 
 from herald.errors import LimitReached
@@ -21,7 +24,7 @@ from herald.models import (
     State,
     WebhookSubscription,
 )
-from herald.store import Store
+from herald.store import Store, open_store
 from herald.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -249,3 +252,65 @@ async def test_what_a_subscription_owes_is_read_oldest_first_up_to_a_limit(store
     assert everything is not None and everything.complete
     assert everything.cursor(ids[3], delivered={ids[0], ids[2]}) == 4
     assert await store.subscription_owed("sub_ffffffffffffffff", 2) is None
+
+
+LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    async with asyncio.timeout(10):
+        while not await check():
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+async def test_a_subscription_deleted_while_deliveries_are_scheduled_fails_no_schedule(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL: a schedule of two subscriptions' deliveries, held at a delivery another
+    transaction is inserting, while one of them is deleted. It goes on and schedules the other's
+    (it failed whole on the deleted one's foreign key)."""
+    store = await open_store(postgres_database_url)
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting(count: int) -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= count)
+
+    try:
+        agent = await agent_of(store)
+        kept = subscription(store, agent, 1, types=("first",))
+        gone = subscription(store, agent, 2, types=("second",))
+        for put in (kept, gone):
+            await store.put_subscription(*put, 0)
+        # Scheduled in seq order: the deleted one's after the one held.
+        event_id, later_id = await publish(store, "alice", "first", "second")
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute(
+            "INSERT INTO deliveries (endpoint_id, event_id, next_at) VALUES ($1, $2, 0)",
+            kept[0].id,
+            event_id,
+        )
+        scheduling = asyncio.create_task(store.schedule_subscription_deliveries(10))
+        await until(lambda: waiting(1), "the schedule waits for the delivery being inserted")
+        deleted = asyncio.create_task(store.delete_subscription(gone[0].id))
+
+        async def deleted_or_waiting() -> bool:
+            return deleted.done() or await waiting(2)
+
+        await until(deleted_or_waiting, "the deletion is done or waits for the schedule")
+        await transaction.rollback()
+        assert await scheduling == 1
+        assert await deleted
+        assert await scheduled(store, [event_id, later_id]) == {
+            event_id: [kept[0].id],
+            later_id: [],
+        }
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()

@@ -7,7 +7,7 @@ import asyncio
 import email.utils
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -17,7 +17,7 @@ from standardwebhooks import Webhook
 from herald import EventStatus, Hub
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
-from herald.models import REFUSED_PREFIX, Finished, Published, State
+from herald.models import REFUSED_PREFIX, Finished, Kind, Published, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
 from herald.webhooks.addresses import AddressPolicy
@@ -727,3 +727,75 @@ async def test_a_running_worker_sends_a_held_back_webhook_once_the_clock_passes_
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+)
+
+
+async def test_a_webhook_deleted_while_deliveries_are_scheduled_fails_no_round(
+    postgres_database_url: str, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round schedules the deliveries of two agents' events, one of whose webhooks is deleted
+    while the schedule runs (it is held at a delivery another transaction is inserting). The
+    round goes on: the other agent's event is delivered, the deleted webhook gets nothing, its
+    event waits for the drain, and nothing is logged as an outage."""
+    caplog.set_level(logging.WARNING, logger="herald")
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting(count: int) -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= count)
+
+    try:
+        async with Hub.from_url(postgres_database_url) as hub:
+            ids = {}
+            for handle in ("kept", "gone"):
+                agent, _ = await hub.create_agent(handle)
+                if handle == "gone":  # scheduled in seq order: its event after the one held
+                    await hub.publish(handle, "t", "drained")
+                    await hub.drain(agent)
+                await manage.set_webhook(hub, agent.id, receiver.url)
+                ids[handle] = (agent.id, (await hub.publish(handle, "t", handle)).event.id)
+            (kept_endpoint,) = await hub.endpoints.of_agent(ids["kept"][0])
+            transaction = holder.transaction()
+            await transaction.start()
+            await holder.execute(
+                "INSERT INTO deliveries (endpoint_id, event_id, next_at) VALUES ($1, $2, 0)",
+                kept_endpoint.id,
+                ids["kept"][1],
+            )
+            work = worker(hub)
+            round_ = asyncio.create_task(work.run_once())
+            await until(lambda: waiting(1), "the schedule waits for the delivery being inserted")
+            deleted = asyncio.create_task(manage.remove(hub, ids["gone"][0], Kind.WEBHOOK))
+
+            async def deleted_or_waiting() -> bool:
+                return deleted.done() or await waiting(2)
+
+            await until(deleted_or_waiting, "the deletion is done or waits for the schedule")
+            await transaction.rollback()  # the schedule goes on
+            assert await round_ == 1
+            await deleted
+            await work.wait_idle()
+            assert await status_and_outcomes(hub, ids["kept"][1]) == (
+                EventStatus.DELIVERED,
+                ["delivered"],
+            )
+            assert await status_and_outcomes(hub, ids["gone"][1]) == (EventStatus.PENDING, [])
+            assert [
+                request.body for request in receiver.requests if b'"gone"' in request.body
+            ] == []
+    finally:
+        await holder.close()
+        await watcher.close()
+    assert [record.getMessage() for record in caplog.records] == []
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    async with asyncio.timeout(10):
+        while not await check():
+            await asyncio.sleep(0.05)
+    assert await check(), what
