@@ -1,6 +1,8 @@
 """The journal on PostgreSQL: each row carries its transaction's id (``tx``, xid8), and is read
 by ``(tx, position)`` below a horizon no running transaction of this database is under
-(``read_horizon``), so that commit order is kept although identities are not handed out in it.
+(``read_horizon``), so that no reader passes a row that commits later, although identities are
+not handed out in commit order. Nor are transaction ids: publishers take theirs only once they
+hold their agents' publish locks (``append.py``), so an agent's events are read in seq order.
 Rows are written in the transaction they journal, folded into one of its statements where it
 has few (``queries.journaled``)."""
 
