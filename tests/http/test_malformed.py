@@ -250,3 +250,23 @@ def test_a_malformed_tool_argument_is_a_tool_error_in_heralds_shape(
     assert result["structuredContent"]["error"]["code"] == "invalid_input", result
     with herald.client(agent.key) as client:
         assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    "body", [b" ", b"\r\n\t ", b"\x0c", b"\xef\xbb\xbf", b"\xef\xbb\xbf \n"], ids=repr
+)
+def test_a_body_of_only_whitespace_is_refused_not_taken_for_no_body(
+    herald: HeraldProcess, agent: Agent, body: bytes
+) -> None:
+    with herald.client(agent.key) as client:
+        drained = client.post("/channel/heartbeat", content=body)
+        assert drained.status_code == 422, drained.text
+        assert "holds no JSON, only whitespace or a byte-order mark" in error_of(drained)["message"]
+        acked = client.post("/channel/ack", content=body)
+        assert acked.status_code == 422, acked.text
+        assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"
+    with herald.client(herald.admin_key) as admin:
+        rotated = admin.post(f"/v1/agents/{agent.id}/rotate-key", content=body)
+        assert rotated.status_code == 422, rotated.text
+    with herald.client(agent.key) as client:  # the key was not rotated
+        assert client.get(f"/v1/events/{agent.event_id}").status_code == 200
