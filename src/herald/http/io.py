@@ -42,9 +42,9 @@ async def read_json(request: Request, *, if_empty: Any = _NEEDED) -> Any:
     Raises:
         TooLarge: the body is over 32 MiB.
         InvalidInput: the body is missing (and ``if_empty`` not given), holds no JSON (only
-            whitespace), is not JSON, or holds what herald does not take (nesting over 100
-            levels, NUL, an unpaired surrogate, a number JSON cannot carry); the message names
-            the JSON path.
+            whitespace), is not JSON, or holds what herald does not take (a key twice in one
+            object, nesting over 100 levels, NUL, an unpaired surrogate, a number JSON cannot
+            carry); the message names the JSON path.
     """
     if _declared_over_limit(request.headers.get("content-length")):
         raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
