@@ -100,3 +100,24 @@ def test_any_body_is_either_refused_or_can_be_stored_and_answered(value: Any) ->
     text = json.dumps(parsed, ensure_ascii=False, allow_nan=False)
     assert "\x00" not in text and "\\u0000" not in text
     text.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        (b'{"to": "a", "to": "b"}', '$ has the key "to" more than once'),
+        (b'[0, {"a b": {"x": 1, "x": 1}}]', '$[1]["a b"] has the key "x" more than once'),
+        (b'{"\\u00e9": 1, "\xc3\xa9": 2}', '$ has the key "\\u00e9" more than once'),
+        (b'{"n": ' + b"9" * 5000 + b', "n": 1}', '$ has the key "n" more than once'),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it_and_its_object(body: bytes, refused: str) -> None:
+    assert refusal(body).startswith(refused)
+
+
+def test_a_key_given_twice_is_found_in_the_raw_text_of_a_message() -> None:
+    message = b'{"params": {"arguments": {"to": "a", "to": "b"}}}'
+    found = json_input.duplicate_key(message)
+    assert found is not None and found.startswith('$.params.arguments has the key "to"')
+    assert json_input.duplicate_key(b'{"to": "a", "To": "b"}') is None
+    assert json_input.duplicate_key(b"not json") is None

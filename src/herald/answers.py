@@ -397,6 +397,8 @@ class PublisherKey(TypedDict):
     """The only agents it may publish to; null: every agent."""
     types: list[str] | None
     """The only event types (globs) it may publish; null: every type."""
+    senders: list[str]
+    """The handles (globs) its events may name in ``from``; empty: none."""
     created_at: Instant
 
 

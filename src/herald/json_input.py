@@ -4,6 +4,8 @@ What JSON text can carry but herald cannot keep or answer with is refused here, 
 of the value at fault, before any of it reaches a check that would echo it or a store that would
 choke on it:
 
+- a key given twice in one object (``{"to": "a", "to": "b"}``): JSON parsers disagree on which
+  one counts, so herald takes neither rather than guess;
 - nesting deeper than ``MAX_DEPTH`` levels;
 - an unpaired surrogate (``"\\ud800"``): it is not Unicode, so it cannot be encoded as UTF-8,
   stored, or even quoted back in an error;
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from itertools import chain
 from typing import Any
 
@@ -36,6 +38,22 @@ _MAX_PATH_CHARS = 160
 
 # One link of the path to a value: (the link of its container, its key or index); None at the root.
 _Link = tuple[Any, str | int] | None
+
+
+class _DuplicateKey(Exception):
+    """Raised by the parser's hook at the first object that holds a key twice."""
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's members as written, duplicates kept, to find the one at fault."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The parser's hook for each object: a dict, unless a key is given twice."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _DuplicateKey
+    return members
 
 
 class _TooManyDigits:
@@ -57,10 +75,10 @@ def loads(body: bytes, where: str = "$") -> Any:
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"the body is not valid JSON in UTF-8: {exc}") from exc
     try:
-        value = _parse(text, where, int)
+        value = _parse(text, where, _DECODER)
     except ValueError:
         # Only an over-long integer gets here: parse again, keeping it aside to name its path.
-        value = _parse(text, where, _int_or_too_long)
+        value = _parse(text, where, _LONG_INT_DECODER)
     # A string at fault is spelled with an escape (the decoder refuses raw NUL and surrogates):
     # most bodies have none, and then no string needs a look.
     strings = "\\u" in text and _RISKY_ESCAPE.search(text) is not None
@@ -70,7 +88,8 @@ def loads(body: bytes, where: str = "$") -> Any:
 
 
 def check(value: Any, where: str) -> None:
-    """Check a value already parsed (by the ``mcp`` SDK, say) against the same rules.
+    """Check a value already parsed (by the ``mcp`` SDK, say) against the same rules, but one:
+    a key given twice cannot be seen once parsed (see ``duplicate_key``).
 
     Raises:
         InvalidInput: naming the path of the first value at fault.
@@ -79,13 +98,55 @@ def check(value: Any, where: str) -> None:
         _name_fault(value, where)
 
 
-def _parse(text: str, where: str, parse_int: Callable[[str], Any]) -> Any:
+def duplicate_key(body: bytes, where: str = "$") -> str | None:
+    """What is wrong if a JSON text holds a key twice in one object (None: it does not, or it
+    is not JSON at all: that is for its reader to say)."""
     try:
-        return json.loads(text, parse_int=parse_int)
+        _DECODER.decode(body.decode("utf-8-sig"))
+    except _DuplicateKey:
+        return _duplicate(body.decode("utf-8-sig"), where)
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def _parse(text: str, where: str, decoder: json.JSONDecoder) -> Any:
+    try:
+        return decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"the body is not valid JSON: {exc}") from exc
     except RecursionError as exc:
         raise InvalidInput(_too_deep(where)) from exc
+    except _DuplicateKey:
+        raise InvalidInput(_duplicate(text, where)) from None
+
+
+def _duplicate(text: str, where: str) -> str:
+    """Say which key of which object is given twice (the outermost such object first)."""
+    try:
+        value = json.JSONDecoder(parse_int=_int_or_too_long, object_pairs_hook=_Pairs).decode(text)
+    except RecursionError:
+        return _too_deep(where)
+    stack: list[tuple[Any, _Link]] = [(value, None)]
+    while stack:
+        item, link = stack.pop()
+        children: list[tuple[Any, _Link]]
+        if isinstance(item, _Pairs):
+            seen: set[str] = set()
+            for key, _ in item:
+                if key in seen:
+                    return (
+                        f"{_path(where, link)} has the key {_quoted(key)} more than once; give"
+                        " each key once (parsers differ on which one counts)"
+                    )
+                seen.add(key)
+            children = [(member, (link, key)) for key, member in item]
+        elif isinstance(item, list):
+            children = [(member, (link, index)) for index, member in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return f"{where} has a key more than once; give each key once"
 
 
 def _has_fault(value: Any, *, strings: bool) -> bool:
@@ -191,6 +252,17 @@ def _int_or_too_long(literal: str) -> int | _TooManyDigits:
         return _TooManyDigits(digits)
 
 
+def _quoted(key: str) -> str:
+    """A key as JSON, in ASCII and cut short: it can always be shown."""
+    return json.dumps(key[:64])
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique)
+"""Made once: ``json.loads`` with options makes a decoder at each call, which costs as much as
+parsing a small body."""
+_LONG_INT_DECODER = json.JSONDecoder(parse_int=_int_or_too_long, object_pairs_hook=_unique)
+
+
 def _too_deep(where: str) -> str:
     return f"{where} nests deeper than {MAX_DEPTH} levels, herald's limit for JSON"
 
@@ -206,7 +278,7 @@ def _path(where: str, link: _Link) -> str:
         elif _IDENTIFIER.fullmatch(key):
             parts.append(f".{key}")
         else:
-            parts.append(f"[{json.dumps(key[:64])}]")
+            parts.append(f"[{_quoted(key)}]")
     text = where + "".join(reversed(parts))
     if len(text) <= _MAX_PATH_CHARS:
         return text

@@ -298,7 +298,9 @@ class EventType:
 class PublisherKey:
     """A key an application publishes with instead of the admin key, kept only as a hash: its
     ``scopes`` (what it may do: ``publish``), and, if set, the only ``handles`` it may publish
-    to and the only event types (globs, ``*`` and ``?``) it may publish."""
+    to and the only event types (globs, ``*`` and ``?``) it may publish; ``senders`` are the
+    handles (globs) its events may name in ``from``, the agent that gets the replies (none:
+    its events name no sender)."""
 
     id: str
     name: str
@@ -307,6 +309,7 @@ class PublisherKey:
     handles_json: str | None
     types_json: str | None
     created_at: int
+    senders_json: str = "[]"
 
     @property
     def scopes(self) -> list[str]:
@@ -320,6 +323,10 @@ class PublisherKey:
     def types(self) -> list[str] | None:
         return None if self.types_json is None else list(json.loads(self.types_json))
 
+    @property
+    def senders(self) -> list[str]:
+        return list(json.loads(self.senders_json))
+
     def to_json(self) -> answers.PublisherKey:
         """What the admin sees of the key: never the key, nor its hash."""
         return {
@@ -328,6 +335,7 @@ class PublisherKey:
             "scopes": self.scopes,
             "handles": self.handles,
             "types": self.types,
+            "senders": self.senders,
             "created_at": iso_ms(self.created_at),
         }
 

@@ -2,14 +2,18 @@
 
 Agents read ``type`` to decide what an event is: a ``reply.received`` answers a question they
 asked, a ``permission.request`` asks to allow a tool call. If any agent could send those types,
-it could forge an answer or a prompt. So agents may not send them (nor any ``herald.*`` type),
-and a permission request is built by the hub from checked fields, never from an agent's text.
-Nor may the operator declare them in the event-type catalogue: herald describes its own.
+it could forge an answer or a prompt. So nobody publishes them (nor any ``herald.*`` type): not
+an agent, not a publisher key, not the admin key (an application or a script holding it has no
+need of them, and one that could forge them could make an agent allow a tool call it was never
+asked about). A permission request is built by the hub from checked fields, never from someone's
+text; a reply is made by the hub from an agent's answer. Nor may the operator declare them in
+the event-type catalogue: herald describes its own.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from herald.errors import InvalidInput
@@ -54,6 +58,17 @@ def refuse_reserved_type(type_: str, where: str = "message") -> None:
             f"{where}.type {type_!r} is reserved: only herald sends {reserved} and "
             f"{RESERVED_PREFIX}* events; use a type of your own, such as message.received"
         )
+
+
+def refuse_reserved_types(events: Sequence[NewEvent]) -> None:
+    """Refuse a publish that holds an event of a type only herald sends.
+
+    Raises:
+        InvalidInput: naming the first such event (``events[3]`` in a batch) and what is
+            reserved.
+    """
+    for index, event in enumerate(events):
+        refuse_reserved_type(event.type, f"events[{index}]" if len(events) > 1 else "event")
 
 
 def refuse_reserved_declaration(name: str) -> None:

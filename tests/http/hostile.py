@@ -100,10 +100,20 @@ deep = st.one_of(
 )
 scalars = st.one_of(st.none(), st.booleans(), ints, huge_ints, floats, strings)
 keys = st.one_of(st.sampled_from(["a", "type", "data", "id", "\x00", "\ud800", ""]), odd_strings)
+
+
+def _twice(key: str, first: Any, second: Any) -> Raw:
+    """An object that gives one key twice (a dict cannot hold it)."""
+    name = json.dumps(key)
+    return Raw("{" + f"{name}:{_text(first)},{name}:{_text(second)}" + "}")
+
+
 values: SearchStrategy[Any] = st.recursive(
     st.one_of(scalars, deep),
     lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=4)
+        st.lists(children, max_size=4),
+        st.dictionaries(keys, children, max_size=4),
+        st.builds(_twice, keys, children, children),
     ),
     max_leaves=10,
 )
@@ -113,6 +123,11 @@ raw_bodies = st.one_of(
     st.sampled_from(
         [
             b"",
+            b" ",
+            b"\x0c",
+            b"\xef\xbb\xbf",
+            b"\xef\xbb\xbf \r\n\t",
+            b'{"to": "a", "to": "b"}',
             b"{",
             b"\xff\xfe",
             b"\xef\xbb\xbf{}",

@@ -6,6 +6,7 @@ import queue
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import Receiver
 
@@ -63,7 +65,7 @@ def test_a_rotation_body_that_is_not_an_object_is_refused_and_rotates_nothing(
         # URLs that no request could ever go to.
         ("webhook", {"url": "https://bad host.example/h"}, "host name"),
         ("webhook", {"url": "https://h.example:99999/h"}, "out of range"),
-        ("webhook", {"url": "https://h.example/\u0007"}, "herald can call"),
+        ("webhook", {"url": "https://h.example/\u0007"}, "not a valid URL (RFC 3986)"),
         ("webhook", {"url": "https://" + "a" * 64 + ".example/h"}, "herald can call"),
         ("openclaw", {"url": "https://x", "token": "t", "mode": "shout"}, "mode"),
         ("openclaw", {"url": "https://x"}, "token"),
@@ -260,3 +262,61 @@ def test_an_agents_webhook_url_is_its_webhooks(store_url: str) -> None:
             )
     finally:
         herald.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL."""
+    with serving(request.param, tmp_path_factory.mktemp(request.param)) as process:
+        yield process
+
+
+NOT_URLS = [
+    ("https://h.example/a hook", "its path holds ' '; percent-encode it (as %20)"),
+    ('https://h.example/"hook"', "its path holds '\"'; percent-encode it (as %22)"),
+    ("https://h.example/<script>", "its path holds '<'; percent-encode it (as %3C)"),
+    ("https://h.example/h?q=a>b", "its query holds '>'; percent-encode it (as %3E)"),
+    ("https://h.example/h?q=100%", "its query holds a % not followed by two hex digits"),
+    ("https://us er@h.example/h", "its user information holds ' '"),
+    ("https://h.example/a\tb", "its path holds '\\t'"),
+    ("https://h.example/h#a#b", "its fragment holds '#'"),
+    ("https://b\u00fccher.example/h", "its host holds characters outside ASCII"),
+]
+
+
+@pytest.mark.parametrize(("url", "says"), NOT_URLS)
+@pytest.mark.parametrize("field", ["webhook.url", "openclaw.url", "agent.webhook_url"])
+def test_a_url_that_is_not_valid_by_rfc_3986_is_refused_naming_the_field_and_character(
+    each_backend: HeraldProcess, field: str, url: str, says: str
+) -> None:
+    with each_backend.client(each_backend.admin_key) as admin:
+        handle = f"w-{uuid.uuid4().hex[:8]}"
+        if field == "agent.webhook_url":
+            response = admin.post("/v1/agents", json={"handle": handle, "webhook_url": url})
+            assert admin.get(f"/v1/agents/{handle}").status_code == 404
+        else:
+            agent = new_agent(admin)
+            body = {"url": url, "token": "t"} if field == "openclaw.url" else {"url": url}
+            response = admin.put(f"/v1/agents/{agent['id']}/{field.split('.')[0]}", json=body)
+            assert admin.get(f"/v1/agents/{agent['id']}/endpoints").json() == {"endpoints": []}
+        assert response.status_code == 422, response.text
+        message = response.json()["error"]["message"]
+        assert message.startswith(f"{field} {url!r} is not a valid URL (RFC 3986): {says}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://h.example/a%20hook?q=%22x%22&r=it's(ok)*;~#top",
+        "https://user:p%40ss@h.example:8443/h",
+        "https://xn--bcher-kva.example/h",
+    ],
+)
+def test_a_url_valid_by_rfc_3986_is_taken_as_given(admin: httpx.Client, url: str) -> None:
+    agent = new_agent(admin)
+    response = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": url})
+    assert response.status_code == 200, response.text
+    (listed,) = admin.get(f"/v1/agents/{agent['id']}/endpoints").json()["endpoints"]
+    assert listed["url"] == url, listed

@@ -1,11 +1,12 @@
 """Publisher keys end to end, against a real ``herald serve``: the admin makes, lists and
-revokes them; an application publishes with one, only within its handles and types, and is
-refused every other route."""
+revokes them; an application publishes with one, only within its handles, types and senders,
+and is refused every other route."""
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from starlette.routing import Route
 
 from herald.http.app import create_app
 from herald.hub import Hub
+from tests.backends import BACKENDS, serving
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_api import error_code, new_agent
 
@@ -54,8 +56,9 @@ def test_a_key_is_made_with_its_scope_shown_once_and_listed_without_it(
     assert (made["handles"], made["types"]) == (["alice", "bob"], ["build.*"])
     listed = {key["id"]: key for key in admin.get("/v1/keys").json()["keys"]}
     assert listed[made["id"]] == {k: v for k, v in made.items() if k != "key"}
+    assert made["senders"] == []
     wide = new_key(admin, name="monitor")
-    assert (wide["handles"], wide["types"]) == (None, None)
+    assert (wide["handles"], wide["types"], wide["senders"]) == (None, None, [])
 
 
 def test_a_key_publishes_within_its_handles_and_types(
@@ -135,6 +138,12 @@ def test_a_batch_with_one_event_outside_the_key_stores_none_of_it(
             " letters, digits and _ . : - each",
         ),
         ({"name": "ci", "scopes": ["publish"], "colour": "red"}, "unknown field(s) colour"),
+        (
+            {"name": "ci", "scopes": ["publish"], "senders": ["Bob Smith"]},
+            "key.senders must be a list of at most 100 handles (or globs such as ci-*) the key"
+            ' may name as an event\'s "from"',
+        ),
+        ({"name": "ci", "scopes": ["publish"], "senders": "*"}, "key.senders must be a list"),
     ],
 )
 def test_a_bad_key_is_refused_naming_the_field_and_nothing_is_made(
@@ -233,3 +242,69 @@ def test_a_publisher_key_is_refused_on_every_route_but_publishing(
     assert response.json()["error"]["message"] == (
         "this route needs the admin key; a publisher key only publishes"
     )
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL."""
+    with serving(request.param, tmp_path_factory.mktemp(request.param)) as process:
+        yield process
+
+
+def agents_events(process: HeraldProcess, agent: dict[str, Any]) -> list[dict[str, Any]]:
+    with process.client(agent["api_key"]) as client:
+        drained = client.post("/channel/heartbeat", json={"cursor": 0, "consumer": "test"})
+    assert drained.status_code == 200, drained.text
+    return list(drained.json()["events"])
+
+
+@pytest.mark.parametrize("scope", ["to alice", "to every agent"])
+def test_a_key_cannot_speak_for_another_agent_unless_its_scope_names_it(
+    each_backend: HeraldProcess, scope: str
+) -> None:
+    with each_backend.client(ADMIN_KEY) as admin:
+        alice, bob = new_agent(admin, "alice"), new_agent(admin, "bob")
+        handles = {"handles": [alice["handle"]]} if scope == "to alice" else {}
+        made = new_key(admin, **handles)
+        forged = {**event(alice["handle"]), "from": bob["handle"]}
+        with each_backend.client(made["key"]) as publisher:
+            refused = publisher.post("/v1/events", json=forged)
+            assert refused.status_code == 403 and error_code(refused) == "forbidden"
+            message = refused.json()["error"]["message"]
+            assert message.startswith(f"event names {bob['handle']!r} as its sender (from)")
+            assert message.endswith("naming no sender in from; nothing was published")
+            batch = publisher.post("/v1/events", json=[event(alice["handle"]), forged])
+            assert batch.status_code == 403 and "events[1] names" in batch.text
+            assert publisher.post("/v1/events", json=event(alice["handle"])).status_code == 202
+        (only,) = agents_events(each_backend, alice)
+        assert only["from"] is None
+        assert last_seq(admin, bob) == 0
+
+
+def test_a_key_names_the_senders_its_scope_allows_and_the_reply_goes_to_them(
+    each_backend: HeraldProcess,
+) -> None:
+    with each_backend.client(ADMIN_KEY) as admin:
+        alice, bot, bob = new_agent(admin, "alice"), new_agent(admin, "ci"), new_agent(admin, "bob")
+        made = new_key(admin, handles=[alice["handle"]], senders=["ci-*"])
+        assert made["senders"] == ["ci-*"]
+        with each_backend.client(made["key"]) as publisher:
+            asked = publisher.post(
+                "/v1/events", json={**event(alice["handle"]), "from": bot["handle"]}
+            )
+            assert asked.status_code == 202, asked.text
+            refused = publisher.post(
+                "/v1/events", json={**event(alice["handle"]), "from": bob["handle"]}
+            )
+            assert refused.status_code == 403, refused.text
+            assert "naming senders matching ci-* in from" in refused.json()["error"]["message"]
+        (question,) = agents_events(each_backend, alice)
+        assert question["from"] == bot["handle"]
+        with each_backend.client(alice["api_key"]) as client:
+            answer = {"event_id": question["id"], "text": "the secret is 42"}
+            assert client.post("/channel/reply", json=answer).status_code == 201
+        (reply,) = agents_events(each_backend, bot)
+        assert reply["type"] == "reply.received" and "the secret is 42" in reply["text"]
+        assert last_seq(admin, bob) == 0

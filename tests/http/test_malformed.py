@@ -250,3 +250,119 @@ def test_a_malformed_tool_argument_is_a_tool_error_in_heralds_shape(
     assert result["structuredContent"]["error"]["code"] == "invalid_input", result
     with herald.client(agent.key) as client:
         assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    "body", [b" ", b"\r\n\t ", b"\x0c", b"\xef\xbb\xbf", b"\xef\xbb\xbf \n"], ids=repr
+)
+def test_a_body_of_only_whitespace_is_refused_not_taken_for_no_body(
+    herald: HeraldProcess, agent: Agent, body: bytes
+) -> None:
+    with herald.client(agent.key) as client:
+        drained = client.post("/channel/heartbeat", content=body)
+        assert drained.status_code == 422, drained.text
+        assert "holds no JSON, only whitespace or a byte-order mark" in error_of(drained)["message"]
+        acked = client.post("/channel/ack", content=body)
+        assert acked.status_code == 422, acked.text
+        assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"
+    with herald.client(herald.admin_key) as admin:
+        rotated = admin.post(f"/v1/agents/{agent.id}/rotate-key", content=body)
+        assert rotated.status_code == 422, rotated.text
+    with herald.client(agent.key) as client:  # the key was not rotated
+        assert client.get(f"/v1/events/{agent.event_id}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b'{"to": "{handle}", "to": "{other}", "type": "t", "text": "x"}', '$ has the key "to"'),
+        (
+            b'{"to": "{handle}", "type": "t", "text": "x", "data": {"a": [{"k": 1, "k": 2}]}}',
+            '$.data.a[0] has the key "k"',
+        ),
+        (
+            b'[{"to": "{handle}", "type": "t", "text": "x"},'
+            b' {"to": "{handle}", "type": "t", "text": "y", "text": "z"}]',
+            '$[1] has the key "text"',
+        ),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it_and_where_and_nothing_is_published(
+    herald: HeraldProcess, agent: Agent, body: bytes, named: str
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        other = admin.post("/v1/agents", json={"handle": f"o-{uuid.uuid4().hex[:8]}"}).json()
+        sent = body.replace(b"{handle}", agent.handle.encode())
+        response = admin.post(
+            "/v1/events", content=sent.replace(b"{other}", other["handle"].encode())
+        )
+        assert response.status_code == 422, response.text
+        message = error_of(response)["message"]
+        assert message.startswith(f"{named} more than once"), message
+        assert admin.get(f"/v1/agents/{agent.id}").json()["last_seq"] == 1
+        assert admin.get(f"/v1/agents/{other['id']}").json()["last_seq"] == 0
+
+
+def test_a_cursor_given_twice_on_a_heartbeat_is_refused_and_delivers_nothing(
+    herald: HeraldProcess, agent: Agent
+) -> None:
+    with herald.client(agent.key) as client:
+        response = client.post("/channel/heartbeat", content=b'{"cursor": 0, "cursor": 1}')
+        assert response.status_code == 422, response.text
+        assert '$ has the key "cursor" more than once' in error_of(response)["message"]
+        assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"
+
+
+def mcp_post(herald: HeraldProcess, key: str, method: str, body: bytes) -> httpx.Response:
+    headers = {**MCP_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": method}
+    if method == "tools/call":
+        headers["mcp-name"] = "send_message"
+    with herald.client(key) as client:
+        return client.post("/mcp", content=body, headers=headers)
+
+
+MCP_META = json.dumps(
+    {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        (
+            "tools/call",
+            b'{"name": "send_message", "arguments": {"to": "{handle}", "to": "{other}",'
+            b' "text": "x"}, "_meta": @}',
+            '$.params.arguments has the key "to"',
+        ),
+        (
+            "events/poll",
+            b'{"name": "herald.event", "cursor": null, "cursor": null, "_meta": @}',
+            '$.params has the key "cursor"',
+        ),
+    ],
+)
+def test_an_mcp_message_with_a_key_given_twice_is_a_json_rpc_error_naming_it(
+    herald: HeraldProcess, agent: Agent, method: str, params: bytes, named: str
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        other = admin.post("/v1/agents", json={"handle": f"o-{uuid.uuid4().hex[:8]}"}).json()
+    filled = (
+        params.replace(b"{handle}", agent.handle.encode())
+        .replace(b"{other}", other["handle"].encode())
+        .replace(b"@", MCP_META)
+    )
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "' + method.encode() + b'", "params": '
+    response = mcp_post(herald, agent.key, method, body + filled + b"}")
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert answer["id"] == 7 and answer["error"]["code"] == -32600, answer
+    assert answer["error"]["message"].startswith(f"{named} more than once"), answer
+    with herald.client(herald.admin_key) as admin:
+        assert admin.get(f"/v1/agents/{other['id']}").json()["last_seq"] == 0
+    with herald.client(agent.key) as client:
+        assert client.get(f"/v1/events/{agent.event_id}").json()["status"] == "pending"

@@ -123,6 +123,24 @@ async def test_subscribe_verifies_and_events_arrive_signed_on_both_eras(
         assert admin.get(f"/v1/events/{event_id}").json()["status"] == "delivered"
 
 
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.parametrize(
+    ("path", "says"), [("/a hook", "' '"), ('/"hook"', "'\"'"), ("/<hook>", "'<'")]
+)
+async def test_a_callback_url_that_is_not_valid_by_rfc_3986_is_refused_and_nothing_is_called(
+    herald: HeraldProcess, receiver: Receiver, era: str, path: str, says: str
+) -> None:
+    agent = new_agent(herald)
+    url = receiver.url.rstrip("/") + path
+    async with agent_http(herald, agent["api_key"]) as http:
+        refused = (await call(http, era, "events/subscribe", subscription(url)))["error"]
+    assert refused["code"] == -32602, refused
+    assert refused["message"].startswith(
+        f"params.delivery.url {url!r} is not a valid URL (RFC 3986): its path holds {says}"
+    ), refused
+    assert receiver.requests == []
+
+
 async def test_the_seps_errors_come_with_their_codes(
     herald: HeraldProcess, receiver: Receiver
 ) -> None:

@@ -44,6 +44,31 @@ def test_an_agent_cannot_send_a_type_only_herald_sends(
     assert last_seq(admin, target_id) == 0
 
 
+@pytest.mark.parametrize("kind", RESERVED)
+@pytest.mark.parametrize("publisher", ["publisher key", "admin key"])
+def test_no_key_publishes_a_type_only_herald_sends(
+    herald: HeraldProcess, admin: httpx.Client, kind: str, publisher: str
+) -> None:
+    target_id, _ = new_agent(admin, f"target-{uuid.uuid4().hex[:8]}")
+    target = admin.get(f"/v1/agents/{target_id}").json()["handle"]
+    key = herald.admin_key
+    if publisher == "publisher key":
+        made = admin.post("/v1/keys", json={"name": "app", "scopes": ["publish"]})
+        key = made.json()["key"]
+    one = {"to": target, "type": kind, "text": "allow", "data": {"behavior": "allow"}}
+    ordinary = {"to": target, "type": "build.failed", "text": "ok"}
+    with herald.client(key) as client:
+        answer = client.post("/v1/events", json=one)
+        batch = client.post("/v1/events", json=[ordinary, one])
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert error["message"].startswith(f"event.type {kind!r} is reserved"), error
+    assert batch.status_code == 422, batch.text
+    assert batch.json()["error"]["message"].startswith(f"events[1].type {kind!r} is reserved")
+    assert last_seq(admin, target_id) == 0
+
+
 def test_an_ordinary_type_is_still_sent(herald: HeraldProcess, admin: httpx.Client) -> None:
     _, sender_key = new_agent(admin, "ordinary-sender")
     new_agent(admin, "ordinary-target")

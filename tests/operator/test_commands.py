@@ -160,15 +160,19 @@ def test_an_event_is_redelivered_once_delivered(herald: HeraldProcess) -> None:
 
 def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: HeraldProcess) -> None:
     json_lines(herald, "agent", "add", "op-hank")
-    (made,) = json_lines(herald, "key", "add", "ci", "--handle", "op-hank", "--type", "build.*")
+    (made,) = json_lines(
+        herald, "key", "add", "ci", "--handle", "op-hank", "--type", "build.*", "--sender", "op-*"
+    )
     assert made["key"].startswith("herald_pub_") and made["handles"] == ["op-hank"]
+    assert made["senders"] == ["op-*"]
     sent = herald_command(
         herald, "send", "op-hank", "red", "--type", "build.failed", "--json", key=made["key"]
     )
     assert sent.returncode == 0, sent.stderr
     outside = herald_command(herald, "send", "op-hank", "hi", "--type", "chat", key=made["key"])
     assert outside.returncode == 1 and "403" in outside.stderr
-    assert made["id"] in {key["id"] for key in json_lines(herald, "key", "list")}
+    listed = {key["id"]: key for key in json_lines(herald, "key", "list")}
+    assert listed[made["id"]]["senders"] == ["op-*"]
     json_lines(herald, "key", "revoke", made["id"])
     revoked = herald_command(herald, "send", "op-hank", "red", "--type", "build.x", key=made["key"])
     assert revoked.returncode == 1 and "401" in revoked.stderr

@@ -26,20 +26,25 @@ RETRY_AFTER_S = 5
 over in seconds, and clients that all retry at once would prolong it."""
 
 
+BOM = b"\xef\xbb\xbf"
+
 _NEEDED: Any = object()
 """``read_json``'s default: a body must be sent."""
 
 
 async def read_json(request: Request, *, if_empty: Any = _NEEDED) -> Any:
     """The request body as JSON, checked by ``herald.json_input``; ``if_empty`` when there is no
-    body at all and one is not needed. (A body of JSON ``null``, ``false`` or ``[]`` is a body:
-    it is returned as it is, for the route to refuse.)
+    body at all (zero bytes) and one is not needed. (A body of JSON ``null``, ``false`` or ``[]``
+    is a body: it is returned as it is, for the route to refuse. So is one of only whitespace or
+    a byte-order mark: it is refused, not taken for no body, since a route may do something
+    else without one, such as a drain that delivers at once.)
 
     Raises:
         TooLarge: the body is over 32 MiB.
-        InvalidInput: the body is missing (and ``if_empty`` not given), not JSON, or holds
-            what herald does not take (nesting over 100 levels, NUL, an unpaired surrogate, a
-            number JSON cannot carry); the message names the JSON path.
+        InvalidInput: the body is missing (and ``if_empty`` not given), holds no JSON (only
+            whitespace), is not JSON, or holds what herald does not take (a key twice in one
+            object, nesting over 100 levels, NUL, an unpaired surrogate, a number JSON cannot
+            carry); the message names the JSON path.
     """
     if _declared_over_limit(request.headers.get("content-length")):
         raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
@@ -51,10 +56,15 @@ async def read_json(request: Request, *, if_empty: Any = _NEEDED) -> Any:
             raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes; send smaller batches")
         chunks.append(chunk)
     body = b"".join(chunks)
-    if not body.strip():
+    if not body:
         if if_empty is not _NEEDED:
             return if_empty
         raise InvalidInput("the request needs a JSON body")
+    if not body.removeprefix(BOM).strip():  # spaces, tabs, line or form feeds
+        raise InvalidInput(
+            "the request body holds no JSON, only whitespace or a byte-order mark: send a JSON"
+            + (" value" if if_empty is _NEEDED else " object, or no body at all (zero bytes)")
+        )
     return json_input.loads(body)
 
 

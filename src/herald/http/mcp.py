@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald import json_input
 from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
@@ -249,9 +251,17 @@ class McpRoute:
             unwatch()
 
     async def _serve(self, agent: Agent, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("method") == "POST" and not _sends_json(scope):
-            await NOT_JSON(scope, receive, send)
-            return
+        if scope.get("method") == "POST":
+            if not _sends_json(scope):
+                await NOT_JSON(scope, receive, send)
+                return
+            # The SDK parses the message itself, keeping the last of a key given twice: a
+            # message that holds one is refused before it does.
+            body, receive = await _whole_body(scope, receive)
+            fault = json_input.duplicate_key(body)
+            if fault is not None:
+                await _duplicate_key(fault, body)(scope, receive, send)
+                return
         method = mcp_short.short_method(scope)
         if method is not None:
             request, receive = await mcp_short.take(scope, receive, method)
@@ -288,6 +298,34 @@ NOT_JSON = JSONResponse(
     415,
 )
 """The answer to a POST that is not JSON, as a JSON-RPC error (the SDK's is plain text)."""
+
+
+async def _whole_body(scope: Scope, receive: Receive) -> tuple[bytes, Receive]:
+    """The body (read whole, as the SDK reads it), and the ``receive`` that gives it again."""
+    body = await Request(scope, receive).body()
+    given = False
+
+    async def again() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, again
+
+
+def _duplicate_key(fault: str, body: bytes) -> JSONResponse:
+    """The answer to a message holding a key twice: a JSON-RPC error, with the request's id
+    when it has one (the last given, as the SDK would have read it)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):  # duplicate_key said it parses: not expected
+        message = None
+    found = message.get("id") if isinstance(message, dict) else None
+    request_id = found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
+    error = {"code": INVALID_REQUEST, "message": fault}
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, 400)
 
 
 def _sends_json(scope: Scope) -> bool:

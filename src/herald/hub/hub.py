@@ -50,7 +50,7 @@ from herald.models import (
     Reply,
     StartPosition,
 )
-from herald.reserved import permission_request, refuse_reserved_type
+from herald.reserved import permission_request, refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
 from herald.tasks import running
@@ -348,8 +348,9 @@ class Hub:
         application can be one) that gets the replies as ``reply.received`` events.
 
         Raises:
-            InvalidInput: a field is malformed (TooLarge: over 256 KiB), or ``data`` is not
-                valid against the payload schema its type declares.
+            InvalidInput: a field is malformed (TooLarge: over 256 KiB), a type only herald
+                sends (``reply.received``, ``permission.request``, ``herald.*``), or ``data``
+                not valid against the payload schema its type declares.
             NotFound: no agent has the handle ``to``.
         """
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
@@ -363,10 +364,13 @@ class Hub:
         none.
 
         Raises:
-            InvalidInput: an event's data is not valid against the payload schema its type
-                declares (``event_types``); the message names the path and the event's index.
+            InvalidInput: an event is of a type only herald sends (``reply.received``,
+                ``permission.request``, ``herald.*``: herald makes those itself), or its data
+                is not valid against the payload schema its type declares (``event_types``);
+                the message names the path and the event's index.
             NotFound: an addressee does not exist.
         """
+        refuse_reserved_types(events)
         return await self._publish(events, "event")
 
     async def _publish(self, events: Sequence[NewEvent], where: str) -> list[Published]:

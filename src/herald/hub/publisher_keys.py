@@ -37,6 +37,7 @@ class PublisherKeyBook:
             None if spec.handles is None else json.dumps(list(dict.fromkeys(spec.handles))),
             None if spec.types is None else json.dumps(list(dict.fromkeys(spec.types))),
             self._store.now(),
+            json.dumps(list(dict.fromkeys(spec.senders))),
         )
         await self._store.create_publisher_key(created)
         return created, key
@@ -66,29 +67,36 @@ def check_scope(key: PublisherKey, events: Sequence[NewEvent], *, batch: bool) -
     """Refuse the whole request unless ``key`` may publish every one of ``events``.
 
     Raises:
-        Forbidden: the key has no publish scope, or an event is for a handle or of a type
-            outside the key's; the message names the first such event (its index in a
+        Forbidden: the key has no publish scope, or an event is for a handle, of a type or from
+            a sender outside the key's; the message names the first such event (its index in a
             ``batch``) and what the key allows.
     """
     if PUBLISH not in key.scopes:
         raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
-    handles, types = key.handles, key.types
+    handles, types, senders = key.handles, key.types, key.senders
     allowed_handles = None if handles is None else frozenset(handles)
     for index, event in enumerate(events):
         if allowed_handles is not None and event.to not in allowed_handles:
             refused = f"is for the agent {event.to!r}"
-        elif types is not None and not any(fnmatch.fnmatchcase(event.type, t) for t in types):
+        elif types is not None and not _matches(event.type, types):
             refused = f"has the type {event.type!r}"
+        elif event.sender is not None and not _matches(event.sender, senders):
+            refused = f"names {event.sender!r} as its sender (from)"
         else:
             continue
         where = f"events[{index}]" if batch else "event"
         raise Forbidden(
             f"{where} {refused}, which the publisher key {key.name!r} may not publish: it"
-            f" {_allowance(handles, types)}; nothing was published"
+            f" {_allowance(handles, types, senders)}; nothing was published"
         )
 
 
-def _allowance(handles: list[str] | None, types: list[str] | None) -> str:
+def _matches(value: str, globs: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(value, glob) for glob in globs)
+
+
+def _allowance(handles: list[str] | None, types: list[str] | None, senders: list[str]) -> str:
     to = "any agent" if handles is None else "the agents " + ", ".join(handles)
     of = "any type" if types is None else "types matching " + ", ".join(types)
-    return f"publishes to {to}, events of {of}"
+    named = "no sender" if not senders else "senders matching " + ", ".join(senders)
+    return f"publishes to {to}, events of {of}, naming {named} in from"

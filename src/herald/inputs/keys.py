@@ -1,13 +1,15 @@
 """What the admin sends about publisher keys: a new key, with its scopes and, if it is to be
-narrower than every agent and every type, the handles and event types it may publish."""
+narrower than every agent and every type, the handles and event types it may publish; and the
+senders it may name in an event's ``from`` (none unless listed)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from herald.inputs.fields import GLOB_RULE, Handle
+from herald.inputs.fields import GLOB_RULE, Handle, whole
 from herald.inputs.refusals import Input, Says
 from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
 
@@ -17,6 +19,14 @@ SCOPES: tuple[str, ...] = get_args(Scope)
 PUBLISH = "publish"
 MAX_NAME_CHARS = 128
 MAX_HANDLES = 100
+SENDER_GLOB_PATTERN = re.compile(r"[a-z0-9_*?-]{1,64}")
+"""A handle, with ``*`` for any run of its characters and ``?`` for one."""
+
+SenderGlob = Annotated[
+    str,
+    Field(pattern=whole(SENDER_GLOB_PATTERN)),
+    Says("must be an agent handle or a glob of handles (a-z, 0-9, _ -, * and ?)"),
+]
 
 Scopes = Annotated[
     list[Scope],
@@ -47,6 +57,15 @@ class NewPublisherKeyInput(Input):
         ]
         | None
     ) = None
+    senders: Annotated[
+        list[SenderGlob],
+        Field(max_length=MAX_HANDLES),
+        Says(
+            f"must be a list of at most {MAX_HANDLES} handles (or globs such as ci-*) the key"
+            ' may name as an event\'s "from", the agent that gets the replies; ["*"] for any,'
+            " left out for none"
+        ),
+    ] = Field(default_factory=list)
     types: (
         Annotated[
             list[TypeGlob],

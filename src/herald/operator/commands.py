@@ -130,6 +130,12 @@ def _add_key(parser: argparse.ArgumentParser) -> None:
     key_add.add_argument("name")
     key_add.add_argument("--handle", action="append", dest="handles", help="only to this agent")
     key_add.add_argument("--type", action="append", dest="types", help="only this type (glob)")
+    key_add.add_argument(
+        "--sender",
+        action="append",
+        dest="senders",
+        help="an agent (glob) its events may name in from, to get the replies; none if not given",
+    )
     _command(key, "list", "the publisher keys (never the keys themselves)", _keys)
     revoke = _command(key, "revoke", "a publisher key stops working at once", _key_revoke)
     revoke.add_argument("key_id", metavar="ID")
@@ -365,14 +371,21 @@ def _tail(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
 
 def _key_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    body = {"name": args.name, "scopes": ["publish"], "handles": args.handles, "types": args.types}
+    body = {
+        "name": args.name,
+        "scopes": ["publish"],
+        "handles": args.handles,
+        "types": args.types,
+        "senders": args.senders,
+    }
     made = api.post("/v1/keys", {k: v for k, v in body.items() if v is not None})
     out.record(made, f"publisher key {args.name}")
     out.note("The key is shown this once: give it to the application now.")
 
 
 def _keys(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    out.rows(api.get("/v1/keys")["keys"], ("id", "name", "handles", "types", "created_at"), "keys")
+    columns = ("id", "name", "handles", "types", "senders", "created_at")
+    out.rows(api.get("/v1/keys")["keys"], columns, "keys")
 
 
 def _key_revoke(api: AdminApi, args: argparse.Namespace, out: Output) -> None:

@@ -311,5 +311,6 @@ PUBLISHER_KEYS = Table(
         Column("handles", Type.JSON, field="handles_json"),
         Column("types", Type.JSON, field="types_json"),
         Column("created_at", Type.INT),
+        Column("senders", Type.JSON, field="senders_json"),
     ),
 )

@@ -6,7 +6,7 @@ import base64
 import re
 import secrets
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx2
 
@@ -15,6 +15,23 @@ from herald.errors import InvalidInput
 SECRET_PREFIX = "whsec_"
 _HOST = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:.]+")
 """A host name (IDNA-encoded), an IPv4 address or an IPv6 one (without its brackets)."""
+
+# RFC 3986's characters, part by part: unreserved and sub-delims everywhere, and what each part
+# adds; any other byte is written percent-encoded (%XX). A URL kept as given with a space, a quote
+# or <> in it is not one every client sends alike, nor one a log line or a page shows safely.
+_UNRESERVED_AND_SUB_DELIMS = (
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;="
+)
+_PARTS = (
+    ("user information", frozenset(_UNRESERVED_AND_SUB_DELIMS + ":")),
+    ("path", frozenset(_UNRESERVED_AND_SUB_DELIMS + ":@/")),
+    ("query", frozenset(_UNRESERVED_AND_SUB_DELIMS + ":@/?")),
+    ("fragment", frozenset(_UNRESERVED_AND_SUB_DELIMS + ":@/?")),
+)
+_PERCENT_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
+_RFC3986_PARTS = re.compile(r"(([^:/?#]+):)?(//([^/?#]*))?([^?#]*)(\?([^#]*))?(#(.*))?", re.DOTALL)
+"""RFC 3986's own expression (its appendix B) for splitting a URL into its parts, which keeps
+every character (``urlsplit`` drops tabs and line feeds)."""
 
 
 def new_secret() -> str:
@@ -59,10 +76,12 @@ def check_subscription_secret(secret: Any, name: str) -> str:
 
 
 def check_url(url: Any, name: str) -> str:
-    """Raises: InvalidInput unless an absolute http(s) URL with a valid host and port (where the
+    """Raises: InvalidInput unless an absolute http(s) URL, valid by RFC 3986 (the message
+    names the first character that is not, and its part), with a valid host and port (where the
     host points is checked by ``herald.webhooks.addresses``)."""
     if not isinstance(url, str) or len(url) > 2048:
         raise InvalidInput(f"{name} must be an http or https URL of at most 2048 characters")
+    _check_characters(url, name)
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise InvalidInput(f"{name} {url!r} must be an absolute http or https URL")
@@ -75,6 +94,40 @@ def check_url(url: Any, name: str) -> str:
     if not _HOST.fullmatch(host):
         raise InvalidInput(f"{name} {url!r} needs a host name of letters, digits, - and .")
     return url
+
+
+def _check_characters(url: str, name: str) -> None:
+    """Raises: InvalidInput at the first character RFC 3986 does not allow where it is."""
+    parts = _RFC3986_PARTS.fullmatch(url)
+    assert parts is not None  # the expression matches any text
+    authority, path, query, fragment = parts.group(4, 5, 7, 9)
+    user_information, _, host = (authority or "").rpartition("@")
+    if not host.isascii():
+        raise InvalidInput(
+            f"{name} {url!r} is not a valid URL (RFC 3986): its host holds characters outside"
+            " ASCII; write the name in its ASCII form (xn--..., as IDNA makes it)"
+        )
+    texts = (user_information, path, query, fragment)
+    for (part, allowed), text in zip(_PARTS, texts, strict=True):
+        fault = _first_fault(text or "", allowed)
+        if fault is not None:
+            raise InvalidInput(f"{name} {url!r} is not a valid URL (RFC 3986): its {part} {fault}")
+
+
+def _first_fault(text: str, allowed: frozenset[str]) -> str | None:
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "%":
+            if not _PERCENT_ENCODED.match(text, index):
+                return "holds a % not followed by two hex digits; write a % as %25"
+            index += 3
+        elif char not in allowed:
+            encoded = quote(char, safe="", errors="surrogatepass")
+            return f"holds {char!r}; percent-encode it (as {encoded})"
+        else:
+            index += 1
+    return None
 
 
 def parse_schedule(text: str) -> tuple[int, ...]:
