@@ -104,7 +104,9 @@ async def serve(
             announce(
                 f"herald: at most {budget.max_connections} open connections (the open-file limit"
                 f" is {budget.files}); a request head must come within"
-                f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB"
+                f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB;"
+                f" a request body must come whole within {config.http.body_timeout_s:g} s,"
+                f" with no pause over {config.http.body_idle_timeout_s:g} s"
             )
             announce(
                 f"herald: listening on http://{host}:{bound_port}"
@@ -238,6 +240,7 @@ def build_app(
         events_config=config.events,
         subscriptions_config=config.subscriptions,
         metrics_config=config.metrics,
+        http_config=config.http,
     )
 
     async def beginning_to_stop() -> None:
