@@ -70,7 +70,9 @@ async def serve(
     hub = build_hub(config)
     caught: list[int] = []
     budget = ConnectionBudget.for_files(raise_file_limit())
-    guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
+    guard = ConnectionGuard(
+        budget.max_connections, config.http.head_timeout_s, config.http.body_timeout_s
+    )
     host = config.http.host
     with _sole_server(config.store_url) as alone:
         if sock is None:

@@ -1,6 +1,8 @@
 """Request bodies have deadlines: one that stops, or trickles in, is refused with 408 and its
-connection closed. herald's app on a real uvicorn server with herald's connection guard, on
-loopback; the total deadline is read from a clock the tests move."""
+connection closed, and a body left unread behind an early answer cannot hold its connection
+either; what the HTTP parser refuses is answered in herald's shape too. herald's app on a real
+uvicorn server with herald's connection guard, on loopback; the total deadline is read from a
+clock the tests move."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ async def serving(tmp_path: Path, http: HttpConfig) -> AsyncIterator[Served]:
     hub = Hub.from_url(f"sqlite:///{tmp_path / 'herald.db'}", clock=clock)
     await hub.open()
     await hub.setup_admin_key(ADMIN_KEY)
-    guard = ConnectionGuard(64, LONG_S)
+    guard = ConnectionGuard(64, LONG_S, http.body_timeout_s)
     app = create_app(hub, maintenance=False, http_config=http)
     config = uvicorn.Config(
         app,
@@ -147,3 +149,39 @@ async def test_a_body_that_trickles_in_is_refused_with_408_once_its_time_is_up(
         assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
         assert error_of(answer)["code"] == "body_timeout"
         assert "did not arrive whole within 60 s" in error_of(answer)["message"]
+
+
+async def test_a_body_left_unread_after_an_early_answer_cannot_hold_its_connection(
+    tmp_path: Path,
+) -> None:
+    http = HttpConfig(body_timeout_s=0.5, body_idle_timeout_s=LONG_S)
+    async with serving(tmp_path, http) as served:
+        reader, writer = await served.connect()
+        writer.write(post_head("/v1/events", None, 1000) + b"[")  # no key: refused at once
+        async with asyncio.timeout(WAIT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 401 "), head
+        closed = asyncio.create_task(read_until_closed(reader))
+        async with asyncio.timeout(WAIT_S):
+            while not closed.done():  # the rest of the body, a byte now and then
+                writer.write(b" ")
+                await asyncio.wait([closed], timeout=0.05)
+        await closed
+        writer.close()
+
+
+async def test_a_request_the_http_parser_refuses_gets_400_in_heralds_shape(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, HttpConfig()) as served:
+        reader, writer = await served.connect()
+        writer.write(
+            b"POST /v1/events HTTP/1.1\r\nHost: herald\r\n"
+            b"Content-Type: application/json\x01\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        answer = await read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]
+        assert b"\r\ncontent-type: application/json\r\n" in answer
+        assert error_of(answer)["code"] == "bad_request"
+        assert "control character" in error_of(answer)["message"]
