@@ -258,3 +258,37 @@ def test_a_body_still_arriving_after_its_answer_is_not_taken_for_a_request_head(
             assert read_response(sock).startswith(b"HTTP/1.1 200 ")
     finally:
         herald.stop()
+
+
+def test_slow_bodies_of_one_key_cannot_keep_healthz_or_another_key_out(
+    tmp_path: Path, slow_sockets: list[socket.socket]
+) -> None:
+    # Body deadlines far beyond the test: only the key's share of connections can keep room.
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        file_limit=(FILE_LIMIT, FILE_LIMIT),
+        extra_args=("--body-timeout", "600", "--body-idle-timeout", "600"),
+    )
+    try:
+        assert any("one key may have 40 requests in flight" in line for line in herald.lines)
+        (slow_key, other_key) = agent_keys(herald, 2)
+        slow_body = (
+            b"POST /channel/heartbeat HTTP/1.1\r\nHost: herald\r\nContent-Type: application/json"
+            + f"\r\nAuthorization: Bearer {slow_key}\r\nContent-Length: 1000\r\n\r\n".encode()
+            + b'{"cursor": '
+        )
+        while len(slow_sockets) < SLOW_CONNECTIONS:
+            for _ in range(8):  # a few at a time, as the backlog allows
+                sock = socket.create_connection(address(herald), timeout=WAIT_S)
+                sock.sendall(slow_body)
+                slow_sockets.append(sock)
+            drip(slow_sockets)
+            assert healthz(herald) == 200
+            with herald.client(other_key) as other:
+                assert other.post("/channel/heartbeat", json={}).status_code == 200
+        refused = slow_sockets[-1]  # beyond the key's share: refused, its body unread
+        head = read_response(refused)
+        assert head.startswith(b"HTTP/1.1 429 "), head
+        assert b"\r\nretry-after: 1" in head
+    finally:
+        herald.stop()

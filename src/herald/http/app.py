@@ -35,7 +35,7 @@ from herald.http.auth import MetricsAccess
 from herald.http.bodies import BodyDeadlines
 from herald.http.feed import FeedRoute
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
-from herald.http.limits import KeyLimits, Limits
+from herald.http.limits import KeyLimits, Limits, RequestsPerKey
 from herald.http.mcp import McpRoute
 from herald.http.metrics import CountRequests, route_templates
 from herald.http.services import Services
@@ -59,6 +59,7 @@ def create_app(
     subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     metrics_config: MetricsConfig = DEFAULTS.metrics,
     http_config: HttpConfig = DEFAULTS.http,
+    requests_per_key: int = 0,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
@@ -67,7 +68,8 @@ def create_app(
     ``events_config`` the pace of MCP Events subscriptions; ``subscriptions_config`` the grants
     of their webhook subscriptions, served with the ``webhooks`` worker; ``metrics_config``
     who besides the admin may read ``GET /metrics``; ``http_config`` the deadlines of request
-    bodies (read by ``hub.clock``)."""
+    bodies (read by ``hub.clock``); ``requests_per_key`` how many requests one key may have in
+    flight at once (0: no limit; ``herald serve`` gives a share of its connections)."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
     fanout = fanout or Fanout(hub)
@@ -122,6 +124,7 @@ def create_app(
         middleware=[
             Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
             Middleware(AnswerUnexpectedErrors),
+            Middleware(RequestsPerKey, limit=requests_per_key),
             Middleware(
                 BodyDeadlines,
                 idle_s=http_config.body_idle_timeout_s,

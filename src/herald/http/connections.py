@@ -17,7 +17,8 @@ request in time, send a request head without end, or take the last file the proc
   When every open connection has a request in flight, a new one is taken into a small reserve
   beyond the cap (``PROBE_RESERVE``) that serves only health and readiness probes (``/healthz``,
   ``/readyz``) and closes after one; any other request on it, or a connection past the reserve,
-  gets 503.
+  gets 503. No key may hold more than a quarter of the cap in requests (``per_key``, enforced
+  by ``herald.http.limits.RequestsPerKey``).
 - A request body is bounded by ``herald.http.bodies`` while the app reads it. A body left unread
   behind an early answer (a 401, say) is discarded as it comes; meanwhile the connection has no
   request in flight (it may be closed for room), and if the body has not ended
@@ -69,6 +70,11 @@ class ConnectionBudget:
     backlog: int
     """The listen backlog: connections the kernel queues before herald accepts them."""
     max_connections: int
+
+    @property
+    def per_key(self) -> int:
+        """Requests one key may have in flight at once: a quarter of the connections."""
+        return self.max_connections // 4
 
     @classmethod
     def for_files(cls, files: int) -> ConnectionBudget:
