@@ -1,5 +1,6 @@
-"""Chaos: a hub killed with SIGKILL under concurrent publishes, two drainers sharing an agent and
-signed webhooks to another, then restarted on the same store. Every acknowledged publish reaches
+"""Chaos: a hub killed with SIGKILL under concurrent publishes, two drainers sharing an agent,
+signed webhooks to another and clients whose request bodies stop or trickle in, then restarted
+on the same store. Every acknowledged publish reaches
 its agent at least once, and an event is acknowledged only by a consumer it was handed to.
 
 Publishers and consumers run in threads of their own, as separate clients would. Every wait is
@@ -22,6 +23,7 @@ import httpx
 from standardwebhooks import Webhook
 
 from tests.herald_process import ADMIN_KEY, HeraldProcess
+from tests.http.hostile import slow_body
 from tests.webhooks.receiver import Received, Receiver
 
 DRAINED, HOOKED = "drained", "hooked"
@@ -37,8 +39,12 @@ WAIT_S = 90
 """Bounds every wait. The longest is for webhooks the killed hub had claimed: on PostgreSQL the
 restarted hub frees them once the killed one has been gone a few seconds; a SQLite hub frees
 them when it restarts."""
+SLOW_BODY = b'{"cursor": 0' + b" " * 4096 + b"}"
+"""A heartbeat body that a slow client never gets to its end."""
 SERVE_ARGS = (
     "--lease", str(LEASE_S),
+    "--body-idle-timeout", "2",
+    "--body-timeout", "4",
     "--webhook-allow", "loopback",
     "--webhook-timeout", "1",
     "--webhook-schedule", "0,1,1,1,1,1,1,1,1,1",
@@ -62,6 +68,8 @@ class Ledger:
     """Answers no client should get."""
     aborted: threading.Event = field(default_factory=threading.Event)
     """Set when the run ends, early or not: every client stops."""
+    slow_bodies_ended: int = 0
+    """Slow bodies herald ended with 408."""
 
     def published(self) -> int:
         with self.lock:
@@ -162,6 +170,28 @@ class Consumer:
         self.ledger.problem(f"{self.name} stalled: no other consumer went past seq {holding}")
 
 
+def send_slow_bodies(url: str, key: str, ledger: Ledger, trickle_s: float | None) -> None:
+    """Heartbeats with a valid key whose bodies stop half way (``trickle_s`` None) or trickle
+    in, one after another until the run ends: each must be ended with 408 (or by the kill)."""
+    while not ledger.aborted.is_set():
+        try:
+            answer = slow_body(
+                url, "/channel/heartbeat", key, SLOW_BODY, trickle_s=trickle_s, wait_s=WAIT_S
+            )
+        except AssertionError as exc:
+            ledger.problem(str(exc))
+            return
+        except OSError:  # the hub is down: killed, or not yet restarted
+            time.sleep(RETRY_S)
+            continue
+        if answer.startswith(b"HTTP/1.1 408 ") and b'"code":"body_timeout"' in answer:
+            with ledger.lock:
+                ledger.slow_bodies_ended += 1
+        elif answer:
+            ledger.problem(f"a slow body was answered {answer[:200]!r}")
+            return
+
+
 def wait_until(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while not check():
@@ -255,7 +285,13 @@ def run_chaos(store_url: str) -> None:
             for w in range(PUBLISHERS)
         ]
         drainers = [threading.Thread(target=c.run, args=(finish,), daemon=True) for c in consumers]
-        for thread in publishers + drainers:
+        slow = [
+            threading.Thread(
+                target=send_slow_bodies, args=(herald.url, drained_key, ledger, pace), daemon=True
+            )
+            for pace in (None, 0.2)  # a body that stops, and one that trickles in
+        ]
+        for thread in publishers + drainers + slow:
             thread.start()
 
         wait_until(lambda: ledger.published() >= KILL_AFTER, "publishes before the kill")
@@ -286,6 +322,7 @@ def run_chaos(store_url: str) -> None:
         assert not any(thread.is_alive() for thread in publishers + drainers)
 
         assert not ledger.problems, ledger.problems
+        assert ledger.slow_bodies_ended, "no slow body was ended by its deadline"
         assert not unverified_webhooks(receiver, secret)
         with herald.client(ADMIN_KEY) as admin:
             check_drained(admin, ledger)

@@ -280,6 +280,8 @@ SETTINGS = [
     (("--port", "9000"), lambda c: c.http.port, 9000),
     (("--public-url", "https://h.example"), lambda c: c.http.public_url, "https://h.example"),
     (("--head-timeout", "3"), lambda c: c.http.head_timeout_s, 3.0),
+    (("--body-timeout", "30"), lambda c: c.http.body_timeout_s, 30.0),
+    (("--body-idle-timeout", "2"), lambda c: c.http.body_idle_timeout_s, 2.0),
     (("--lease", "7"), lambda c: c.hub.lease_s, 7.0),
     (("--ack-timeout", "9"), lambda c: c.delivery.ack_timeout_s, 9.0),
     (("--backlog-limit", "2"), lambda c: c.delivery.backlog_limit, 2),

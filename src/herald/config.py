@@ -59,7 +59,11 @@ def _require_count(least: int, **counts: int) -> None:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """Where the hub listens, and how long a connection may take to ask."""
+    """Where the hub listens, and how long a connection may take to ask.
+
+    Raises:
+        InvalidInput: a body timeout is not above 0 s.
+    """
 
     host: str = "127.0.0.1"
     """The address to listen on."""
@@ -69,6 +73,18 @@ class HttpConfig:
     """The hub's URL as agents reach it, told to OpenClaw agents; None: ``http://host:port``."""
     head_timeout_s: float = 10.0
     """A connection whose request head is not complete within this is closed."""
+    body_timeout_s: float = 60.0
+    """A request body not whole this long after herald began to read it is refused (408) and
+    its connection closed; a body left unread after an early answer must end as soon after
+    that answer, or its connection is closed."""
+    body_idle_timeout_s: float = 10.0
+    """A request body that sends nothing for this long while herald waits for it is refused
+    (408) and its connection closed."""
+
+    def __post_init__(self) -> None:
+        _require_seconds(
+            body_timeout=self.body_timeout_s, body_idle_timeout=self.body_idle_timeout_s
+        )
 
 
 @dataclass(frozen=True)

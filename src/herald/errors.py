@@ -48,6 +48,13 @@ class TooLarge(InvalidInput):
     http_status = 413
 
 
+class BodyTimeout(HeraldError):
+    """A request body that stopped arriving, or did not end in time; its connection is closed."""
+
+    code = "body_timeout"
+    http_status = 408
+
+
 class Unauthorized(HeraldError):
     """No key, or a key herald does not know."""
 

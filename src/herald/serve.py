@@ -70,7 +70,9 @@ async def serve(
     hub = build_hub(config)
     caught: list[int] = []
     budget = ConnectionBudget.for_files(raise_file_limit())
-    guard = ConnectionGuard(budget.max_connections, config.http.head_timeout_s)
+    guard = ConnectionGuard(
+        budget.max_connections, config.http.head_timeout_s, config.http.body_timeout_s
+    )
     host = config.http.host
     with _sole_server(config.store_url) as alone:
         if sock is None:
@@ -87,7 +89,7 @@ async def serve(
                 )
             bound_port = sock.getsockname()[1]
             public_url = config.http.public_url or f"http://{host}:{bound_port}"
-            app, stopping = build_app(hub, config, public_url)
+            app, stopping = build_app(hub, config, public_url, budget.per_key)
             server_config = uvicorn.Config(
                 app,
                 log_level=config.log_level,
@@ -104,7 +106,10 @@ async def serve(
             announce(
                 f"herald: at most {budget.max_connections} open connections (the open-file limit"
                 f" is {budget.files}); a request head must come within"
-                f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB"
+                f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB;"
+                f" a request body must come whole within {config.http.body_timeout_s:g} s,"
+                f" with no pause over {config.http.body_idle_timeout_s:g} s; one key may have"
+                f" {budget.per_key} requests in flight at once"
             )
             announce(
                 f"herald: listening on http://{host}:{bound_port}"
@@ -187,14 +192,15 @@ def build_hub(config: ServeConfig) -> Hub:
 
 
 def build_app(
-    hub: Hub, config: ServeConfig, public_url: str
+    hub: Hub, config: ServeConfig, public_url: str, requests_per_key: int = 0
 ) -> tuple[Starlette, Callable[[], Awaitable[None]]]:
     """The HTTP app over an opened hub, with the delivery engine, the stream fan-out and the
     webhook worker set as ``config`` says; and what to call when the server begins to stop,
     before it waits for its requests to end: the streams are closed (they never end by
     themselves), and the webhook requests in flight start their stop grace meanwhile.
 
-    ``public_url`` is the hub's URL as agents reach it (told to OpenClaw agents).
+    ``public_url`` is the hub's URL as agents reach it (told to OpenClaw agents);
+    ``requests_per_key`` how many requests one key may have in flight (0: no limit).
 
     Raises:
         InvalidInput: the webhook concurrency is below 1.
@@ -238,6 +244,8 @@ def build_app(
         events_config=config.events,
         subscriptions_config=config.subscriptions,
         metrics_config=config.metrics,
+        http_config=config.http,
+        requests_per_key=requests_per_key,
     )
 
     async def beginning_to_stop() -> None:

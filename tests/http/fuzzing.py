@@ -44,6 +44,8 @@ TYPED_SCHEMA = {
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 _PLACEHOLDER = re.compile(rb"@([a-z0-9-]+)@")
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+BODY_DEADLINES = ("--body-idle-timeout", "1", "--body-timeout", "2")
+"""Short, so that slow bodies sent to every route end within seconds."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class World:
 @contextlib.contextmanager
 def world_on(backend: str, directory: Path) -> Iterator[World]:
     """A world on a ``herald serve`` of its own, on ``backend``."""
-    with serving(backend, directory) as herald:
+    with serving(backend, directory, *BODY_DEADLINES) as herald:
         world = World(herald)
         try:
             yield world

@@ -1,5 +1,6 @@
-"""Hypothesis strategies for hostile input, and a JSON writer that writes what JSON libraries
-refuse to (unpaired surrogates as escapes, NaN, integers past 4,300 digits, deep nesting).
+"""Hypothesis strategies for hostile input, a JSON writer that writes what JSON libraries
+refuse to (unpaired surrogates as escapes, NaN, integers past 4,300 digits, deep nesting), and a
+client whose request body stops half way or trickles in.
 
 Every value is JSON-shaped; ``encode`` turns it into the raw body text. Nothing here names a host
 other than the loopback: a URL that herald might try to reach points at this machine only.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -282,3 +285,48 @@ def ttls() -> SearchStrategy[Any]:
         return not (number and math.isfinite(value) and 0 < value < 86_400)
 
     return st.one_of(st.sampled_from([86_400, 365 * 86_400]), values.filter(long_or_invalid))
+
+
+def slow_body(
+    url: str,
+    path: str,
+    key: str,
+    body: bytes,
+    *,
+    trickle_s: float | None,
+    wait_s: float,
+    method: str = "POST",
+) -> bytes:
+    """Send ``body`` to ``path`` as a hostile client does: the head and half the body, then
+    nothing more (``trickle_s`` None), or a byte every ``trickle_s``. What herald sends until it
+    closes the connection (b"" when it closed it without a word, or the connection broke).
+
+    Raises:
+        OSError: the connection could not be made.
+        AssertionError: herald kept the connection open ``wait_s``.
+    """
+    address = urlsplit(url)
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    half = len(body) // 2
+    rest = iter(body[half:])
+    received = b""
+    deadline = time.monotonic() + wait_s
+    with socket.create_connection((address.hostname, address.port), timeout=wait_s) as sock:
+        sock.sendall(head + body[:half])
+        while time.monotonic() < deadline:
+            sock.settimeout(min(trickle_s or wait_s, max(0.01, deadline - time.monotonic())))
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                if trickle_s is not None:
+                    sock.sendall(bytes([next(rest)]))
+                continue
+            except OSError:  # reset: herald (or the hub's end) cut it
+                return received
+            if not chunk:
+                return received
+            received += chunk
+    raise AssertionError(f"herald kept a slow body's connection open; it sent {received!r}")

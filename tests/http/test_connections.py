@@ -70,6 +70,20 @@ def read_until_closed(sock: socket.socket, deadline: float) -> bytes:
         received += chunk
 
 
+def agent_keys(herald: HeraldProcess, count: int) -> list[str]:
+    with herald.client(herald.admin_key) as admin:
+        return [
+            admin.post("/v1/agents", json={"handle": f"agent{n}"}).json()["api_key"]
+            for n in range(count)
+        ]
+
+
+def stream_request(key: str) -> bytes:
+    return (
+        f"GET /channel/stream HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer {key}\r\n\r\n"
+    ).encode()
+
+
 def healthz(herald: HeraldProcess) -> int:
     """``GET /healthz`` on a connection of its own, as a new client would."""
     with httpx.Client(base_url=herald.url, timeout=WAIT_S) as client:
@@ -121,7 +135,7 @@ def test_a_request_head_not_complete_in_time_closes_the_connection(
         herald.stop()
 
 
-def test_when_every_connection_has_a_request_in_flight_a_new_one_gets_503(
+def test_when_every_connection_has_a_request_in_flight_probes_are_answered_and_others_get_503(
     tmp_path: Path, slow_sockets: list[socket.socket]
 ) -> None:
     herald = HeraldProcess(
@@ -130,30 +144,31 @@ def test_when_every_connection_has_a_request_in_flight_a_new_one_gets_503(
         extra_args=("--streams-per-key", "0"),
     )
     try:
-        with herald.client(herald.admin_key) as admin:
-            key = admin.post("/v1/agents", json={"handle": "alice"}).json()["api_key"]
-        stream_request = (
-            f"GET /channel/stream HTTP/1.1\r\nHost: herald\r\nAuthorization: Bearer {key}\r\n\r\n"
-        ).encode()
+        # Five keys: one key may hold only a quarter of the 160 connections.
+        keys = agent_keys(herald, 5)
         first_answers: list[bytes] = []
-        for _ in range(FILE_LIMIT):  # more than the cap; the old code ran out of files
+        for n in range(FILE_LIMIT):  # more than the cap; the old code ran out of files
             sock = socket.create_connection(address(herald), timeout=WAIT_S)
             slow_sockets.append(sock)
-            sock.sendall(stream_request)
+            sock.sendall(stream_request(keys[n % len(keys)]))
             answer = sock.recv(4096)
-            first_answers.append(answer)
             if not answer.startswith(b"HTTP/1.1 200 "):
+                first_answers.append(answer + read_until_closed(sock, time.monotonic() + WAIT_S))
                 break
+            first_answers.append(answer)
         assert 140 < len(first_answers) <= 161, len(first_answers)  # the cap, 160, and no more
         refusal = first_answers[-1]
         assert refusal.startswith(b"HTTP/1.1 503 "), refusal
         assert b"retry-after: 1\r\n" in refusal and b'"code":"server_busy"' in refusal
+        for path in ("/healthz", "/readyz"):  # at the cap, probes are still answered
+            with herald.client() as client:
+                assert client.get(path).status_code == 200
         for sock in slow_sockets[:10]:  # streams end: room again
             sock.close()
         deadline = time.monotonic() + WAIT_S
         while True:
-            with contextlib.suppress(httpx.TransportError):
-                if healthz(herald) == 200:
+            with contextlib.suppress(httpx.TransportError), herald.client(herald.admin_key) as a:
+                if a.get("/v1/agents").status_code == 200:
                     break
             assert time.monotonic() < deadline, "no room came back after streams closed"
     finally:
@@ -241,5 +256,39 @@ def test_a_body_still_arriving_after_its_answer_is_not_taken_for_a_request_head(
             sock.sendall(b" " * (size - 1024))  # the rest of that body, after its answer
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
             assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+    finally:
+        herald.stop()
+
+
+def test_slow_bodies_of_one_key_cannot_keep_healthz_or_another_key_out(
+    tmp_path: Path, slow_sockets: list[socket.socket]
+) -> None:
+    # Body deadlines far beyond the test: only the key's share of connections can keep room.
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        file_limit=(FILE_LIMIT, FILE_LIMIT),
+        extra_args=("--body-timeout", "600", "--body-idle-timeout", "600"),
+    )
+    try:
+        assert any("one key may have 40 requests in flight" in line for line in herald.lines)
+        (slow_key, other_key) = agent_keys(herald, 2)
+        slow_body = (
+            b"POST /channel/heartbeat HTTP/1.1\r\nHost: herald\r\nContent-Type: application/json"
+            + f"\r\nAuthorization: Bearer {slow_key}\r\nContent-Length: 1000\r\n\r\n".encode()
+            + b'{"cursor": '
+        )
+        while len(slow_sockets) < SLOW_CONNECTIONS:
+            for _ in range(8):  # a few at a time, as the backlog allows
+                sock = socket.create_connection(address(herald), timeout=WAIT_S)
+                sock.sendall(slow_body)
+                slow_sockets.append(sock)
+            drip(slow_sockets)
+            assert healthz(herald) == 200
+            with herald.client(other_key) as other:
+                assert other.post("/channel/heartbeat", json={}).status_code == 200
+        refused = slow_sockets[-1]  # beyond the key's share: refused, its body unread
+        head = read_response(refused)
+        assert head.startswith(b"HTTP/1.1 429 "), head
+        assert b"\r\nretry-after: 1" in head
     finally:
         herald.stop()

@@ -1,11 +1,13 @@
 """Every HTTP route of a real ``herald serve``, on SQLite and PostgreSQL, fed hostile input
 (``tests/http/hostile.py``): no answer is a 5xx, every error is in herald's shape, and a refused
 request changes nothing (the agents, the endpoints, and each watched event's status, attempts and
-replies are compared before and after it)."""
+replies are compared before and after it). Every route that takes a body is also sent bodies that
+stop half way or trickle in."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ from tests.http.hostile import (
     keys,
     objects,
     path_ids,
+    slow_body,
     texts,
     ttls,
     urls,
@@ -365,3 +368,38 @@ def authorization(world: World, name: str) -> dict[str, bytes]:
     if name == "garbage":
         return {"authorization": b"Bearer herald_agent_\xb2\xff"}
     return {"authorization": f"Bearer {world.keys[name]}".encode()}
+
+
+BODY_ROUTES = [route for route in ROUTES if route.split(" ")[0] in ("POST", "PUT", "PATCH")]
+SLOW_BODY = b'{"handle": "slow", "text": "' + b"x" * 4096 + b'"}'
+
+
+def test_no_route_is_held_by_a_slow_body_and_none_changes_anything(world: World) -> None:
+    """Each route that takes a body, with the key it wants, sent a body that stops half way and
+    one that trickles in, all at once: each connection ends within the body deadlines (the fuzz
+    hub's are short) with a refusal in herald's shape, and nothing changes."""
+
+    def send_slowly(route: str, trickle_s: float | None) -> bytes:
+        method, template = route.split(" ", 1)
+        path = template.replace("{id}", "@target-id@").replace("{name}", "fuzz.never")
+        key = world.keys["alice" if path.startswith("/channel/") else "admin"]
+        url = str(world.http.base_url)
+        resolved = world.resolve(path.encode()).decode()
+        return slow_body(
+            url, resolved, key, SLOW_BODY, trickle_s=trickle_s, wait_s=30, method=method
+        )
+
+    paces = (None, 0.2)  # a body that stops, and one that trickles in
+    with ThreadPoolExecutor(len(BODY_ROUTES) * len(paces)) as pool:
+        sent = {
+            (route, pace): pool.submit(send_slowly, route, pace)
+            for route in BODY_ROUTES
+            for pace in paces
+        }
+    for (route, pace), answer in sent.items():
+        where = f"{route} with a body that {'stops' if pace is None else 'trickles in'}"
+        head, _, content = answer.result().partition(b"\r\n\r\n")
+        status = int(head.split(b" ")[1]) if head else 0
+        assert 400 <= status < 500, f"{where}: {head!r}"
+        assert_herald_error(httpx.Response(status, content=content), where)
+    assert_unchanged(world, "slow bodies to every route")

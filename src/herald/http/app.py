@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from herald.config import DEFAULTS, EventsConfig, MetricsConfig, SubscriptionConfig
+from herald.config import DEFAULTS, EventsConfig, HttpConfig, MetricsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
@@ -32,9 +32,10 @@ from herald.http import (
     stats,
 )
 from herald.http.auth import MetricsAccess
+from herald.http.bodies import BodyDeadlines
 from herald.http.feed import FeedRoute
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
-from herald.http.limits import KeyLimits, Limits
+from herald.http.limits import KeyLimits, Limits, RequestsPerKey
 from herald.http.mcp import McpRoute
 from herald.http.metrics import CountRequests, route_templates
 from herald.http.services import Services
@@ -57,6 +58,8 @@ def create_app(
     events_config: EventsConfig = DEFAULTS.events,
     subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     metrics_config: MetricsConfig = DEFAULTS.metrics,
+    http_config: HttpConfig = DEFAULTS.http,
+    requests_per_key: int = 0,
 ) -> Starlette:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
@@ -64,7 +67,9 @@ def create_app(
     which era a client probing ``/mcp`` with ``server/discover`` gets (``McpConfig.era``);
     ``events_config`` the pace of MCP Events subscriptions; ``subscriptions_config`` the grants
     of their webhook subscriptions, served with the ``webhooks`` worker; ``metrics_config``
-    who besides the admin may read ``GET /metrics``."""
+    who besides the admin may read ``GET /metrics``; ``http_config`` the deadlines of request
+    bodies (read by ``hub.clock``); ``requests_per_key`` how many requests one key may have in
+    flight at once (0: no limit; ``herald serve`` gives a share of its connections)."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
     fanout = fanout or Fanout(hub)
@@ -119,6 +124,13 @@ def create_app(
         middleware=[
             Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
             Middleware(AnswerUnexpectedErrors),
+            Middleware(RequestsPerKey, limit=requests_per_key),
+            Middleware(
+                BodyDeadlines,
+                idle_s=http_config.body_idle_timeout_s,
+                total_s=http_config.body_timeout_s,
+                clock=hub.clock,
+            ),
         ],
         exception_handlers={HeraldError: herald_error, HTTPException: http_error},
     )

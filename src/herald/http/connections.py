@@ -14,7 +14,17 @@ request in time, send a request head without end, or take the last file the proc
   the oldest: a flood of slow or idle connections cannot keep it (or ``/healthz``) out, and the
   head timeout sweeps the flood away. Connections with a request in flight (streams, MCP GET
   streams) are never closed for room; they are bounded per key instead (``herald.http.limits``).
-  Only when every open connection has a request in flight is a new one refused, with 503.
+  When every open connection has a request in flight, a new one is taken into a small reserve
+  beyond the cap (``PROBE_RESERVE``) that serves only health and readiness probes (``/healthz``,
+  ``/readyz``) and closes after one; any other request on it, or a connection past the reserve,
+  gets 503. No key may hold more than a quarter of the cap in requests (``per_key``, enforced
+  by ``herald.http.limits.RequestsPerKey``).
+- A request body is bounded by ``herald.http.bodies`` while the app reads it. A body left unread
+  behind an early answer (a 401, say) is discarded as it comes; meanwhile the connection has no
+  request in flight (it may be closed for room), and if the body has not ended
+  ``body_timeout_s`` after the answer, the connection is closed.
+- A request uvicorn's parser refuses (a control character in a header, say) gets 400 in
+  herald's error shape, not uvicorn's plain text.
 
 The seam is uvicorn's httptools protocol (``http=`` of ``uvicorn.Config``), subclassed: it
 relies on the internals of the uvicorn range pinned in pyproject.toml.
@@ -28,9 +38,9 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from uvicorn._types import ASGIReceiveCallable, ASGISendCallable, Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from herald.errors import InvalidInput
@@ -43,6 +53,13 @@ MIN_CONNECTIONS = 16
 UNKNOWN_FILE_LIMIT = 8192
 """Assumed where the limit cannot be read (not on Unix), or is unlimited."""
 BUSY_RETRY_AFTER_S = 1
+PROBE_RESERVE = 16
+"""Connections taken beyond the cap, when every connection has a request in flight, to answer a
+health or readiness probe each."""
+PROBES = frozenset({b"/healthz", b"/readyz"})
+
+
+Admission = Literal["admitted", "probes only", "refused"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,11 @@ class ConnectionBudget:
     backlog: int
     """The listen backlog: connections the kernel queues before herald accepts them."""
     max_connections: int
+
+    @property
+    def per_key(self) -> int:
+        """Requests one key may have in flight at once: a quarter of the connections."""
+        return self.max_connections // 4
 
     @classmethod
     def for_files(cls, files: int) -> ConnectionBudget:
@@ -94,28 +116,36 @@ def raise_file_limit() -> int:
 
 class ConnectionGuard:
     """The open connections of one server, and which of them wait for a request head, the
-    longest waiting first."""
+    longest waiting first; and those beyond the cap that may answer only a probe."""
 
-    def __init__(self, max_connections: int, head_timeout_s: float) -> None:
+    def __init__(
+        self, max_connections: int, head_timeout_s: float, body_timeout_s: float = 60.0
+    ) -> None:
         if not (math.isfinite(head_timeout_s) and head_timeout_s > 0):
             raise InvalidInput("the head timeout must be more than 0 seconds")
         self.max_connections = max_connections
         self.head_timeout_s = head_timeout_s
+        self.body_timeout_s = body_timeout_s
         self._open: set[GuardedHttpProtocol] = set()
         self._waiting: OrderedDict[GuardedHttpProtocol, None] = OrderedDict()
+        self._reserve: set[GuardedHttpProtocol] = set()
 
-    def admit(self, connection: GuardedHttpProtocol) -> bool:
-        """Count a new connection, closing the longest waiting one for room at the cap; False
-        (not counted) when every open connection has a request in flight."""
+    def admit(self, connection: GuardedHttpProtocol) -> Admission:
+        """Count a new connection, closing the longest waiting one for room at the cap. When
+        every open connection has a request in flight, the new one goes into the probes'
+        reserve while it has room (``"probes only"``), or is not taken (``"refused"``)."""
         if len(self._open) >= self.max_connections:
             if not self._waiting:
-                return False
+                if len(self._reserve) >= PROBE_RESERVE:
+                    return "refused"
+                self._reserve.add(connection)
+                return "probes only"
             oldest, _ = self._waiting.popitem(last=False)
             self._open.discard(oldest)
             oldest.evict()
         self._open.add(connection)
         self._waiting[connection] = None
-        return True
+        return "admitted"
 
     def busy(self, connection: GuardedHttpProtocol) -> None:
         """The connection has a request in flight: it is not closed for room."""
@@ -129,6 +159,7 @@ class ConnectionGuard:
     def forget(self, connection: GuardedHttpProtocol) -> None:
         self._open.discard(connection)
         self._waiting.pop(connection, None)
+        self._reserve.discard(connection)
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -142,18 +173,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     _head_clock: asyncio.TimerHandle | None = None
     _body_read = False
     """The request's body (if any) was read to its end."""
+    _body_clock: asyncio.TimerHandle | None = None
+    """Runs while the body of an answered request is still coming."""
+    _probes_only = False
+    """The connection is in the probes' reserve, beyond the cap."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if not self.guard.admit(self):
-            message = "herald holds as many connections as it can, all busy; retry shortly"
-            headers = {"retry-after": str(BUSY_RETRY_AFTER_S)}
-            self._answer_and_close(503, "server_busy", message, headers)
+        admission = self.guard.admit(self)
+        if admission == "refused":
+            self._answer_and_close(503, "server_busy", _BUSY, _BUSY_HEADERS)
             return
+        self._probes_only = admission == "probes only"
         self._start_head_clock()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_clock()
+        self._stop_body_clock()
         self.guard.forget(self)
         super().connection_lost(exc)
 
@@ -180,18 +216,25 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_pending = False
         self._head_bytes = 0
         self.guard.busy(self)
-        if _head_size(self.url, self.headers) <= MAX_HEAD_BYTES:
+        if _head_size(self.url, self.headers) > MAX_HEAD_BYTES:
+            # The URL uvicorn would parse first is not needed: a long one (over 64 KiB) fails
+            # to parse, which uvicorn would answer with a plain-text 400 instead.
+            self.url = b"/"
+            self._run_instead(_refusal(431, "head_too_large", _HEAD_TOO_LARGE))
+        elif self._probes_only and self.url.split(b"?", 1)[0] not in PROBES:
+            self._run_instead(_refusal(503, "server_busy", _BUSY, _BUSY_HEADERS))
+        else:
             super().on_headers_complete()
-            return
-        # uvicorn runs the request's cycle as usual, with an app that only refuses it. The URL
-        # it would parse first is not needed: a long one (over 64 KiB) fails to parse, which
-        # uvicorn would answer with a plain-text 400 instead.
-        self.url = b"/"
-        app, self.app = self.app, _refuse_large_head
+        if self._probes_only and self.cycle is not None:
+            self.cycle.keep_alive = False  # one probe, then the reserve's place is free again
+
+    def _run_instead(self, app: ASGIApp) -> None:
+        """uvicorn runs the request's cycle as usual, with ``app`` instead of herald."""
+        herald, self.app = self.app, app
         try:
             super().on_headers_complete()
         finally:
-            self.app = app
+            self.app = herald
 
     def on_message_complete(self) -> None:
         self._body_read = True  # uvicorn notes it only while the answer is still to come
@@ -205,18 +248,46 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _wait_for_next_head(self) -> None:
         """Once a request's answer is sent and its body all read, what comes next is a new
         request head. Until the body is read, what comes is body (an answer can go before the
-        body arrives, a refusal say), never counted as a head."""
+        body arrives, a refusal say), never counted as a head; it must end within the body
+        timeout. Either way, the connection has no request in flight: it may be closed for
+        room."""
         cycle = self.cycle
-        idle = cycle is not None and cycle.response_complete and self._body_read
+        answered = cycle is not None and cycle.response_complete
         # (after on_response_complete, a pipelined request may have started a new cycle)
-        if idle and not self.transport.is_closing():
+        if not answered or self.transport.is_closing():
+            return
+        self.guard.waiting(self)
+        if self._body_read:
+            self._stop_body_clock()
             self._head_pending = True
-            self.guard.waiting(self)
+        elif self._body_clock is None:
+            self._body_clock = self.loop.call_later(self.guard.body_timeout_s, self._body_late)
+
+    def _body_late(self) -> None:
+        """The body of an answered request did not end in time: nothing is left to answer."""
+        self._body_clock = None
+        self.transport.close()
+
+    def _stop_body_clock(self) -> None:
+        if self._body_clock is not None:
+            self._body_clock.cancel()
+            self._body_clock = None
 
     def evict(self) -> None:
         """Close the connection to make room for a new one."""
         self._stop_head_clock()
+        self._stop_body_clock()
         self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to what its parser refuses, in herald's shape. An answer already
+        under way cannot be followed by another: the connection is only closed."""
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self._stop_head_clock()
+            self.transport.close()
+            return
+        self._answer_and_close(400, "bad_request", _NOT_HTTP)
 
     def _start_head_clock(self) -> None:
         if self._head_clock is None:
@@ -258,6 +329,12 @@ def guarded_protocol(guard: ConnectionGuard) -> type[GuardedHttpProtocol]:
 _HEAD_TOO_LARGE = (
     f"the request line and headers are over {MAX_HEAD_BYTES // 1024} KiB; send smaller headers"
 )
+_BUSY = "herald holds as many connections as it can, all busy; retry shortly"
+_BUSY_HEADERS = {"retry-after": str(BUSY_RETRY_AFTER_S)}
+_NOT_HTTP = (
+    "the request is not valid HTTP/1.1: a control character in a header, or a malformed"
+    " request line, header or chunk; fix the request"
+)
 
 
 def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
@@ -281,19 +358,20 @@ def _raw_response(status: int, code: str, message: str, headers: dict[str, str])
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def _refuse_large_head(
-    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
-) -> None:
-    body = _error_body("head_too_large", _HEAD_TOO_LARGE)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 431,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+def _refusal(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> ASGIApp:
+    """An app that answers every request with this error and closes the connection."""
+    body = _error_body(code, message)
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        *((name.encode(), value.encode()) for name, value in (headers or {}).items()),
+    ]
+
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return refuse

@@ -1,6 +1,7 @@
 """Per-key limits, so that one key cannot take what the others need: open event streams, live
-MCP sessions, and the publish rate. A key over a limit gets 429 with ``Retry-After`` (a
-``RateLimited`` error) and nothing is done. A limit of 0 turns that limit off.
+MCP sessions, the publish rate, and requests in flight (its share of connections). A key over a
+limit gets 429 with ``Retry-After`` (a ``RateLimited`` error) and nothing is done. A limit of 0
+turns that limit off.
 
 A key here is the caller: an agent or a publisher key (by its id), or the admin key.
 """
@@ -11,8 +12,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from herald.config import KeyLimits as KeyLimits  # re-exported: the app takes them from here
 from herald.errors import RateLimited, TooLarge
+from herald.http.io import error_headers, error_response
+from herald.keys import hash_key
 
 ADMIN = "admin"
 """The key of the admin, as the limits count it (agent ids never take this form)."""
@@ -101,3 +106,57 @@ class Limits:
         self.config = config or KeyLimits()
         self.streams = StreamSlots(self.config.streams)
         self.publish = PublishRate(self.config.publish_rate, self.config.publish_burst)
+
+
+SHARE_RETRY_AFTER_S = 1.0
+"""Most requests end within a second; the ones that hold a share longer are streams."""
+
+
+class RequestsPerKey:
+    """ASGI middleware: no key holds more than ``limit`` requests in flight at once (0: no
+    limit), so that one key cannot take every connection herald can hold, with slow bodies or
+    any other way. A request is the key's once its head is read (its ``Authorization: Bearer``
+    key, valid or not: the count needs no store); one over the limit gets 429 at once, its body
+    unread. Requests without a key (``/healthz``, ``/readyz``, the console's files) are not
+    counted."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self._held: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = _bearer(scope) if self.limit and scope["type"] == "http" else None
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        held = self._held[key]
+        if held >= self.limit:
+            message = (
+                f"this key has {held} requests in flight, the most one key may hold at once"
+                " (a quarter of the connections this herald can hold); wait for one to end"
+            )
+            refusal = RateLimited(message, SHARE_RETRY_AFTER_S)
+            answer = error_response(
+                refusal.code, refusal.message, refusal.http_status, error_headers(refusal)
+            )
+            await answer(scope, receive, send)
+            return
+        self._held[key] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._held[key] -= 1
+            if self._held[key] <= 0:
+                del self._held[key]
+
+
+def _bearer(scope: Scope) -> str | None:
+    """Whom the request's key names, as a hash (the key itself is not kept); None: no key."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, key = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and key.strip():
+                return hash_key(key.strip())
+            return None
+    return None

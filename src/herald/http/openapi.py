@@ -81,6 +81,7 @@ ERRORS: dict[int, str] = {
     401: "No key, or a key herald does not know.",
     403: "A key that may not do this (the message says what it may do).",
     404: "What the path names does not exist, or is not visible to this key.",
+    408: "The body stopped arriving, or did not arrive whole in time; the connection is closed.",
     409: "It clashes with what exists (a handle already taken, say).",
     413: "The body, an event or a batch is over its limit.",
     422: "The body or query is malformed: the message names the field and what to send.",
@@ -302,7 +303,7 @@ def _errors(operation: Operation) -> set[int]:
     if operation.keys != NO_KEY:
         errors |= {401, 403}
     if operation.body is not None:
-        errors |= {413, 422}
+        errors |= {408, 413, 422}
     if operation.query is not None:
         errors.add(422)
     if operation.uses_store:

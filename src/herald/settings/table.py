@@ -78,6 +78,18 @@ SETTINGS = (
         "close a connection whose request head is not complete within this",
     ),
     Setting(
+        "body_timeout",
+        "http.body_timeout_s",
+        DURATION,
+        "refuse a request body (408) and close its connection when it is not whole within this",
+    ),
+    Setting(
+        "body_idle_timeout",
+        "http.body_idle_timeout_s",
+        DURATION,
+        "refuse a request body (408) and close its connection when it sends nothing for this",
+    ),
+    Setting(
         "lease",
         "hub.lease_s",
         DURATION,
