@@ -115,6 +115,7 @@ def test_admin_key_rotate_prints_a_key_kept_only_hashed_that_replaces_the_old_on
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = f"sqlite:///{tmp_path / 'herald.db'}"
+    HeraldProcess(store, admin_key=None).stop()  # the store herald serve made
     monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
     assert main(["admin-key", "rotate", "--store", store]) == 0
     first = capsys.readouterr().out.strip()
@@ -139,6 +140,22 @@ def test_admin_key_rotate_refuses_an_unknown_store_in_one_line(
     captured = capsys.readouterr()
     assert captured.out == "" and "unknown store URL" in captured.err
     assert len(captured.err.splitlines()) == 1
+
+
+def test_admin_key_rotate_on_a_missing_sqlite_store_refuses_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped path: no empty store is made, and the key of the real one stays."""
+    monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
+    mistyped = tmp_path / "hreald.db"
+    assert main(["admin-key", "rotate", "--store", f"sqlite:///{mistyped}"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"herald admin-key rotate: there is no SQLite store at {mistyped}: give the --store that"
+        " herald serve uses"
+    ]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_serve_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:

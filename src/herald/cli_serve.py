@@ -10,12 +10,14 @@ import gc
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from herald import loop
 from herald.config import DEFAULTS, ServeConfig
 from herald.errors import HeraldError
 from herald.logs import configure_logging
 from herald.settings import SETTINGS, ConfigProblems, Resolved, effective_toml, resolve
+from herald.urls import backend_of, sqlite_path
 
 
 def add(parser: argparse.ArgumentParser, name: str) -> None:
@@ -71,6 +73,7 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
             return await hub.rotate_admin_key()
 
     try:
+        refuse_a_missing_store(args.store)
         key = asyncio.run(rotate())
     except HeraldError as exc:
         print(f"herald admin-key rotate: {exc.message}", file=sys.stderr)
@@ -82,6 +85,21 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def refuse_a_missing_store(store_url: str) -> None:
+    """An operator's command that changes a store never makes one: opening a SQLite path that
+    is not there would create an empty store, and a mistyped path would go unnoticed.
+
+    Raises:
+        HeraldError: the URL names a SQLite file that does not exist (or is malformed).
+    """
+    if backend_of(store_url) == "sqlite":
+        path = sqlite_path(store_url)
+        if not Path(path).is_file():
+            raise HeraldError(
+                f"there is no SQLite store at {path}: give the --store that herald serve uses"
+            )
 
 
 def _add_serve(serve: argparse.ArgumentParser) -> None:
