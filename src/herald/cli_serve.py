@@ -166,14 +166,16 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     config = settings.config
     configure_logging(config.log_level, config.log_format)
-    from herald.serve import serve  # here: --check-config needs none of the server
-
-    _keep_what_lasts()
     try:
         if config.workers > 1:
+            # herald.workers imports the server itself, once the metrics are set up to be
+            # shared by the workers.
             from herald.workers import serve_in_workers
 
-            return serve_in_workers(config, settings.admin_key, loop.run)
+            return serve_in_workers(config, settings.admin_key, loop.run, _keep_what_lasts)
+        from herald.serve import serve  # here: --check-config needs none of the server
+
+        _keep_what_lasts()
         loop.run(serve(config, admin_key=settings.admin_key))
     except HeraldError as exc:
         print(f"herald: {exc.message}", file=sys.stderr)

@@ -24,10 +24,12 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -41,18 +43,61 @@ log = logging.getLogger("herald.workers")
 
 STARTING_S = 10.0
 """A worker that ends within this long of its start is taken as one that could not start."""
+SHARED_METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""The client library's variable naming where its values are kept in files, one per process
+(``herald.metrics`` reads it too); named here without importing the library."""
 START_FAILURES = 3
 """Workers in a row that could not start before herald gives up and stops the whole."""
 STOPPING = {signal.SIGTERM, signal.SIGINT}
 
 
-def serve_in_workers(config: ServeConfig, admin_key: str | None, run: Run) -> int:
+def serve_in_workers(
+    config: ServeConfig, admin_key: str | None, run: Run, before_fork: Callable[[], None]
+) -> int:
     """Serve with ``config.workers`` processes until told to stop, or until workers keep
-    failing to start; returns the exit code.
+    failing to start; returns the exit code. ``before_fork`` is called once the server is
+    imported, before the first worker is forked.
 
     Raises:
         HeraldError: the port cannot be taken.
     """
+    with _shared_metrics() as metrics_dir:
+        return _serve_in_workers(config, admin_key, run, before_fork, metrics_dir)
+
+
+@contextlib.contextmanager
+def _shared_metrics() -> Iterator[str]:
+    """A directory of its own where every worker keeps its metrics, so that a scrape of any one
+    adds them all up (``herald.metrics``), removed at the end. It is named to the client
+    library before it is imported (before the server is): the library chooses to keep its
+    values in files as it is imported."""
+    if "prometheus_client" in sys.modules:
+        raise RuntimeError(
+            "the metrics library was imported before the workers' shared metrics were set up:"
+            " each worker would count for itself"
+        )
+    directory = tempfile.mkdtemp(prefix="herald-metrics-")
+    before = os.environ.get(SHARED_METRICS_VARIABLE)
+    os.environ[SHARED_METRICS_VARIABLE] = directory
+    try:
+        yield directory
+    finally:
+        if before is None:
+            del os.environ[SHARED_METRICS_VARIABLE]
+        else:
+            os.environ[SHARED_METRICS_VARIABLE] = before
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _serve_in_workers(
+    config: ServeConfig,
+    admin_key: str | None,
+    run: Run,
+    before_fork: Callable[[], None],
+    metrics_dir: str,
+) -> int:
+    from prometheus_client.multiprocess import mark_process_dead
+
     from herald.serve import listen, serve
 
     sock = listen(config.http.host, config.http.port)
@@ -61,11 +106,15 @@ def serve_in_workers(config: ServeConfig, admin_key: str | None, run: Run) -> in
         flush=True,
     )
     first = os.getpid()
+    before_fork()
 
     def work() -> None:
         _worker(lambda: run(serve(config, admin_key=admin_key, sock=sock)), first)
 
-    workers = _Workers(work)
+    def ended(pid: int) -> None:  # its streams are no longer open
+        mark_process_dead(pid, metrics_dir)  # type: ignore[no-untyped-call]
+
+    workers = _Workers(work, on_end=ended)
     for _ in range(config.workers):
         workers.start()
     signal.signal(signal.SIGTERM, workers.stop)
@@ -112,6 +161,8 @@ class _Workers:
     """The running workers, by pid with the time each started; what forks and keeps them."""
 
     work: Callable[[], None]
+    on_end: Callable[[int], None]
+    """Told the pid of each worker that ended."""
     started: dict[int, float] = field(default_factory=dict)
     stopping: bool = False
     failed_starts: int = 0
@@ -150,6 +201,7 @@ class _Workers:
             began = self.started.pop(pid, None)
             if began is None:
                 continue  # not a worker (none is started otherwise)
+            self.on_end(pid)
             code = os.waitstatus_to_exitcode(wait_status)
             if self.stopping:
                 self._stopped(code)

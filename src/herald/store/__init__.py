@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from urllib.parse import parse_qs, urlsplit
 
 from herald.store.base import Store
 from herald.times import Clock
-from herald.urls import backend_of, sqlite_path
+from herald.urls import backend_of, sqlite_path, sqlite_synchronous
 
 __all__ = ["Store", "open_store", "store_from_url"]
 
@@ -24,9 +23,7 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
     if backend_of(url) == "sqlite":
         from herald.store.sqlite import SQLiteStore
 
-        options = parse_qs(urlsplit(url).query)
-        synchronous = options.get("synchronous", ["FULL"])[0]
-        return SQLiteStore(sqlite_path(url), clock=clock, synchronous=synchronous)
+        return SQLiteStore(sqlite_path(url), clock=clock, synchronous=sqlite_synchronous(url))
     from herald.store.postgres import PostgresStore
 
     return PostgresStore(url, clock=clock)
