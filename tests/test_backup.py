@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+import pytest
+
 from tests.conftest import scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
@@ -263,3 +265,29 @@ def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
     assert said.startswith("herald backup: pg_dump failed: ") and "no_such_database_here" in said
     assert "s3cret" not in result.stdout + result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("schema", ["", "?schema=hub"])
+def test_a_postgresql_restore_puts_the_store_back_as_it_was_at_the_backup(
+    postgres_database_url: str, tmp_path: Path, schema: str
+) -> None:
+    postgres_database_url += schema
+    dump = tmp_path / "herald.dump"
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            handle = new_agent(admin)["handle"]
+            kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(3)]
+            backed_up = herald_command("backup", str(dump), "--store", postgres_database_url)
+            assert backed_up.returncode == 0, backed_up.stderr
+            later = publish(admin, handle, "after the backup").json()["id"]
+    finally:
+        herald.stop()
+    restored = herald_command("restore", str(dump), "--store", postgres_database_url)
+    assert restored.returncode == 0, restored.stderr
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        assert missing_events(herald, kept) == []
+        assert missing_events(herald, [later]) == [later]
+    finally:
+        herald.stop()
