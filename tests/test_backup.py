@@ -6,12 +6,13 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from types import TracebackType
 
 import pytest
 
-from tests.conftest import scratch_database
+from tests.conftest import run_admin_sql, scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
 
@@ -255,14 +256,36 @@ def test_without_pg_restore_a_postgresql_restore_fails_naming_the_command_to_run
     assert "s3cret" not in result.stdout + result.stderr
 
 
-def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
-    tmp_path: Path,
+def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_nothing(
+    postgres_database_url: str, tmp_path: Path
 ) -> None:
-    url = "postgresql://herald:s3cret@127.0.0.1:5432/no_such_database_here"
-    result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+    HeraldProcess(postgres_database_url).stop()  # the store, made by herald serve
+    mistyped_database = f"{postgres_database_url}_x"
+    mistyped_schema = f"{postgres_database_url}?schema=hbu"
+    for url in (with_password(mistyped_database, "s3cret"), mistyped_schema):
+        result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+        assert result.returncode == 1, result.stdout
+        (said,) = result.stderr.splitlines()
+        assert said.startswith(("herald backup: cannot open", "herald backup: there is no"))
+        assert "s3cret" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
+    postgres_database_url: str, tmp_path: Path
+) -> None:
+    HeraldProcess(postgres_database_url).stop()
+    role = f"herald_reader_{uuid.uuid4().hex[:8]}"
+    run_admin_sql(f'CREATE ROLE "{role}" LOGIN')  # may connect, may read no table
+    try:
+        scheme, rest = postgres_database_url.split("://", 1)
+        url = f"{scheme}://{role}:s3cret@{rest.split('@', 1)[1]}"
+        result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+    finally:
+        run_admin_sql(f'DROP ROLE "{role}"')
     assert result.returncode == 1
     (said,) = result.stderr.splitlines()
-    assert said.startswith("herald backup: pg_dump failed: ") and "no_such_database_here" in said
+    assert said.startswith("herald backup: pg_dump failed: ") and "permission denied" in said
     assert "s3cret" not in result.stdout + result.stderr
     assert list(tmp_path.iterdir()) == []
 

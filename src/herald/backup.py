@@ -24,6 +24,7 @@ line herald prints.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
@@ -88,18 +89,28 @@ def restore(backup_path: str, store_url: str, *, say: Callable[[str], None] = pr
 
 def _pg_backup(store_url: str, path: str, say: Callable[[str], None]) -> None:
     url = password_free(split_schema(store_url)[0])
+    command = shlex.join(["pg_dump", *_pg_dump(store_url, path)])
+    tool = _pg_tool("pg_dump", command)
+    if not asyncio.run(_holds_a_store(store_url)):  # a mistyped name: no empty dump
+        raise HeraldError(
+            f"there is no herald store in {password_free(store_url)}: give the --store that"
+            " herald serve uses"
+        )
     target = Path(path)
     if not target.parent.is_dir():
         raise HeraldError(f"cannot write {path}: there is no directory {target.parent}")
     with _beside(target) as temporary:
-        _run_pg_tool(
-            "pg_dump", _pg_dump(store_url, str(temporary)), store_url,
-            shown=_pg_dump(store_url, path),
-        )  # fmt: skip
+        _run_pg_tool(tool, _pg_dump(store_url, str(temporary)), store_url, command)
         _sync(str(temporary))
         os.replace(temporary, target)
         _sync(str(target.parent))
     say(f"herald: backed up {url} to {path} (pg_dump, custom format)")
+
+
+async def _holds_a_store(store_url: str) -> bool:
+    from herald.hub import Hub  # here: a SQLite backup needs none of the hub
+
+    return await Hub.store_exists(store_url)
 
 
 def _pg_dump(store_url: str, path: str) -> list[str]:
@@ -111,31 +122,39 @@ def _pg_dump(store_url: str, path: str) -> list[str]:
 
 
 def _pg_restore(backup_path: str, store_url: str, say: Callable[[str], None]) -> None:
-    if not Path(backup_path).is_file():
-        raise HeraldError(f"there is no backup at {backup_path}")
     url = password_free(split_schema(store_url)[0])
     arguments = ["--clean", "--if-exists", "--no-owner", "--single-transaction",
                  "--exit-on-error", f"--dbname={url}", backup_path]  # fmt: skip
-    _run_pg_tool("pg_restore", arguments, store_url)
+    command = shlex.join(["pg_restore", *arguments])
+    tool = _pg_tool("pg_restore", command)
+    if not Path(backup_path).is_file():
+        raise HeraldError(f"there is no backup at {backup_path}")
+    _run_pg_tool(tool, arguments, store_url, command)
     say(f"herald: restored {url} from {backup_path} (pg_restore)")
 
 
-def _run_pg_tool(
-    name: str, arguments: list[str], store_url: str, *, shown: list[str] | None = None
-) -> None:
-    """Run PostgreSQL's tool ``name`` with ``arguments``, the store URL's password (if any) in
-    its environment. ``shown``: the arguments to name in a message, if not these.
+def _pg_tool(name: str, command: str) -> str:
+    """The path of PostgreSQL's tool ``name``, to run as ``command``.
 
     Raises:
-        HeraldError: the tool is not installed, cannot be run, or fails (its last line said).
+        HeraldError: it is not installed here; the line names the command to run elsewhere.
     """
-    command = shlex.join([name, *(arguments if shown is None else shown)])
     tool = _find_pg_tool(name)
     if tool is None:
         raise HeraldError(
             f"{name} is not installed (not on the PATH, nor in pg_config --bindir): install"
             f" PostgreSQL's client tools, or run where they are: {command}"
         )
+    return tool
+
+
+def _run_pg_tool(tool: str, arguments: list[str], store_url: str, command: str) -> None:
+    """Run PostgreSQL's ``tool`` with ``arguments``, the store URL's password (if any) in its
+    environment; ``command`` is how a message names it (without the password).
+
+    Raises:
+        HeraldError: the tool cannot be run, or fails (its first error said).
+    """
     password = _password_of(store_url)
     environment = dict(os.environ)
     if password is not None:
@@ -147,10 +166,20 @@ def _run_pg_tool(
     except OSError as exc:
         raise HeraldError(f"cannot run {tool}: {exc.strerror}") from exc
     if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        said = _first_error(done.stderr) or f"exit code {done.returncode}"
         if password:
             said = said.replace(password, "***")
-        raise HeraldError(f"{name} failed: {said} (the command: {command})")
+        raise HeraldError(f"{Path(tool).name} failed: {said} (the command: {command})")
+
+
+def _first_error(stderr: str) -> str | None:
+    """The line of a PostgreSQL tool's output that says what went wrong: its first error (the
+    lines after it give details), else its last line."""
+    lines = stderr.strip().splitlines()
+    errors = [line for line in lines if ": error: " in line]
+    if errors:
+        return errors[0]
+    return lines[-1] if lines else None
 
 
 def _find_pg_tool(name: str) -> str | None:

@@ -10,14 +10,13 @@ import gc
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from herald import loop
 from herald.config import DEFAULTS, ServeConfig
 from herald.errors import HeraldError
 from herald.logs import configure_logging
 from herald.settings import SETTINGS, ConfigProblems, Resolved, effective_toml, resolve
-from herald.urls import backend_of, sqlite_path
+from herald.urls import backend_of, password_free, sqlite_path
 
 
 def add(parser: argparse.ArgumentParser, name: str) -> None:
@@ -69,11 +68,12 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
     from herald.hub import Hub  # here: the other commands need no store
 
     async def rotate() -> str:
+        if not await Hub.store_exists(args.store):
+            raise HeraldError(_no_store_at(args.store))
         async with Hub.from_url(args.store) as hub:
             return await hub.rotate_admin_key()
 
     try:
-        refuse_a_missing_store(args.store)
         key = asyncio.run(rotate())
     except HeraldError as exc:
         print(f"herald admin-key rotate: {exc.message}", file=sys.stderr)
@@ -87,19 +87,14 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
     return 0
 
 
-def refuse_a_missing_store(store_url: str) -> None:
-    """An operator's command that changes a store never makes one: opening a SQLite path that
-    is not there would create an empty store, and a mistyped path would go unnoticed.
-
-    Raises:
-        HeraldError: the URL names a SQLite file that does not exist (or is malformed).
-    """
+def _no_store_at(store_url: str) -> str:
+    """The line for an operator's command given a store that was never made: opening it would
+    make an empty one, and a mistyped path or name would go unnoticed."""
     if backend_of(store_url) == "sqlite":
-        path = sqlite_path(store_url)
-        if not Path(path).is_file():
-            raise HeraldError(
-                f"there is no SQLite store at {path}: give the --store that herald serve uses"
-            )
+        where = f"no SQLite store at {sqlite_path(store_url)}"
+    else:
+        where = f"no herald store in {password_free(store_url)}"
+    return f"there is {where}: give the --store that herald serve uses"
 
 
 def _add_serve(serve: argparse.ArgumentParser) -> None:
