@@ -333,3 +333,47 @@ def test_with_workers_each_scrape_counts_every_workers_work_and_never_goes_back(
         if stream is not None:
             stream.close()
         herald.stop()
+
+
+def established_on_port(pid: int, port: int) -> bool:
+    """Whether the process ``pid`` holds a connection accepted on ``port`` (read from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            if local_port == port and state == "01" and inode in inodes:  # 01: ESTABLISHED
+                return True
+    return False
+
+
+def test_with_workers_a_killed_workers_streams_are_no_longer_counted(
+    postgres_database_url: str,
+) -> None:
+    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    stream: SSEReader | None = None
+    try:
+        with herald.client(herald.admin_key) as admin:
+            streamer = new_agent(admin)
+        stream = SSEReader(herald.url, streamer["api_key"])
+        port = int(herald.url.rsplit(":", 1)[1])
+        with on_own_connection(herald) as client:
+            assert scrape(client)["herald_streams"][()] == 1
+            (holder,) = [
+                pid for pid in children_of(herald.process.pid) if established_on_port(pid, port)
+            ]
+            os.kill(holder, signal.SIGKILL)
+            herald.wait_for_line(lambda line: f"worker {holder} ended" in line)
+            for _ in range(4):
+                assert scrape(client)["herald_streams"][()] == 0
+    finally:
+        if stream is not None:
+            stream.close()
+        herald.stop()
