@@ -104,6 +104,15 @@ def test_workers_end_when_the_first_process_is_killed_outright(
                 os.kill(pid, signal.SIGKILL)
 
 
+def start_workers(store_url: str, count: int) -> HeraldProcess:
+    """``herald serve --workers count``, returned once every worker listens: a line said later
+    is then a worker started later."""
+    herald = HeraldProcess(store_url, extra_args=("--workers", str(count)))
+    for _ in range(count - 1):  # the first one's line is read already
+        herald.wait_for_line(lambda line: "listening on" in line)
+    return herald
+
+
 def answers_health(url: str) -> None:
     """``GET /healthz`` on a connection of its own (closed after), answered 200."""
     with httpx.Client(base_url=url, headers={"connection": "close"}, timeout=30) as client:
@@ -124,7 +133,7 @@ def wait_for_end(pid: int) -> None:
 def test_a_killed_worker_is_logged_and_replaced_while_the_others_keep_serving(
     postgres_database_url: str,
 ) -> None:
-    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    herald = start_workers(postgres_database_url, 2)
     try:
         victim, survivor = sorted(children_of(herald.process.pid))
         answers_health(herald.url)

@@ -21,7 +21,7 @@ from tests.http.test_endpoints import new_agent
 from tests.http.test_keys import new_key
 from tests.http.test_readiness import allow_connections
 from tests.sse import SSEReader
-from tests.test_workers import children_of
+from tests.test_workers import children_of, start_workers
 from tests.webhooks.receiver import Receiver
 
 TOKEN = "herald-test-metrics-token-0123456789abcdef"
@@ -293,7 +293,7 @@ def counted_series(samples: Samples) -> dict[tuple[str, tuple[tuple[str, str], .
 def test_with_workers_each_scrape_counts_every_workers_work_and_never_goes_back(
     postgres_database_url: str,
 ) -> None:
-    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    herald = start_workers(postgres_database_url, 2)
     workers = children_of(herald.process.pid)
     published = publishes = streamed = 0
     stream: SSEReader | None = None
