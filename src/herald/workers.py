@@ -13,6 +13,9 @@ takes its share of the connections. Only a worker that dies again and again as i
 (``START_FAILURES`` in a row, each within ``STARTING_S`` of its start: a setting or a store it
 cannot get past) stops the whole, in one line, with a non-zero exit code.
 
+The workers keep their metrics in files in a directory of the first process's own, so that a
+scrape of any one of them counts what all did (``herald.metrics``); a dead worker's counts stay.
+
 SIGTERM is passed on to every worker (each stops gracefully, its webhook stop grace included);
 SIGINT from a terminal reaches the whole process group, and the parent passes SIGTERM, so that
 a SIGINT sent to it alone stops them too. Once told to stop, it starts no other worker.
@@ -43,11 +46,11 @@ log = logging.getLogger("herald.workers")
 
 STARTING_S = 10.0
 """A worker that ends within this long of its start is taken as one that could not start."""
+START_FAILURES = 3
+"""Workers in a row that could not start before herald gives up and stops the whole."""
 SHARED_METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """The client library's variable naming where its values are kept in files, one per process
 (``herald.metrics`` reads it too); named here without importing the library."""
-START_FAILURES = 3
-"""Workers in a row that could not start before herald gives up and stops the whole."""
 STOPPING = {signal.SIGTERM, signal.SIGINT}
 
 
