@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from types import TracebackType
 
+import pytest
+
+from tests.conftest import run_admin_sql, scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
 
 WAIT_S = 60
 
 
-def herald_command(*args: str) -> subprocess.CompletedProcess[str]:
+def herald_command(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``herald`` run with ``args``; ``env``: variables that replace the process's own."""
     return subprocess.run(
         [sys.executable, "-m", "herald.cli", *args],
         capture_output=True,
         text=True,
         timeout=WAIT_S,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -173,14 +182,135 @@ def test_a_backup_of_a_missing_store_or_onto_the_store_itself_is_refused(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_postgresql_store_is_pointed_to_pg_dump_without_its_password(tmp_path: Path) -> None:
+def with_password(url: str, password: str) -> str:
+    """``url`` with a password in its user part (trust auth lets it be any)."""
+    scheme, rest = url.split("://", 1)
+    user, host = rest.split("@", 1)
+    return f"{scheme}://{user}:{password}@{host}"
+
+
+def test_a_postgresql_backup_restores_into_a_fresh_database_with_its_events(
+    postgres_database_url: str, tmp_path: Path
+) -> None:
+    dump = tmp_path / "herald.dump"
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            handle = new_agent(admin)["handle"]
+            kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(5)]
+        backed_up = herald_command(
+            "backup", str(dump), "--store", with_password(postgres_database_url, "s3cret")
+        )
+    finally:
+        herald.stop()
+    assert backed_up.returncode == 0, backed_up.stderr
+    assert "s3cret" not in backed_up.stdout + backed_up.stderr
+    (said,) = backed_up.stdout.splitlines()
+    assert said.startswith("herald: backed up ") and f" to {dump} (pg_dump" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == [dump.name], "a temporary file is left"
+    with scratch_database() as fresh:
+        restored = herald_command("restore", str(dump), "--store", with_password(fresh, "s3cret"))
+        assert restored.returncode == 0, restored.stderr
+        assert "s3cret" not in restored.stdout + restored.stderr
+        assert restored.stdout.startswith("herald: restored ")
+        herald = HeraldProcess(fresh)
+        try:
+            assert missing_events(herald, kept) == []
+        finally:
+            herald.stop()
+
+
+def test_without_pg_dump_a_postgresql_backup_fails_naming_the_command_to_run(
+    tmp_path: Path,
+) -> None:
     url = "postgresql://herald:s3cret@db.example:5432/herald?sslmode=require&schema=hub"
-    result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
-    assert result.returncode == 0
+    nowhere = tmp_path / "empty-path"
+    nowhere.mkdir()
+    result = herald_command(
+        "backup", str(tmp_path / "herald.dump"), "--store", url, env={"PATH": str(nowhere)}
+    )
+    assert result.returncode == 1
     command = (
         f"pg_dump --format=custom --schema=hub --file={tmp_path / 'herald.dump'}"
         " 'postgresql://herald@db.example:5432/herald?sslmode=require'"
     )
-    assert f"  {command}" in result.stdout.splitlines()
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("herald backup: pg_dump is not installed") and said.endswith(command)
+    assert "s3cret" not in result.stdout + result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [nowhere.name]
+
+
+def test_without_pg_restore_a_postgresql_restore_fails_naming_the_command_to_run(
+    tmp_path: Path,
+) -> None:
+    url = "postgresql://herald:s3cret@db.example:5432/herald"
+    dump = tmp_path / "herald.dump"
+    dump.write_bytes(b"PGDMP")
+    result = herald_command("restore", str(dump), "--store", url, env={"PATH": str(tmp_path)})
+    assert result.returncode == 1
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("herald restore: pg_restore is not installed")
+    assert said.endswith(f"pg_restore --clean --if-exists --no-owner --single-transaction"
+                         f" --exit-on-error --dbname=postgresql://herald@db.example:5432/herald"
+                         f" {dump}")  # fmt: skip
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_nothing(
+    postgres_database_url: str, tmp_path: Path
+) -> None:
+    HeraldProcess(postgres_database_url).stop()  # the store, made by herald serve
+    mistyped_database = f"{postgres_database_url}_x"
+    mistyped_schema = f"{postgres_database_url}?schema=hbu"
+    for url in (with_password(mistyped_database, "s3cret"), mistyped_schema):
+        result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+        assert result.returncode == 1, result.stdout
+        (said,) = result.stderr.splitlines()
+        assert said.startswith(("herald backup: cannot open", "herald backup: there is no"))
+        assert "s3cret" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
+    postgres_database_url: str, tmp_path: Path
+) -> None:
+    HeraldProcess(postgres_database_url).stop()
+    role = f"herald_reader_{uuid.uuid4().hex[:8]}"
+    run_admin_sql(f'CREATE ROLE "{role}" LOGIN')  # may connect, may read no table
+    try:
+        scheme, rest = postgres_database_url.split("://", 1)
+        url = f"{scheme}://{role}:s3cret@{rest.split('@', 1)[1]}"
+        result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
+    finally:
+        run_admin_sql(f'DROP ROLE "{role}"')
+    assert result.returncode == 1
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("herald backup: pg_dump failed: ") and "permission denied" in said
     assert "s3cret" not in result.stdout + result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("schema", ["", "?schema=hub"])
+def test_a_postgresql_restore_puts_the_store_back_as_it_was_at_the_backup(
+    postgres_database_url: str, tmp_path: Path, schema: str
+) -> None:
+    postgres_database_url += schema
+    dump = tmp_path / "herald.dump"
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        with herald.client(herald.admin_key) as admin:
+            handle = new_agent(admin)["handle"]
+            kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(3)]
+            backed_up = herald_command("backup", str(dump), "--store", postgres_database_url)
+            assert backed_up.returncode == 0, backed_up.stderr
+            later = publish(admin, handle, "after the backup").json()["id"]
+    finally:
+        herald.stop()
+    restored = herald_command("restore", str(dump), "--store", postgres_database_url)
+    assert restored.returncode == 0, restored.stderr
+    herald = HeraldProcess(postgres_database_url)
+    try:
+        assert missing_events(herald, kept) == []
+        assert missing_events(herald, [later]) == [later]
+    finally:
+        herald.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from herald.cli import build_parser, main
@@ -115,6 +117,7 @@ def test_admin_key_rotate_prints_a_key_kept_only_hashed_that_replaces_the_old_on
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = f"sqlite:///{tmp_path / 'herald.db'}"
+    HeraldProcess(store, admin_key=None).stop()  # the store herald serve made
     monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
     assert main(["admin-key", "rotate", "--store", store]) == 0
     first = capsys.readouterr().out.strip()
@@ -139,6 +142,51 @@ def test_admin_key_rotate_refuses_an_unknown_store_in_one_line(
     captured = capsys.readouterr()
     assert captured.out == "" and "unknown store URL" in captured.err
     assert len(captured.err.splitlines()) == 1
+
+
+def test_admin_key_rotate_on_a_missing_sqlite_store_refuses_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped path: no empty store is made, and the key of the real one stays."""
+    monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
+    mistyped = tmp_path / "hreald.db"
+    assert main(["admin-key", "rotate", "--store", f"sqlite:///{mistyped}"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"herald admin-key rotate: there is no SQLite store at {mistyped}: give the --store that"
+        " herald serve uses"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_admin_key_rotate_on_a_postgresql_database_without_a_store_refuses_and_makes_none(
+    postgres_database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HERALD_ADMIN_KEY", raising=False)
+    mistyped = f"{postgres_database_url}?schema=hbu"
+    assert main(["admin-key", "rotate", "--store", mistyped]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"herald admin-key rotate: there is no herald store in {mistyped}: give the --store"
+        " that herald serve uses"
+    ]
+    assert main(["admin-key", "rotate", "--store", postgres_database_url]) == 2  # none at all
+
+    async def schemas() -> set[str]:
+        conn = await asyncpg.connect(postgres_database_url)
+        try:
+            rows = await conn.fetch("SELECT nspname FROM pg_namespace")
+            tables = await conn.fetchval(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            )
+        finally:
+            await conn.close()
+        assert tables == 0
+        return {row["nspname"] for row in rows}
+
+    assert "hbu" not in asyncio.run(schemas())
 
 
 def test_serve_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:

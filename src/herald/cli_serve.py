@@ -16,6 +16,7 @@ from herald.config import DEFAULTS, ServeConfig
 from herald.errors import HeraldError
 from herald.logs import configure_logging
 from herald.settings import SETTINGS, ConfigProblems, Resolved, effective_toml, resolve
+from herald.urls import backend_of, password_free, sqlite_path
 
 
 def add(parser: argparse.ArgumentParser, name: str) -> None:
@@ -67,6 +68,8 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
     from herald.hub import Hub  # here: the other commands need no store
 
     async def rotate() -> str:
+        if not await Hub.store_exists(args.store):
+            raise HeraldError(_no_store_at(args.store))
         async with Hub.from_url(args.store) as hub:
             return await hub.rotate_admin_key()
 
@@ -82,6 +85,16 @@ def _rotate_admin_key(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _no_store_at(store_url: str) -> str:
+    """The line for an operator's command given a store that was never made: opening it would
+    make an empty one, and a mistyped path or name would go unnoticed."""
+    if backend_of(store_url) == "sqlite":
+        where = f"no SQLite store at {sqlite_path(store_url)}"
+    else:
+        where = f"no herald store in {password_free(store_url)}"
+    return f"there is {where}: give the --store that herald serve uses"
 
 
 def _add_serve(serve: argparse.ArgumentParser) -> None:
@@ -148,14 +161,16 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     config = settings.config
     configure_logging(config.log_level, config.log_format)
-    from herald.serve import serve  # here: --check-config needs none of the server
-
-    _keep_what_lasts()
     try:
         if config.workers > 1:
+            # herald.workers imports the server itself, once the metrics are set up to be
+            # shared by the workers.
             from herald.workers import serve_in_workers
 
-            return serve_in_workers(config, settings.admin_key, loop.run)
+            return serve_in_workers(config, settings.admin_key, loop.run, _keep_what_lasts)
+        from herald.serve import serve  # here: --check-config needs none of the server
+
+        _keep_what_lasts()
         loop.run(serve(config, admin_key=settings.admin_key))
     except HeraldError as exc:
         print(f"herald: {exc.message}", file=sys.stderr)

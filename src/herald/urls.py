@@ -12,6 +12,8 @@ from herald.errors import InvalidInput
 Backend = Literal["sqlite", "postgres"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+SYNCHRONOUS_MODES = ("FULL", "NORMAL", "EXTRA")
+"""SQLite's ``synchronous`` pragmas a store may run with."""
 SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -44,6 +46,41 @@ def sqlite_path(url: str) -> str:
     if not path:
         raise InvalidInput("a SQLite store URL needs a file: sqlite:///herald.db")
     return path
+
+
+def synchronous_mode(value: str) -> str:
+    """SQLite's ``synchronous`` pragma ``value`` names, in capitals.
+
+    Raises:
+        InvalidInput: it names none herald runs with.
+    """
+    if value.upper() not in SYNCHRONOUS_MODES:
+        raise InvalidInput(f"synchronous={value!r}: use FULL, NORMAL or EXTRA")
+    return value.upper()
+
+
+def sqlite_synchronous(url: str) -> str:
+    """The ``synchronous`` pragma a ``sqlite:///herald.db?synchronous=NORMAL`` URL asks for
+    (FULL when it asks for none).
+
+    Raises:
+        InvalidInput: it names none herald runs with.
+    """
+    return synchronous_mode(dict(parse_qsl(urlsplit(url).query)).get("synchronous", "FULL"))
+
+
+def check_store_url(url: str) -> None:
+    """Check a store URL as building its store would, without building it (nor importing the
+    store, the hub or what they import).
+
+    Raises:
+        InvalidInput: the URL names no backend herald has, or is malformed for its backend.
+    """
+    if backend_of(url) == "sqlite":
+        sqlite_path(url)
+        sqlite_synchronous(url)
+    else:
+        split_schema(url)
 
 
 def password_free(url: str) -> str:

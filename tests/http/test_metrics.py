@@ -5,6 +5,8 @@ shows."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from tests.http.test_endpoints import new_agent
 from tests.http.test_keys import new_key
 from tests.http.test_readiness import allow_connections
 from tests.sse import SSEReader
+from tests.test_workers import children_of, start_workers
 from tests.webhooks.receiver import Receiver
 
 TOKEN = "herald-test-metrics-token-0123456789abcdef"
@@ -268,3 +271,109 @@ def test_a_scrape_while_the_store_is_away_answers_the_processs_own_counts(
         herald.stop()
     assert "herald_events_pending" not in away
     assert by(away, "herald_events_published_total", "type_class") == {("other",): 1}
+
+
+def on_own_connection(herald: HeraldProcess) -> httpx.Client:
+    """A client whose every request has a connection of its own: the kernel hands each one to
+    any of the workers."""
+    headers = {"authorization": f"Bearer {herald.admin_key}", "connection": "close"}
+    return httpx.Client(base_url=herald.url, headers=headers, timeout=30)
+
+
+def counted_series(samples: Samples) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples that only ever grow: counters, and histograms' buckets, counts and sums."""
+    return {
+        (name, labels): value
+        for name, series in samples.items()
+        if name.endswith(("_total", "_bucket", "_count", "_sum"))
+        for labels, value in series.items()
+    }
+
+
+def test_with_workers_each_scrape_counts_every_workers_work_and_never_goes_back(
+    postgres_database_url: str,
+) -> None:
+    herald = start_workers(postgres_database_url, 2)
+    workers = children_of(herald.process.pid)
+    published = publishes = streamed = 0
+    stream: SSEReader | None = None
+    last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent, streamer = new_agent(admin), new_agent(admin)
+        with on_own_connection(herald) as client:
+            for round_ in range(8):
+                if round_ == 4:  # a worker dies and is replaced: nothing it counted is lost
+                    os.kill(min(workers), signal.SIGKILL)
+                    herald.wait_for_line(lambda line: "starting another" in line)
+                    herald.wait_for_line(lambda line: "listening on" in line)
+                    stream = SSEReader(herald.url, streamer["api_key"])
+                for _ in range(2):
+                    publish(client, [{"to": agent["handle"], "type": "t", "text": "e"}] * 3)
+                    published, publishes = published + 3, publishes + 1
+                if stream is not None:  # one pushed to the stream, in whichever worker holds it
+                    publish(client, [{"to": streamer["handle"], "type": "t", "text": "s"}])
+                    published, publishes, streamed = published + 1, publishes + 1, streamed + 1
+                    assert stream.next().event == "message"  # type: ignore[union-attr]
+                for _ in range(4):
+                    samples = scrape(client)
+                    series = counted_series(samples)
+                    went_back = {k: (last[k], v) for k, v in series.items() if v < last.get(k, 0)}
+                    assert went_back == {}, f"counters went back in round {round_}"
+                    assert set(last) <= set(series), "a series went missing"
+                    last = series
+                    counted = by(samples, "herald_events_published_total", "type_class")
+                    assert counted == {("other",): published}
+                    requests = by(samples, "herald_http_requests_total", "method", "route")
+                    assert requests[("POST", "/v1/events")] == publishes
+                    assert samples["herald_streams"][()] == (1 if stream is not None else 0)
+                    latency = by(samples, "herald_delivery_latency_seconds_count", "way", "stage")
+                    assert latency.get(("sse", "sent"), 0) == streamed
+    finally:
+        if stream is not None:
+            stream.close()
+        herald.stop()
+
+
+def established_on_port(pid: int, port: int) -> bool:
+    """Whether the process ``pid`` holds a connection accepted on ``port`` (read from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            if local_port == port and state == "01" and inode in inodes:  # 01: ESTABLISHED
+                return True
+    return False
+
+
+def test_with_workers_a_killed_workers_streams_are_no_longer_counted(
+    postgres_database_url: str,
+) -> None:
+    herald = HeraldProcess(postgres_database_url, extra_args=("--workers", "2"))
+    stream: SSEReader | None = None
+    try:
+        with herald.client(herald.admin_key) as admin:
+            streamer = new_agent(admin)
+        stream = SSEReader(herald.url, streamer["api_key"])
+        port = int(herald.url.rsplit(":", 1)[1])
+        with on_own_connection(herald) as client:
+            assert scrape(client)["herald_streams"][()] == 1
+            (holder,) = [
+                pid for pid in children_of(herald.process.pid) if established_on_port(pid, port)
+            ]
+            os.kill(holder, signal.SIGKILL)
+            herald.wait_for_line(lambda line: f"worker {holder} ended" in line)
+            for _ in range(4):
+                assert scrape(client)["herald_streams"][()] == 0
+    finally:
+        if stream is not None:
+            stream.close()
+        herald.stop()

@@ -87,5 +87,5 @@ def test_the_exposition_has_no_created_series_in_either_format() -> None:
         body, content_type = metrics.render(accept)
         assert b"_created" not in body
         assert content_type.startswith("application/openmetrics-text" if accept else "text/plain")
-    metrics.count_streams(lambda: 4)
+    metrics.streams_open(4)
     assert values(metrics)["herald_streams", ()] == 4

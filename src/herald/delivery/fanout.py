@@ -154,6 +154,7 @@ class Fanout:
         topic.subscribers += 1
         subscription = Subscription(agent_id, topic, covered_through=topic.high_water)
         self._subscriptions.add(subscription)
+        self.hub.metrics.streams_open(len(self._subscriptions))
         return subscription
 
     def close_agent(self, agent_id: str, reason: str) -> None:
@@ -166,6 +167,7 @@ class Fanout:
         if subscription not in self._subscriptions:
             return
         self._subscriptions.discard(subscription)
+        self.hub.metrics.streams_open(len(self._subscriptions))
         topic = subscription._topic
         topic.subscribers -= 1
         if topic.subscribers == 0 and self._topics.get(subscription.agent_id) is topic:

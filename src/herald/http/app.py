@@ -85,7 +85,6 @@ def create_app(
         subscriptions_config=subscriptions_config,
     )
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
-    hub.metrics.count_streams(lambda: fanout.streams)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

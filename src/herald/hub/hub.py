@@ -51,7 +51,7 @@ from herald.models import (
     StartPosition,
 )
 from herald.reserved import permission_request, refuse_reserved_type, refuse_reserved_types
-from herald.store import Store, store_from_url
+from herald.store import Store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
 from herald.tasks import running
 from herald.times import Clock
@@ -135,6 +135,17 @@ class Hub:
     @classmethod
     def from_url(cls, url: str, *, clock: Clock = time.time, **options: float) -> Hub:
         return cls(store_from_url(url, clock=clock), **options)
+
+    @staticmethod
+    async def store_exists(url: str) -> bool:
+        """Whether the store ``url`` names was made: an operator's command that must not make
+        one asks first (``herald.store.store_exists``).
+
+        Raises:
+            InvalidInput: the URL is malformed.
+            StoreUnavailable: the PostgreSQL database cannot be reached.
+        """
+        return await store_exists(url)
 
     async def open(self) -> None:
         await self._store.open()

@@ -1,5 +1,6 @@
 """herald's Prometheus metrics (``GET /metrics``): counters and histograms of what each process
-did, and gauges of what the store holds, read from it at scrape time."""
+did (added up across the workers of ``herald serve --workers``), and gauges of what the store
+holds, read from it at scrape time."""
 
 from herald.metrics.instruments import Metrics
 

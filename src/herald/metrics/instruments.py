@@ -1,18 +1,27 @@
 """The metrics of one hub, in a registry of its own: what happened in this process (counters and
 histograms, told by the code that did it), and what the store holds (read at scrape time).
 
+Under ``herald serve --workers N`` a scrape reaches any one of the workers, so what they did is
+added up across them: ``herald.workers`` sets ``PROMETHEUS_MULTIPROC_DIR`` before any metric
+is made, the client library then keeps every value in a file per process there, and a scrape
+reads them all (its ``MultiProcessCollector``). The files of a worker that died are still read:
+no counter goes back when a worker is replaced. ``herald_streams`` is added up over the live
+workers only; the store's gauges are the store's, read by the worker that answers.
+
 Labels are few and bounded: ways, outcomes, kinds, states, route templates and type classes,
 never an agent's id or handle, an event id or a raw path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator
+import os
+from collections.abc import Collection, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
-from herald.metrics.latency import ACKNOWLEDGED, SENT, DeliveryLatency
+from herald.metrics.latency import ACKNOWLEDGED, BUCKETS_S, HELP, NAME, SENT, DeliveryLatency
 from herald.metrics.store_gauges import StoreGauges
 
 OTHER = "other"
@@ -22,13 +31,19 @@ COMMIT_BUCKETS_S = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 )  # fmt: skip
 HTTP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+SHARED_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""The client library's variable: where the processes of one herald keep their values."""
 
 
 class Metrics:
     """Counters and histograms are children of labelled metrics kept by their labels: finding a
-    child in a dict costs less than the client library's ``labels()`` on every event."""
+    child in a dict costs less than the client library's ``labels()`` on every event.
+
+    With ``$PROMETHEUS_MULTIPROC_DIR`` set (before the client library was imported: it then
+    keeps every value in its files there), a scrape adds up the values of every process."""
 
     def __init__(self) -> None:
+        shared_dir = os.environ.get(SHARED_DIR_VARIABLE) or None
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
         self._published = Counter(
@@ -47,7 +62,13 @@ class Metrics:
             registry=registry,
         )
         self.latency = DeliveryLatency()
-        registry.register(self.latency)
+        self._shared_latency: Histogram | None = None
+        if shared_dir is None:
+            registry.register(self.latency)
+        else:  # the library's histogram, whose values go to the shared files
+            self._shared_latency = Histogram(
+                NAME, HELP, ["way", "stage"], buckets=BUCKETS_S, registry=registry
+            )
         self._webhook_attempts = Counter(
             "herald_webhook_attempts",
             "Requests to webhook, OpenClaw and subscription endpoints, by kind and outcome:"
@@ -79,11 +100,18 @@ class Metrics:
         )
         self._streams = Gauge(
             "herald_streams",
-            "Open event streams of this process: GET /channel/stream and MCP events/stream",
+            "Open event streams: GET /channel/stream and MCP events/stream (of every live worker"
+            " under --workers)",
             registry=registry,
+            multiprocess_mode="livesum",
         )
         self.store_gauges = StoreGauges()
         registry.register(self.store_gauges)
+        self._scraped = registry
+        if shared_dir is not None:
+            self._scraped = CollectorRegistry(auto_describe=True)
+            MultiProcessCollector(self._scraped, path=shared_dir)  # type: ignore[no-untyped-call]
+            self._scraped.register(self.store_gauges)
         self._children: dict[tuple[str, ...], Counter] = {}
         self._histograms: dict[tuple[str, str], Histogram] = {}
 
@@ -109,11 +137,20 @@ class Metrics:
 
     def sent(self, way: str, created_at: Iterable[int], now_ms: int) -> None:
         """Events published at ``created_at`` were sent by ``way`` at ``now_ms``."""
-        self.latency.observe(way, SENT, created_at, now_ms)
+        self._waited(way, SENT, created_at, now_ms)
 
     def acknowledged(self, way: str, created_at: Iterable[int], now_ms: int) -> None:
         """Events published at ``created_at`` were acknowledged by ``way`` at ``now_ms``."""
-        self.latency.observe(way, ACKNOWLEDGED, created_at, now_ms)
+        self._waited(way, ACKNOWLEDGED, created_at, now_ms)
+
+    def _waited(self, way: str, stage: str, created_at: Iterable[int], now_ms: int) -> None:
+        shared = self._shared_latency
+        if shared is None:
+            self.latency.observe(way, stage, created_at, now_ms)
+            return
+        child = shared.labels(way, stage)
+        for at in created_at:  # a clock set back counts as no time
+            child.observe((now_ms - at if now_ms > at else 0) / 1000)
 
     def webhook_attempt(self, kind: str, status: int | None, *, refused: bool = False) -> None:
         """A request to an endpoint of ``kind`` was answered with ``status`` (None: none)."""
@@ -129,9 +166,9 @@ class Metrics:
             duration = self._histograms[method, route] = self._durations.labels(method, route)
         duration.observe(seconds)
 
-    def count_streams(self, open_streams: Callable[[], int]) -> None:
-        """``herald_streams`` is what ``open_streams()`` says at each scrape."""
-        self._streams.set_function(open_streams)
+    def streams_open(self, count: int) -> None:
+        """``count`` event streams are open in this process now."""
+        self._streams.set(count)
 
     def _child(self, metric: Counter, name: str, *labels: str) -> Counter:
         key = (name, *labels)
@@ -145,9 +182,10 @@ class Metrics:
     def render(self, accept: str = "") -> tuple[bytes, str]:
         """The exposition in the format ``accept`` asks for (Prometheus text by default; the
         OpenMetrics text if asked), and its content type. The store gauges show the reading
-        last given to ``store_gauges``."""
+        last given to ``store_gauges``; with a shared directory, the counts are every
+        process's."""
         encode, content_type = choose_encoder(accept)
-        return encode(_WithoutCreated(self.registry)), content_type
+        return encode(_WithoutCreated(self._scraped)), content_type
 
 
 class _WithoutCreated:

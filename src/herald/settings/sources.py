@@ -26,6 +26,7 @@ from herald.settings.table import (
     SETTINGS,
     Setting,
 )
+from herald.urls import check_store_url
 
 DEFAULT = "default"
 
@@ -170,10 +171,10 @@ def _config(reading: _Reading) -> ServeConfig | None:
     if reading.problems:
         return None
     config = ServeConfig(**top)
-    from herald.hub import Hub  # lazily: herald bridge and drain need none of the hub
-
+    # Checked without the hub or the store: the metrics library must not be imported yet
+    # (herald.workers sets it up first), and herald bridge and drain need neither.
     try:
-        Hub.from_url(config.store_url)
+        check_store_url(config.store_url)
     except InvalidInput as exc:
         reading.problems.append(f"store ({reading.origins.get('store', DEFAULT)}): {exc.message}")
         return None

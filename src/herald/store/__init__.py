@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from urllib.parse import parse_qs, urlsplit
+from pathlib import Path
 
 from herald.store.base import Store
 from herald.times import Clock
-from herald.urls import backend_of, sqlite_path
+from herald.urls import backend_of, split_schema, sqlite_path, sqlite_synchronous
 
-__all__ = ["Store", "open_store", "store_from_url"]
+__all__ = ["Store", "open_store", "store_exists", "store_from_url"]
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
@@ -24,12 +24,26 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
     if backend_of(url) == "sqlite":
         from herald.store.sqlite import SQLiteStore
 
-        options = parse_qs(urlsplit(url).query)
-        synchronous = options.get("synchronous", ["FULL"])[0]
-        return SQLiteStore(sqlite_path(url), clock=clock, synchronous=synchronous)
+        return SQLiteStore(sqlite_path(url), clock=clock, synchronous=sqlite_synchronous(url))
     from herald.store.postgres import PostgresStore
 
     return PostgresStore(url, clock=clock)
+
+
+async def store_exists(url: str) -> bool:
+    """Whether the store a URL names was made (by a ``herald serve``, or ``open_store``): its
+    SQLite file is there, or its PostgreSQL database holds herald's tables. Nothing is made.
+
+    Raises:
+        InvalidInput: the URL is malformed.
+        StoreUnavailable: the PostgreSQL database cannot be reached.
+    """
+    if backend_of(url) == "sqlite":
+        return Path(sqlite_path(url)).is_file()
+    from herald.store.postgres.pool import holds_a_store
+
+    database, schema = split_schema(url)
+    return await holds_a_store(database, schema)
 
 
 async def open_store(url: str, *, clock: Clock = time.time) -> Store:

@@ -55,6 +55,29 @@ async def open_pool(url: str, schema: str | None = None) -> asyncpg.Pool[asyncpg
     return pool
 
 
+async def holds_a_store(url: str, schema: str | None = None) -> bool:
+    """Whether herald's tables are in the database ``url`` names (in ``schema``, or else on the
+    database's search path), found without making them.
+
+    Raises:
+        InvalidInput: the URL is malformed.
+        StoreUnavailable: the database cannot be reached.
+    """
+    where = without_password(url)
+    try:
+        conn = await asyncpg.connect(url, server_settings=session_settings(schema, "herald"))
+    except ValueError as exc:
+        raise InvalidInput(f"cannot open PostgreSQL store {where}: {describe(exc)}") from exc
+    except DRIVER_ERRORS as exc:
+        raise StoreUnavailable(f"cannot open PostgreSQL store {where}: {describe(exc)}") from exc
+    try:
+        return bool(await conn.fetchval("SELECT to_regclass('herald_migrations') IS NOT NULL"))
+    except DRIVER_ERRORS as exc:
+        raise StoreUnavailable(f"cannot read PostgreSQL store {where}: {describe(exc)}") from exc
+    finally:
+        await conn.close()
+
+
 async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
     """Nothing to reset on a connection going back to the pool (asyncpg's default resets the
     session, a round trip more per operation): the store changes no setting, takes only

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from herald.errors import Conflict, InvalidInput
+from herald.errors import Conflict
 from herald.feed import JournalEntry
 from herald.models import (
     EVERY_EVENT,
@@ -67,6 +67,7 @@ from herald.store.sqlite.subscriptions import SubscriptionStore
 from herald.store.sqlite.worker import Worker
 from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
+from herald.urls import synchronous_mode
 
 INSERT_AGENT = insert_sql(AGENTS)
 INSERT_REPLY = insert_sql(REPLIES)
@@ -97,10 +98,8 @@ class SQLiteStore(
 
     def __init__(self, path: str, clock: Clock = time.time, synchronous: str = "FULL") -> None:
         super().__init__(clock)
-        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
-            raise InvalidInput(f"synchronous={synchronous!r}: use FULL, NORMAL or EXTRA")
         self.path = path
-        self.synchronous = synchronous.upper()
+        self.synchronous = synchronous_mode(synchronous)
         self._worker = Worker(self.path, self.synchronous, self._journal_committed)
 
     async def open(self) -> None:
