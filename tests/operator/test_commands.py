@@ -269,3 +269,29 @@ def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
     finally:
         herald.stop()
         receiver.close()
+
+
+def test_drain_and_bridge_find_the_hub_in_herald_url_like_the_other_commands(
+    herald: HeraldProcess,
+) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-kim")
+    json_lines(herald, "send", "op-kim", "found by HERALD_URL")
+    env = {**os.environ, "HERALD_URL": herald.url, "HERALD_API_KEY": agent["api_key"]}
+    drained = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "drain"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert drained.returncode == 0, drained.stderr
+    assert [json.loads(line)["text"] for line in drained.stdout.splitlines()] == [
+        "found by HERALD_URL"
+    ]
+    from herald.cli import build_parser
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HERALD_URL", herald.url)
+        bridge = build_parser(loaded=["bridge"]).parse_args(["bridge"])
+    assert bridge.url == herald.url
