@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ def build_parser(loaded: Collection[str] = SUBCOMMANDS.keys()) -> argparse.Argum
     module), which is all that parsing a command line of one of them needs."""
     parser = argparse.ArgumentParser(
         prog="herald", description="Get every event to every AI agent."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"herald {importlib.metadata.version('herald')}"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, subcommand in SUBCOMMANDS.items():

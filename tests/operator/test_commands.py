@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -269,6 +270,18 @@ def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
     finally:
         herald.stop()
         receiver.close()
+
+
+def test_version_prints_the_installed_packages_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"herald {importlib.metadata.version('herald')}"
 
 
 def test_drain_and_bridge_find_the_hub_in_herald_url_like_the_other_commands(
