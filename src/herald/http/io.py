@@ -12,6 +12,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald import json_input
@@ -111,9 +112,24 @@ async def http_error(request: Request, exc: Exception) -> Response:
         404: f"no route {request.url.path}; see the README for the API",
         405: f"{request.method} is not allowed on {request.url.path}",
     }.get(exc.status_code, str(exc.detail))
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": allowed_methods(request)}
     return error_response(
-        codes.get(exc.status_code, "http_error"), message, exc.status_code, exc.headers
+        codes.get(exc.status_code, "http_error"), message, exc.status_code, headers
     )
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at the request's path. (Starlette's 405 names only those
+    of the first route of the path, and a path's methods are often routes of their own.)"""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods is not None:
+            match, _ = route.matches(request.scope)  # PARTIAL: the path, not the method
+            if match is not Match.NONE:
+                methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 class AnswerUnexpectedErrors:
