@@ -16,7 +16,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald import json_input
-from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge
+from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge, UnknownKey
 
 log = logging.getLogger("herald.http")
 
@@ -91,12 +91,19 @@ def error_response(
 
 
 def error_headers(exc: HeraldError) -> dict[str, str] | None:
-    """The headers an error's answer needs: how to authenticate, or when to retry."""
+    """The headers an error's answer needs: how to authenticate (and, for a key sent but not
+    known, why it was refused, as RFC 6750 says: clients that show no body show this), or when
+    to retry."""
+    if isinstance(exc, UnknownKey):
+        reason = exc.message.replace('"', "'").replace("\\", "/")
+        return {"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'}
     if exc.http_status == 401:
         return {"WWW-Authenticate": "Bearer"}
     if isinstance(exc, RateLimited):
         # Whole seconds, never 0: a client told 0 would retry at once.
         return {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    if exc.http_status == 503:
+        return {"Retry-After": str(RETRY_AFTER_S)}
     return None
 
 

@@ -26,7 +26,7 @@ from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
-from herald.http.io import error_headers, error_response
+from herald.http.mcp_refusals import refuse
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
 from herald.mcp.events import Streams, StreamSlot, no_limit
@@ -120,6 +120,22 @@ _REFUSED = Answer(
 _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED, 415: _REFUSED}
 
 
+def _herald_refusal(why: str) -> Answer:
+    return Answer(
+        f"{why}: a JSON-RPC error (its data.code is herald's error code), with the request's id"
+        " when it could be read.",
+        {JSON: JSONRPCError},
+    )
+
+
+_HERALD_REFUSALS = {
+    401: _herald_refusal("No key, or a key herald does not know (WWW-Authenticate says why)"),
+    403: _herald_refusal("A key that is not an agent's"),
+    503: _herald_refusal("The store cannot be reached to check the key; retry after Retry-After"),
+}
+_SESSION_LIMIT = {429: _herald_refusal("The key has as many live MCP sessions as it may")}
+
+
 @described(
     "Send an MCP message",
     method="POST",
@@ -134,8 +150,9 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
         ),
         202: Answer("A notification or a response, taken."),
         **_TRANSPORT_ERRORS,
+        **_HERALD_REFUSALS,
+        **_SESSION_LIMIT,
     },
-    errors=(429,),
     description=_MCP,
     tag="mcp",
 )
@@ -151,8 +168,9 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
             {EVENT_STREAM: str},
         ),
         **_TRANSPORT_ERRORS,
+        **_HERALD_REFUSALS,
+        **_SESSION_LIMIT,
     },
-    errors=(429,),
     description=_MCP,
     tag="mcp",
 )
@@ -161,7 +179,7 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
     method="DELETE",
     name="mcp_delete",
     keys=AGENT_ONLY,
-    answers={200: Answer("The session is ended."), **_TRANSPORT_ERRORS},
+    answers={200: Answer("The session is ended."), **_TRANSPORT_ERRORS, **_HERALD_REFUSALS},
     description=_MCP,
     tag="mcp",
 )
@@ -225,7 +243,7 @@ class McpRoute:
         try:
             agent = await require_agent(self.notifier.hub, request)
         except HeraldError as exc:
-            await _refuse(exc, scope, receive, send)
+            await refuse(exc, scope, receive, send, body_unread=True)
             return
         # A request authenticated with a key that then stops working (rotated out) ends: a
         # session's stream or an events/stream would otherwise go on pushing the agent's events
@@ -273,7 +291,7 @@ class McpRoute:
         try:
             await self._app(scope, receive, send)
         except RateLimited as exc:  # raised before the SDK answers anything
-            await _refuse(exc, scope, receive, send)
+            await refuse(exc, scope, receive, send, body_unread=False)
 
 
 NOT_JSON = JSONResponse(
@@ -294,8 +312,3 @@ def _sends_json(scope: Scope) -> bool:
     # The SDK's own test of the header, which it answers with a bare 400.
     content_type = Request(scope).headers.get("content-type", "")
     return content_type.lower().startswith("application/json")
-
-
-async def _refuse(exc: HeraldError, scope: Scope, receive: Receive, send: Send) -> None:
-    response = error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
-    await response(scope, receive, send)
