@@ -29,9 +29,10 @@ from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, descri
 from herald.http.mcp_refusals import refuse
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
-from herald.mcp.events import Streams, StreamSlot, no_limit
+from herald.mcp.events import REVOCATION_SCOPE_KEY, Streams, StreamSlot, no_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.models import Agent
+from herald.subscriptions.stream import KeyRevocation
 from herald.webhooks.worker import WebhookWorker
 
 SESSION_HEADER = b"mcp-session-id"
@@ -247,26 +248,31 @@ class McpRoute:
             return
         # A request authenticated with a key that then stops working (rotated out) ends: a
         # session's stream or an events/stream would otherwise go on pushing the agent's events
-        # to whoever held the old key. The client's next request is refused.
+        # to whoever held the old key. An events/stream ends itself, saying why (terminated);
+        # anything else is cut. The client's next request is refused.
         handling = asyncio.current_task()
         revoked = False
+        revocation = KeyRevocation()
+        scope[REVOCATION_SCOPE_KEY] = revocation
 
         def end(reason: str) -> None:
             nonlocal revoked
             revoked = True
-            if handling is not None:
+            if not revocation.revoke(reason) and handling is not None:
                 handling.cancel(reason)
 
         unwatch = self.notifier.hub.key_watch.watch(hash_key(bearer_key(request)), end)
         try:
-            await self._serve(agent, scope, receive, send)
+            await self._serve(agent, revocation, scope, receive, send)
         except asyncio.CancelledError:
             if not revoked:
                 raise
         finally:
             unwatch()
 
-    async def _serve(self, agent: Agent, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(
+        self, agent: Agent, revocation: KeyRevocation, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         if scope.get("method") == "POST" and not _sends_json(scope):
             await NOT_JSON(scope, receive, send)
             return
@@ -282,7 +288,7 @@ class McpRoute:
                     )
                 else:
                     await mcp_short.answer_stream(
-                        self.event_streams, agent, info, request, scope, receive, send
+                        self.event_streams, agent, info, request, scope, receive, send, revocation
                     )
                 return
         scope[AGENT_SCOPE_KEY] = agent
