@@ -308,3 +308,48 @@ def test_drain_and_bridge_find_the_hub_in_herald_url_like_the_other_commands(
         patch.setenv("HERALD_URL", herald.url)
         bridge = build_parser(loaded=["bridge"]).parse_args(["bridge"])
     assert bridge.url == herald.url
+
+
+def test_event_show_says_why_no_way_has_tried_an_event(herald: HeraldProcess) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-nia")
+    (sent,) = json_lines(herald, "send", "op-nia", "nowhere to go")
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["attempts"] == [] and event["deliveries"] == []
+    assert event["waiting"].startswith(
+        "no live session; no webhook, no OpenClaw target: waiting to be drained"
+    )
+    table = herald_command(herald, "event", "show", sent["id"])
+    assert table.returncode == 0 and "not tried yet: no live session" in table.stdout
+    with herald.client(agent["api_key"]) as client:
+        own = client.get(f"/v1/events/{sent['id']}").json()
+        assert own["waiting"] is None  # the agent's own key is not told of its endpoints
+        assert client.post("/channel/heartbeat", json={}).status_code == 200  # taken at once
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["waiting"] is None and [a["outcome"] for a in event["attempts"]] == ["delivered"]
+
+
+def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted_so(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(500, {})])
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
+    )
+    try:
+        json_lines(herald, "agent", "add", "op-ola")
+        json_lines(herald, "agent", "set-webhook", "op-ola", receiver.url)
+        json_lines(herald, "send", "op-ola", "to a failing receiver")
+        receiver.arrived.get(timeout=30)  # the first try, answered 500
+        for _ in range(200):  # the failure is recorded in the background: a bounded wait
+            (endpoint,) = json_lines(herald, "endpoints")
+            if endpoint["failing_since"]:
+                break
+        assert endpoint["state"] == "failing" and "500" in endpoint["last_error"]
+        assert [e["id"] for e in json_lines(herald, "endpoints", "--failing")] == [endpoint["id"]]
+        (status,) = json_lines(herald, "status")
+        assert status["endpoints"] == {"failing": 1}
+        table = herald_command(herald, "endpoints")
+        assert "failing" in table.stdout and "active" not in table.stdout
+    finally:
+        herald.stop()
+        receiver.close()

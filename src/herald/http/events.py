@@ -21,7 +21,7 @@ from herald.inputs.events import PublishInput, parse_batch, parse_new_event
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
 from herald.models import EventStatus
-from herald.overview import EventQuery
+from herald.overview import EventQuery, why_waiting
 
 
 @described(
@@ -84,11 +84,16 @@ async def get_event(request: Request) -> Response:
     event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
     replies = await hub.replies(event.id)
     deliveries = await hub.endpoints.deliveries(event.id)
+    waiting = None  # told the admin: it names the agent's endpoints and their errors
+    if viewer is None and event.status is EventStatus.PENDING and not attempts and not deliveries:
+        sessions = await hub.presence.live(event.agent_id)
+        waiting = why_waiting(sessions, await hub.endpoints.of_agent(event.agent_id))
     detail: answers.EventDetail = {
         **event.to_json(),
         "attempts": [a.to_json() for a in attempts],
         "replies": [r.to_json() for r in replies],
         "deliveries": [d.to_json() for d in deliveries],
+        "waiting": waiting,
     }
     return json_response(detail)
 
