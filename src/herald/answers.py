@@ -348,6 +348,14 @@ class Receipt(TypedDict):
 
 
 @shape
+class Checked(TypedDict):
+    """A dry run's answer: every event would be taken; none was stored."""
+
+    checked: int
+    """How many events were checked."""
+
+
+@shape
 class Receipts(TypedDict):
     """A published batch, in the order sent."""
 

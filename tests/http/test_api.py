@@ -357,3 +357,22 @@ def test_every_405_allows_every_method_its_path_takes(
                             f"{method} {path}: Allow {sorted(allowed)}, takes {sorted(taken)}"
                         )
     assert wrong == []
+
+
+def test_a_dry_run_checks_a_publish_as_it_would_be_done_and_stores_nothing(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = admin.post("/v1/agents", json={"handle": f"dry-{uuid.uuid4().hex[:8]}"}).json()
+        good = [{"to": agent["handle"], "type": "t", "text": f"n{n}"} for n in range(3)]
+        checked = admin.post("/v1/events?dry_run=true", json=good)
+        assert checked.status_code == 200 and checked.json() == {"checked": 3}
+        one = admin.post("/v1/events?dry_run=true", json=good[0])
+        assert one.status_code == 200 and one.json() == {"checked": 1}
+        unknown = admin.post("/v1/events?dry_run=true", json=[*good, {**good[0], "to": "nobody"}])
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["message"].startswith("events[3].to: no agent")
+        malformed = admin.post("/v1/events?dry_run=true", json=[good[0], {"to": "x"}])
+        assert malformed.status_code == 422 and "events[1]" in malformed.json()["error"]["message"]
+        assert admin.post("/v1/events?dry_run=maybe", json=good).status_code == 422
+        assert admin.get(f"/v1/agents/{agent['id']}").json()["last_seq"] == 0

@@ -175,25 +175,33 @@ def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: Herald
     assert revoked.returncode == 1 and "401" in revoked.stderr
 
 
-def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_the_rest(
+def test_every_line_is_checked_before_any_is_sent_and_each_refused_line_is_named(
     herald: HeraldProcess, tmp_path: Path
 ) -> None:
     json_lines(herald, "agent", "add", "op-ivy")
-    lines = [{"to": "op-ivy", "type": "bulk", "text": f"event {n}"} for n in range(2500)]
-    lines[1499]["to"] = "nobody-here"  # line 1500: the batch of lines 1001-2000 is refused
+    lines: list[dict[str, Any]] = [
+        {"to": "op-ivy", "type": "bulk", "text": f"event {n}"} for n in range(2500)
+    ]
+    lines[1199]["to"] = "nobody-here"  # lines 1200 and 1800: the second batch, after a good one
+    lines[1799]["text"] = ""
+    lines[2299]["surprise"] = True  # line 2300: the third batch
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     done = herald_command(herald, "send", "--file", str(events))
-    assert done.returncode == 1 and "lines 1001-2000 were refused" in done.stderr
-    assert done.stderr.count("\n") == 1
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    said = done.stderr
+    assert f"{events}:1200: event.to: no agent has the handle 'nobody-here'" in said
+    assert f"{events}:1800: event.text" in said and f"{events}:2300: event" in said
+    assert "surprise" in said and said.rstrip().endswith(
+        "nothing was sent: fix them and send again"
+    )
     (shown,) = json_lines(herald, "agent", "show", "op-ivy")
-    assert shown["pending"] == 1000  # the batch before it arrived; sending stopped there
-    lines[1499]["to"] = "op-ivy"
+    assert shown["pending"] == 0  # not even the good batch before them
+    lines[1199]["to"], lines[1799]["text"] = "op-ivy", "fixed"
+    del lines[2299]["surprise"]
     events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    (again,) = json_lines(herald, "send", "--file", str(events))
-    # Each line's dedupe key comes from its number and content: the first batch is not stored
-    # twice.
-    assert (again["stored"], again["already_there"]) == (1500, 1000)
+    (sent,) = json_lines(herald, "send", "--file", str(events))
+    assert (sent["stored"], sent["already_there"]) == (2500, 0)
     more = tmp_path / "more.jsonl"
     more.write_text(events.read_text() + json.dumps({"to": "op-ivy", "type": "b", "text": "x"}))
     (added,) = json_lines(herald, "send", "--file", str(more))
