@@ -93,6 +93,14 @@ def test_the_python_api_example_publishes_and_drains_in_a_file_of_its_own(
     assert (tmp_path / "example.db").exists() and not (tmp_path / "herald.db").exists()
 
 
+def test_the_python_api_example_runs_again_on_its_store_and_stores_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    code = example("hub.drain(agent")
+    assert run(code, tmp_path).strip() == "['hello']"
+    assert run(code, tmp_path).strip() == "[]"
+
+
 SHELL_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SHELL_CLAIMED = (
     "./scripts/serve",

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from herald.models import EventStatus, Kind, State
+from herald.models import EndpointStatus, EventStatus, Kind
 
 shape = with_config(ConfigDict(use_attribute_docstrings=True))
 """Each shape's decorator: its fields' docstrings become their descriptions."""
@@ -161,7 +161,8 @@ class Endpoint(TypedDict):
     url: str
     mode: str | None
     """An OpenClaw endpoint's mode: ``wake`` or ``agent``."""
-    state: Annotated[str, one_of(State)]
+    state: Annotated[str, one_of(EndpointStatus)]
+    """``failing``: active, but its requests fail (since ``failing_since``, ``last_error``)."""
     disabled_reason: str | None
     failing_since: Instant | None
     last_error: str | None
@@ -322,6 +323,9 @@ class EventDetail(Event):
     attempts: list[Attempt]
     replies: list[Reply]
     deliveries: list[EndpointDelivery]
+    waiting: str | None
+    """Why nothing has tried a pending event yet, from its agent's sessions and endpoints now
+    (null once anything has, when it is not pending, and to the agent's own key)."""
 
 
 @shape
@@ -341,6 +345,14 @@ class Receipt(TypedDict):
     seq: int
     duplicate: bool
     """An event with the same ``dedupe_key`` was published before: this is that one."""
+
+
+@shape
+class Checked(TypedDict):
+    """A dry run's answer: every event would be taken; none was stored."""
+
+    checked: int
+    """How many events were checked."""
 
 
 @shape
@@ -445,7 +457,8 @@ class SessionCount(TypedDict):
 @shape
 class EndpointCount(TypedDict):
     kind: str
-    state: str
+    state: Annotated[str, one_of(EndpointStatus)]
+    """As an endpoint shows it: ``failing`` ones are not counted ``active``."""
     count: int
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import os
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,9 @@ class Subcommand:
 SERVING = "herald.cli_serve"
 FOLLOWING = "herald.cli_bridge"
 OPERATOR = "herald.operator.commands"
+PIPE_CLOSED = 141
+"""The exit code of a command whose reader closed its stdout (``herald events | head``): what
+the shell reports for its own tools, stopped by SIGPIPE (128 + 13)."""
 
 SUBCOMMANDS = {
     "serve": Subcommand("run the hub: HTTP API and delivery", SERVING),
@@ -58,6 +63,9 @@ def build_parser(loaded: Collection[str] = SUBCOMMANDS.keys()) -> argparse.Argum
     parser = argparse.ArgumentParser(
         prog="herald", description="Get every event to every AI agent."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"herald {importlib.metadata.version('herald')}"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, subcommand in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=subcommand.help, description=subcommand.help)
@@ -68,8 +76,15 @@ def build_parser(loaded: Collection[str] = SUBCOMMANDS.keys()) -> argparse.Argum
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(loaded=_named(argv)).parse_args(argv)
-    code: int = args.run(args)
+    try:
+        args = build_parser(loaded=_named(argv)).parse_args(argv)
+        code: int = args.run(args)
+        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+    except BrokenPipeError:
+        # The reader went away: stop without a word, as the shell's own tools do. Python would
+        # flush stdout again at exit and complain; its writes now go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return PIPE_CLOSED
     return code
 
 

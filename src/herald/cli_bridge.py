@@ -12,11 +12,16 @@ from herald import loop
 from herald.config import DEFAULTS, LOG_LEVELS, MCP_ERAS
 from herald.errors import HeraldError
 from herald.logs import configure_logging
+from herald.operator.api import DEFAULT_URL
 
 
 def add(parser: argparse.ArgumentParser, name: str) -> None:
     """Add the arguments of the command ``name`` to its parser."""
-    parser.add_argument("--url", required=True, help="the hub, e.g. http://127.0.0.1:8787")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("HERALD_URL", DEFAULT_URL),
+        help=f"the hub (default $HERALD_URL, or {DEFAULT_URL})",
+    )
     parser.add_argument(
         "--key", default=os.environ.get("HERALD_API_KEY"), help="the agent's key ($HERALD_API_KEY)"
     )

@@ -62,6 +62,10 @@ class Unauthorized(HeraldError):
     http_status = 401
 
 
+class UnknownKey(Unauthorized):
+    """A key was sent that herald does not know: mistyped, revoked, or rotated out."""
+
+
 class Forbidden(HeraldError):
     """A known key that may not do this, such as an agent key on an admin route."""
 

@@ -405,6 +405,15 @@ class State(enum.StrEnum):
     DISABLED = "disabled"
 
 
+class EndpointStatus(enum.StrEnum):
+    """What an endpoint is doing, as shown: its ``State``, with an active endpoint whose requests
+    fail (``failing_since``) shown ``failing``."""
+
+    ACTIVE = "active"
+    FAILING = "failing"
+    DISABLED = "disabled"
+
+
 REFUSED_PREFIX = "address refused: "
 """How the ``disabled_reason`` of an endpoint disabled for its address begins: such an endpoint
 is re-enabled once ``herald serve --webhook-allow`` allows its address."""
@@ -438,13 +447,19 @@ class Endpoint:
             return [self.secret, self.previous_secret]
         return [self.secret]
 
+    @property
+    def status(self) -> EndpointStatus:
+        if self.state is State.ACTIVE and self.failing_since is not None:
+            return EndpointStatus.FAILING
+        return EndpointStatus(self.state.value)
+
     def to_json(self) -> answers.Endpoint:
         return {
             "id": self.id,
             "kind": self.kind.value,
             "url": self.url,
             "mode": self.mode,
-            "state": self.state.value,
+            "state": self.status.value,
             "disabled_reason": self.disabled_reason,
             "failing_since": iso_ms(self.failing_since) if self.failing_since else None,
             "last_error": self.last_error,

@@ -5,10 +5,11 @@ values, read by the store in single queries (``Store.list_events``, ``Store.agen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from herald.models import Agent, EventStatus
+from herald.models import Agent, Endpoint, EndpointStatus, EventStatus, Kind, SessionRecord
 from herald.times import iso_ms
 
 if TYPE_CHECKING:
@@ -151,3 +152,42 @@ class Gauges:
         if self.oldest_pending_at is None:
             return 0.0
         return max(self.read_at - self.oldest_pending_at, 0) / 1000
+
+
+def why_waiting(sessions: Sequence[SessionRecord], endpoints: Sequence[Endpoint]) -> str:
+    """Why no way has tried a pending event yet (none of its attempts or deliveries is
+    recorded), from its agent's live ``sessions`` and ``endpoints`` now."""
+    pushable = sum(1 for session in sessions if session.can_push)
+    if pushable:
+        said = [f"{_count(pushable, 'live session')} can be pushed to: it goes there next"]
+    elif sessions:
+        said = [f"{_count(len(sessions), 'live session')}, none that can be pushed to"]
+    else:
+        said = ["no live session"]
+    targets = [e for e in endpoints if e.kind is not Kind.SUBSCRIPTION]
+    for target in targets:
+        said.append(_target_state(target, pushable > 0))
+    if not targets:
+        said.append("no webhook, no OpenClaw target")
+    if any(e.kind is Kind.SUBSCRIPTION for e in endpoints):
+        said.append("no webhook subscription of its agent takes it")
+    return (
+        "; ".join(said) + ": waiting to be drained (POST /channel/heartbeat, the MCP inbox"
+        " tool, events/poll)"
+    )
+
+
+def _target_state(target: Endpoint, pushable: bool) -> str:
+    kind = "OpenClaw target" if target.kind is Kind.OPENCLAW else "webhook"
+    status = target.status
+    if status is EndpointStatus.DISABLED:
+        return f"its {kind} is disabled ({target.disabled_reason or 'by the operator'})"
+    if status is EndpointStatus.FAILING:
+        return f"its {kind} is failing ({target.last_error or 'no answer'})"
+    if pushable:
+        return f"its {kind} waits while a session can be pushed to (until the ack timeout)"
+    return f"its {kind} is to be tried at its next round"
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.routing import Route
 
+from herald.http.app import create_app
+from herald.hub import Hub
 from tests.herald_process import HeraldProcess
 
 
@@ -326,3 +331,48 @@ def test_an_application_gets_replies_as_the_agent_it_publishes_from(
     assert reply["from"] == alice["handle"] and reply["data"]["reply"] == {"vote": "up"}
     bad = publish(admin, alice["handle"], "x", **{"from": "Not A Handle"})
     assert bad.status_code == 422 and "from" in bad.json()["error"]["message"]
+
+
+PROBED = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def test_every_405_allows_every_method_its_path_takes(
+    herald: HeraldProcess, tmp_path: Path
+) -> None:
+    # Without a key: a method a path takes is answered (401, or a page), never carried out.
+    app = create_app(Hub.from_url(f"sqlite:///{tmp_path / 'never-opened.db'}"))
+    paths = {
+        re.sub(r"\{\w+\}", "x", route.path) for route in app.routes if isinstance(route, Route)
+    }
+    wrong = []
+    with herald.client() as client:
+        for path in sorted(paths):
+            answers = {method: client.request(method, path) for method in PROBED}
+            taken = {method for method, answer in answers.items() if answer.status_code != 405}
+            for method, answer in answers.items():
+                if answer.status_code == 405:
+                    allowed = set(answer.headers["allow"].split(", "))
+                    if allowed != taken:
+                        wrong.append(
+                            f"{method} {path}: Allow {sorted(allowed)}, takes {sorted(taken)}"
+                        )
+    assert wrong == []
+
+
+def test_a_dry_run_checks_a_publish_as_it_would_be_done_and_stores_nothing(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = admin.post("/v1/agents", json={"handle": f"dry-{uuid.uuid4().hex[:8]}"}).json()
+        good = [{"to": agent["handle"], "type": "t", "text": f"n{n}"} for n in range(3)]
+        checked = admin.post("/v1/events?dry_run=true", json=good)
+        assert checked.status_code == 200 and checked.json() == {"checked": 3}
+        one = admin.post("/v1/events?dry_run=true", json=good[0])
+        assert one.status_code == 200 and one.json() == {"checked": 1}
+        unknown = admin.post("/v1/events?dry_run=true", json=[*good, {**good[0], "to": "nobody"}])
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["message"].startswith("events[3].to: no agent")
+        malformed = admin.post("/v1/events?dry_run=true", json=[good[0], {"to": "x"}])
+        assert malformed.status_code == 422 and "events[1]" in malformed.json()["error"]["message"]
+        assert admin.post("/v1/events?dry_run=maybe", json=good).status_code == 422
+        assert admin.get(f"/v1/agents/{agent['id']}").json()["last_seq"] == 0

@@ -102,7 +102,11 @@ def test_a_key_over_its_live_mcp_sessions_gets_429_until_one_ends(herald: Herald
     with httpx.Client(base_url=herald.url, timeout=WAIT_S) as http:
         opened = [initialize(http, alice), initialize(http, alice)]
         assert all(r.status_code == 200 and r.headers["mcp-session-id"] for r in opened)
-        assert_limited(initialize(http, alice), "--sessions-per-key")
+        refused = initialize(http, alice)  # a JSON-RPC error, for the MCP client to show
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        error = refused.json()["error"]
+        assert (error["code"], error["data"]) == (-32025, {"code": "rate_limited"})
+        assert "--sessions-per-key" in error["message"]
         assert initialize(http, bob).status_code == 200  # another key is unaffected
         session_id = opened[0].headers["mcp-session-id"]
         ended = http.delete(

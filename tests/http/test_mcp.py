@@ -13,6 +13,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from herald import open_store
 from herald.models import NewEvent
@@ -192,3 +193,41 @@ async def test_send_message_over_mcp_is_refused_as_post_channel_send_is(
     assert over_mcp.is_error and over_http.status_code == 422, over_http.text
     said = "".join(c.text for c in over_mcp.content if isinstance(c, types.TextContent))
     assert said == over_http.json()["error"]["message"]
+
+
+def leaves(group: BaseException) -> list[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for inner in group.exceptions for leaf in leaves(inner)]
+    return [group]
+
+
+@pytest.mark.parametrize("key", ["herald_agent_" + "x" * 40, "admin"])
+async def test_the_sdk_client_shows_why_its_key_is_refused(herald: HeraldProcess, key: str) -> None:
+    key = (herald.admin_key or "") if key == "admin" else key
+    with pytest.raises(BaseException) as refused:
+        async with session(herald, key):
+            pass
+    (error,) = [leaf for leaf in leaves(refused.value) if isinstance(leaf, MCPError)]
+    if key == herald.admin_key:
+        assert "needs an agent's key, not the admin key" in error.error.message
+    else:
+        assert error.error.message.startswith("the key is not known to this herald")
+        assert error.error.data == {"code": "unauthorized"}
+
+
+async def test_a_refused_key_is_a_json_rpc_error_with_its_id_and_its_reason_in_the_header(
+    herald: HeraldProcess,
+) -> None:
+    initialize = json.loads((CLIENTS / "claude-code-2.1.328.initialize.json").read_text())
+    headers = {**MCP_HEADERS, "authorization": "Bearer herald_agent_" + "x" * 40}
+    async with httpx.AsyncClient(base_url=herald.url, headers=headers, timeout=30) as http:
+        refused = await http.post("/mcp", json={**initialize, "id": "init-7"})
+        without_key = await http.post("/mcp", json=initialize, headers={"authorization": ""})
+    assert refused.status_code == 401
+    body = refused.json()
+    assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", "init-7", -32600)
+    assert body["error"]["message"].startswith("the key is not known to this herald")
+    challenge = refused.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token", error_description="the key is not')
+    assert without_key.status_code == 401 and without_key.headers["www-authenticate"] == "Bearer"
+    assert without_key.json()["id"] == initialize["id"]

@@ -300,7 +300,9 @@ async def test_a_stream_the_client_closes_gives_its_slot_back(
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
-async def test_a_stream_ends_once_its_key_is_rotated_out(herald: HeraldProcess, era: str) -> None:
+async def test_a_stream_ends_with_terminated_once_its_key_is_rotated_out(
+    herald: HeraldProcess, era: str
+) -> None:
     agent = new_agent(herald)
     async with agent_http(herald, agent["api_key"]) as http:
         body, headers = await stream_request(http, era)
@@ -310,8 +312,13 @@ async def test_a_stream_ends_once_its_key_is_rotated_out(herald: HeraldProcess, 
                 rotated = admin.post(f"/v1/agents/{agent['id']}/rotate-key")
                 assert rotated.status_code == 200
                 publish(herald, agent["handle"], "not for the old key")
-            with pytest.raises(httpx.RemoteProtocolError):  # the stream is cut off
-                async for message in messages:
-                    assert "not for the old key" not in json.dumps(message)
+            said = [message async for message in messages]  # to the stream's end, not cut
+        assert "not for the old key" not in json.dumps(said)
+        terminated, last = said[-2:]
+        assert terminated["method"] == "notifications/events/terminated"
+        error = terminated["params"]["error"]
+        assert error["code"] == -32024  # Forbidden: this key may not resume it
+        assert "rotated out" in error["message"] and "new key" in error["message"]
+        assert last["id"] == body["id"] and "result" in last
         again = await http.post("/mcp", json=body, headers=headers)
         assert again.status_code == 401  # and the old key opens nothing new

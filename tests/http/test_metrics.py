@@ -131,7 +131,8 @@ def test_a_scrape_after_a_known_mix_shows_the_expected_counts(tmp_path: Path) ->
     }
     assert samples["herald_events_pending"][()] == 1  # the webhook's, left for a drain
     assert samples["herald_oldest_pending_age_seconds"][()] > 0
-    assert by(samples, "herald_webhook_endpoints", "kind", "state") == {("webhook", "active"): 1}
+    # Its two requests failed: the endpoint is counted failing, not active.
+    assert by(samples, "herald_webhook_endpoints", "kind", "state") == {("webhook", "failing"): 1}
     assert by(samples, "herald_sessions", "transport", "era") == {}
     assert samples["herald_streams"][()] == 1
     assert samples["herald_store_commit_seconds_count"][()] == 4

@@ -92,3 +92,35 @@ def test_readyz_follows_the_store_while_healthz_stays_up(postgres_database_url: 
     finally:
         allow_connections(postgres_database_url, True)
         herald.stop()
+
+
+def test_mcp_refuses_as_json_rpc_while_the_store_is_away(postgres_database_url: str) -> None:
+    herald = HeraldProcess(postgres_database_url)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "outage", "version": "1"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream"}
+    try:
+        with herald.client(herald.admin_key) as admin:
+            agent = admin.post("/v1/agents", json={"handle": "mcp-outage"}).json()
+        allow_connections(postgres_database_url, False)
+        with herald.client(agent["api_key"]) as client:
+            assert_retry_later(wait_for(lambda: client.get("/readyz"), 503))
+            # The key was never used: it must be looked up in the store, which is away.
+            refused = client.post("/mcp", json=initialize, headers=headers)
+        assert refused.status_code == 503, refused.text
+        assert int(refused.headers["retry-after"]) > 0
+        body = refused.json()
+        assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", 7, -32603)
+        assert body["error"]["data"] == {"code": "store_unavailable"}
+        assert body["error"]["message"]
+    finally:
+        allow_connections(postgres_database_url, True)
+        herald.stop()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -178,25 +179,33 @@ def test_a_publisher_key_is_added_used_to_send_listed_and_revoked(herald: Herald
     assert revoked.returncode == 1 and "401" in revoked.stderr
 
 
-def test_a_refused_batch_is_named_and_sending_the_fixed_file_adds_only_the_rest(
+def test_every_line_is_checked_before_any_is_sent_and_each_refused_line_is_named(
     herald: HeraldProcess, tmp_path: Path
 ) -> None:
     json_lines(herald, "agent", "add", "op-ivy")
-    lines = [{"to": "op-ivy", "type": "bulk", "text": f"event {n}"} for n in range(2500)]
-    lines[1499]["to"] = "nobody-here"  # line 1500: the batch of lines 1001-2000 is refused
+    lines: list[dict[str, Any]] = [
+        {"to": "op-ivy", "type": "bulk", "text": f"event {n}"} for n in range(2500)
+    ]
+    lines[1199]["to"] = "nobody-here"  # lines 1200 and 1800: the second batch, after a good one
+    lines[1799]["text"] = ""
+    lines[2299]["surprise"] = True  # line 2300: the third batch
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     done = herald_command(herald, "send", "--file", str(events))
-    assert done.returncode == 1 and "lines 1001-2000 were refused" in done.stderr
-    assert done.stderr.count("\n") == 1
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    said = done.stderr
+    assert f"{events}:1200: event.to: no agent has the handle 'nobody-here'" in said
+    assert f"{events}:1800: event.text" in said and f"{events}:2300: event" in said
+    assert "surprise" in said and said.rstrip().endswith(
+        "nothing was sent: fix them and send again"
+    )
     (shown,) = json_lines(herald, "agent", "show", "op-ivy")
-    assert shown["pending"] == 1000  # the batch before it arrived; sending stopped there
-    lines[1499]["to"] = "op-ivy"
+    assert shown["pending"] == 0  # not even the good batch before them
+    lines[1199]["to"], lines[1799]["text"] = "op-ivy", "fixed"
+    del lines[2299]["surprise"]
     events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    (again,) = json_lines(herald, "send", "--file", str(events))
-    # Each line's dedupe key comes from its number and content: the first batch is not stored
-    # twice.
-    assert (again["stored"], again["already_there"]) == (1500, 1000)
+    (sent,) = json_lines(herald, "send", "--file", str(events))
+    assert (sent["stored"], sent["already_there"]) == (2500, 0)
     more = tmp_path / "more.jsonl"
     more.write_text(events.read_text() + json.dumps({"to": "op-ivy", "type": "b", "text": "x"}))
     (added,) = json_lines(herald, "send", "--file", str(more))
@@ -270,6 +279,89 @@ def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
         assert again.headers["webhook-id"] == sent["id"]
         table = herald_command(herald, "endpoints")
         assert table.returncode == 0 and "op-lou" in table.stdout and "active" in table.stdout
+    finally:
+        herald.stop()
+        receiver.close()
+
+
+def test_version_prints_the_installed_packages_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"herald {importlib.metadata.version('herald')}"
+
+
+def test_drain_and_bridge_find_the_hub_in_herald_url_like_the_other_commands(
+    herald: HeraldProcess,
+) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-kim")
+    json_lines(herald, "send", "op-kim", "found by HERALD_URL")
+    env = {**os.environ, "HERALD_URL": herald.url, "HERALD_API_KEY": agent["api_key"]}
+    drained = subprocess.run(
+        [sys.executable, "-m", "herald.cli", "drain"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert drained.returncode == 0, drained.stderr
+    assert [json.loads(line)["text"] for line in drained.stdout.splitlines()] == [
+        "found by HERALD_URL"
+    ]
+    from herald.cli import build_parser
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HERALD_URL", herald.url)
+        bridge = build_parser(loaded=["bridge"]).parse_args(["bridge"])
+    assert bridge.url == herald.url
+
+
+def test_event_show_says_why_no_way_has_tried_an_event(herald: HeraldProcess) -> None:
+    (agent,) = json_lines(herald, "agent", "add", "op-nia")
+    (sent,) = json_lines(herald, "send", "op-nia", "nowhere to go")
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["attempts"] == [] and event["deliveries"] == []
+    assert event["waiting"].startswith(
+        "no live session; no webhook, no OpenClaw target: waiting to be drained"
+    )
+    table = herald_command(herald, "event", "show", sent["id"])
+    assert table.returncode == 0 and "not tried yet: no live session" in table.stdout
+    with herald.client(agent["api_key"]) as client:
+        own = client.get(f"/v1/events/{sent['id']}").json()
+        assert own["waiting"] is None  # the agent's own key is not told of its endpoints
+        assert client.post("/channel/heartbeat", json={}).status_code == 200  # taken at once
+    (event,) = json_lines(herald, "event", "show", sent["id"])
+    assert event["waiting"] is None and [a["outcome"] for a in event["attempts"]] == ["delivered"]
+
+
+def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted_so(
+    tmp_path: Path,
+) -> None:
+    receiver = Receiver(script=[(500, {})])
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
+    )
+    try:
+        json_lines(herald, "agent", "add", "op-ola")
+        json_lines(herald, "agent", "set-webhook", "op-ola", receiver.url)
+        json_lines(herald, "send", "op-ola", "to a failing receiver")
+        receiver.arrived.get(timeout=30)  # the first try, answered 500
+        for _ in range(200):  # the failure is recorded in the background: a bounded wait
+            (endpoint,) = json_lines(herald, "endpoints")
+            if endpoint["failing_since"]:
+                break
+        assert endpoint["state"] == "failing" and "500" in endpoint["last_error"]
+        assert [e["id"] for e in json_lines(herald, "endpoints", "--failing")] == [endpoint["id"]]
+        (status,) = json_lines(herald, "status")
+        assert status["endpoints"] == {"failing": 1}
+        table = herald_command(herald, "endpoints")
+        assert "failing" in table.stdout and "active" not in table.stdout
     finally:
         herald.stop()
         receiver.close()

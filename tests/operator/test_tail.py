@@ -197,3 +197,33 @@ def test_tail_follows_again_from_its_last_item_when_the_hub_restarts(tmp_path: P
     finally:
         tail.stop()
         herald.stop()
+
+
+def test_tail_whose_reader_goes_away_ends_quietly_with_the_shells_code(
+    herald: HeraldProcess,
+) -> None:
+    # `herald tail --json | head -1`: head reads one line and closes the pipe.
+    admin_call(herald, "POST", "/v1/agents", {"handle": "tail-dora"})
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "HERALD_URL": herald.url, "HERALD_ADMIN_KEY": herald.admin_key or ""}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "herald.cli", "tail", "--json", "--agent", "tail-dora"],
+        env=env,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(write_end)
+    try:
+        assert process.stderr is not None
+        assert "following" in process.stderr.readline()
+        publish(herald, "tail-dora", "note")
+        with os.fdopen(read_end, "rb") as reader:
+            assert json.loads(reader.readline())["kind"] == "published"
+        publish(herald, "tail-dora", "note")  # written to a pipe no one reads
+        assert process.wait(timeout=30) == 141
+        assert process.stderr.read() == ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)

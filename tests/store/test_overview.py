@@ -310,3 +310,23 @@ async def test_a_finished_event_is_offered_again_its_ttl_starting_afresh(
         assert again.expires_at == store.now() + 10_000
     assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [delivered, expiring]
     assert await store.redeliver(new_id("evt_")) is None
+
+
+async def test_a_failing_endpoint_is_counted_failing_not_active(store: Store) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    now = store.now()
+    await store.put_endpoint(
+        Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://a", "s", now)
+    )
+    failing = Endpoint(
+        new_id("end_"), bob.id, Kind.WEBHOOK, "https://b", "s", now, failing_since=now - 1000
+    )
+    await store.put_endpoint(failing)
+    assert (await store.stats(top=1)).to_json()["endpoints"] == [
+        {"kind": "webhook", "state": "active", "count": 1},
+        {"kind": "webhook", "state": "failing", "count": 1},
+    ]
+    assert sorted((await store.gauges()).endpoints) == [
+        ("webhook", "active", 1),
+        ("webhook", "failing", 1),
+    ]

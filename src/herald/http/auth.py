@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from herald.config import MetricsConfig
-from herald.errors import Forbidden, HeraldError, Unauthorized
+from herald.errors import Forbidden, HeraldError, Unauthorized, UnknownKey
 from herald.hub import Hub
 from herald.keys import hash_key, matches
 from herald.models import Agent, PublisherKey
@@ -95,4 +95,7 @@ async def _refusal(hub: Hub, key: str, needed: str) -> HeraldError:
         )
     if await hub.publisher_keys.for_key(key) is not None:
         return Forbidden(f"this route needs {needed}; a publisher key only publishes")
-    return Unauthorized("the key is not known to this herald")
+    return UnknownKey(
+        "the key is not known to this herald (mistyped, revoked, or replaced by a rotation):"
+        " send the key its operator gave for this herald"
+    )

@@ -13,45 +13,53 @@ from herald.errors import InvalidInput, NotFound
 from herald.http.auth import admin_or_agent, admin_or_publisher, require_admin
 from herald.http.described import ADMIN_ONLY, JSON, Answer, described
 from herald.http.io import json_response, read_json
-from herald.http.limits import ADMIN
+from herald.http.limits import ADMIN, PublishRate
 from herald.http.services import services
 from herald.hub import Hub
 from herald.hub.publisher_keys import check_scope
-from herald.inputs.events import PublishInput, parse_batch, parse_new_event
+from herald.inputs.events import PublishInput, PublishQuery, parse_batch, parse_new_event
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
-from herald.models import EventStatus
-from herald.overview import EventQuery
+from herald.models import EventStatus, NewEvent
+from herald.overview import EventQuery, why_waiting
 
 
 @described(
     "Publish an event, or a batch of up to 1,000",
     keys=("admin", "publisher"),
     body=PublishInput,
+    query=PublishQuery,
     answers={
         202: Answer(
             "Published: at least one event is new.", {JSON: answers.Receipt | answers.Receipts}
         ),
         200: Answer(
-            "Every event was published before (the same dedupe_key): nothing new.",
-            {JSON: answers.Receipt | answers.Receipts},
+            "Every event was published before (the same dedupe_key): nothing new. With"
+            " dry_run=true: every event would be taken, and none was stored.",
+            {JSON: answers.Receipt | answers.Receipts | answers.Checked},
         ),
     },
     errors=(404, 429),
     description=(
         "An object publishes one event, an array a batch (each item in order, all or none);"
-        " the answer is a receipt, or one per item."
+        " the answer is a receipt, or one per item. With dry_run=true each event is checked"
+        " as a publish would check it (its fields, the key's scope, its type's payload schema,"
+        " its addressee) and nothing is stored; a dry run does not count against the publish"
+        " rate."
     ),
 )
 async def publish(request: Request) -> Response:
     hub, limits = services(request).hub, services(request).limits
     publisher = await admin_or_publisher(hub, request)
     caller = ADMIN if publisher is None else publisher.id
+    dry_run = parse(PublishQuery, dict(request.query_params)).dry_run == "true"
     body = await read_json(request)
     if isinstance(body, list):
         batch = parse_batch(body)
         if publisher is not None:
             check_scope(publisher, batch, batch=True)
+        if dry_run:
+            return await _checked(hub, limits.publish, batch)
         limits.publish.take(caller, len(batch))
         results = await hub.publish_many(batch)
         status = 202 if any(r.created for r in results) else 200
@@ -62,10 +70,20 @@ async def publish(request: Request) -> Response:
     event = parse_new_event(body)
     if publisher is not None:
         check_scope(publisher, [event], batch=False)
+    if dry_run:
+        return await _checked(hub, limits.publish, [event])
     limits.publish.take(caller, 1)
     (published,) = await hub.publish_many([event])
     receipt = _receipt(published.event.id, published.event.seq, published.created)
     return json_response(receipt, 202 if published.created else 200)
+
+
+async def _checked(hub: Hub, rate: PublishRate, events: list[NewEvent]) -> Response:
+    """A dry run's answer: the events checked as their publish would be, nothing stored."""
+    rate.check_size(len(events))
+    await hub.check_publish(events)
+    checked: answers.Checked = {"checked": len(events)}
+    return json_response(checked)
 
 
 @described(
@@ -84,11 +102,16 @@ async def get_event(request: Request) -> Response:
     event, attempts = await hub.get_event(request.path_params["event_id"], viewer=viewer)
     replies = await hub.replies(event.id)
     deliveries = await hub.endpoints.deliveries(event.id)
+    waiting = None  # told the admin: it names the agent's endpoints and their errors
+    if viewer is None and event.status is EventStatus.PENDING and not attempts and not deliveries:
+        sessions = await hub.presence.live(event.agent_id)
+        waiting = why_waiting(sessions, await hub.endpoints.of_agent(event.agent_id))
     detail: answers.EventDetail = {
         **event.to_json(),
         "attempts": [a.to_json() for a in attempts],
         "replies": [r.to_json() for r in replies],
         "deliveries": [d.to_json() for d in deliveries],
+        "waiting": waiting,
     }
     return json_response(detail)
 

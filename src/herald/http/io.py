@@ -12,10 +12,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald import json_input
-from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge
+from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge, UnknownKey
 
 log = logging.getLogger("herald.http")
 
@@ -100,12 +101,19 @@ def error_response(
 
 
 def error_headers(exc: HeraldError) -> dict[str, str] | None:
-    """The headers an error's answer needs: how to authenticate, or when to retry."""
+    """The headers an error's answer needs: how to authenticate (and, for a key sent but not
+    known, why it was refused, as RFC 6750 says: clients that show no body show this), or when
+    to retry."""
+    if isinstance(exc, UnknownKey):
+        reason = exc.message.replace('"', "'").replace("\\", "/")
+        return {"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{reason}"'}
     if exc.http_status == 401:
         return {"WWW-Authenticate": "Bearer"}
     if isinstance(exc, RateLimited):
         # Whole seconds, never 0: a client told 0 would retry at once.
         return {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    if exc.http_status == 503:
+        return {"Retry-After": str(RETRY_AFTER_S)}
     return None
 
 
@@ -121,9 +129,24 @@ async def http_error(request: Request, exc: Exception) -> Response:
         404: f"no route {request.url.path}; see the README for the API",
         405: f"{request.method} is not allowed on {request.url.path}",
     }.get(exc.status_code, str(exc.detail))
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": allowed_methods(request)}
     return error_response(
-        codes.get(exc.status_code, "http_error"), message, exc.status_code, exc.headers
+        codes.get(exc.status_code, "http_error"), message, exc.status_code, headers
     )
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at the request's path. (Starlette's 405 names only those
+    of the first route of the path, and a path's methods are often routes of their own.)"""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods is not None:
+            match, _ = route.matches(request.scope)  # PARTIAL: the path, not the method
+            if match is not Match.NONE:
+                methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 class AnswerUnexpectedErrors:

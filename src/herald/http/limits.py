@@ -80,11 +80,7 @@ class PublishRate:
         """
         if not self.rate:
             return
-        if events > self.burst:
-            raise TooLarge(
-                f"{events} events at once are over this herald's publish burst of "
-                f"{self.burst} (herald serve --publish-burst); send smaller batches"
-            )
+        self.check_size(events)
         now = self._clock()
         tokens, at = self._buckets.get(key, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - at) * self.rate)
@@ -96,6 +92,14 @@ class PublishRate:
                 (events - tokens) / self.rate,
             )
         self._buckets[key] = (tokens - events, now)
+
+    def check_size(self, events: int) -> None:
+        """Raises: TooLarge: more events at once than the burst could ever allow."""
+        if self.rate and events > self.burst:
+            raise TooLarge(
+                f"{events} events at once are over this herald's publish burst of "
+                f"{self.burst} (herald serve --publish-burst); send smaller batches"
+            )
 
 
 class Limits:

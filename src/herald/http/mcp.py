@@ -28,12 +28,13 @@ from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
-from herald.http.io import error_headers, error_response
+from herald.http.mcp_refusals import refuse
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
-from herald.mcp.events import Streams, StreamSlot, no_limit
+from herald.mcp.events import REVOCATION_SCOPE_KEY, Streams, StreamSlot, no_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.models import Agent
+from herald.subscriptions.stream import KeyRevocation
 from herald.webhooks.worker import WebhookWorker
 
 SESSION_HEADER = b"mcp-session-id"
@@ -122,6 +123,22 @@ _REFUSED = Answer(
 _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED, 415: _REFUSED}
 
 
+def _herald_refusal(why: str) -> Answer:
+    return Answer(
+        f"{why}: a JSON-RPC error (its data.code is herald's error code), with the request's id"
+        " when it could be read.",
+        {JSON: JSONRPCError},
+    )
+
+
+_HERALD_REFUSALS = {
+    401: _herald_refusal("No key, or a key herald does not know (WWW-Authenticate says why)"),
+    403: _herald_refusal("A key that is not an agent's"),
+    503: _herald_refusal("The store cannot be reached to check the key; retry after Retry-After"),
+}
+_SESSION_LIMIT = {429: _herald_refusal("The key has as many live MCP sessions as it may")}
+
+
 @described(
     "Send an MCP message",
     method="POST",
@@ -136,8 +153,9 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
         ),
         202: Answer("A notification or a response, taken."),
         **_TRANSPORT_ERRORS,
+        **_HERALD_REFUSALS,
+        **_SESSION_LIMIT,
     },
-    errors=(429,),
     description=_MCP,
     tag="mcp",
 )
@@ -153,8 +171,9 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
             {EVENT_STREAM: str},
         ),
         **_TRANSPORT_ERRORS,
+        **_HERALD_REFUSALS,
+        **_SESSION_LIMIT,
     },
-    errors=(429,),
     description=_MCP,
     tag="mcp",
 )
@@ -163,7 +182,7 @@ _TRANSPORT_ERRORS = {400: _REFUSED, 404: _REFUSED, 405: _REFUSED, 406: _REFUSED,
     method="DELETE",
     name="mcp_delete",
     keys=AGENT_ONLY,
-    answers={200: Answer("The session is ended."), **_TRANSPORT_ERRORS},
+    answers={200: Answer("The session is ended."), **_TRANSPORT_ERRORS, **_HERALD_REFUSALS},
     description=_MCP,
     tag="mcp",
 )
@@ -227,30 +246,35 @@ class McpRoute:
         try:
             agent = await require_agent(self.notifier.hub, request)
         except HeraldError as exc:
-            await _refuse(exc, scope, receive, send)
+            await refuse(exc, scope, receive, send, body_unread=True)
             return
         # A request authenticated with a key that then stops working (rotated out) ends: a
         # session's stream or an events/stream would otherwise go on pushing the agent's events
-        # to whoever held the old key. The client's next request is refused.
+        # to whoever held the old key. An events/stream ends itself, saying why (terminated);
+        # anything else is cut. The client's next request is refused.
         handling = asyncio.current_task()
         revoked = False
+        revocation = KeyRevocation()
+        scope[REVOCATION_SCOPE_KEY] = revocation
 
         def end(reason: str) -> None:
             nonlocal revoked
             revoked = True
-            if handling is not None:
+            if not revocation.revoke(reason) and handling is not None:
                 handling.cancel(reason)
 
         unwatch = self.notifier.hub.key_watch.watch(hash_key(bearer_key(request)), end)
         try:
-            await self._serve(agent, scope, receive, send)
+            await self._serve(agent, revocation, scope, receive, send)
         except asyncio.CancelledError:
             if not revoked:
                 raise
         finally:
             unwatch()
 
-    async def _serve(self, agent: Agent, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(
+        self, agent: Agent, revocation: KeyRevocation, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         if scope.get("method") == "POST":
             if not _sends_json(scope):
                 await NOT_JSON(scope, receive, send)
@@ -274,7 +298,7 @@ class McpRoute:
                     )
                 else:
                     await mcp_short.answer_stream(
-                        self.event_streams, agent, info, request, scope, receive, send
+                        self.event_streams, agent, info, request, scope, receive, send, revocation
                     )
                 return
         scope[AGENT_SCOPE_KEY] = agent
@@ -283,7 +307,7 @@ class McpRoute:
         try:
             await self._app(scope, receive, send)
         except RateLimited as exc:  # raised before the SDK answers anything
-            await _refuse(exc, scope, receive, send)
+            await refuse(exc, scope, receive, send, body_unread=False)
 
 
 NOT_JSON = JSONResponse(
@@ -332,8 +356,3 @@ def _sends_json(scope: Scope) -> bool:
     # The SDK's own test of the header, which it answers with a bare 400.
     content_type = Request(scope).headers.get("content-type", "")
     return content_type.lower().startswith("application/json")
-
-
-async def _refuse(exc: HeraldError, scope: Scope, receive: Receive, send: Send) -> None:
-    response = error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
-    await response(scope, receive, send)

@@ -32,6 +32,7 @@ from herald.http import sse
 from herald.hub import Hub
 from herald.mcp.events import Streams, poll_answer
 from herald.models import Agent
+from herald.subscriptions.stream import KeyRevocation
 
 POLL = "events/poll"
 STREAM = "events/stream"
@@ -101,6 +102,7 @@ async def answer_stream(
     scope: Scope,
     receive: Receive,
     send: Send,
+    revocation: KeyRevocation | None = None,
 ) -> None:
     """Serve the stream as SSE until it ends or the client goes away (which cancels it)."""
     started = False
@@ -120,7 +122,8 @@ async def answer_stream(
 
     async def serve() -> None:
         try:
-            result = await streams.run(agent, request.get("params"), request["id"], notify)
+            params, request_id = request.get("params"), request["id"]
+            result = await streams.run(agent, params, request_id, notify, revocation)
         except MCPError as exc:  # refused before anything was sent
             await _refuse({"jsonrpc": "2.0", "id": request["id"]}, exc, scope, receive, send)
             return

@@ -288,7 +288,7 @@ def _operation(
 
 def _responses(operation: Operation, schemas: Schemas) -> dict[str, Any]:
     responses = {
-        str(status): _response(answer, schemas)
+        str(status): _response(answer, schemas, status)
         for status, answer in sorted(operation.answers.items())
     }
     for status in sorted(_errors(operation)):

@@ -384,6 +384,25 @@ class Hub:
         refuse_reserved_types(events)
         return await self._publish(events, "event")
 
+    async def check_publish(self, events: Sequence[NewEvent]) -> None:
+        """Check events (``herald.inputs.events``) as ``publish_many`` would, and store nothing:
+        each one's data against its type's payload schema, and that its addressee exists.
+
+        Raises:
+            InvalidInput: as ``publish_many``. NotFound: an addressee does not exist; the
+                message names the event (``events[3].to`` of several).
+        """
+        await self.event_types.check(events, "event")
+        known: dict[str, bool] = {}
+        for index, event in enumerate(events):
+            if event.to not in known:
+                known[event.to] = await self._store.agent_by_handle(event.to) is not None
+            if not known[event.to]:
+                where = f"events[{index}].to" if len(events) > 1 else "event.to"
+                raise NotFound(
+                    f"{where}: no agent has the handle {event.to!r}; create it with POST /v1/agents"
+                )
+
     async def _publish(self, events: Sequence[NewEvent], where: str) -> list[Published]:
         """``publish_many``; a refusal of the data of one event alone calls it ``where``."""
         await self.event_types.check(events, where)

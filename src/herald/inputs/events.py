@@ -4,7 +4,7 @@ batch of them (with an array), checked in one call however long the batch."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter
 
@@ -33,6 +33,16 @@ class EventInput(Input):
         Field(alias="from", description="the agent that gets the replies"),
         Says("must be the handle of the agent that gets the replies (a-z, 0-9, _ -)"),
     ] = None
+
+
+class PublishQuery(Input):
+    """``POST /v1/events``'s query parameters: ``dry_run=true`` checks the events as a publish
+    would and stores nothing."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    dry_run: Annotated[Literal["true", "false"], Says("must be true or false")] = "false"
 
 
 def _storable(event: EventInput) -> NewEvent:

@@ -45,7 +45,7 @@ from herald.subscriptions.codes import NOT_FOUND as NOT_FOUND
 from herald.subscriptions.codes import RESOURCE_EXHAUSTED as RESOURCE_EXHAUSTED
 from herald.subscriptions.codes import UNSUPPORTED as UNSUPPORTED
 from herald.subscriptions.poll import poll
-from herald.subscriptions.stream import ClientNotReading, stream
+from herald.subscriptions.stream import ClientNotReading, KeyRevocation, stream
 
 log = logging.getLogger("herald.mcp")
 
@@ -154,12 +154,24 @@ def attach(
             )
 
         assert ctx.request_id is not None  # a request, not a notification
-        return await streams.run(await agent_of(ctx), ctx.params, ctx.request_id, send)
+        agent = await agent_of(ctx)
+        revocation = revocation_of(ctx)
+        return await streams.run(agent, ctx.params, ctx.request_id, send, revocation)
 
     server.add_request_handler("events/list", types.RequestParams, list_events)
     server.add_request_handler("events/poll", types.RequestParams, poll_events)
     server.add_request_handler("events/stream", types.RequestParams, stream_events)
     server.middleware.insert(0, advertised)
+
+
+REVOCATION_SCOPE_KEY = "herald.key_revocation"
+"""Where an authenticating ASGI layer puts the ``KeyRevocation`` of the request's key."""
+
+
+def revocation_of(ctx: ServerRequestContext[Any]) -> KeyRevocation | None:
+    scope = getattr(ctx.request, "scope", None)
+    found = scope.get(REVOCATION_SCOPE_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, KeyRevocation) else None
 
 
 async def agent_or_refusal(identify: Identify, ctx: ServerRequestContext[Any], what: str) -> Agent:
@@ -229,8 +241,10 @@ class Streams:
         params: Mapping[str, Any] | None,
         request_id: str | int,
         send: Callable[[str, dict[str, Any]], Awaitable[None]],
+        revocation: KeyRevocation | None = None,
     ) -> dict[str, Any]:
-        """Push the stream through ``send`` until it ends; return its last answer.
+        """Push the stream through ``send`` until it ends (``revocation``: once the request's
+        key stops working); return its last answer.
 
         Raises:
             MCPError: the request is refused (before anything is sent).
@@ -255,6 +269,7 @@ class Streams:
                 body,
                 notify,
                 heartbeat_s=self.config.heartbeat_s,
+                revocation=revocation,
             )
         except ClientNotReading:
             log.info("an events/stream of %s ended: its client was not reading", agent.id)

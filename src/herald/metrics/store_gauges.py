@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from herald.models import Kind, State
+from herald.models import EndpointStatus, Kind
 from herald.overview import Gauges
 
 PENDING = (
@@ -60,7 +60,7 @@ class StoreGauges:
         # Every kind and state, none counted as 0: a panel shows "0 disabled", not no data.
         counted = {(kind, state): count for kind, state, count in reading.endpoints}
         for kind in Kind:
-            for state in State:
+            for state in EndpointStatus:
                 endpoints.add_metric(
                     [kind.value, state.value], counted.get((kind.value, state.value), 0)
                 )

@@ -29,6 +29,15 @@ class OperatorError(HeraldError):
     """A command could not do what it was asked: the hub refused, or could not be reached."""
 
 
+class HubRefused(OperatorError):
+    """The hub answered a call with an error: ``status`` and the hub's own ``reason``."""
+
+    def __init__(self, call: str, status: int, reason: str) -> None:
+        super().__init__(f"{call}: {status} {reason}")
+        self.status = status
+        self.reason = reason
+
+
 class StreamLost(OperatorError):
     """A stream could not be had or broke off, for a reason that may pass (the hub restarting,
     a network cut): following it again from its last id may work."""
@@ -103,7 +112,7 @@ class AdminApi:
             # The hub asks to slow down (a publish rate limit, a full connection table).
             time.sleep(min(_retry_after(answer), MAX_WAIT_S))
         if answer.status_code >= 400:
-            raise OperatorError(f"{method} {path}: {answer.status_code} {_error_message(answer)}")
+            raise HubRefused(f"{method} {path}", answer.status_code, _error_message(answer))
         return answer
 
     def stream(

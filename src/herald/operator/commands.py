@@ -31,7 +31,16 @@ AGENT_COLUMNS = ("id", "handle", "pending", "live_sessions", "last_activity_at",
 EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 DELIVERY_COLUMNS = ("endpoint", "state", "tries", "next_attempt_at", "last_error")
-ENDPOINT_COLUMNS = ("id", "agent", "kind", "url", "state", "last_error", "next_attempt_at")
+ENDPOINT_COLUMNS = (
+    "id",
+    "agent",
+    "kind",
+    "url",
+    "state",
+    "failing_since",
+    "last_error",
+    "next_attempt_at",
+)
 LARGEST_PAGE = 500
 """The most items of a listing the hub gives at once."""
 
@@ -293,8 +302,12 @@ def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         return
     attempts = event.pop("attempts", [])
     deliveries = event.pop("deliveries", [])
+    waiting = event.pop("waiting", None)
     out.record(event, f"event {event['id']}")
-    out.rows(attempts, ATTEMPT_COLUMNS, "attempts, oldest first")
+    if waiting is not None:
+        out.note(f"not tried yet: {waiting}")
+    else:
+        out.rows(attempts, ATTEMPT_COLUMNS, "attempts, oldest first")
     if deliveries:
         out.rows(deliveries, DELIVERY_COLUMNS, "webhook and OpenClaw deliveries, next retry")
 

@@ -3,10 +3,12 @@ bar. Each event without a ``dedupe_key`` gets one from its line's number and con
 the file again (after an interruption, or with a refused line fixed, or more lines added at its
 end) stores only what did not arrive.
 
-The whole file is checked before anything is sent: a line that is not a JSON object is named
-and nothing is sent. The rest of the work is done while the hub stores a batch: the next one is
-made (its lines as written, each with its key added to its text rather than parsed and written
-again), and the answer to the last one read.
+Every line is checked before anything is sent: here, that it is a JSON object; then by the hub,
+each batch as a dry run (``POST /v1/events?dry_run=true``: every check of a publish, nothing
+stored). A refusal names the lines at fault by their numbers, and nothing is sent. The rest of
+the work is done while the hub stores a batch: the next one is made (its lines as written, each
+with its key added to its text rather than parsed and written again), and the answer to the
+last one read.
 """
 
 from __future__ import annotations
@@ -14,19 +16,26 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from herald.operator.api import AdminApi, OperatorError
+from herald.operator.api import AdminApi, HubRefused, OperatorError
 from herald.operator.output import Output
 
 BATCH = 1000
 """Events per request: the most ``POST /v1/events`` takes at once."""
+PUBLISH = "/v1/events"
+CHECK = "/v1/events?dry_run=true"
+"""The hub checks each event as it would publish it, and stores nothing."""
+MOST_NAMED = 10
+"""The lines at fault one refusal names; looking for more stops there."""
+_INDEX = re.compile(r"\bevents\[(\d+)\]")
 HANDED = 2
 """Batches handed to the sending thread at a time: the one on its way and the next."""
 SENDER_WAITS_S = 0.0002
@@ -52,6 +61,15 @@ class EventLines:
     def __len__(self) -> int:
         return len(self.numbers)
 
+    def part(self, start: int, stop: int | None = None) -> EventLines:
+        return EventLines(self.numbers[start:stop], self.texts[start:stop], self.keyed[start:stop])
+
+    def without(self, index: int) -> EventLines:
+        def left(items: list[Any]) -> list[Any]:
+            return items[:index] + items[index + 1 :]
+
+        return EventLines(left(self.numbers), left(self.texts), left(self.keyed))
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -61,6 +79,8 @@ class Batch:
     last: int
     events: int
     body: bytes
+    numbers: Sequence[int] = ()
+    """The number of each event's line."""
 
 
 def read_lines(path: Path) -> EventLines:
@@ -105,7 +125,7 @@ def in_batches(lines: EventLines, size: int = BATCH) -> Iterator[Batch]:
         texts = lines.texts[start : start + size]
         keyed = map(_keyed, numbers, texts, lines.keyed[start : start + size])
         body = f"[{','.join(keyed)}]".encode()
-        yield Batch(numbers[0], numbers[-1], len(numbers), body)
+        yield Batch(numbers[0], numbers[-1], len(numbers), body, numbers)
 
 
 def _keyed(number: int, text: str, keyed: bool) -> str:
@@ -128,8 +148,9 @@ def _keyed(number: int, text: str, keyed: bool) -> str:
 
 def send_file(api: AdminApi, path: Path, out: Output) -> None:
     lines = read_lines(path)
+    check_every_line(api, path, lines, out)
     stored = repeated = 0
-    with _progress(out, len(lines)) as advance:
+    with _progress(out, len(lines), "sending") as advance:
         for batch, receipts in _send_in_turn(api, in_batches(lines)):
             already_there = sum(1 for receipt in receipts if receipt["duplicate"])
             repeated += already_there
@@ -141,8 +162,69 @@ def send_file(api: AdminApi, path: Path, out: Output) -> None:
     )
 
 
+def check_every_line(api: AdminApi, path: Path, lines: EventLines, out: Output) -> None:
+    """Have the hub check every event, a batch at a time, storing none.
+
+    Raises:
+        OperatorError: naming each line refused (up to ``MOST_NAMED``) by its number and why;
+            or what else stopped the check. Either way nothing was sent.
+    """
+    faults: list[tuple[int, str]] = []
+    with _progress(out, len(lines), "checking") as advance:
+        for start in range(0, len(lines), BATCH):
+            for fault in _refused_lines(api, path, lines.part(start, start + BATCH)):
+                faults.append(fault)
+                if len(faults) == MOST_NAMED:
+                    raise OperatorError(
+                        _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
+                        " more); nothing was sent: fix them and send again"
+                    )
+            advance(min(BATCH, len(lines) - start))
+    if faults:
+        raise OperatorError(_named(faults) + "; nothing was sent: fix them and send again")
+
+
+def _named(faults: list[tuple[int, str]]) -> str:
+    return "; ".join(said for _, said in sorted(faults))
+
+
+def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tuple[int, str]]:
+    """Each line of ``lines`` (one batch's) the hub refuses, as ``(number, "path:number: why")``:
+    the hub names one event at fault, and the batch is checked again without it."""
+    while len(lines):
+        (batch,) = in_batches(lines, len(lines))
+        try:
+            answer = api.post_body(CHECK, batch.body)
+        except HubRefused as exc:
+            index = _index_in(exc.reason, len(lines))
+            if index is None or exc.status >= 500:
+                lines_of = f"lines {batch.first}-{batch.last}"
+                raise OperatorError(
+                    f"{path}: {lines_of} could not be checked ({exc.message}); nothing was sent"
+                ) from exc
+            number = lines.numbers[index]
+            yield number, f"{path}:{number}: {_INDEX.sub('event', exc.reason, count=1)}"
+            lines = lines.without(index)
+            continue
+        if not answer.startswith(b'{"checked"'):
+            raise OperatorError(
+                f"the hub at {api.url} stored lines {batch.first}-{batch.last} rather than only"
+                " checking them: it is older than this herald command; send the file with a"
+                " herald of its own version (nothing is stored twice)"
+            )
+        return
+
+
+def _index_in(reason: str, events: int) -> int | None:
+    """The event a refusal names, in a batch of ``events``; None if it names none."""
+    found = _INDEX.search(reason)
+    if found is not None:
+        return int(found[1])
+    return 0 if events == 1 else None  # one event alone is called "event", not by its index
+
+
 @contextmanager
-def _progress(out: Output, total: int) -> Iterator[Callable[[int], None]]:
+def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], None]]:
     """A bar of the events sent, for people; none with ``--json`` (nor rich to import)."""
     if out.as_json:
         yield lambda _: None
@@ -155,7 +237,7 @@ def _progress(out: Output, total: int) -> Iterator[Callable[[int], None]]:
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    columns = (TextColumn(doing), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=out.console, transient=True) as bar:
         task = bar.add_task("send", total=total)
         yield lambda sent: bar.advance(task, sent)
@@ -189,7 +271,7 @@ def _send_in_turn(
         try:
             while not stopped.is_set() and (batch := handed.get()) is not None:
                 try:
-                    answer = api.post_body("/v1/events", batch.body, on_sent=hand_on)
+                    answer = api.post_body(PUBLISH, batch.body, on_sent=hand_on)
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
@@ -225,8 +307,13 @@ def _send_in_turn(
 
 def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[dict[str, Any]]]:
     if isinstance(answer, OperatorError):
+        # Checked already: a refusal now is the hub's (an agent deleted since, say).
+        index = None
+        if isinstance(answer, HubRefused) and answer.status < 500:
+            index = _index_in(answer.reason, batch.events)
+        at = f" at line {batch.numbers[index]}" if index is not None else ""
         raise OperatorError(
-            f"lines {batch.first}-{batch.last} were refused ({answer.message}); the lines"
+            f"lines {batch.first}-{batch.last} were refused{at} ({answer.message}); the lines"
             f" before {batch.first} were sent: fix the file and send it again (nothing is sent"
             " twice)"
         ) from answer

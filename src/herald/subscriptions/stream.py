@@ -8,7 +8,8 @@ whenever nothing came for ``heartbeat_s``. A pushed event is ``sent`` (recorded 
 ``Hub.pushes``): the cursor the client polls or streams with later acknowledges it. The
 stream ends when the client goes away (the request is cancelled), or, with
 ``notifications/events/terminated``, when herald cannot go on (the agent was deleted, herald
-shuts down, the client fell out of the buffer): the client resumes from its cursor.
+shuts down, the client fell out of the buffer: the client resumes from its cursor), or when the
+key the stream was opened with stops working (Forbidden: a new key is needed).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from herald.config import DEFAULTS
 from herald.delivery.fanout import AGENT_DELETED, Fanout, TooSlow
 from herald.hub import Hub
+from herald.hub.key_watch import KEY_ROTATED_OUT
 from herald.inputs.subscriptions import StreamInput
 from herald.models import Agent, Attempt, Event
 from herald.subscriptions import catalogue, cursors
@@ -27,6 +29,7 @@ from herald.subscriptions.catalogue import Subscription
 from herald.subscriptions.poll import start
 
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+Closer = Callable[[str], None]
 BACKLOG_PAGE = 200
 MECHANISM = "events.stream"
 UNAVAILABLE = -32603
@@ -34,6 +37,30 @@ NOT_FOUND = -32023
 FORBIDDEN = -32024
 SEND_TIMEOUT_S = 30.0
 """A client that takes no notification for this long is not reading: its stream ends."""
+
+
+class KeyRevocation:
+    """Ends the streams of one request once its key stops working, each with its
+    ``terminated`` notice: the transport is not cut under them, so the client is told why."""
+
+    def __init__(self) -> None:
+        self._closers: set[Closer] = set()
+        self.reason: str | None = None
+
+    def on_revoked(self, close: Closer) -> Callable[[], None]:
+        """Call ``close(reason)`` once the key stops working (at once if it already has);
+        returns what forgets it."""
+        if self.reason is not None:
+            close(self.reason)
+        self._closers.add(close)
+        return lambda: self._closers.discard(close)
+
+    def revoke(self, reason: str) -> bool:
+        """End every stream registered; whether there was one (that then ends itself)."""
+        self.reason = reason
+        for close in list(self._closers):
+            close(reason)
+        return bool(self._closers)
 
 
 async def stream(
@@ -46,8 +73,10 @@ async def stream(
     session: str | None = None,
     heartbeat_s: float = DEFAULTS.events.heartbeat_s,
     send_timeout_s: float = SEND_TIMEOUT_S,
+    revocation: KeyRevocation | None = None,
 ) -> None:
-    """Push the subscription's events through ``notify`` until cancelled or ended by herald.
+    """Push the subscription's events through ``notify`` until cancelled or ended by herald
+    (``revocation`` ends it once the request's key stops working).
 
     Raises:
         ClientNotReading: a notification waited ``send_timeout_s`` to be taken.
@@ -81,6 +110,7 @@ async def stream(
             live.close(f"the event type {subscription.name!r} was removed from the catalogue")
 
     hub.event_types.add_listener(end_if_removed)
+    forget_revocation = revocation.on_revoked(live.close) if revocation is not None else None
     try:
         await notify(
             "notifications/events/active",
@@ -104,6 +134,8 @@ async def stream(
             else:
                 await notify("notifications/events/heartbeat", {"cursor": pusher.cursor(last)})
     finally:
+        if forget_revocation is not None:
+            forget_revocation()
         hub.event_types.remove_listener(end_if_removed)
         fanout.unsubscribe(live)
 
@@ -126,12 +158,14 @@ def _bounded(notify: Notify, timeout_s: float) -> Notify:
 
 def _ending(exc: Exception, removed: bool) -> dict[str, Any]:
     """The error a stream ends with: its entry was removed (rediscover), its agent was deleted
-    (stop), or herald cannot go on now (resume with the cursor)."""
+    or its key stopped working (stop), or herald cannot go on now (resume with the cursor)."""
     said = str(exc).split("; resume with", 1)[0]
     if removed:
         return {"code": NOT_FOUND, "message": said, "data": {"kind": "event"}}
     if said == AGENT_DELETED:
         return {"code": FORBIDDEN, "message": said}
+    if said == KEY_ROTATED_OUT:
+        return {"code": FORBIDDEN, "message": f"{said}: open it again with the agent's new key"}
     return {"code": UNAVAILABLE, "message": f"{said}; resume with your last cursor"}
 
 

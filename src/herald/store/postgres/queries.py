@@ -742,8 +742,11 @@ SELECT client_name, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY client_name, era ORDER BY client_name COLLATE "C" NULLS FIRST, era COLLATE "C"
 """
 ENDPOINTS_BY_STATE = """
-SELECT kind, state, count(*) AS n FROM endpoints
-GROUP BY kind, state ORDER BY kind COLLATE "C", state COLLATE "C"
+SELECT kind, shown, count(*) AS n FROM (
+    SELECT kind, CASE WHEN state = 'active' AND failing_since IS NOT NULL THEN 'failing'
+        ELSE state END AS shown
+    FROM endpoints) AS e
+GROUP BY kind, shown ORDER BY kind COLLATE "C", shown COLLATE "C"
 """
 # Redeliver: $1 event, $2 now. A pending event is being offered: it is offered again only once
 # a delivery of it was given up on. The row is locked, so that two redelivers take turns.

@@ -101,7 +101,8 @@ SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY transport, era ORDER BY transport, era
 """
 ENDPOINTS_BY_STATE = (
-    "SELECT kind, state, count(*) FROM endpoints GROUP BY kind, state ORDER BY kind, state"
+    "SELECT kind, CASE WHEN state = 'active' AND failing_since IS NOT NULL THEN 'failing'"
+    " ELSE state END AS shown, count(*) FROM endpoints GROUP BY kind, shown ORDER BY kind, shown"
 )
 CLIENTS = """
 SELECT client_name, era, count(*) FROM sessions WHERE expires_at > :now
