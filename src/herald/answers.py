@@ -113,7 +113,9 @@ class AgentPage(TypedDict):
 
     agents: list[AgentSummary]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape
@@ -218,7 +220,9 @@ class EndpointPage(TypedDict):
 
     endpoints: list[ListedEndpoint]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape
@@ -330,7 +334,9 @@ class EventPage(TypedDict):
 
     events: list[Event]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape

@@ -84,6 +84,13 @@ SETTINGS = (
         "how long a drained event stays reserved for its consumer",
     ),
     Setting(
+        "scan_events",
+        "hub.scan_events",
+        integer(1),
+        "the most events one narrowed read looks at (an events/poll, a filtered GET /v1/events"
+        " page); its answer says where to go on",
+    ),
+    Setting(
         "retention",
         "hub.retention_s",
         DURATION,

@@ -7,6 +7,10 @@ subscription was handed or that were pushed, and the oldest open matching events
 it; the same cursor again (a lost answer) gets the same events. An answer whose cursor passes
 events that will never be offered (expired, or pruned: the cursor was outside retention) says
 ``truncated``.
+
+Every answer reads a bounded part of the backlog (``HubConfig.scan_events`` seqs): a poll whose
+types match nothing in a long backlog answers with no events, a cursor where its look ended, and
+``hasMore`` (``nextPollMs`` 0), so the client goes on from there without reading it again.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ async def poll(
     if params.cursor is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
         events: list[dict[str, Any]] = []
-        cursor, truncated, has_more = position.cursor, position.skipped > 0, position.waiting > 0
+        cursor, truncated = position.cursor, position.skipped > 0
+        has_more = position.waiting > 0 or position.more
     else:
         limit = params.max_events or DEFAULT_MAX_EVENTS
         given = cursors.decode(params.cursor, agent)
@@ -60,7 +65,7 @@ async def poll(
             agent, subscription.key, subscription.match, cursor=given, limit=limit
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
-        cursor, has_more = drained.cursor, len(drained.events) == limit
+        cursor, has_more = drained.cursor, len(drained.events) == limit or drained.more
         truncated = await _passed_a_loss(hub, agent, subscription, given, drained)
     return {
         "events": events,

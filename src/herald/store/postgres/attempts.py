@@ -13,6 +13,9 @@ from herald.store.postgres.journal import insert_attempts
 from herald.store.postgres.rows import Connection
 from herald.store.rules import check_cursor, like_patterns
 
+NO_SEQ_LIMIT = 2**63 - 1
+"""The highest seq: a claim whose look is not bounded leases up to it."""
+
 
 async def acknowledge(
     conn: Connection,
@@ -29,6 +32,11 @@ async def acknowledge(
     transaction records)."""
     if up_to_seq is not None:
         check_cursor(up_to_seq, await conn.fetchval(queries.LAST_SEQ, agent_id))
+    if up_to_seq is not None and consumer is not None and not ids and not unheld:
+        rows = await conn.fetch(
+            queries.ACK_HELD, agent_id, up_to_seq, consumer, now, *matching(match)
+        )
+        return [(row[0], row[1]) for row in rows]
     rows = await conn.fetch(
         queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld, *matching(match)
     )
