@@ -296,6 +296,8 @@ SETTINGS = [
     (("--sessions-per-key", "3"), lambda c: c.limits.sessions, 3),
     (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),
     (("--publish-burst", "6"), lambda c: c.limits.publish_burst, 6),
+    (("--poll-rate", "7"), lambda c: c.limits.poll_rate, 7.0),
+    (("--poll-burst", "8"), lambda c: c.limits.poll_burst, 8),
     (("--scan-events", "9"), lambda c: c.hub.scan_events, 9),
     (("--log-level", "debug"), lambda c: c.log_level, "debug"),
     (("--log-format", "json"), lambda c: c.log_format, "json"),

@@ -292,6 +292,13 @@ class KeyLimits:
     """Events per second per key, each event of a batch counted."""
     publish_burst: int = 5000
     """Events a key may publish at once after being idle: a full 1,000-event batch fits."""
+    poll_rate: float = 50_000.0
+    """Events a key's ``events/poll`` calls may look at per second (the seqs each one read,
+    matching or not; a poll that starts a subscription counts ``HubConfig.scan_events``): a
+    drain reading 100 events a poll goes at 500 polls a second, a poll whose types match
+    nothing in a long backlog at 50 a second."""
+    poll_burst: int = 50_000
+    """Events a key's polls may look at at once after being idle."""
 
     def __post_init__(self) -> None:
         if self.streams < 0 or self.sessions < 0:
@@ -300,6 +307,10 @@ class KeyLimits:
             raise InvalidInput("the publish rate must be 0 (no limit) or more events per second")
         if self.publish_burst < 1:
             raise InvalidInput("the publish burst must be 1 event or more")
+        if not math.isfinite(self.poll_rate) or self.poll_rate < 0:
+            raise InvalidInput("the poll rate must be 0 (no limit) or more events per second")
+        if self.poll_burst < 1:
+            raise InvalidInput("the poll burst must be 1 event or more")
 
 
 @dataclass(frozen=True)

@@ -345,7 +345,7 @@ class Drained:
     """What a drain hands back: events oldest first, and the cursor to send next time.
     ``more``: the drain's look stopped at its bound (``HubConfig.scan_events``) and its cursor
     moved to where the look ended, so more may follow at once; ``looked``: how many seqs the
-    look read."""
+    look read (what a poll costs its key, ``herald.http.limits.PollCost``)."""
 
     events: list[Event]
     cursor: int

@@ -35,8 +35,10 @@ async def publish(hub: Hub, handle: str, type: str, count: int) -> list[str]:
 async def polled(
     hub: Hub, agent: Agent, cursor: str | None, types: list[str], **params: Any
 ) -> dict[str, Any]:
+    looked: list[int] = []
     body = {"name": "herald.event", "arguments": {"types": types}, "cursor": cursor, **params}
-    return await poll(hub, agent, PollInput.model_validate(body))
+    answer = await poll(hub, agent, PollInput.model_validate(body), looked=looked.append)
+    return {**answer, "looked": looked}
 
 
 def seq(answer: dict[str, Any]) -> int:
@@ -59,6 +61,7 @@ async def test_a_poll_whose_types_match_nothing_looks_at_the_bound_and_goes_on_f
     walked = answers[1:-1]
     assert [seq(a) for a in walked] == [2 * SCAN, 3 * SCAN]
     assert all(a["hasMore"] and a["nextPollMs"] == 0 and not a["truncated"] for a in walked)
+    assert all(a["looked"] == [SCAN] for a in walked)
     (found,) = answers[-1]["events"]
     assert found["data"]["type"] == "build.failed" and found["data"]["seq"] == 3 * SCAN + 6
 

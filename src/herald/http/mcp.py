@@ -29,7 +29,7 @@ from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, descri
 from herald.http.io import error_headers, error_response
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
-from herald.mcp.events import Streams, StreamSlot, no_limit
+from herald.mcp.events import PollAdmit, Streams, StreamSlot, no_limit, no_poll_limit
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.models import Agent
 from herald.webhooks.worker import WebhookWorker
@@ -179,11 +179,13 @@ class McpRoute:
         fanout: Fanout | None = None,
         events_config: EventsConfig = DEFAULTS.events,
         stream_slot: StreamSlot = no_limit,
+        poll_admit: PollAdmit = no_poll_limit,
         webhooks: WebhookWorker | None = None,
         subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     ) -> None:
         self.notifier = notifier
         self.events_config = events_config
+        self.poll_admit = poll_admit
         self.streams = StreamTracker(notifier.wake_session)
         fanout = fanout or Fanout(notifier.hub)
         self.event_streams = Streams(notifier.hub, fanout, events_config, stream_slot)
@@ -195,6 +197,7 @@ class McpRoute:
             fanout=fanout,
             events_config=events_config,
             stream_slot=stream_slot,
+            poll_admit=poll_admit,
         )
         if webhooks is not None:
             # Webhook subscriptions are served where herald sends webhooks.
@@ -260,7 +263,7 @@ class McpRoute:
                 if method == mcp_short.POLL:
                     hub, config = self.notifier.hub, self.events_config
                     await mcp_short.answer_poll(
-                        hub, agent, config, info, request, scope, receive, send
+                        hub, agent, config, info, request, scope, receive, send, self.poll_admit
                     )
                 else:
                     await mcp_short.answer_stream(

@@ -184,6 +184,18 @@ SETTINGS = (
         "events one key may publish at once, beyond its rate",
     ),
     Setting(
+        "poll_rate",
+        "limits.poll_rate",
+        number(0),
+        "events one key's events/poll calls may look at per second, matching or not (0: no limit)",
+    ),
+    Setting(
+        "poll_burst",
+        "limits.poll_burst",
+        integer(1),
+        "events one key's events/poll calls may look at at once, beyond its rate",
+    ),
+    Setting(
         "subscription_ttl",
         "subscriptions.default_ttl_s",
         DURATION,

@@ -15,6 +15,7 @@ types match nothing in a long backlog answers with no events, a cursor where its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from herald.config import DEFAULTS
@@ -43,9 +44,12 @@ async def poll(
     *,
     idle_ms: int = DEFAULTS.events.poll_idle_ms,
     flowing_ms: int = DEFAULTS.events.poll_flowing_ms,
+    looked: Callable[[int], None] = lambda seqs: None,
 ) -> dict[str, Any]:
     """The ``events/poll`` result for ``agent``, wire-shaped. ``idle_ms`` and ``flowing_ms`` are
     the ``nextPollMs`` after a poll that found nothing, and after one that found some events.
+    ``looked`` is told how many of the agent's events the poll looked at (a start: the most
+    it may, ``hub.scan_events``), once it is answered.
 
     Raises:
         NotFound: no entry of that name.
@@ -58,6 +62,7 @@ async def poll(
         events: list[dict[str, Any]] = []
         cursor, truncated = position.cursor, position.skipped > 0
         has_more = position.waiting > 0 or position.more
+        looked(hub.scan_events)
     else:
         limit = params.max_events or DEFAULT_MAX_EVENTS
         given = cursors.decode(params.cursor, agent)
@@ -66,6 +71,7 @@ async def poll(
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
         cursor, has_more = drained.cursor, len(drained.events) == limit or drained.more
+        looked(drained.looked)
         truncated = await _passed_a_loss(hub, agent, subscription, given, drained)
     return {
         "events": events,
