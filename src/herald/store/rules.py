@@ -66,6 +66,11 @@ def check_cursor(cursor: int, newest: int | None) -> None:
         raise CursorAhead(cursor, newest)
 
 
+NO_SEQ_LIMIT = 2**63 - 1
+"""The highest seq: the upper bound of a read whose look is not bounded (one the index reads,
+where ``:through IS NULL OR seq <= :through`` would read to the end)."""
+
+
 def looked_through(after: int, scan: int, newest: int) -> int:
     """The last seq a bounded look at an agent's events after seq ``after`` reads: ``scan`` seqs
     on, or the agent's ``newest``. Seqs are unique per agent, so the look reads at most ``scan``

@@ -13,9 +13,6 @@ from herald.store.postgres.journal import insert_attempts
 from herald.store.postgres.rows import Connection
 from herald.store.rules import check_cursor, like_patterns
 
-NO_SEQ_LIMIT = 2**63 - 1
-"""The highest seq: a claim whose look is not bounded leases up to it."""
-
 
 async def acknowledge(
     conn: Connection,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
+from herald.store.rules import NO_SEQ_LIMIT
 from herald.store.tables import (
     AGENTS,
     ATTEMPTS,
@@ -331,7 +332,7 @@ SELECT least(a.last_seq, coalesce($4::bigint, a.last_seq)) AS last_seq, count(e.
         AND ($6::text IS NULL OR e.sender = $6::text)
     ) AS expired
 FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
-    AND e.seq <= coalesce($4::bigint, 9223372036854775807)
+    AND e.seq <= coalesce($4::bigint, {NO_SEQ_LIMIT})
 WHERE a.id = $1
 GROUP BY a.id
 """

@@ -29,7 +29,7 @@ from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
-from herald.store.postgres.attempts import NO_SEQ_LIMIT, acknowledge, matching, write_attempts
+from herald.store.postgres.attempts import acknowledge, matching, write_attempts
 from herald.store.postgres.claimants import Claimant, ClaimantStore
 from herald.store.postgres.endpoints import EndpointStore
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, retryable
@@ -44,6 +44,7 @@ from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
 from herald.store.postgres.writer import Writer
 from herald.store.rules import (
+    NO_SEQ_LIMIT,
     ack_attempts,
     first_unhanded,
     lease_attempts,

@@ -12,7 +12,7 @@ from herald.errors import NotFound
 from herald.feed import JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.journal import JournalRecord, attempt_groups, record
-from herald.store.rules import check_cursor, looked_through
+from herald.store.rules import NO_SEQ_LIMIT, check_cursor, looked_through
 from herald.store.sqlite.counts import (
     ADD_ATTEMPTS,
     OPEN_STATUSES,
@@ -140,9 +140,6 @@ def claimable(
     found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]
     return others[:limit] if others else found
-
-
-NO_SEQ_LIMIT = 2**63 - 1
 
 
 def lease(

@@ -25,6 +25,7 @@ from herald.models import (
 from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import one_agent, record
 from herald.store.rules import (
+    NO_SEQ_LIMIT,
     ack_attempts,
     first_unhanded,
     lease_attempts,
@@ -36,7 +37,6 @@ from herald.store.rules import (
 )
 from herald.store.sqlite.append import append
 from herald.store.sqlite.attempts import (
-    NO_SEQ_LIMIT,
     acknowledge,
     attempt_rows,
     claimable,
