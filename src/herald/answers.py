@@ -113,7 +113,9 @@ class AgentPage(TypedDict):
 
     agents: list[AgentSummary]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape
@@ -219,7 +221,9 @@ class EndpointPage(TypedDict):
 
     endpoints: list[ListedEndpoint]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape
@@ -334,7 +338,9 @@ class EventPage(TypedDict):
 
     events: list[Event]
     next: str | None
-    """The ``cursor`` of the page after; null: this is the last page."""
+    """The ``cursor`` of the page after; null: this is the last page. A page narrowed by type or
+    status looks through a bounded number of events: it may be short (even empty) and still
+    have a next, where its look ended."""
 
 
 @shape

@@ -350,10 +350,15 @@ class Published:
 
 @dataclass(frozen=True)
 class Drained:
-    """What a drain hands back: events oldest first, and the cursor to send next time."""
+    """What a drain hands back: events oldest first, and the cursor to send next time.
+    ``more``: the drain's look stopped at its bound (``HubConfig.scan_events``) and its cursor
+    moved to where the look ended, so more may follow at once; ``looked``: how many seqs the
+    look read (what a poll costs its key, ``herald.http.limits.PollCost``)."""
 
     events: list[Event]
     cursor: int
+    more: bool = False
+    looked: int = 0
 
 
 @dataclass(frozen=True)
@@ -382,11 +387,14 @@ EVERY_EVENT = EventMatch()
 class StartPosition:
     """Where a subscription starts: just before the agent's oldest open matching event (its
     newest seq when none is open), how many open matching events wait after it, and how many
-    it skips as too old."""
+    it skips as too old. ``more``: the look for that oldest event stopped at its bound
+    (``HubConfig.scan_events``) with none found; the cursor is where it stopped, and more
+    events are to be looked at after it at once."""
 
     cursor: int
     waiting: int
     skipped: int
+    more: bool = False
 
 
 # Endpoints: where herald pushes to agents that hold no connection (a signed webhook, an

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from herald.models import Agent, Endpoint, EndpointStatus, EventStatus, Kind, SessionRecord
+from herald.models import Agent, Endpoint, EndpointStatus, Event, EventStatus, Kind, SessionRecord
 from herald.times import iso_ms
 
 if TYPE_CHECKING:
@@ -23,7 +23,8 @@ class EventQuery:
 
     ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one); ``since_ms``
     is inclusive and ``until_ms`` exclusive; ``before``: only events that sort after that
-    position (the last event of the page before)."""
+    position (the last event of the page before); ``through``: only events that sort no later
+    than that position (where a bounded look ended, ``Store.listing_bound``)."""
 
     agent_id: str | None = None
     status: EventStatus | None = None
@@ -31,11 +32,28 @@ class EventQuery:
     since_ms: int | None = None
     until_ms: int | None = None
     before: tuple[int, str] | None = None
+    through: tuple[int, str] | None = None
     limit: int = 50
 
     @property
     def type_is_glob(self) -> bool:
         return self.type is not None and ("*" in self.type or "?" in self.type)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether some events the indexes give in the page's order may not be listed: those
+        of other types or statuses, which a page looks through."""
+        return self.type is not None or self.status is not None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """A page of events, and where its look ended when it was bounded and stopped short of the
+    page (``looked_to``: the position of the last event it read; the next page starts after
+    it). A page of a narrowed query may so be short, even empty, and still be followed."""
+
+    events: list[Event]
+    looked_to: tuple[int, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,7 @@ def build_hub(config: ServeConfig) -> Hub:
         retention_s=settings.retention_s,
         maintenance_interval_s=settings.maintenance_interval_s,
         payload_check_s=settings.payload_check_s,
+        scan_events=settings.scan_events,
     )
 
 

@@ -1,6 +1,6 @@
 """Per-key limits of ``herald serve``: one key over its open streams, live MCP sessions or publish
-rate gets 429 with ``Retry-After`` in herald's error shape, nothing is done, and no other key
-notices."""
+rate gets 429 with ``Retry-After`` in herald's error shape (over its polls, the Events extension's
+ResourceExhausted with ``retryAfterMs``), nothing is done, and no other key notices."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from herald.sse import SSEDecoder
 from tests.herald_process import HeraldProcess
 
 WAIT_S = 30.0
+MODERN = "2026-07-28"
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -173,3 +174,57 @@ def test_a_key_over_its_publish_rate_gets_429_and_nothing_is_published(
         assert as_bob.post("/channel/send", json={"to": "alice", "text": "hi"}).status_code == 202
         texts = [e["text"] for e in as_bob.post("/channel/heartbeat", json={}).json()["events"]]
         assert texts == [f"m{n}" for n in range(5)]  # the refused message was not sent
+
+
+def poll(http: httpx.Client, key: str, cursor: str | None) -> dict[str, Any]:
+    """An ``events/poll`` on the 2026-07-28 era: its JSON-RPC answer."""
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "limits-test", "version": "1.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "name": "herald.event",
+        "cursor": cursor,
+    }
+    response = http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "events/poll", "params": params},
+        headers={
+            **MCP_HEADERS,
+            "authorization": f"Bearer {key}",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": "events/poll",
+        },
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+# A start looks at 10 events at most and costs that; the 3 events cost 3; nothing comes back
+# for 1,000 s.
+@pytest.mark.parametrize(
+    "herald",
+    [("--scan-events", "10", "--poll-rate", "0.001", "--poll-burst", "13")],
+    indirect=True,
+)
+def test_a_key_whose_polls_looked_at_too_much_is_refused_with_a_retry_time(
+    herald: HeraldProcess,
+) -> None:
+    alice, bob = agent_keys(herald, "alice", "bob")
+    with herald.client(herald.admin_key) as admin:
+        batch = [{"to": "alice", "type": "t", "text": f"e{n}"} for n in range(3)]
+        published = [e["id"] for e in publish(admin, batch).json()["events"]]
+    with httpx.Client(base_url=herald.url, timeout=WAIT_S) as http:
+        start = poll(http, alice, None)["result"]
+        page = poll(http, alice, start["cursor"])["result"]
+        assert [e["eventId"] for e in page["events"]] == published
+        refused = poll(http, alice, page["cursor"])
+        assert "result" not in refused
+        assert refused["error"]["code"] == -32025 and "--poll-rate" in refused["error"]["message"]
+        assert refused["error"]["data"]["limit"] == "polls"
+        assert refused["error"]["data"]["retryAfterMs"] >= 1000
+        assert "result" in poll(http, bob, None)  # another key polls on
+    with herald.client(herald.admin_key) as admin:  # the refused cursor acknowledged nothing
+        statuses = {admin.get(f"/v1/events/{event_id}").json()["status"] for event_id in published}
+        assert "delivered" not in statuses

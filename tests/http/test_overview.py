@@ -67,6 +67,30 @@ def test_events_are_filtered_by_agent_handle_status_type_and_time(admin: httpx.C
     assert ids(agent=alice["handle"], until=created) == list(reversed(dm))
 
 
+def test_a_narrowed_page_looks_at_the_bound_and_its_next_goes_on_where_it_ended(
+    store_url: str,
+) -> None:
+    herald = HeraldProcess(store_url, extra_args=("--scan-events", "5"))
+    try:
+        with herald.client(herald.admin_key) as admin:
+            alice = new_agent(admin)
+            (build,) = publish(admin, alice["handle"], 1, type="build.failed")
+            publish(admin, alice["handle"], 12, type="chat.message")
+            pages = []
+            params: dict[str, Any] = {"type": "build.*", "limit": 10}
+            while True:
+                page = admin.get("/v1/events", params=params).json()
+                pages.append([event["id"] for event in page["events"]])
+                if page["next"] is None:
+                    break
+                params["cursor"] = page["next"]
+                assert len(pages) <= 3, "each page goes on where its look ended"
+    finally:
+        herald.stop()
+    assert len(pages) == 3  # 13 events, 5 at a time
+    assert [event_id for page in pages for event_id in page] == [build]
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from herald import Hub
 from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
-from herald.http.limits import StreamSlots
+from herald.http.limits import PollCost, StreamSlots
 from herald.mcp import HeraldServer, create_server
 from herald.mcp.events import EXTENSION, NOT_FOUND, RESOURCE_EXHAUSTED
 from herald.models import Agent, EventStatus
@@ -472,6 +472,25 @@ async def test_an_agent_holds_at_most_its_stream_limit_of_streams_open(
         assert "streams-per-key" in exhausted.value.message
         async with streaming(client):  # the first one's slot is free again
             await next_of(received, "notifications/events/active")
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_poll_over_its_keys_limit_is_resource_exhausted_with_a_retry_time(
+    notifier: Notifier, mode: str
+) -> None:
+    agent, _ = await notifier.hub.create_agent("alice")
+    clock = ManualClock()
+    limit = PollCost(rate=10, burst=notifier.hub.scan_events, clock=clock)
+    server = server_of(notifier, agent, poll_admit=limit.admit)
+    async with connect(notifier, agent, mode=mode, server=server) as (client, _):
+        start = await poll(client, None)  # a start costs the most it may look at: the burst
+        with pytest.raises(MCPError) as exhausted:
+            await poll(client, start["cursor"])
+        assert exhausted.value.code == RESOURCE_EXHAUSTED
+        assert "--poll-rate" in exhausted.value.message
+        assert exhausted.value.error.data == {"limit": "polls", "retryAfterMs": 100}
+        clock.advance(0.2)  # the retry time, and some
+        assert (await poll(client, start["cursor"]))["events"] == []
 
 
 async def test_a_poll_passing_only_an_unmatched_event_that_expired_is_not_truncated(

@@ -365,3 +365,17 @@ def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted
     finally:
         herald.stop()
         receiver.close()
+
+
+def test_events_narrowed_past_the_hubs_look_says_older_ones_may_match(tmp_path: Path) -> None:
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--scan-events", "3"))
+    try:
+        json_lines(herald, "agent", "add", "op-ivan")
+        json_lines(herald, "send", "op-ivan", "old", "--type", "build.failed")
+        for text in ("a", "b", "c"):
+            json_lines(herald, "send", "op-ivan", text, "--type", "note")
+        done = herald_command(herald, "events", "--type", "build.*", "--json")
+    finally:
+        herald.stop()
+    assert done.returncode == 0 and done.stdout == ""
+    assert "older ones may match" in done.stderr

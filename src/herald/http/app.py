@@ -81,6 +81,7 @@ def create_app(
         fanout=fanout,
         events_config=events_config,
         stream_slot=per_key.streams.acquire,
+        poll_admit=per_key.polls.admit,
         webhooks=webhooks,
         subscriptions_config=subscriptions_config,
     )

@@ -123,7 +123,9 @@ async def get_event(request: Request) -> Response:
     answers={200: answers.EventPage},
     description=(
         "Events of every agent (or one), newest first, a page at a time: next is the cursor"
-        " of the page after (null: this is the last)."
+        " of the page after (null: this is the last). A page narrowed by type or status looks"
+        " through a bounded number of events (herald serve --scan-events): it may be short,"
+        " even empty, and still have a next, which goes on where its look ended."
     ),
 )
 async def list_events(request: Request) -> Response:
@@ -139,12 +141,15 @@ async def list_events(request: Request) -> Response:
         before=asked.cursor,
         limit=asked.limit + 1,  # one more tells whether a page follows
     )
-    events = await hub.overview.events(query)
-    page = events[: asked.limit]
-    more = len(events) > asked.limit
+    listed = await hub.overview.events(query)
+    page = listed.events[: asked.limit]
+    if len(listed.events) > asked.limit:
+        following: str | None = page_cursor(page[-1].created_at, page[-1].id)
+    else:  # a short page: the last, unless its look stopped before the end
+        following = page_cursor(*listed.looked_to) if listed.looked_to is not None else None
     answer: answers.EventPage = {
         "events": [event.to_json() for event in page],
-        "next": page_cursor(page[-1].created_at, page[-1].id) if more else None,
+        "next": following,
     }
     return json_response(answer)
 

@@ -1,7 +1,8 @@
 """Per-key limits, so that one key cannot take what the others need: open event streams, live
-MCP sessions, the publish rate, and requests in flight (its share of connections). A key over a
-limit gets 429 with ``Retry-After`` (a ``RateLimited`` error) and nothing is done. A limit of 0
-turns that limit off.
+MCP sessions, the publish rate, the events its ``events/poll`` calls look at, and requests in
+flight (its share of connections). A key over a limit gets 429 with ``Retry-After`` (a
+``RateLimited`` error; over MCP, the Events extension's ResourceExhausted with ``retryAfterMs``)
+and nothing is done. A limit of 0 turns that limit off.
 
 A key here is the caller: an agent or a publisher key (by its id), or the admin key.
 """
@@ -102,14 +103,59 @@ class PublishRate:
             )
 
 
+class PollCost:
+    """A bucket per key of the events its polls may look at: ``rate`` a second, up to
+    ``burst``. A poll is let in while its key's bucket holds one event at least, and costs what
+    it looked at once answered (it cannot know before), so one poll may take the bucket below
+    zero: the key's next polls wait until it has refilled."""
+
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (events, at)
+
+    def _now(self, key: str) -> tuple[float, float]:
+        now = self._clock()
+        events, at = self._buckets.get(key, (float(self.burst), now))
+        return min(float(self.burst), events + (now - at) * self.rate), now
+
+    def admit(self, key: str) -> Callable[[int], None]:
+        """Let one poll of ``key`` in; call what it returns with the events it looked at.
+
+        Raises:
+            RateLimited: the key's polls looked at more than its rate allows; the error says
+                when to poll again.
+        """
+        if not self.rate:
+            return lambda looked: None
+        events, now = self._now(key)
+        if events < 1:  # a poll looks at one event at least
+            self._buckets[key] = (events, now)
+            raise RateLimited(
+                f"this key's polls are over their rate of {self.rate:g} events looked at a"
+                " second (herald serve --poll-rate, --poll-burst); poll again later",
+                (1 - events) / self.rate,
+            )
+
+        def cost(looked: int) -> None:
+            events, now = self._now(key)
+            self._buckets[key] = (events - max(looked, 1), now)
+
+        return cost
+
+
 class Limits:
-    """The per-key limits of one ``herald serve``: stream slots and publish buckets here; the
-    MCP session limit is kept by the session manager (``herald.http.mcp``)."""
+    """The per-key limits of one ``herald serve``: stream slots, publish and poll buckets here;
+    the MCP session limit is kept by the session manager (``herald.http.mcp``)."""
 
     def __init__(self, config: KeyLimits | None = None) -> None:
         self.config = config or KeyLimits()
         self.streams = StreamSlots(self.config.streams)
         self.publish = PublishRate(self.config.publish_rate, self.config.publish_burst)
+        self.polls = PollCost(self.config.poll_rate, self.config.poll_burst)
 
 
 SHARE_RETRY_AFTER_S = 1.0

@@ -31,7 +31,14 @@ from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, descri
 from herald.http.mcp_refusals import refuse
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
-from herald.mcp.events import REVOCATION_SCOPE_KEY, Streams, StreamSlot, no_limit
+from herald.mcp.events import (
+    REVOCATION_SCOPE_KEY,
+    PollAdmit,
+    Streams,
+    StreamSlot,
+    no_limit,
+    no_poll_limit,
+)
 from herald.mcp.server import AGENT_SCOPE_KEY, PublishCheck, agent_from_scope, create_server
 from herald.models import Agent
 from herald.subscriptions.stream import KeyRevocation
@@ -200,11 +207,13 @@ class McpRoute:
         fanout: Fanout | None = None,
         events_config: EventsConfig = DEFAULTS.events,
         stream_slot: StreamSlot = no_limit,
+        poll_admit: PollAdmit = no_poll_limit,
         webhooks: WebhookWorker | None = None,
         subscriptions_config: SubscriptionConfig = DEFAULTS.subscriptions,
     ) -> None:
         self.notifier = notifier
         self.events_config = events_config
+        self.poll_admit = poll_admit
         self.streams = StreamTracker(notifier.wake_session)
         fanout = fanout or Fanout(notifier.hub)
         self.event_streams = Streams(notifier.hub, fanout, events_config, stream_slot)
@@ -216,6 +225,7 @@ class McpRoute:
             fanout=fanout,
             events_config=events_config,
             stream_slot=stream_slot,
+            poll_admit=poll_admit,
         )
         if webhooks is not None:
             # Webhook subscriptions are served where herald sends webhooks.
@@ -294,7 +304,7 @@ class McpRoute:
                 if method == mcp_short.POLL:
                     hub, config = self.notifier.hub, self.events_config
                     await mcp_short.answer_poll(
-                        hub, agent, config, info, request, scope, receive, send
+                        hub, agent, config, info, request, scope, receive, send, self.poll_admit
                     )
                 else:
                     await mcp_short.answer_stream(

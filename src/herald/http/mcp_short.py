@@ -30,7 +30,7 @@ from starlette.types import Message, Receive, Scope, Send
 from herald.config import EventsConfig
 from herald.http import sse
 from herald.hub import Hub
-from herald.mcp.events import Streams, poll_answer
+from herald.mcp.events import PollAdmit, Streams, no_poll_limit, poll_answer
 from herald.models import Agent
 from herald.subscriptions.stream import KeyRevocation
 
@@ -81,10 +81,11 @@ async def answer_poll(
     scope: Scope,
     receive: Receive,
     send: Send,
+    admit: PollAdmit = no_poll_limit,
 ) -> None:
     answered: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
     try:
-        result = await poll_answer(hub, agent, request.get("params"), config)
+        result = await poll_answer(hub, agent, request.get("params"), config, admit)
     except MCPError as exc:
         await _refuse(answered, exc, scope, receive, send)
         return

@@ -78,6 +78,7 @@ class Hub:
         retention_s: how long delivered and expired events are kept before pruning.
         maintenance_interval_s: how often ``run_maintenance`` expires and prunes.
         payload_check_s: the longest one publish's payload schema checks may take.
+        scan_events: the most events one narrowed read looks at (``HubConfig.scan_events``).
 
     What it does is counted in ``metrics`` (``herald.metrics``), a registry of the hub's own:
     two hubs in one process never mix their counts.
@@ -91,12 +92,13 @@ class Hub:
         retention_s: float = DEFAULTS.hub.retention_s,
         maintenance_interval_s: float = DEFAULTS.hub.maintenance_interval_s,
         payload_check_s: float = DEFAULTS.hub.payload_check_s,
+        scan_events: int = DEFAULTS.hub.scan_events,
     ) -> None:
         self._store = store
         self.metrics = Metrics()
         store.on_acknowledged = self._count_acknowledged
         self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
-        self.overview = Overview(store)
+        self.overview = Overview(store, scan_events)
         self.presence = Presence(store)
         self.subscriptions = SubscriptionBook(store)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
@@ -108,6 +110,7 @@ class Hub:
         self.lease_ms = int(lease_s * 1000)
         self.retention_ms = int(retention_s * 1000)
         self.maintenance_interval_s = maintenance_interval_s
+        self.scan_events = scan_events
         self._admin_key = AdminKey(store)
         self._listeners: list[Callable[[set[str]], None]] = []
         self._commit_listeners: list[Callable[[list[Event]], None]] = []
@@ -133,7 +136,7 @@ class Hub:
         return self._store.now()
 
     @classmethod
-    def from_url(cls, url: str, *, clock: Clock = time.time, **options: float) -> Hub:
+    def from_url(cls, url: str, *, clock: Clock = time.time, **options: Any) -> Hub:
         return cls(store_from_url(url, clock=clock), **options)
 
     @staticmethod
@@ -694,25 +697,26 @@ class Hub:
         (leased by a poll, or pushed by its stream), then the oldest open matching events after
         the cursor are leased to it; the same cursor again gets the same events. An event this
         subscription was never handed is never acknowledged by its cursor: it stays open for
-        the agent's other ways.
+        the agent's other ways. The look reads the events of ``scan_events`` seqs at most: when
+        it stopped there with fewer than ``limit`` handed out, the cursor moves on to where it
+        ended (``Drained.more``), never past a matching event it did not hand out.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
         """
         await self.pushes.written(agent.id)  # what its stream pushed is its own once written
-        events = await self._store.claim(
+        drained = await self._store.poll(
             agent.id,
             subscription,
             limit,
             self.lease_ms,
-            "poll",
-            ack_up_to=cursor,
+            cursor=cursor,
             match=match,
-            after=cursor,
+            scan=self.scan_events,
         )
         self._acknowledged(agent.id)  # the cursor may have acknowledged some: a hint
-        self._count_handed_out("poll", events, LEASED)
-        return Drained(events, events[-1].seq if events else cursor)
+        self._count_handed_out("poll", drained.events, LEASED)
+        return drained
 
     async def acknowledge_through(
         self, agent: Agent, subscription: str, match: EventMatch, cursor: int
@@ -737,7 +741,9 @@ class Hub:
         """Where a new subscription to the agent's events that ``match`` starts: just before
         its oldest open one (created at ``not_before_ms`` or later), so that nothing pending is
         skipped but what is too old."""
-        return await self._store.start_position(agent.id, match, not_before_ms)
+        return await self._store.start_position(
+            agent.id, match, not_before_ms, scan=self.scan_events
+        )
 
     async def ack(
         self,

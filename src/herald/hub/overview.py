@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
-from herald.models import Event
-from herald.overview import AgentSummary, EventQuery, Gauges, Stats
+from herald.config import DEFAULTS
+from herald.overview import AgentSummary, EventPage, EventQuery, Gauges, Stats
 from herald.store import Store
 
 TOP_AGENTS = 10
@@ -19,15 +20,22 @@ them once a second at most."""
 class Overview:
     """The overview part of the hub: reads only, each one query or a few aggregate ones."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, scan: int = DEFAULTS.hub.scan_events) -> None:
         self._store = store
+        self._scan = scan
         self._gauges: Gauges | None = None
         self._gauges_at = 0.0
         self._gauges_read = asyncio.Lock()
 
-    async def events(self, query: EventQuery) -> list[Event]:
-        """A page of events newest first (``Store.list_events``)."""
-        return await self._store.list_events(query)
+    async def events(self, query: EventQuery) -> EventPage:
+        """A page of events newest first (``Store.list_events``). A narrowed query (a type, a
+        status) looks at ``scan`` events of the page's order at most, however few of them it
+        lists: its page then says where that look ended."""
+        if not query.narrowed:
+            return EventPage(await self._store.list_events(query))
+        bound = await self._store.listing_bound(query, self._scan)
+        events = await self._store.list_events(replace(query, through=bound))
+        return EventPage(events, bound if len(events) < query.limit else None)
 
     async def agents(
         self,

@@ -10,6 +10,7 @@ does not know, so the advertisement is added to the wire result by a middleware.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -61,8 +62,17 @@ StreamSlot = Callable[[str], Callable[[], None]]
 ``subscriptions/listen``) and returns its release, or raises ``RateLimited``."""
 
 
+PollAdmit = Callable[[str], Callable[[int], None]]
+"""Lets one ``events/poll`` of an agent in and returns what to tell the events it looked at,
+or raises ``RateLimited`` (the per-key poll limit, ``herald.http.limits.PollCost``)."""
+
+
 def no_limit(agent_id: str) -> Callable[[], None]:
     return lambda: None
+
+
+def no_poll_limit(agent_id: str) -> Callable[[int], None]:
+    return lambda looked: None
 
 
 def take_slot(slot: StreamSlot, agent_id: str) -> Callable[[], None]:
@@ -117,10 +127,11 @@ def attach(
     fanout: Fanout,
     config: EventsConfig = DEFAULTS.events,
     slot: StreamSlot = no_limit,
+    admit: PollAdmit = no_poll_limit,
 ) -> None:
     """Serve ``events/list``, ``events/poll`` and ``events/stream`` on ``server`` for the agent
     ``identify`` finds; streams read the agents' live events from ``fanout``, and each takes a
-    ``slot`` of its agent's."""
+    ``slot`` of its agent's; each poll is let in by ``admit``."""
     streams = Streams(hub, fanout, config, slot)
 
     async def agent_of(ctx: ServerRequestContext[Any]) -> Agent:
@@ -140,7 +151,7 @@ def attach(
         return result
 
     async def poll_events(ctx: ServerRequestContext[Any], _: types.RequestParams) -> dict[str, Any]:
-        return await poll_answer(hub, await agent_of(ctx), ctx.params, config)
+        return await poll_answer(hub, await agent_of(ctx), ctx.params, config, admit)
 
     async def stream_events(
         ctx: ServerRequestContext[Any], _: types.RequestParams
@@ -198,13 +209,25 @@ def checked_params(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
 
 
 async def poll_answer(
-    hub: Hub, agent: Agent, params: Mapping[str, Any] | None, config: EventsConfig
+    hub: Hub,
+    agent: Agent,
+    params: Mapping[str, Any] | None,
+    config: EventsConfig,
+    admit: PollAdmit = no_poll_limit,
 ) -> dict[str, Any]:
-    """What ``events/poll`` with these params answers ``agent``.
+    """What ``events/poll`` with these params answers ``agent``, if ``admit`` lets it in.
 
     Raises:
-        MCPError: the params are refused (the extension's code, the field named).
+        MCPError: the params are refused (the extension's code, the field named), or the
+            agent's polls are over their limit (ResourceExhausted, with ``retryAfterMs``).
     """
+    try:
+        cost = admit(agent.id)
+    except RateLimited as exc:
+        retry_ms = math.ceil(exc.retry_after_s * 1000)
+        raise MCPError(
+            RESOURCE_EXHAUSTED, exc.message, {"limit": "polls", "retryAfterMs": retry_ms}
+        ) from exc
     try:
         raw = dict(params or {})
         json_input.check(raw, "params")
@@ -214,6 +237,7 @@ async def poll_answer(
             parse(PollInput, raw),
             idle_ms=config.poll_idle_ms,
             flowing_ms=config.poll_flowing_ms,
+            looked=cost,
         )
     except HeraldError as exc:
         raise refusal(exc) from exc

@@ -93,6 +93,7 @@ def attach(
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
     stream_slot: events.StreamSlot = events.no_limit,
+    poll_admit: events.PollAdmit = events.no_poll_limit,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
     ``notifier``.
@@ -109,6 +110,7 @@ def attach(
         fanout: the agents' live events, for ``events/stream`` (one of its own if not given).
         stream_slot: takes one of the agent's slots for each ``events/stream`` and
             ``subscriptions/listen`` it holds open (the per-key stream limit).
+        poll_admit: lets each ``events/poll`` in (the per-key poll limit).
         events_config: the pace of Events subscriptions.
     """
     hub = notifier.hub
@@ -230,7 +232,7 @@ def attach(
     server.middleware.insert(0, era_gate(era))
     server.middleware.append(forms.retry_gate)
     fanout = fanout or Fanout(hub)
-    events.attach(server, hub, identify, fanout, events_config, stream_slot)
+    events.attach(server, hub, identify, fanout, events_config, stream_slot, poll_admit)
     resources.attach(server, hub, identify)
     streams = ListenStreams(hub, check_s=events_config.inbox_check_s)
     fanout.on_close(streams.close)  # listen streams end at shutdown with the others
@@ -288,6 +290,7 @@ def create_server(
     fanout: Fanout | None = None,
     events_config: EventsConfig = DEFAULTS.events,
     stream_slot: events.StreamSlot = events.no_limit,
+    poll_admit: events.PollAdmit = events.no_poll_limit,
 ) -> HeraldServer:
     """herald's own MCP server: its tools, its instructions, its capabilities."""
     server = HeraldServer(name, version=herald.__version__, instructions=INSTRUCTIONS)
@@ -302,6 +305,7 @@ def create_server(
         fanout=fanout,
         events_config=events_config,
         stream_slot=stream_slot,
+        poll_admit=poll_admit,
     )
     return server
 

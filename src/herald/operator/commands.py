@@ -291,7 +291,10 @@ def _events(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         limit=args.limit,
     )
     out.rows(found["events"], EVENT_COLUMNS, "events, newest first")
-    if found.get("next"):
+    if found.get("next") and len(found["events"]) < args.limit:
+        # A page narrowed by status or type looks at a bounded number of the newest events.
+        out.note("only the newest events were looked at: older ones may match; narrow with --agent")
+    elif found.get("next"):
         out.note("more: narrow with --since, --agent, --status or --type, or raise --limit")
 
 

@@ -96,6 +96,13 @@ SETTINGS = (
         "how long a drained event stays reserved for its consumer",
     ),
     Setting(
+        "scan_events",
+        "hub.scan_events",
+        integer(1),
+        "the most events one narrowed read looks at (an events/poll, a filtered GET /v1/events"
+        " page); its answer says where to go on",
+    ),
+    Setting(
         "retention",
         "hub.retention_s",
         DURATION,
@@ -187,6 +194,18 @@ SETTINGS = (
         "limits.publish_burst",
         integer(1),
         "events one key may publish at once, beyond its rate",
+    ),
+    Setting(
+        "poll_rate",
+        "limits.poll_rate",
+        number(0),
+        "events one key's events/poll calls may look at per second, matching or not (0: no limit)",
+    ),
+    Setting(
+        "poll_burst",
+        "limits.poll_burst",
+        integer(1),
+        "events one key's events/poll calls may look at at once, beyond its rate",
     ),
     Setting(
         "subscription_ttl",

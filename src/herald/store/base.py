@@ -32,12 +32,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
+from herald.config import DEFAULTS
 from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition
 from herald.models import (
     EVERY_EVENT,
     Agent,
     Attempt,
     Delivery,
+    Drained,
     Endpoint,
     Event,
     EventMatch,
@@ -56,6 +58,7 @@ from herald.models import (
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 
 Clock = Callable[[], float]
+DEFAULT_SCAN = DEFAULTS.hub.scan_events
 AckObserver = Callable[[Sequence[int]], None]
 """Told the ``created_at`` of each event an acknowledgement finished, once it is committed."""
 
@@ -243,13 +246,47 @@ class Store(ABC):
         """
 
     @abstractmethod
+    async def poll(
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        *,
+        cursor: int,
+        match: EventMatch,
+        scan: int,
+    ) -> Drained:
+        """``claim(agent_id, consumer, limit, lease_ms, "poll", ack_up_to=cursor, match=match,
+        after=cursor)``, its look bounded: it reads the events of at most ``scan`` seqs after
+        ``cursor``, however few of them match. Its cursor is as ``rules.polled`` says: when the
+        look stopped at its bound with fewer than ``limit`` events handed out, it moves on to
+        where the look ended (``more``), but never past a matching event it did not hand out.
+
+        Raises:
+            CursorAhead: ``cursor`` is past the agent's newest seq; nothing changes.
+        """
+
+    @abstractmethod
     async def start_position(
-        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+        self,
+        agent_id: str,
+        match: EventMatch,
+        not_before_ms: int | None = None,
+        *,
+        scan: int = DEFAULT_SCAN,
     ) -> StartPosition:
         """Where a subscription to the agent's events that ``match`` starts: the seq just before
         its oldest open, unexpired matching event created at ``not_before_ms`` or later (the
         agent's newest seq when there is none), and how many open matching events were created
         before ``not_before_ms`` (skipped).
+
+        Each look is bounded by ``scan`` seqs: from the agent's oldest open event (or, with
+        ``not_before_ms``, from its first event created then or later, read from the index on
+        the time), the events of at most ``scan`` seqs are read. With no matching event among
+        them, the position is where the look ended (``more``): nothing it passes matches. Open
+        matching events too old to be offered are counted in a look of ``scan`` seqs too; past
+        it, they are said to be one at least (so a client is told it may have missed some).
 
         Raises:
             NotFound: no such agent.
@@ -566,6 +603,13 @@ class Store(ABC):
         """Forget an event type; False if it was not declared."""
 
     # What an operator lists and counts
+
+    @abstractmethod
+    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
+        """Where a look at ``scan`` events in the order of a page of ``query`` ends: the
+        position (``created_at``, id) of the ``scan``-th event that its agent, times and
+        ``before`` select, read from an index (its type and status are not read: they are what
+        a narrowed page looks through); None: there are fewer."""
 
     @abstractmethod
     async def list_events(self, query: EventQuery) -> list[Event]:

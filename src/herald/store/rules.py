@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from herald.errors import CursorAhead
 from herald.models import (
     Attempt,
+    Drained,
     Endpoint,
     Event,
     EventStatus,
@@ -63,6 +64,51 @@ def check_cursor(cursor: int, newest: int | None) -> None:
     check)."""
     if newest is not None and cursor > newest:
         raise CursorAhead(cursor, newest)
+
+
+NO_SEQ_LIMIT = 2**63 - 1
+"""The highest seq: the upper bound of a read whose look is not bounded (one the index reads,
+where ``:through IS NULL OR seq <= :through`` would read to the end)."""
+
+
+def looked_through(after: int, scan: int, newest: int) -> int:
+    """The last seq a bounded look at an agent's events after seq ``after`` reads: ``scan`` seqs
+    on, or the agent's ``newest``. Seqs are unique per agent, so the look reads at most ``scan``
+    events (open or not) from the index on the agent and seq, however few of them match."""
+    return min(after + scan, max(newest, after))
+
+
+def polled(
+    given: int,
+    events: list[Event],
+    limit: int,
+    through: int,
+    newest: int,
+    unhanded: int | None,
+) -> Drained:
+    """The answer to a narrowed claim after ``given`` whose look ended at seq ``through``: its
+    cursor is the last seq handed out (``given`` if none), as any claim's. When the look stopped
+    short of the ``newest`` seq with fewer than ``limit`` events handed, the cursor moves on to
+    ``through`` (``more``), so that the next call goes on from there rather than read the same
+    events again; but never past ``unhanded``, the first matching event the look met that this
+    claim did not hand out (another consumer holds it): that one is offered when it is free,
+    not passed. A cursor acknowledges only what its consumer was handed, so moving it on
+    acknowledges nothing more."""
+    last = events[-1].seq if events else given
+    if len(events) >= limit:  # the look stopped at the last one
+        return Drained(events, last, looked=last - given)
+    looked = through - given
+    if through >= newest:
+        return Drained(events, last, looked=looked)
+    end = through if unhanded is None else unhanded - 1
+    return Drained(events, max(end, last), more=end == through, looked=looked)
+
+
+def first_unhanded(matching: Iterable[int], handed: Sequence[Event]) -> int | None:
+    """The first of ``matching`` seqs (oldest first, at least ``len(handed) + 1`` of them when
+    there are so many) that is not one of the ``handed`` events."""
+    seqs = {event.seq for event in handed}
+    return next((seq for seq in matching if seq not in seqs), None)
 
 
 def missing(last_seq: int, after_seq: int, stored: int, expired: int) -> int:

@@ -7,10 +7,15 @@ subscription was handed or that were pushed, and the oldest open matching events
 it; the same cursor again (a lost answer) gets the same events. An answer whose cursor passes
 events that will never be offered (expired, or pruned: the cursor was outside retention) says
 ``truncated``.
+
+Every answer reads a bounded part of the backlog (``HubConfig.scan_events`` seqs): a poll whose
+types match nothing in a long backlog answers with no events, a cursor where its look ended, and
+``hasMore`` (``nextPollMs`` 0), so the client goes on from there without reading it again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from herald.config import DEFAULTS
@@ -39,9 +44,12 @@ async def poll(
     *,
     idle_ms: int = DEFAULTS.events.poll_idle_ms,
     flowing_ms: int = DEFAULTS.events.poll_flowing_ms,
+    looked: Callable[[int], None] = lambda seqs: None,
 ) -> dict[str, Any]:
     """The ``events/poll`` result for ``agent``, wire-shaped. ``idle_ms`` and ``flowing_ms`` are
     the ``nextPollMs`` after a poll that found nothing, and after one that found some events.
+    ``looked`` is told how many of the agent's events the poll looked at (a start: the most
+    it may, ``hub.scan_events``), once it is answered.
 
     Raises:
         NotFound: no entry of that name.
@@ -52,7 +60,9 @@ async def poll(
     if params.cursor is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
         events: list[dict[str, Any]] = []
-        cursor, truncated, has_more = position.cursor, position.skipped > 0, position.waiting > 0
+        cursor, truncated = position.cursor, position.skipped > 0
+        has_more = position.waiting > 0 or position.more
+        looked(hub.scan_events)
     else:
         limit = params.max_events or DEFAULT_MAX_EVENTS
         given = cursors.decode(params.cursor, agent)
@@ -60,7 +70,8 @@ async def poll(
             agent, subscription.key, subscription.match, cursor=given, limit=limit
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
-        cursor, has_more = drained.cursor, len(drained.events) == limit
+        cursor, has_more = drained.cursor, len(drained.events) == limit or drained.more
+        looked(drained.looked)
         truncated = await _passed_a_loss(hub, agent, subscription, given, drained)
     return {
         "events": events,

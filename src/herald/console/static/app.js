@@ -717,7 +717,12 @@ async function agentPage(life, body, params, name) {
     const open = [...waiting.events, ...sent.events]
       .sort((a, b) => (a.created_at === b.created_at ? b.seq - a.seq : a.created_at < b.created_at ? 1 : -1))
       .slice(0, 20);
-    fill(pending, eventTable(open, false, "Nothing open: every event was delivered or expired."));
+    // A page narrowed by status looks at a bounded number of events: one that found none may
+    // still have a next, and then the agent's open events are older than what it looked at.
+    const further = waiting.next || sent.next;
+    fill(pending, eventTable(open, false, further
+      ? "None open among its newest events; older ones may be: see Events, status pending or sent."
+      : "Nothing open: every event was delivered or expired."));
     fill(recent, eventTable(latest.events, false, "No events yet."));
   };
   const loadAll = () => Promise.all([loadSummary(), loadSessions(), loadEndpoints(), loadEvents()]);
@@ -815,7 +820,8 @@ async function eventsPage(life, body, params) {
     try {
       const page = await get("v1/events", { ...filters, cursor: pager.cursor, limit: PAGE });
       say(problem, "");
-      fill(list, eventTable(page.events, true, "No events match."));
+      fill(list, eventTable(page.events, true,
+        page.next ? "None match among the events this page looked at: go on with the next page." : "No events match."));
       pager.update(page.next);
     } catch (error) {
       if (error instanceof ApiError && error.status === 422) say(problem, error.message, "bad");

@@ -29,6 +29,11 @@ async def acknowledge(
     transaction records)."""
     if up_to_seq is not None:
         check_cursor(up_to_seq, await conn.fetchval(queries.LAST_SEQ, agent_id))
+    if up_to_seq is not None and consumer is not None and not ids and not unheld:
+        rows = await conn.fetch(
+            queries.ACK_HELD, agent_id, up_to_seq, consumer, now, *matching(match)
+        )
+        return [(row[0], row[1]) for row in rows]
     rows = await conn.fetch(
         queries.ACK, agent_id, ids, up_to_seq, consumer, now, unheld, *matching(match)
     )

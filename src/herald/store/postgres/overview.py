@@ -4,6 +4,7 @@ the store's counts, and an event offered again."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
@@ -37,6 +38,15 @@ class OverviewStore:
         async def select(conn: Connection) -> dict[str, int]:
             rows = await conn.fetch(queries.NEXT_ATTEMPTS, list(endpoint_ids))
             return {row["endpoint_id"]: row["next_at"] for row in rows}
+
+        return await self._run(select)
+
+    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
+        sql, args = listing_bound(query, scan)
+
+        async def select(conn: Connection) -> tuple[int, str] | None:
+            row = await conn.fetchrow(sql, *args)
+            return None if row is None else (row["created_at"], row["id"])
 
         return await self._run(select)
 
@@ -155,6 +165,9 @@ def events_page(query: EventQuery) -> tuple[str, list[Any]]:
     if query.before is not None:
         at, event_id = arg(query.before[0]), arg(query.before[1])
         parts.append(f'(created_at, id COLLATE "C") < ({at}::bigint, {event_id}::text)')
+    if query.through is not None:
+        at, event_id = arg(query.through[0]), arg(query.through[1])
+        parts.append(f'(created_at, id COLLATE "C") >= ({at}::bigint, {event_id}::text)')
     where = " WHERE " + " AND ".join(parts) if parts else ""
     limit = arg(query.limit)
     sql = (
@@ -162,3 +175,11 @@ def events_page(query: EventQuery) -> tuple[str, list[Any]]:
         f' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT {limit}'
     )
     return sql, args
+
+
+def listing_bound(query: EventQuery, scan: int) -> tuple[str, list[Any]]:
+    """The SELECT of ``Store.listing_bound`` and its arguments: a page's SELECT without its
+    type and status, read from the index alone, the ``scan``-th row."""
+    sql, args = events_page(replace(query, type=None, status=None, limit=1))
+    sql = sql.replace(f"SELECT {queries.EVENT_COLUMNS} FROM", "SELECT created_at, id FROM", 1)
+    return f"{sql} OFFSET ${len(args) + 1}", [*args, scan - 1]

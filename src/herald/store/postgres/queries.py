@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
+from herald.store.rules import NO_SEQ_LIMIT
 from herald.store.tables import (
     AGENTS,
     ATTEMPTS,
@@ -203,6 +204,9 @@ MATCHING = """
   AND ($8::text IS NULL OR sender = $8::text)"""
 
 MATCHING_45 = MATCHING.replace("$7", "$4").replace("$8", "$5")
+MATCHING_56 = MATCHING.replace("$7", "$5").replace("$8", "$6")
+
+AFTER_THROUGH = " AND seq > $9::bigint AND seq <= $10::bigint"
 
 # Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
 CLAIMABLE = f"""
@@ -214,13 +218,14 @@ LIMIT {{limit}}
 FOR UPDATE SKIP LOCKED
 """
 # Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none), $7 and $8 as in
-# MATCHING, $9 the seq after which events are leased (0: any). In the answer to a
+# MATCHING, $9 the seq after which events are leased (0: any) and $10 the last seq they may
+# have (a bounded look: the index is read from $9 to $10 at most). In the answer to a
 # cursor, the event at that seq only alone: the answer's cursor (its last seq) must differ from
 # the one sent, so that the next request tells a retry from a follow-up; or be that very event,
 # which the consumer had seen already (its cursor says so).
 LEASE = f"""
 WITH found AS MATERIALIZED (
-    {CLAIMABLE.format(limit="$4 + 1", matching=MATCHING, after=" AND seq > $9::bigint")}
+    {CLAIMABLE.format(limit="$4 + 1", matching=MATCHING, after=AFTER_THROUGH)}
 ),
 claimed AS (
     SELECT id FROM found
@@ -265,18 +270,42 @@ WHERE agent_id = $1 AND {OPEN}
 RETURNING id, created_at
 """
 
-# Where a subscription starts: $1 agent, $2 now, $3 created no earlier than, $4 and $5 as $7 and
-# $8 in MATCHING.
-START_POSITION = f"""
-SELECT a.last_seq, e.oldest, e.waiting, e.skipped
-FROM agents a, (
-    SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
-        count(*) FILTER (WHERE created_at >= $3) AS waiting,
-        count(*) FILTER (WHERE created_at < $3) AS skipped
-    FROM events WHERE agent_id = $1 AND {OPEN}
-        AND (expires_at IS NULL OR expires_at > $2){MATCHING_45}
-) e
-WHERE a.id = $1
+# A cursor's acknowledgement of what one consumer holds (``ACK`` with no ids, without what
+# nobody holds): $1 agent, $2 up_to_seq, $3 consumer, $4 now, $5 and $6 as $7 and $8 in
+# MATCHING. Read from the index of held events, however many open events come before the cursor.
+ACK_HELD = f"""
+UPDATE events SET status = 'delivered', status_at = $4, lease_owner = NULL, lease_until = NULL
+WHERE agent_id = $1 AND {OPEN} AND lease_owner = $3::text AND seq <= $2::bigint
+  AND (lease_cursor IS NULL OR lease_cursor <> $2::bigint OR seq = $2::bigint)
+  {MATCHING_56}
+RETURNING id, created_at
+"""
+
+# Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the
+# first seq created at $2 or later (from the index on the agent and the time), and of the open,
+# unexpired events that match after seq $6 up to $7 ($1 agent, $2 now, $3 created no earlier
+# than, $4 and $5 as $7 and $8 in MATCHING): the first created at $3 or later, how many were,
+# and how many before.
+OLDEST_OPEN = f"SELECT min(seq) FROM events WHERE agent_id = $1 AND {OPEN}"
+FIRST_CREATED = (
+    "SELECT seq FROM events WHERE agent_id = $1 AND created_at >= $2::bigint"
+    ' ORDER BY created_at, id COLLATE "C" LIMIT 1'
+)
+OPEN_IN_LOOK = f"""
+SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
+    count(*) FILTER (WHERE created_at >= $3) AS waiting,
+    count(*) FILTER (WHERE created_at < $3) AS skipped
+FROM events WHERE agent_id = $1 AND {OPEN}
+    AND (expires_at IS NULL OR expires_at > $2){MATCHING_45}
+    AND seq > $6::bigint AND seq <= $7::bigint
+"""
+# The seqs of the first open, unexpired events that match, whoever holds them: $1 agent, $2
+# now, $3 after, $4 and $5 as $7 and $8 in MATCHING, $6 through, $7 how many.
+MATCHING_SEQS = f"""
+SELECT seq FROM events WHERE agent_id = $1 AND {OPEN}
+    AND (expires_at IS NULL OR expires_at > $2){MATCHING_45}
+    AND seq > $3::bigint AND seq <= $6::bigint
+ORDER BY seq LIMIT $7
 """
 
 # The agent's newest seq, against which a cursor is checked: $1 agent.
@@ -320,7 +349,7 @@ SELECT least(a.last_seq, coalesce($4::bigint, a.last_seq)) AS last_seq, count(e.
         AND ($6::text IS NULL OR e.sender = $6::text)
     ) AS expired
 FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > $2
-    AND ($4::bigint IS NULL OR e.seq <= $4::bigint)
+    AND e.seq <= coalesce($4::bigint, {NO_SEQ_LIMIT})
 WHERE a.id = $1
 GROUP BY a.id
 """

@@ -17,6 +17,7 @@ from herald.models import (
     EVERY_EVENT,
     Agent,
     Attempt,
+    Drained,
     Event,
     EventMatch,
     NewEvent,
@@ -24,7 +25,7 @@ from herald.models import (
     Reply,
     StartPosition,
 )
-from herald.store.base import Store
+from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
@@ -43,9 +44,13 @@ from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore
 from herald.store.postgres.writer import Writer
 from herald.store.rules import (
+    NO_SEQ_LIMIT,
     ack_attempts,
+    first_unhanded,
     lease_attempts,
+    looked_through,
     missing,
+    polled,
     push_holders,
     take_attempts,
 )
@@ -294,6 +299,7 @@ class PostgresStore(
                 ack_up_to,
                 *matching(match),
                 after or 0,
+                NO_SEQ_LIMIT,
             )
             events = sorted((event(row) for row in rows), key=lambda e: e.seq)
             attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
@@ -305,6 +311,50 @@ class PostgresStore(
         if acknowledged:
             self.on_acknowledged([created_at for _, created_at in acknowledged])
         return events
+
+    async def poll(
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        *,
+        cursor: int,
+        match: EventMatch,
+        scan: int,
+    ) -> Drained:
+        now = self.now()
+        acknowledged: list[tuple[str, int]] = []
+        types, sender = matching(match)
+
+        async def leased(conn: Connection) -> Drained:
+            acknowledged[:] = await acknowledge(
+                conn, agent_id, [], cursor, consumer, now, False, match
+            )
+            newest = int(await conn.fetchval(queries.LAST_SEQ, agent_id) or 0)
+            through = looked_through(cursor, scan, newest)
+            rows = await conn.fetch(
+                queries.LEASE,
+                *(agent_id, consumer, now, limit, now + lease_ms, cursor),
+                *(types, sender, cursor, through),
+            )
+            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
+            unhanded = None
+            if through < newest and len(events) < limit:
+                seqs = await conn.fetch(
+                    queries.MATCHING_SEQS,
+                    *(agent_id, now, cursor, types, sender, through, len(events) + 1),
+                )
+                unhanded = first_unhanded([row[0] for row in seqs], events)
+            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
+            attempts += lease_attempts(events, now, "poll", consumer)
+            await write_attempts(conn, attempts, now, "claim", agent_id)
+            return polled(cursor, events, limit, through, newest, unhanded)
+
+        drained = await self._run(leased, transaction=True)
+        if acknowledged:
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
+        return drained
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
         now = self.now()
@@ -343,22 +393,44 @@ class PostgresStore(
         return len(acknowledged)
 
     async def start_position(
-        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+        self,
+        agent_id: str,
+        match: EventMatch,
+        not_before_ms: int | None = None,
+        *,
+        scan: int = DEFAULT_SCAN,
     ) -> StartPosition:
         now = self.now()
+        types, sender = matching(match)
 
         async def select(conn: Connection) -> StartPosition:
-            row = await conn.fetchrow(
-                queries.START_POSITION, agent_id, now, not_before_ms or 0, *matching(match)
-            )
-            if row is None:
+            async def look(after: int, through: int, floor: int) -> tuple[int | None, int, int]:
+                row = await conn.fetchrow(
+                    queries.OPEN_IN_LOOK, agent_id, now, floor, types, sender, after, through
+                )
+                assert row is not None  # an aggregate without GROUP BY: one row
+                return row["oldest"], int(row["waiting"]), int(row["skipped"])
+
+            newest = await conn.fetchval(queries.LAST_SEQ, agent_id)
+            if newest is None:
                 raise NotFound(f"no agent {agent_id}")
-            oldest = row["oldest"]
-            return StartPosition(
-                row["last_seq"] if oldest is None else oldest - 1,
-                int(row["waiting"]),
-                int(row["skipped"]),
-            )
+            oldest = await conn.fetchval(queries.OLDEST_OPEN, agent_id)
+            if oldest is None:
+                return StartPosition(newest, 0, 0)
+            after, too_old = oldest - 1, 0
+            if not_before_ms:
+                # As on SQLite: the start from the index on the time; the too old ones counted
+                # in a look, and past it said.
+                first_new = await conn.fetchval(queries.FIRST_CREATED, agent_id, not_before_ms)
+                start = newest if first_new is None else max(first_new - 1, after)
+                through = looked_through(after, scan, start)
+                too_old = (await look(after, through, 0))[1] or int(through < start)
+                after = start
+            through = looked_through(after, scan, newest)
+            first, waiting, skipped = await look(after, through, not_before_ms or 0)
+            if first is not None:
+                return StartPosition(first - 1, waiting, too_old + skipped)
+            return StartPosition(through, 0, too_old + skipped, more=through < newest)
 
         return await self._run(select)
 

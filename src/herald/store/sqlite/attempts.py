@@ -12,7 +12,7 @@ from herald.errors import NotFound
 from herald.feed import JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.journal import JournalRecord, attempt_groups, record
-from herald.store.rules import check_cursor
+from herald.store.rules import NO_SEQ_LIMIT, check_cursor, looked_through
 from herald.store.sqlite.counts import (
     ADD_ATTEMPTS,
     OPEN_STATUSES,
@@ -60,16 +60,21 @@ def acknowledge(
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
         # nobody holds: events pushed (by a stream, over MCP), which lease nothing.
         matching, match_params = match_sql(match)
+        handed = (
+            "lease_owner = :consumer"
+            " AND (lease_cursor IS NULL OR lease_cursor <> :up_to OR seq = :up_to)"
+        )
+        # Without ``unheld``, only what the consumer holds: read from the index of held
+        # events, however many open events come before the cursor.
+        held = f"((lease_owner IS NULL) OR ({handed}))" if unheld else handed
         done += _mark_delivered(
             conn,
-            "seq <= :up_to AND ((:unheld AND lease_owner IS NULL) OR (lease_owner = :consumer"
-            f" AND (lease_cursor IS NULL OR lease_cursor <> :up_to OR seq = :up_to))){matching}",
+            f"seq <= :up_to AND {held}{matching}",
             {
                 "now": now,
                 "agent": agent_id,
                 "up_to": up_to_seq,
                 "consumer": consumer,
-                "unheld": unheld,
                 **match_params,
             },
         )
@@ -110,28 +115,77 @@ def claimable(
     cursor: int | None = None,
     match: EventMatch = EVERY_EVENT,
     after: int | None = None,
+    through: int | None = None,
 ) -> list[Event]:
-    """The oldest open events not under another consumer's live lease. In the answer to a
-    ``cursor``, the event at that seq only alone: the answer's cursor (its last seq) must differ
-    from the one sent, so that the next request tells a retry from a follow-up; or be that very
-    event, which the consumer had seen already (its cursor says so)."""
+    """The oldest open events not under another consumer's live lease (after seq ``after``, up
+    to seq ``through``). In the answer to a ``cursor``, the event at that seq only alone: the
+    answer's cursor (its last seq) must differ from the one sent, so that the next request tells
+    a retry from a follow-up; or be that very event, which the consumer had seen already (its
+    cursor says so)."""
     matching, match_params = match_sql(match)
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
         f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
-        " AND seq > :after ORDER BY seq LIMIT :limit",
+        " AND seq > :after AND seq <= :through ORDER BY seq LIMIT :limit",
         {
             "agent": agent_id,
             "consumer": consumer,
             "now": now,
             "limit": limit + 1,
             "after": after or 0,
+            "through": NO_SEQ_LIMIT if through is None else through,
             **match_params,
         },
     )
     found = records(EVENTS, rows)
     others = [e for e in found if e.seq != cursor]
     return others[:limit] if others else found
+
+
+def lease(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    events: list[Event],
+    consumer: str,
+    until: int,
+    cursor: int | None,
+) -> None:
+    """Lease ``events`` (of the agent, oldest first) to ``consumer`` until ``until``, in the
+    answer to ``cursor``."""
+    if events:
+        conn.execute(
+            "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
+            " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
+            f" AND id IN ({', '.join('?' * len(events))})",
+            [consumer, until, cursor, agent_id, events[0].seq, events[-1].seq]
+            + [e.id for e in events],
+        )
+
+
+def newest_seq(conn: sqlite3.Connection, agent_id: str) -> int:
+    row = conn.execute("SELECT last_seq FROM agents WHERE id = ?", (agent_id,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def matching_seqs(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    after: int,
+    through: int,
+    match: EventMatch,
+    now: int,
+    limit: int,
+) -> list[int]:
+    """The seqs of the first ``limit`` open, unexpired events that ``match`` after ``after``, up
+    to ``through``, whoever holds them."""
+    matching, match_params = match_sql(match)
+    rows = conn.execute(
+        f"SELECT seq FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}{matching}"
+        " AND seq > :after AND seq <= :through ORDER BY seq LIMIT :limit",
+        {"agent": agent_id, "now": now, "after": after, "through": through, "limit": limit}
+        | match_params,
+    )
+    return [row[0] for row in rows]
 
 
 PUSHED = (
@@ -220,17 +274,62 @@ def insert_attempt_rows(conn: sqlite3.Connection, rows: AttemptRows) -> None:
 
 
 def start_position(
-    conn: sqlite3.Connection, agent_id: str, match: EventMatch, not_before: int | None, now: int
+    conn: sqlite3.Connection,
+    agent_id: str,
+    match: EventMatch,
+    not_before: int | None,
+    now: int,
+    scan: int,
 ) -> StartPosition:
     row = conn.execute("SELECT last_seq FROM agents WHERE id = ?", (agent_id,)).fetchone()
     if row is None:
         raise NotFound(f"no agent {agent_id}")
+    newest = int(row[0])
+    (oldest,) = conn.execute(
+        f"SELECT min(seq) FROM events WHERE agent_id = ? AND {OPEN}", (agent_id,)
+    ).fetchone()
+    if oldest is None:
+        return StartPosition(newest, 0, 0)
+    after, too_old = oldest - 1, 0
+    if not_before:
+        # Events created before ``not_before`` are passed: the start is read from the index on
+        # the agent and the time, and how many of the open ones match is counted in a look.
+        (first_new,) = conn.execute(
+            "SELECT seq FROM events WHERE agent_id = ? AND created_at >= ?"
+            " ORDER BY created_at, id LIMIT 1",
+            (agent_id, not_before),
+        ).fetchone() or (None,)
+        start = newest if first_new is None else max(first_new - 1, after)
+        through = looked_through(after, scan, start)
+        too_old = _count_open(conn, agent_id, match, after, through, now, None)[1]
+        too_old = too_old or int(through < start)  # past the look: said, not counted
+        after = start
+    through = looked_through(after, scan, newest)
+    first, waiting, skipped = _count_open(conn, agent_id, match, after, through, now, not_before)
+    if first is not None:
+        return StartPosition(first - 1, waiting, too_old + skipped)
+    return StartPosition(through, 0, too_old + skipped, more=through < newest)
+
+
+def _count_open(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    match: EventMatch,
+    after: int,
+    through: int,
+    now: int,
+    not_before: int | None,
+) -> tuple[int | None, int, int]:
+    """Of the open, unexpired events that ``match`` after seq ``after`` up to ``through``:
+    the first seq created at ``not_before`` or later, how many were, and how many were
+    created before it."""
     matching, match_params = match_sql(match)
-    params = {"agent": agent_id, "now": now, "floor": not_before or 0, **match_params}
-    oldest, waiting, skipped = conn.execute(
+    params = {"agent": agent_id, "now": now, "floor": not_before or 0, "after": after}
+    first, waiting, skipped = conn.execute(
         "SELECT min(seq) FILTER (WHERE created_at >= :floor),"
         " count(*) FILTER (WHERE created_at >= :floor), count(*) FILTER (WHERE created_at < :floor)"
-        f" FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}{matching}",
-        params,
+        f" FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}{matching}"
+        " AND seq > :after AND seq <= :through",
+        params | {"through": through} | match_params,
     ).fetchone()
-    return StartPosition(row[0] if oldest is None else oldest - 1, waiting, skipped)
+    return first, waiting, skipped

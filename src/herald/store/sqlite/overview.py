@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
@@ -158,6 +159,20 @@ class OverviewStore:
         result: dict[str, int] = await self._run(select)
         return result
 
+    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
+        where, params = _filters(replace(query, type=None, status=None))
+
+        def select(conn: sqlite3.Connection) -> tuple[int, str] | None:
+            row = conn.execute(
+                f"SELECT created_at, id FROM events{where}"
+                " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET :offset",
+                params | {"offset": scan - 1},
+            ).fetchone()
+            return None if row is None else (row[0], row[1])
+
+        result: tuple[int, str] | None = await self._run(select)
+        return result
+
     async def list_events(self, query: EventQuery) -> list[Event]:
         where, params = _filters(query)
 
@@ -298,4 +313,9 @@ def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
         # The range on created_at is read from the index; the tie on it is broken by id.
         parts.append("created_at <= :before_at AND (created_at < :before_at OR id < :before_id)")
         params["before_at"], params["before_id"] = query.before
+    if query.through is not None:
+        parts.append(
+            "created_at >= :through_at AND (created_at > :through_at OR id >= :through_id)"
+        )
+        params["through_at"], params["through_id"] = query.through
     return (" WHERE " + " AND ".join(parts) if parts else ""), params

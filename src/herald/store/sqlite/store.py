@@ -14,6 +14,7 @@ from herald.models import (
     EVERY_EVENT,
     Agent,
     Attempt,
+    Drained,
     Event,
     EventMatch,
     NewEvent,
@@ -21,12 +22,16 @@ from herald.models import (
     Reply,
     StartPosition,
 )
-from herald.store.base import Store
+from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import one_agent, record
 from herald.store.rules import (
+    NO_SEQ_LIMIT,
     ack_attempts,
+    first_unhanded,
     lease_attempts,
+    looked_through,
     missing,
+    polled,
     push_holders,
     take_attempts,
 )
@@ -36,7 +41,10 @@ from herald.store.sqlite.attempts import (
     attempt_rows,
     claimable,
     insert_attempt_rows,
+    lease,
     mark_pushed,
+    matching_seqs,
+    newest_seq,
     start_position,
     write_attempts,
 )
@@ -265,29 +273,56 @@ class SQLiteStore(
         now = self.now()
         acknowledged: list[tuple[str, int]] = []
 
-        def lease(conn: sqlite3.Connection) -> list[Event]:
+        def leased(conn: sqlite3.Connection) -> list[Event]:
             if ack_up_to is not None:
                 acknowledged[:] = acknowledge(
                     conn, agent_id, [], ack_up_to, consumer, now, False, match
                 )
             events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match, after)
-            if events:
-                conn.execute(
-                    "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
-                    " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
-                    f" AND id IN ({', '.join('?' * len(events))})",
-                    [consumer, now + lease_ms, ack_up_to, agent_id, events[0].seq, events[-1].seq]
-                    + [e.id for e in events],
-                )
+            lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
             attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
             attempts += lease_attempts(events, now, mechanism, consumer)
             write_attempts(conn, attempts, now, "claim", agent_id)
             return events
 
-        events = await self._run(lease)
+        events = await self._run(leased)
         if acknowledged:
             self.on_acknowledged([created_at for _, created_at in acknowledged])
         return events
+
+    async def poll(
+        self,
+        agent_id: str,
+        consumer: str,
+        limit: int,
+        lease_ms: int,
+        *,
+        cursor: int,
+        match: EventMatch,
+        scan: int,
+    ) -> Drained:
+        now = self.now()
+        acknowledged: list[tuple[str, int]] = []
+
+        def leased(conn: sqlite3.Connection) -> Drained:
+            acknowledged[:] = acknowledge(conn, agent_id, [], cursor, consumer, now, False, match)
+            newest = newest_seq(conn, agent_id)
+            through = looked_through(cursor, scan, newest)
+            events = claimable(conn, agent_id, consumer, limit, now, cursor, match, cursor, through)
+            lease(conn, agent_id, events, consumer, now + lease_ms, cursor)
+            unhanded = None
+            if through < newest and len(events) < limit:
+                seqs = matching_seqs(conn, agent_id, cursor, through, match, now, len(events) + 1)
+                unhanded = first_unhanded(seqs, events)
+            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
+            attempts += lease_attempts(events, now, "poll", consumer)
+            write_attempts(conn, attempts, now, "claim", agent_id)
+            return polled(cursor, events, limit, through, newest, unhanded)
+
+        drained = await self._run(leased)
+        if acknowledged:
+            self.on_acknowledged([created_at for _, created_at in acknowledged])
+        return drained
 
     async def take(self, agent_id: str, limit: int, mechanism: str, session: str) -> list[Event]:
         now = self.now()
@@ -331,11 +366,16 @@ class SQLiteStore(
         return len(acknowledged)
 
     async def start_position(
-        self, agent_id: str, match: EventMatch, not_before_ms: int | None = None
+        self,
+        agent_id: str,
+        match: EventMatch,
+        not_before_ms: int | None = None,
+        *,
+        scan: int = DEFAULT_SCAN,
     ) -> StartPosition:
         now = self.now()
         return await self._run(
-            lambda conn: start_position(conn, agent_id, match, not_before_ms, now)
+            lambda conn: start_position(conn, agent_id, match, not_before_ms, now, scan)
         )
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
@@ -401,7 +441,8 @@ class SQLiteStore(
                 " count(e.id) AS stored, coalesce(sum((e.status = 'expired'"
                 f" OR (e.{OPEN} AND e.expires_at <= :now)){matching}), 0) AS expired"
                 " FROM agents a LEFT JOIN events e ON e.agent_id = a.id AND e.seq > :after"
-                " AND (:through IS NULL OR e.seq <= :through)"
+                # A bound the index reads (``:through IS NULL OR ...`` would read to the end).
+                f" AND e.seq <= coalesce(:through, {NO_SEQ_LIMIT})"
                 " WHERE a.id = :agent GROUP BY a.id",
                 params,
             ).fetchone()
