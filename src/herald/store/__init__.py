@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from herald.errors import ExtraNotInstalled
 from herald.store.base import Store
 from herald.times import Clock
 from herald.urls import backend_of, sqlite_path
 
 __all__ = ["Store", "open_store", "store_from_url"]
+
+POSTGRES_DRIVER = "asyncpg"
+"""The module a PostgreSQL store needs: installed by the ``postgres`` extra, not by herald alone."""
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
@@ -20,6 +24,7 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
 
     Raises:
         InvalidInput: the URL names no backend herald has.
+        ExtraNotInstalled: a PostgreSQL URL, without the ``postgres`` extra (asyncpg).
     """
     if backend_of(url) == "sqlite":
         from herald.store.sqlite import SQLiteStore
@@ -27,8 +32,14 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
         options = parse_qs(urlsplit(url).query)
         synchronous = options.get("synchronous", ["FULL"])[0]
         return SQLiteStore(sqlite_path(url), clock=clock, synchronous=synchronous)
-    from herald.store.postgres import PostgresStore
-
+    try:
+        from herald.store.postgres import PostgresStore
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != POSTGRES_DRIVER:
+            raise
+        raise ExtraNotInstalled(
+            "PostgreSQL needs the postgres extra: pip install 'herald[postgres]'"
+        ) from None
     return PostgresStore(url, clock=clock)
 
 
