@@ -1,6 +1,6 @@
 """What herald imports, it declares: an install from the package index has every module the
 code needs, not only those other packages happen to bring along. The PostgreSQL store alone
-needs the ``postgres`` extra."""
+needs the ``postgres`` extra; and CI installs every declared package at a pinned release."""
 
 from __future__ import annotations
 
@@ -59,3 +59,12 @@ def test_what_the_postgresql_store_imports_is_declared_with_its_extra() -> None:
     declared = _names([*PROJECT["dependencies"], *PROJECT["optional-dependencies"]["postgres"]])
     undeclared = _undeclared(_imported_modules(POSTGRES_STORE.rglob("*.py")), declared)
     assert undeclared == {}, "imported by herald.store.postgres but not declared"
+
+
+def test_ci_installs_every_declared_package_at_a_pinned_release() -> None:
+    pins = re.findall(
+        r"^([A-Za-z0-9._-]+)==", (ROOT / "constraints.txt").read_text(encoding="utf-8"), re.M
+    )
+    extras = PROJECT["optional-dependencies"].values()
+    declared = _names([*PROJECT["dependencies"], *(r for extra in extras for r in extra)])
+    assert declared - {"herald"} - {_normalized(pin) for pin in pins} == set()
