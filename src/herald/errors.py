@@ -142,6 +142,14 @@ class StoreInUse(Conflict):
     code = "store_in_use"
 
 
+class ExtraNotInstalled(HeraldError):
+    """Something herald does only with an optional part of its package (an extra) that is not
+    installed, such as a PostgreSQL store without ``herald[postgres]``; the message says what to
+    install. Nothing was done."""
+
+    code = "extra_not_installed"
+
+
 class HubUnreachable(HeraldError):
     """A herald client could not reach its hub; events wait there until it is back."""
 

@@ -1,4 +1,4 @@
-"""Running a command's coroutine: on uvloop where it is installed, asyncio's loop elsewhere."""
+"""Running a command's coroutine on uvloop (herald runs on POSIX, where uvloop always installs)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+import uvloop
+
 
 def run(coroutine: Coroutine[Any, Any, Any]) -> None:
-    try:
-        import uvloop
-    except ImportError:  # uvloop is optional (not on Windows)
-        asyncio.run(coroutine)
-        return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(coroutine)

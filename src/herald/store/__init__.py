@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from herald.errors import ExtraNotInstalled
 from herald.store.base import Store
 from herald.times import Clock
 from herald.urls import backend_of, split_schema, sqlite_path, sqlite_synchronous
 
 __all__ = ["Store", "open_store", "store_exists", "store_from_url"]
+
+POSTGRES_DRIVER = "asyncpg"
+"""The module a PostgreSQL store needs: installed by the ``postgres`` extra, not by herald alone."""
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
@@ -20,13 +26,14 @@ def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
 
     Raises:
         InvalidInput: the URL names no backend herald has.
+        ExtraNotInstalled: a PostgreSQL URL, without the ``postgres`` extra (asyncpg).
     """
     if backend_of(url) == "sqlite":
         from herald.store.sqlite import SQLiteStore
 
         return SQLiteStore(sqlite_path(url), clock=clock, synchronous=sqlite_synchronous(url))
-    from herald.store.postgres import PostgresStore
-
+    with _postgres_driver():
+        from herald.store.postgres import PostgresStore
     return PostgresStore(url, clock=clock)
 
 
@@ -37,13 +44,32 @@ async def store_exists(url: str) -> bool:
     Raises:
         InvalidInput: the URL is malformed.
         StoreUnavailable: the PostgreSQL database cannot be reached.
+        ExtraNotInstalled: a PostgreSQL URL, without the ``postgres`` extra (asyncpg).
     """
     if backend_of(url) == "sqlite":
         return Path(sqlite_path(url)).is_file()
-    from herald.store.postgres.pool import holds_a_store
+    with _postgres_driver():
+        from herald.store.postgres.pool import holds_a_store
 
     database, schema = split_schema(url)
     return await holds_a_store(database, schema)
+
+
+@contextmanager
+def _postgres_driver() -> Iterator[None]:
+    """Around an import of the PostgreSQL store: without its driver, say which extra brings it.
+
+    Raises:
+        ExtraNotInstalled: the driver is not installed.
+    """
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != POSTGRES_DRIVER:
+            raise
+        raise ExtraNotInstalled(
+            "PostgreSQL needs the postgres extra: pip install 'herald[postgres]'"
+        ) from None
 
 
 async def open_store(url: str, *, clock: Clock = time.time) -> Store:
