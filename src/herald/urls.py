@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from herald.errors import InvalidInput
+from herald.errors import ExtraNotInstalled, InvalidInput
 
 Backend = Literal["sqlite", "postgres"]
 
@@ -69,18 +70,26 @@ def sqlite_synchronous(url: str) -> str:
     return synchronous_mode(dict(parse_qsl(urlsplit(url).query)).get("synchronous", "FULL"))
 
 
+POSTGRES_DRIVER = "asyncpg"
+"""The module a PostgreSQL store needs: installed by the ``postgres`` extra, not by herald alone."""
+POSTGRES_EXTRA_MISSING = "PostgreSQL needs the postgres extra: pip install 'herald[postgres]'"
+
+
 def check_store_url(url: str) -> None:
     """Check a store URL as building its store would, without building it (nor importing the
     store, the hub or what they import).
 
     Raises:
         InvalidInput: the URL names no backend herald has, or is malformed for its backend.
+        ExtraNotInstalled: a PostgreSQL URL, without the ``postgres`` extra (its driver).
     """
     if backend_of(url) == "sqlite":
         sqlite_path(url)
         sqlite_synchronous(url)
     else:
         split_schema(url)
+        if importlib.util.find_spec(POSTGRES_DRIVER) is None:
+            raise ExtraNotInstalled(POSTGRES_EXTRA_MISSING)
 
 
 def password_free(url: str) -> str:

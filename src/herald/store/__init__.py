@@ -10,12 +10,16 @@ from pathlib import Path
 from herald.errors import ExtraNotInstalled
 from herald.store.base import Store
 from herald.times import Clock
-from herald.urls import backend_of, split_schema, sqlite_path, sqlite_synchronous
+from herald.urls import (
+    POSTGRES_DRIVER,
+    POSTGRES_EXTRA_MISSING,
+    backend_of,
+    split_schema,
+    sqlite_path,
+    sqlite_synchronous,
+)
 
 __all__ = ["Store", "open_store", "store_exists", "store_from_url"]
-
-POSTGRES_DRIVER = "asyncpg"
-"""The module a PostgreSQL store needs: installed by the ``postgres`` extra, not by herald alone."""
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
@@ -67,9 +71,7 @@ def _postgres_driver() -> Iterator[None]:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != POSTGRES_DRIVER:
             raise
-        raise ExtraNotInstalled(
-            "PostgreSQL needs the postgres extra: pip install 'herald[postgres]'"
-        ) from None
+        raise ExtraNotInstalled(POSTGRES_EXTRA_MISSING) from None
 
 
 async def open_store(url: str, *, clock: Clock = time.time) -> Store:
