@@ -181,7 +181,7 @@ async def test_a_cursor_outside_retention_is_answered_truncated_once(
         assert await hub.maintain_once() == (1, 1)  # seq 1 expired, seq 2 pruned
         page = await poll_t(client, start["cursor"])
         assert [e["data"]["text"] for e in page["events"]] == ["still waiting"]
-        assert page["truncated"] is True and page["cursor"] == f"{agent.id}~4"
+        assert page["truncated"] is True and page["cursor"] == f"{agent.id}~{await hub.history()}~4"
         again = await poll_t(client, page["cursor"])
         assert again["truncated"] is False
         # A cursor that passes only stored events, matched or not, passes no loss.
@@ -230,7 +230,7 @@ async def test_a_cursor_ahead_of_the_newest_event_is_refused_and_acknowledges_no
     published = await hub.publish("alice", "t", "kept")
     async with connect(notifier, agent, mode="auto") as (client, _):
         with pytest.raises(MCPError) as refused:
-            await poll(client, f"{agent.id}~5")
+            await poll(client, f"{agent.id}~{await hub.history()}~5")
     assert refused.value.code == -32602
     assert (await hub.get_event(published.event.id))[0].status is EventStatus.PENDING
 
@@ -388,7 +388,7 @@ async def test_a_bad_stream_request_is_refused_before_anything_is_pushed(
 ) -> None:
     agent, _ = await notifier.hub.create_agent("alice")
     async with connect(notifier, agent, mode="auto") as (client, received):
-        async with streaming(client, f"{agent.id}~9") as task:
+        async with streaming(client, f"{agent.id}~{await notifier.hub.history()}~9") as task:
             with pytest.raises(MCPError) as refused:
                 await task
         assert refused.value.code == -32602 and "ahead" in refused.value.message
