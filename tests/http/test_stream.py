@@ -102,6 +102,22 @@ def test_lost_history_is_announced_before_anything_else(herald: HeraldProcess) -
     clean.close()
 
 
+def test_a_bare_seq_is_no_place_in_any_history_and_resumes_from_the_oldest_told_so(
+    herald: HeraldProcess,
+) -> None:
+    """A bare seq says no history: it may be from before a restore, where the restored store
+    hands its seqs out again. Not taken as a place: everything pending comes, after the
+    announcement that history was lost."""
+    agent = new_agent(herald)
+    publish(herald, agent["handle"], "one", "two", "three")
+    reader = SSEReader(herald.url, agent["api_key"], last_event_id=2)
+    first = reader.next()
+    assert first is not None and first.event == "truncated"
+    assert first.data["after"] == 0 and first.data["missing"] is None
+    assert read_events(reader, 3) == [(1, "one"), (2, "two"), (3, "three")]
+    reader.close()
+
+
 def test_a_stream_shows_only_its_own_agents_events(herald: HeraldProcess) -> None:
     alice, bob = new_agent(herald), new_agent(herald)
     alice_reader = SSEReader(herald.url, alice["api_key"])

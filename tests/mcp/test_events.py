@@ -235,6 +235,25 @@ async def test_a_cursor_ahead_of_the_newest_event_is_refused_and_acknowledges_no
     assert (await hub.get_event(published.event.id))[0].status is EventStatus.PENDING
 
 
+@pytest.mark.parametrize("history", ["0123456789abcdef~", ""])
+async def test_a_cursor_of_another_history_acknowledges_nothing_and_gets_everything_pending(
+    notifier: Notifier, history: str
+) -> None:
+    """A cursor given before a restore (another history), or by a herald whose cursors named
+    none, is no place in this store: every pending event comes, with ``truncated``, though
+    seqs this store handed out passed it."""
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    published = [(await hub.publish("alice", "t", f"e{n}")).event.id for n in range(4)]
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        page = await poll(client, f"{agent.id}~{history}3")
+        assert page["truncated"] is True
+        assert [event["eventId"] for event in page["events"]] == published
+        assert page["cursor"] == f"{agent.id}~{await hub.history()}~4"
+    for event_id in published:
+        assert (await hub.get_event(event_id))[0].status is EventStatus.PENDING
+
+
 async def test_another_agents_cursor_is_refused(notifier: Notifier) -> None:
     hub: Hub = notifier.hub
     alice, _ = await hub.create_agent("alice")
