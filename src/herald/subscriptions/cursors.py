@@ -23,7 +23,7 @@ from herald.models import Agent
 
 SEPARATOR = "~"
 HELP = "send null to start, or the cursor of your last answer"
-POSITION = re.compile(r"[^~\s]{1,64}(~[0-9a-z]{1,40})?~[0-9]{1,18}")
+POSITION = re.compile(r"[^~\s]{1,64}(~[0-9a-z]{1,64})?~[0-9]{1,18}")
 """A position herald gives (or gave, before positions carried their history)."""
 
 
