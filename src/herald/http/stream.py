@@ -169,11 +169,10 @@ def _resume_point(request: Request, agent: Agent, history: str) -> int | None:
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
     if BARE_SEQ.fullmatch(raw):
         return 0 if int(raw) == 0 else None
+    fix = "send the id of the last event the stream gave, or 0 to start from the oldest"
     if not cursors.POSITION.fullmatch(raw):
-        raise InvalidInput(
-            "Last-Event-ID (or ?after=) must be the id of the last event the stream gave, or 0"
-        )
-    return cursors.decode(raw, agent, history, what="Last-Event-ID (or ?after=)")
+        raise InvalidInput(f"Last-Event-ID (or ?after=) is not an id herald gave: {fix}")
+    return cursors.decode(raw, agent, history, what="Last-Event-ID (or ?after=)", fix=fix)
 
 
 class FrameCache:

@@ -35,16 +35,19 @@ def position(agent_id: str, history: str, seq: int) -> str:
     return f"{agent_id}{SEPARATOR}{history}{SEPARATOR}{seq}"
 
 
-def decode(cursor: str, agent: Agent, history: str, *, what: str = "params.cursor") -> int | None:
+def decode(
+    cursor: str, agent: Agent, history: str, *, what: str = "params.cursor", fix: str = HELP
+) -> int | None:
     """The seq a position of ``agent`` stands for in the store's ``history``; None when it was
-    given in another history of the store (or in none that it says).
+    given in another history of the store (or in none that it says). ``what`` names where it
+    came from, and ``fix`` what to send instead, in the error.
 
     Raises:
         InvalidInput: not a position herald gave, or one of another agent.
     """
     if not POSITION.fullmatch(cursor):
-        raise InvalidInput(f"{what} {cursor[:80]!r} is not a cursor herald gave: {HELP}")
+        raise InvalidInput(f"{what} {cursor[:80]!r} is not a cursor herald gave: {fix}")
     owner, *given, seq = cursor.split(SEPARATOR)
     if owner != agent.id:
-        raise InvalidInput(f"{what} belongs to another agent: {HELP}")
+        raise InvalidInput(f"{what} belongs to another agent: {fix}")
     return int(seq) if given == [history] else None
