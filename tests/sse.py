@@ -17,11 +17,11 @@ from herald.sse import SSEDecoder
 class Frame:
     event: str
     id: int | None
-    """The stream's last event id at this frame (a frame without an ``id`` carries the one
-    before it), as the client would resume from it."""
+    """The seq of the stream's last event id at this frame (a frame without an ``id`` carries
+    the one before it)."""
     data: Any
     raw_id: str = ""
-    """The last event id as the stream wrote it (``GET /v1/stream``'s ids are not numbers)."""
+    """The last event id as the stream wrote it, as the client would resume from it."""
 
 
 class SSEReader:
@@ -34,7 +34,7 @@ class SSEReader:
         key: str,
         *,
         last_event_id: int | str | None = None,
-        after: int | None = None,
+        after: int | str | None = None,
         path: str = "/channel/stream",
         params: dict[str, str] | None = None,
     ) -> None:
@@ -48,6 +48,8 @@ class SSEReader:
         )
         self._request = self._client.build_request("GET", path, params=params)
         self.status: int | None = None
+        self.last_id = ""
+        """The last event id of the last frame read: where the client would resume."""
         self.opened = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -62,7 +64,8 @@ class SSEReader:
             for chunk in response.iter_bytes():
                 for event in decoder.feed(chunk):
                     raw = event.last_event_id
-                    event_id = int(raw) if raw.isdigit() else None
+                    seq = raw.rpartition("~")[2]  # a position ends with its seq
+                    event_id = int(seq) if seq.isdigit() else None
                     self._frames.put(Frame(event.type, event_id, json.loads(event.data), raw))
             self._frames.put(None)
         except BaseException as exc:  # handed to the test
@@ -74,6 +77,8 @@ class SSEReader:
         item = self._frames.get(timeout=timeout_s)
         if isinstance(item, BaseException):
             raise item
+        if item is not None:
+            self.last_id = item.raw_id
         return item
 
     def close(self) -> None:

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import pytest
 
+from tests.backends import BACKENDS
 from tests.conftest import run_admin_sql, scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
+from tests.http.test_mcp_events import agent_http, modern, stream_messages, stream_request
+from tests.sse import SSEReader
 
 WAIT_S = 60
 
@@ -314,3 +321,116 @@ def test_a_postgresql_restore_puts_the_store_back_as_it_was_at_the_backup(
         assert missing_events(herald, [later]) == [later]
     finally:
         herald.stop()
+
+
+@contextlib.contextmanager
+def restorable_store(backend: str, directory: Path) -> Iterator[tuple[str, Callable[[], str]]]:
+    """A store URL of ``backend``, and a function that backs it up now and returns another
+    that puts that backup in place (herald stopped) and returns the restored store's URL: on
+    SQLite with ``herald backup`` and ``herald restore``, on PostgreSQL with ``pg_dump`` and
+    ``pg_restore`` into a new database, as an operator restores one."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            url, copy = f"sqlite:///{directory / 'herald.db'}", directory / "copy.db"
+
+            def sqlite_backup() -> Callable[[], str]:
+                done = herald_command("backup", str(copy), "--store", url)
+                assert done.returncode == 0, done.stderr
+
+                def put_back() -> str:
+                    done = herald_command("restore", str(copy), "--store", url)
+                    assert done.returncode == 0, done.stderr
+                    return url
+
+                return put_back
+
+            yield url, sqlite_backup
+            return
+        url, dump = stack.enter_context(scratch_database()), directory / "herald.dump"
+        new_url = stack.enter_context(scratch_database())
+
+        def pg_backup() -> Callable[[], str]:
+            run(["pg_dump", "--format=custom", f"--file={dump}", url])
+
+            def put_back() -> str:
+                run(["pg_restore", "--no-owner", f"--dbname={new_url}", str(dump)])
+                return new_url
+
+            return put_back
+
+        yield url, pg_backup
+
+
+def run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
+    tmp_path: Path, backend: str
+) -> None:
+    """After a restore, seqs the old store gave are given again: a position from before it is
+    no place in the restored store, even once new events pass it. SSE, events/poll and
+    events/stream each get every pending event, with the notice that history was lost."""
+    with restorable_store(backend, tmp_path) as (url, back_up):
+        herald = HeraldProcess(url)
+        try:
+            with herald.client(herald.admin_key) as admin:
+                agent = new_agent(admin)
+                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
+                put_back = back_up()
+                for n in range(5):
+                    publish(admin, agent["handle"], f"lost {n}")
+            sse = SSEReader(herald.url, agent["api_key"], after=0)
+            assert [sse.next() is not None for _ in range(8)] == [True] * 8
+            old_sse, _ = sse.last_id, sse.close()
+            old_cursor = asyncio.run(_poll_through(herald, agent["api_key"], 8))
+        finally:
+            herald.stop()
+        herald = HeraldProcess(put_back())
+        try:
+            with herald.client(herald.admin_key) as admin:
+                for n in range(10):
+                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
+            sse = SSEReader(herald.url, agent["api_key"], last_event_id=old_sse)
+            notice = sse.next()
+            assert notice is not None and notice.event == "truncated", notice
+            assert notice.data["missing"] is None
+            frames = [sse.next() for _ in kept]
+            sse.close()
+            assert [frame.data["id"] for frame in frames if frame is not None] == kept
+            polled, active, pushed = asyncio.run(
+                _poll_and_stream(herald, agent["api_key"], old_cursor, len(kept))
+            )
+            assert polled["truncated"] is True
+            assert [event["eventId"] for event in polled["events"]] == kept
+            assert active["params"]["truncated"] is True
+            assert [message["params"]["eventId"] for message in pushed] == kept
+        finally:
+            herald.stop()
+
+
+async def _poll_through(herald: HeraldProcess, key: str, count: int) -> str:
+    """The cursor of an events/poll that was handed the agent's first ``count`` events."""
+    async with agent_http(herald, key) as http:
+        start = await modern(http, "events/poll", {"name": "herald.event", "cursor": None})
+        given = {"name": "herald.event", "cursor": start["result"]["cursor"]}
+        page = (await modern(http, "events/poll", given))["result"]
+    assert len(page["events"]) == count, page
+    return str(page["cursor"])
+
+
+async def _poll_and_stream(
+    herald: HeraldProcess, key: str, cursor: str, count: int
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """An events/poll from ``cursor``, then an events/stream from it: the poll's result, the
+    stream's ``active`` notification and its first ``count`` events."""
+    async with agent_http(herald, key) as http:
+        polled = await modern(http, "events/poll", {"name": "herald.event", "cursor": cursor})
+        body, headers = await stream_request(http, "modern")
+        body["params"]["cursor"] = cursor
+        async with stream_messages(http, body, headers) as messages:
+            active = await anext(messages)
+            pushed = [await anext(messages) for _ in range(count)]
+    return polled["result"], active, pushed

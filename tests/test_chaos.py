@@ -2,6 +2,8 @@
 signed webhooks to another and clients whose request bodies stop or trickle in, then restarted
 on the same store. Every acknowledged publish reaches
 its agent at least once, and an event is acknowledged only by a consumer it was handed to.
+And a store restored from a backup taken under load: clients resuming from positions given
+before the restore (SSE, MCP events/poll) miss none of the restored store's events.
 
 Publishers and consumers run in threads of their own, as separate clients would. Every wait is
 bounded, and what is asserted does not depend on how fast the machine is. The SQLite and the
@@ -10,6 +12,7 @@ and for the restarted hub to see that the killed one is gone and free its webhoo
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import defaultdict
@@ -22,8 +25,14 @@ from typing import Any
 import httpx
 from standardwebhooks import Webhook
 
+from tests.backends import BACKENDS
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.hostile import slow_body
+from tests.http.test_mcp import MCP_HEADERS
+from tests.http.test_mcp_events import MODERN, meta
+from tests.http.test_mcp_events import answer as mcp_answer
+from tests.sse import Frame, SSEReader
+from tests.test_backup import restorable_store
 from tests.webhooks.receiver import Received, Receiver
 
 DRAINED, HOOKED = "drained", "hooked"
@@ -93,13 +102,19 @@ def post(client: httpx.Client, url: str, body: dict[str, Any]) -> httpx.Response
     return None if response.status_code == 503 else response
 
 
-def publish(url: str, writer: int, ledger: Ledger, stop: threading.Event) -> None:
+def publish(
+    url: str,
+    writer: int,
+    ledger: Ledger,
+    stop: threading.Event,
+    to_agents: tuple[str, str] = (DRAINED, HOOKED),
+) -> None:
     """Publish to both agents until told to stop. A publish that got no answer is sent again
     with the same dedupe key, so an event stored just before the kill is acknowledged then."""
     n = 0
     with httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=10) as client:
         while not stop.is_set() and not ledger.aborted.is_set():
-            to, text = (DRAINED, HOOKED)[n % 2], f"w{writer}-{n}"
+            to, text = to_agents[n % 2], f"w{writer}-{n}"
             body = {"to": to, "type": "chaos", "text": text, "dedupe_key": text}
             answer = post(client, f"{url}/v1/events", body)
             if answer is None:
@@ -339,6 +354,194 @@ def test_a_sigkill_under_load_loses_nothing_and_no_cursor_acks_what_it_was_not_h
     stores = {"sqlite": f"sqlite:///{tmp_path / 'herald.db'}", "postgres": postgres_database_url}
     with ThreadPoolExecutor(len(stores)) as pool:
         runs = {backend: pool.submit(run_chaos, url) for backend, url in stores.items()}
+    failures = []
+    for backend, run in runs.items():
+        try:
+            run.result()
+        except AssertionError as exc:
+            failures.append(f"{backend}: {str(exc).splitlines()[0]}")
+    assert not failures, "\n".join(failures)
+
+
+FOLLOWED, POLLED = "followed", "polled"
+"""The agents of the restore run: one followed over SSE, one polled with MCP events/poll."""
+AFTER_THE_BACKUP = 60
+"""Acknowledged publishes between the backup and the kill: the clients' positions pass the
+backup's newest seqs by about half as many per agent, which the restored store hands out again."""
+
+
+@dataclass
+class Follower:
+    """Follows the FOLLOWED agent's SSE stream, reconnecting from its last id, as a browser's
+    EventSource does: every frame it reads, in order."""
+
+    url: str
+    key: str
+    ledger: Ledger
+    frames: list[Frame] = field(default_factory=list)
+
+    def run(self) -> None:
+        last: str | None = None
+        while not self.ledger.aborted.is_set():
+            try:
+                reader = SSEReader(self.url, self.key, last_event_id=last)
+                while (frame := reader.next()) is not None:
+                    with self.ledger.lock:
+                        self.frames.append(frame)
+                    last = frame.raw_id or last
+            except (httpx.HTTPError, queue.Empty):
+                pass
+            time.sleep(RETRY_S)
+
+    def after_the_notice(self) -> set[str] | None:
+        """The ids of the events read since history was announced lost, if it was."""
+        with self.ledger.lock:
+            frames = list(self.frames)
+        notices = [i for i, f in enumerate(frames) if f.event == "truncated"]
+        if not notices:
+            return None
+        return {f.data["id"] for f in frames[notices[0] :] if f.event == "message"}
+
+
+@dataclass
+class Poller:
+    """Polls the POLLED agent with MCP events/poll on the 2026-07-28 era, its cursor from each
+    answer, as a client keeps it across restarts."""
+
+    url: str
+    key: str
+    ledger: Ledger
+    handed: set[str] = field(default_factory=set)
+    truncated_after: list[int] = field(default_factory=list)
+    """How many answers came before each answer that said ``truncated``."""
+
+    def run(self, finish: threading.Event) -> None:
+        cursor, answers = None, 0
+        headers = {
+            **MCP_HEADERS,
+            "authorization": f"Bearer {self.key}",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": "events/poll",
+        }
+        with httpx.Client(headers=headers, timeout=10) as client:
+            while not self.ledger.aborted.is_set():
+                params = {"_meta": meta(), "name": "herald.event", "cursor": cursor}
+                body = {"jsonrpc": "2.0", "id": 1, "method": "events/poll", "params": params}
+                answer = post(client, f"{self.url}/mcp", body)
+                if answer is None:
+                    time.sleep(RETRY_S)
+                    continue
+                said = mcp_answer(answer)
+                if "result" not in said:  # refused (the hub restarting): the same cursor again
+                    time.sleep(RETRY_S)
+                    continue
+                result, answers = said["result"], answers + 1
+                with self.ledger.lock:
+                    self.handed.update(e["eventId"] for e in result["events"])
+                    if result["truncated"]:
+                        self.truncated_after.append(answers)
+                cursor = result["cursor"]
+                if not result["events"] and finish.is_set() and cursor is not None:
+                    return
+                if not result["events"]:
+                    time.sleep(RETRY_S)
+
+
+def run_restore_chaos(backend: str, directory: Path) -> None:
+    """Publish to an agent followed over SSE and to one polled over MCP; back the store up under
+    that load; publish on until both clients are past the backup; SIGKILL the hub, restore the
+    backup, restart on the same port and publish on. Every event of the restored store reaches
+    the follower after the announcement that history was lost, and is handed to the poller
+    and ends delivered: no position from before the restore made either skip one."""
+    ledger, stop, finish = Ledger(), threading.Event(), threading.Event()
+    started: list[HeraldProcess] = []
+    directory.mkdir()
+    with restorable_store(backend, directory) as (url, back_up):
+        try:
+            herald = HeraldProcess(url)
+            started.append(herald)
+            with herald.client(ADMIN_KEY) as admin:
+                keys = {
+                    handle: admin.post("/v1/agents", json={"handle": handle}).json()["api_key"]
+                    for handle in (FOLLOWED, POLLED)
+                }
+            follower = Follower(herald.url, keys[FOLLOWED], ledger)
+            poller = Poller(herald.url, keys[POLLED], ledger)
+            threads = [
+                threading.Thread(
+                    target=publish, args=(herald.url, w, ledger, stop, (FOLLOWED, POLLED))
+                )
+                for w in range(2)
+            ]
+            readers = [
+                threading.Thread(target=follower.run),
+                threading.Thread(target=poller.run, args=(finish,)),
+            ]
+            for thread in threads + readers:
+                thread.daemon = True
+                thread.start()
+            wait_until(
+                lambda: ledger.published() >= AFTER_THE_BACKUP, "publishes before the backup"
+            )
+            put_back = back_up()
+            backed_up = ledger.published()
+            wait_until(
+                lambda: ledger.published() >= backed_up + AFTER_THE_BACKUP,
+                "publishes after the backup",
+            )
+            wait_until(
+                lambda: len(follower.frames) >= (backed_up + AFTER_THE_BACKUP) // 2 - 5,
+                "the follower to pass the backup",
+            )
+            herald.kill()
+            published = ledger.published()
+            port = int(herald.url.rsplit(":", 1)[1])
+            herald = HeraldProcess(put_back(), port=port)
+            started.append(herald)
+            # Enough for the restored store's seqs to pass every position given before.
+            wait_until(
+                lambda: ledger.published() >= published + 2 * AFTER_THE_BACKUP,
+                "publishes after the restore",
+            )
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=WAIT_S)
+            with herald.client(ADMIN_KEY) as admin:
+                kept = {
+                    handle: {
+                        event_id
+                        for event_id in ledger.acknowledged[handle]
+                        if admin.get(f"/v1/events/{event_id}").status_code == 200
+                    }
+                    for handle in (FOLLOWED, POLLED)
+                }
+            wait_until(
+                lambda: kept[FOLLOWED] <= (follower.after_the_notice() or set()),
+                "the follower to get every event of the restored store after the notice",
+            )
+            wait_until(
+                lambda: kept[POLLED] <= poller.handed or bool(ledger.problems),
+                "the poller to be handed every event",
+            )
+            finish.set()
+            readers[1].join(timeout=WAIT_S)
+            assert not ledger.problems, ledger.problems
+            assert poller.truncated_after, "no answer to the poller said history was lost"
+            with herald.client(ADMIN_KEY) as admin:
+                statuses = {admin.get(f"/v1/events/{e}").json()["status"] for e in kept[POLLED]}
+            assert statuses == {"delivered"}, statuses
+        finally:
+            ledger.aborted.set()
+            for process in started:
+                process.stop()
+
+
+def test_a_restore_under_load_makes_no_client_skip_an_event(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(len(BACKENDS)) as pool:
+        runs = {
+            backend: pool.submit(run_restore_chaos, backend, tmp_path / backend)
+            for backend in BACKENDS
+        }
     failures = []
     for backend, run in runs.items():
         try:

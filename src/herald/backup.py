@@ -234,6 +234,8 @@ def copy_store(
     of a checked temporary file beside it; ``before_rename`` runs on the destination just
     before the copy takes its name. Returns how many events the copy holds.
 
+    The copy is a history of its own (``_start_a_history``): a backup, and each restore of it.
+
     Raises:
         HeraldError: ``source`` is missing or not a herald store, or the copy cannot be written
             or fails its check; ``destination`` is then left as it was.
@@ -241,6 +243,7 @@ def copy_store(
     target = Path(destination)
     with _beside(target) as temporary:
         expected = _copy_snapshot(source, str(temporary))
+        _start_a_history(str(temporary))
         _check_copy(str(temporary), expected)
         _sync(str(temporary))
         if before_rename is not None:
@@ -265,6 +268,25 @@ def _copy_snapshot(source: str, destination: str) -> int:
             copy.close()
         reader.execute("COMMIT")
     return expected
+
+
+def _start_a_history(path: str) -> None:
+    """Give the copy at ``path`` a history of its own (``Store.history``). Clients hold
+    positions given since the backup was taken, whose seqs the copy hands out again once it is
+    served: with a history of its own, none of them is taken as a place in it. Made anew for
+    the backup and for each restore, so that a backup served as it is, or restored twice, is
+    still not the history of the store it was taken from, nor of an earlier restore. A copy of
+    a store from before histories has none: herald gives it a new one when it opens it."""
+    with _sqlite_errors("cannot give the copy a history of its own"):
+        copy = sqlite3.connect(path, isolation_level=None)
+        try:
+            found = copy.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'herald_history'"
+            ).fetchone()
+            if found:
+                copy.execute("UPDATE herald_history SET id = lower(hex(randomblob(8)))")
+        finally:
+            copy.close()
 
 
 def _check_copy(path: str, expected: int) -> None:

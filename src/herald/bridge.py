@@ -83,7 +83,8 @@ class Bridge:
             )
         self._initialized_event = asyncio.Event()
         self._notify: Any = None
-        self.last_seq = 0
+        self.position: str | int = 0
+        """Where the stream resumes: the position of the last event shown, or skipped."""
 
     async def run_stdio(self) -> None:
         """Serve on this process's stdin and stdout until the client goes away."""
@@ -117,7 +118,7 @@ class Bridge:
         backoff = 0.5
         while True:
             try:
-                async for item in self.client.stream(self.last_seq):
+                async for item in self.client.stream(self.position):
                     backoff = 0.5
                     await self._take(item)
             except HeraldError as exc:
@@ -137,6 +138,8 @@ class Bridge:
         except Exception as exc:  # one event's failure must never end the bridge
             seq = item.event.seq if item.event is not None else (item.data or {}).get("seq")
             await self._skip(seq, repr(exc))
+        if item.position is not None:
+            self.position = item.position  # shown, or skipped: a reconnect must not meet it
 
     async def _show(self, item: StreamItem) -> None:
         if item.event is not None:
@@ -145,6 +148,12 @@ class Bridge:
         elif item.kind == "invalid":
             data = item.data or {}
             await self._skip(data.get("seq"), str(data.get("error")))
+        elif item.kind == "truncated" and (item.data or {}).get("missing") is None:
+            await self._push_text(
+                "herald's store was restored since this session last heard from it: events"
+                " shown before may come again, and some may have been lost; call inbox.",
+                {"type": "herald.truncated"},
+            )
         elif item.kind == "truncated":
             await self._push_text(
                 "Some herald events expired before they could be shown; call inbox for the rest.",
@@ -152,11 +161,8 @@ class Bridge:
             )
 
     async def _skip(self, seq: Any, error: str) -> None:
-        """Move past an event that cannot be shown (a reconnect must not meet it again), and
-        tell the session to read it with inbox."""
+        """Tell the session that an event cannot be shown, and to read it with inbox."""
         known = isinstance(seq, int) and not isinstance(seq, bool)
-        if known and seq > self.last_seq:
-            self.last_seq = seq
         log.warning("herald event seq %s could not be shown, skipped: %s", seq, error)
         which = f"A herald event (seq {seq})" if known else "A herald event"
         meta = {"type": "herald.unshown", **({"seq": str(seq)} if known else {})}
@@ -170,7 +176,6 @@ class Bridge:
             CHANNEL_METHOD,
             {"content": render.channel_content(event), "meta": render.channel_meta(event)},
         )
-        self.last_seq = event.seq
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification to the session.
@@ -292,7 +297,6 @@ class PermissionRelay:
             PERMISSION_METHOD, {"request_id": request_id, "behavior": _behavior(event)}
         )
         await self.bridge.client.ack(ids=[event.id])
-        self.bridge.last_seq = event.seq
         return True
 
 

@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -51,13 +51,16 @@ reported as ``invalid`` instead of being held in memory."""
 
 @dataclass(frozen=True)
 class StreamItem:
-    """One thing a stream said: an ``event``; ``truncated`` (``data`` says how many are missing);
-    or ``invalid``, an event that could not be read (``data``: its ``seq``, or None when the stream
-    did not say, and the ``error``). An invalid event is skipped, never the end of the stream."""
+    """One thing a stream said: an ``event``; ``truncated`` (``data`` says how many are missing,
+    None when the resume point was from another history of the store, before a restore); or
+    ``invalid``, an event that could not be read (``data``: its ``seq``, or None when the stream
+    did not say, and the ``error``). An invalid event is skipped, never the end of the stream.
+    ``position``: an event's (or an invalid one's) place in the stream, to resume after."""
 
     kind: str
     event: Event | None = None
     data: dict[str, Any] | None = None
+    position: str | None = None
 
 
 class HeraldClient:
@@ -124,9 +127,10 @@ class HeraldClient:
         """
         cursor = 0
         backoff = interval_s
-        seen = 0
-        """The newest seq the stream woke this drain for: the next wait starts after it, so an
-        event leased to another consumer wakes it once, not again and again."""
+        seen: str | int = 0
+        """The position of the newest event the stream woke this drain for: the next wait
+        starts after it, so an event leased to another consumer wakes it once, not again and
+        again (what this drain acknowledged is no longer on the stream)."""
         while True:
             try:
                 drained = await self.heartbeat(cursor=cursor, limit=limit, consumer=consumer)
@@ -146,19 +150,19 @@ class HeraldClient:
                 continue
             if not follow:
                 return
-            seen = await self._next_on_stream(max(seen, cursor), interval_s)
+            seen = await self._next_on_stream(seen, interval_s)
 
-    async def _next_on_stream(self, after: int, timeout_s: float) -> int:
-        """Wait until the agent's stream shows an event after seq ``after`` (returns its seq), or
-        ``timeout_s`` went by, or the stream failed (returns ``after``): the drain then looks
-        again either way, so a stream that cannot be had costs only latency."""
+    async def _next_on_stream(self, after: str | int, timeout_s: float) -> str | int:
+        """Wait until the agent's stream shows an event after the position ``after`` (returns
+        its position), or ``timeout_s`` went by, or the stream failed (returns ``after``): the
+        drain then looks again either way, so a stream that cannot be had costs only latency."""
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout_s
         try:
             async with asyncio.timeout_at(until):
                 async for item in self.stream(after):
-                    if item.event is not None:
-                        return item.event.seq
+                    if item.event is not None and item.position is not None:
+                        return item.position
         except TimeoutError:
             return after
         except errors.HeraldError as exc:
@@ -222,9 +226,12 @@ class HeraldClient:
         answer = await self._post("/channel/permission", body)
         return Published(Event.from_json(answer), created=True)
 
-    async def stream(self, after: int) -> AsyncIterator[StreamItem]:
-        """The agent's events after seq ``after``, then live ones, until the connection ends.
-        An event that cannot be read comes as an ``invalid`` item, and the stream goes on.
+    async def stream(self, after: str | int = 0) -> AsyncIterator[StreamItem]:
+        """The agent's events after ``after`` (the ``position`` of the last item the client
+        has; 0: from the oldest), then live ones, until the connection ends. An event that
+        cannot be read comes as an ``invalid`` item, and the stream goes on. A position from
+        another history of the store (or a seq other than 0) starts from the oldest pending
+        event, after a ``truncated`` item.
 
         Raises:
             HubUnreachable: the connection could not be made or broke, or the hub ended it.
@@ -307,6 +314,12 @@ def _item(message: ServerSentEvent) -> StreamItem:
         HubUnreachable: the hub ended the stream with an ``error`` event.
     """
     seq = _seq(message.last_event_id)
+    if message.type == "message" and message.last_event_id:
+        return replace(_read(message, seq), position=message.last_event_id)
+    return _read(message, seq)
+
+
+def _read(message: ServerSentEvent, seq: int | None) -> StreamItem:
     if message.oversized:
         return _invalid(seq, f"the event is over {MAX_STREAM_EVENT_CHARS} characters")
     try:
@@ -374,9 +387,11 @@ def _invalid(seq: int | None, error: str) -> StreamItem:
 
 
 def _seq(last_event_id: str) -> int | None:
-    """The seq the stream's event id names (the hub sets it on every event), if it is one."""
-    if last_event_id.isascii() and last_event_id.isdigit() and len(last_event_id) <= 18:
-        return int(last_event_id)
+    """The seq the stream's event id (a position, which the hub sets on every event) ends
+    with, if it is one."""
+    seq = last_event_id.rpartition("~")[2]
+    if seq.isascii() and seq.isdigit() and len(seq) <= 18:
+        return int(seq)
     return None
 
 

@@ -92,7 +92,8 @@ def test_a_cursor_ahead_of_the_newest_event_is_refused_everywhere(herald: Herald
             assert refused.status_code == 422, refused.text
             error = refused.json()["error"]
             assert error["code"] == "cursor_ahead" and "seq 3" in error["message"]
-        stream = agent.get("/channel/stream", headers={"last-event-id": "4"})
+        ahead = _position_in_this_history(herald, agent, 4)
+        stream = agent.get("/channel/stream", headers={"last-event-id": ahead})
         assert stream.status_code == 422 and "seq 3" in stream.json()["error"]["message"]
         (later,) = publish(herald, handle, "published after the stale cursor")
         assert status_of(herald, later) == "pending"
@@ -258,3 +259,15 @@ def test_a_null_cursor_is_refused_not_taken_for_at_most_once(herald: HeraldProce
         refused = agent.post("/channel/heartbeat", json={"cursor": None})
         assert refused.status_code == 422 and "leave cursor out" in refused.text
     assert status_of(herald, event_id) == "pending"
+
+
+def _position_in_this_history(herald: HeraldProcess, agent: httpx.Client, seq: int) -> str:
+    """The stream's position of ``seq``, made from the id the stream gives its first event."""
+    key = agent.headers["authorization"].removeprefix("Bearer ")
+    reader = SSEReader(herald.url, key, after=0)
+    try:
+        frame = reader.next()
+        assert frame is not None and frame.event == "message", frame
+        return f"{frame.raw_id.rpartition('~')[0]}~{seq}"
+    finally:
+        reader.close()

@@ -48,6 +48,7 @@ def test_a_stream_resumes_across_a_hub_restart_without_gap_or_duplicate(tmp_path
     assert read_events(reader, 2) == [(1, "one"), (2, "two")]
     publish(herald, agent["handle"], "three")
     assert read_events(reader, 1) == [(3, "three")]
+    third = reader.last_id
     herald.kill()
     with pytest.raises(httpx.HTTPError):
         reader.next()
@@ -55,12 +56,13 @@ def test_a_stream_resumes_across_a_hub_restart_without_gap_or_duplicate(tmp_path
     restarted = HeraldProcess(store)
     try:
         publish(restarted, agent["handle"], "four", "five")
-        resumed = SSEReader(restarted.url, agent["api_key"], last_event_id=3)
+        resumed = SSEReader(restarted.url, agent["api_key"], last_event_id=third)
         assert read_events(resumed, 2) == [(4, "four"), (5, "five")]
+        fifth = resumed.last_id
         publish(restarted, agent["handle"], "six")
         assert read_events(resumed, 1) == [(6, "six")]
         resumed.close()
-        first_connect = SSEReader(restarted.url, agent["api_key"], after=5)
+        first_connect = SSEReader(restarted.url, agent["api_key"], after=fifth)
         assert read_events(first_connect, 1) == [(6, "six")]
         first_connect.close()
     finally:
@@ -94,9 +96,26 @@ def test_lost_history_is_announced_before_anything_else(herald: HeraldProcess) -
     assert first.data == {"after": 0, "missing": 1}
     assert read_events(reader, 1) == [(2, "here")]
     reader.close()
-    clean = SSEReader(herald.url, agent["api_key"], after=1)
+    first = reader.last_id.replace("~2", "~1")  # the position of the expired event
+    clean = SSEReader(herald.url, agent["api_key"], after=first)
     assert read_events(clean, 1) == [(2, "here")]
     clean.close()
+
+
+def test_a_bare_seq_is_no_place_in_any_history_and_resumes_from_the_oldest_told_so(
+    herald: HeraldProcess,
+) -> None:
+    """A bare seq says no history: it may be from before a restore, where the restored store
+    hands its seqs out again. Not taken as a place: everything pending comes, after the
+    announcement that history was lost."""
+    agent = new_agent(herald)
+    publish(herald, agent["handle"], "one", "two", "three")
+    reader = SSEReader(herald.url, agent["api_key"], last_event_id=2)
+    first = reader.next()
+    assert first is not None and first.event == "truncated"
+    assert first.data["after"] == 0 and first.data["missing"] is None
+    assert read_events(reader, 3) == [(1, "one"), (2, "two"), (3, "three")]
+    reader.close()
 
 
 def test_a_stream_shows_only_its_own_agents_events(herald: HeraldProcess) -> None:
@@ -156,9 +175,12 @@ def test_a_slow_client_is_cut_off_without_harm_to_others(tmp_path: Path) -> None
         fast.close()
         received = _read_until_closed(slow)
         assert b"event: error" in received and b"too slow" in received
-        slow_ids = [int(line[4:]) for line in received.split(b"\n") if line.startswith(b"id: ")]
+        positions = [
+            line[4:].decode() for line in received.split(b"\n") if line.startswith(b"id: ")
+        ]
+        slow_ids = [int(position.rpartition("~")[2]) for position in positions]
         assert slow_ids == list(range(1, len(slow_ids) + 1)) and len(slow_ids) < total
-        resumed = SSEReader(herald.url, agent["api_key"], last_event_id=slow_ids[-1])
+        resumed = SSEReader(herald.url, agent["api_key"], last_event_id=positions[-1])
         rest = [seq for seq, _ in read_events(resumed, total - len(slow_ids))]
         assert rest == list(range(len(slow_ids) + 1, total + 1))
         resumed.close()
@@ -199,8 +221,8 @@ def test_the_frame_cache_is_bounded_by_bytes() -> None:
     cache = FrameCache(max_bytes=64 * 1024)
     for n in range(200):
         event = Event(f"evt_{n}", "agt_1", n + 1, "t", "x" * 900, "null", 0, EventStatus.PENDING)
-        assert cache.frame(event) == cache.frame(event)  # the second comes from the cache
+        assert cache.frame(event, "h") == cache.frame(event, "h")  # the second from the cache
         assert cache.size <= cache.max_bytes
     huge = Event("evt_huge", "agt_1", 999, "t", "x" * 64 * 1024, "null", 0, EventStatus.PENDING)
-    cache.frame(huge)
+    cache.frame(huge, "h")
     assert cache.size <= cache.max_bytes  # too large to keep: encoded each time

@@ -181,7 +181,7 @@ async def test_a_cursor_outside_retention_is_answered_truncated_once(
         assert await hub.maintain_once() == (1, 1)  # seq 1 expired, seq 2 pruned
         page = await poll_t(client, start["cursor"])
         assert [e["data"]["text"] for e in page["events"]] == ["still waiting"]
-        assert page["truncated"] is True and page["cursor"] == f"{agent.id}~4"
+        assert page["truncated"] is True and page["cursor"] == f"{agent.id}~{await hub.history()}~4"
         again = await poll_t(client, page["cursor"])
         assert again["truncated"] is False
         # A cursor that passes only stored events, matched or not, passes no loss.
@@ -230,9 +230,28 @@ async def test_a_cursor_ahead_of_the_newest_event_is_refused_and_acknowledges_no
     published = await hub.publish("alice", "t", "kept")
     async with connect(notifier, agent, mode="auto") as (client, _):
         with pytest.raises(MCPError) as refused:
-            await poll(client, f"{agent.id}~5")
+            await poll(client, f"{agent.id}~{await hub.history()}~5")
     assert refused.value.code == -32602
     assert (await hub.get_event(published.event.id))[0].status is EventStatus.PENDING
+
+
+@pytest.mark.parametrize("history", ["0123456789abcdef~", ""])
+async def test_a_cursor_of_another_history_acknowledges_nothing_and_gets_everything_pending(
+    notifier: Notifier, history: str
+) -> None:
+    """A cursor given before a restore (another history), or by a herald whose cursors named
+    none, is no place in this store: every pending event comes, with ``truncated``, though
+    seqs this store handed out passed it."""
+    hub = notifier.hub
+    agent, _ = await hub.create_agent("alice")
+    published = [(await hub.publish("alice", "t", f"e{n}")).event.id for n in range(4)]
+    async with connect(notifier, agent, mode="auto") as (client, _):
+        page = await poll(client, f"{agent.id}~{history}3")
+        assert page["truncated"] is True
+        assert [event["eventId"] for event in page["events"]] == published
+        assert page["cursor"] == f"{agent.id}~{await hub.history()}~4"
+    for event_id in published:
+        assert (await hub.get_event(event_id))[0].status is EventStatus.PENDING
 
 
 async def test_another_agents_cursor_is_refused(notifier: Notifier) -> None:
@@ -388,7 +407,7 @@ async def test_a_bad_stream_request_is_refused_before_anything_is_pushed(
 ) -> None:
     agent, _ = await notifier.hub.create_agent("alice")
     async with connect(notifier, agent, mode="auto") as (client, received):
-        async with streaming(client, f"{agent.id}~9") as task:
+        async with streaming(client, f"{agent.id}~{await notifier.hub.history()}~9") as task:
             with pytest.raises(MCPError) as refused:
                 await task
         assert refused.value.code == -32602 and "ahead" in refused.value.message

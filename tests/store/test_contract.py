@@ -813,3 +813,15 @@ async def test_a_pushed_event_is_acknowledged_by_its_subscriptions_cursor_only(
     assert [e.id for e in await store.read_open(alice.id, 0, 10)] == [first, third]
     # A pushed event stays claimable by others (its lease has ended).
     assert [e.id for e in await store.claim(alice.id, "other", 10, 60_000, "poll")] == [third]
+
+
+async def test_a_store_keeps_its_history_across_a_reopen(store_url: str, store: Store) -> None:
+    """Positions given before a restart stay places in the store: its history is kept (only a
+    restore or a store made anew starts another)."""
+    history = await store.history()
+    assert history.isascii() and history.isalnum() and history == history.lower()
+    again = await open_store(store_url)
+    try:
+        assert await again.history() == history
+    finally:
+        await again.close()

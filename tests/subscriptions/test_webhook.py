@@ -110,7 +110,9 @@ async def test_subscribe_verifies_the_endpoint_then_each_matching_event_is_deliv
     agent = await alice(hub)
     result = await subscribe(hub, sender, agent, receiver.url + "/hooks")
     assert result["id"].startswith("sub_") and len(result["id"]) == 20
-    assert result["cursor"] == f"{agent.id}~0" and result["truncated"] is False
+    assert (
+        result["cursor"] == f"{agent.id}~{await hub.history()}~0" and result["truncated"] is False
+    )
     assert "deliveryStatus" not in result and result["refreshBefore"].endswith("Z")
     (challenge,) = receiver.requests
     assert challenge.headers["webhook-id"].startswith("msg_verification_")
@@ -127,7 +129,7 @@ async def test_subscribe_verifies_the_endpoint_then_each_matching_event_is_deliv
     body = Webhook(SECRET).verify(request.body, request.headers)
     assert body["eventId"] == dm.event.id and body["name"] == "herald.event"
     assert body["data"]["type"] == "dm.received" and body["data"]["data"] == {"n": 1}
-    assert body["cursor"] == f"{agent.id}~2"  # past the one it does not match
+    assert body["cursor"] == f"{agent.id}~{await hub.history()}~2"  # past the one it does not match
     event, attempts = await hub.get_event(dm.event.id)
     assert event.status is EventStatus.DELIVERED
     assert [(a.mechanism, a.outcome, a.session) for a in attempts] == [
@@ -143,8 +145,10 @@ async def test_a_given_cursor_starts_delivery_after_it_and_acknowledges_nothing_
     agent = await alice(hub)
     first = await hub.publish("alice", "dm.received", "waiting before")
     second = await hub.publish("alice", "dm.received", "also waiting")
-    result = await subscribe(hub, sender, agent, receiver.url, cursor=f"{agent.id}~1")
-    assert result["cursor"] == f"{agent.id}~1"
+    result = await subscribe(
+        hub, sender, agent, receiver.url, cursor=f"{agent.id}~{await hub.history()}~1"
+    )
+    assert result["cursor"] == f"{agent.id}~{await hub.history()}~1"
     event, _ = await hub.get_event(first.event.id)
     assert event.status is EventStatus.PENDING  # never handed to this subscription: still owed
     await deliver(worker)
@@ -179,7 +183,9 @@ async def test_a_refresh_keeps_the_id_replaces_the_secret_and_reports_the_delive
     status = second["deliveryStatus"]
     assert status["active"] is True and status["lastDeliveryAt"] is None
     assert status["lastError"] == "http_5xx" and "failedSince" in status
-    assert second["cursor"] == f"{agent.id}~0"  # the failed event is still outstanding
+    assert (
+        second["cursor"] == f"{agent.id}~{await hub.history()}~0"
+    )  # the failed event is still outstanding
     assert len([r for r in receiver.requests if "type" in r.json]) == 1  # verified once
     await deliver(worker)  # the retry, 5 s later: signed with both secrets meanwhile
     retry = events_of(receiver)[-1]
@@ -188,7 +194,7 @@ async def test_a_refresh_keeps_the_id_replaces_the_secret_and_reports_the_delive
     third = await subscribe(hub, sender, agent, receiver.url)
     assert third["deliveryStatus"]["lastError"] is None
     assert third["deliveryStatus"]["lastDeliveryAt"] is not None
-    assert third["cursor"] == f"{agent.id}~1"
+    assert third["cursor"] == f"{agent.id}~{await hub.history()}~1"
 
 
 async def test_the_ttl_is_granted_within_the_bounds_never_refused(
@@ -309,7 +315,7 @@ async def test_410_and_413_end_that_delivery_not_the_subscription(
     assert gap.headers[SUBSCRIPTION_HEADER.lower()] == result["id"]
     assert Webhook(SECRET).verify(gap.body, gap.headers) == {
         "type": "gap",
-        "cursor": f"{agent.id}~1",
+        "cursor": f"{agent.id}~{await hub.history()}~1",
     }
     clock.advance(700)  # past every retry
     later = await hub.publish("alice", "dm.received", "delivered")
@@ -321,7 +327,9 @@ async def test_410_and_413_end_that_delivery_not_the_subscription(
     assert found is not None and found[0].kind is Kind.SUBSCRIPTION
     refreshed = await subscribe(hub, sender, agent, receiver.url)
     assert refreshed["deliveryStatus"]["active"] is True
-    assert refreshed["cursor"] == f"{agent.id}~2"  # the refused one was given up on
+    assert (
+        refreshed["cursor"] == f"{agent.id}~{await hub.history()}~2"
+    )  # the refused one was given up on
 
 
 async def test_a_body_over_256_kib_is_not_sent_and_the_attempt_says_why(
@@ -355,7 +363,7 @@ async def test_failures_are_retried_on_the_subscription_schedule(
     assert delivery.state == "dead" and delivery.attempts == 5
     # Given up on after the fifth: a gap follows it (answered 200: the script is out).
     assert [r.json.get("type") for r in receiver.requests[1:]] == [None] * 5 + ["gap"]
-    assert receiver.requests[-1].json["cursor"] == f"{agent.id}~1"
+    assert receiver.requests[-1].json["cursor"] == f"{agent.id}~{await hub.history()}~1"
     event, _ = await hub.get_event(published.event.id)
     assert event.status is EventStatus.PENDING  # still in the inbox for its other ways
 
@@ -482,7 +490,7 @@ async def test_each_body_carries_a_cursor_past_the_events_delivered_before_it(
     # Each body's cursor passes its own event and those before it, though the store hears of
     # their deliveries only later: a client that keeps the newest cursor has seen all of them.
     assert [r.json["cursor"] for r in events_of(receiver)] == [
-        f"{agent.id}~{seq}" for seq in (1, 2, 3, 4)
+        f"{agent.id}~{await hub.history()}~{seq}" for seq in (1, 2, 3, 4)
     ]
 
 
@@ -591,8 +599,10 @@ async def test_a_subscription_made_anew_under_the_same_id_gets_cursors_from_its_
     # the same id) from the cursor its first subscribe gave: both events are owed again.
     clock.advance(61)
     await hub.maintain_once()
-    again = await subscribe(hub, sender, agent, receiver.url, cursor=f"{agent.id}~0")
-    assert again["cursor"] == f"{agent.id}~0"
+    again = await subscribe(
+        hub, sender, agent, receiver.url, cursor=f"{agent.id}~{await hub.history()}~0"
+    )
+    assert again["cursor"] == f"{agent.id}~{await hub.history()}~0"
     receiver.requests.clear()
     receiver.script = [(200, {}), (500, {})]  # the first delivered, the second to be retried
     await deliver(worker)
@@ -600,4 +610,4 @@ async def test_a_subscription_made_anew_under_the_same_id_gets_cursors_from_its_
     # The first's body must not pass the second, still owed (its try failed, a retry is due).
     (delivery,) = await hub.endpoints.deliveries(second.event.id)
     assert delivery.state == "waiting"
-    assert bodies[first.event.id] == f"{agent.id}~1"
+    assert bodies[first.event.id] == f"{agent.id}~{await hub.history()}~1"

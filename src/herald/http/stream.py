@@ -1,6 +1,8 @@
 """``GET /channel/stream``: an agent's events as Server-Sent Events, resumable without gap or
-duplicate. The SSE ``id`` of each event is its ``seq``; a reconnect sends it back as
-``Last-Event-ID`` (or ``?after=`` on a first connect). A resume position is not an
+duplicate. The SSE ``id`` of each event is its position (``subscriptions.cursors``: its agent,
+the store's history, its ``seq``); a reconnect sends it back as ``Last-Event-ID`` (or
+``?after=`` on a first connect). A position from another history (before a restore) resumes
+from the oldest pending event, announced by a ``truncated`` frame. A resume position is not an
 acknowledgement: events are acknowledged with ``POST /channel/ack``."""
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from herald.http.described import AGENT_ONLY, EVENT_STREAM, Answer, described
 from herald.http.io import error_headers, error_response
 from herald.http.limits import StreamSlots
 from herald.hub import Hub
-from herald.inputs.channel import RESUME_POINT, ResumeInput
+from herald.inputs.channel import BARE_SEQ, ResumeInput
 from herald.keys import hash_key
 from herald.models import Agent, Event
+from herald.subscriptions import cursors
 
 BACKLOG_PAGE = 200
 """Open events one read of the store takes while a stream replays its backlog: each is framed
@@ -29,6 +32,14 @@ RETRY_MS = 2000
 WAY = "sse"
 """What the metrics call this way of delivering."""
 KEEPALIVE_S = 15.0
+OTHER_HISTORY = {
+    "after": 0,
+    "missing": None,
+    "reason": "the resume point is from another history of this store (before a restore, or"
+    " a bare seq): every pending event comes again, from the oldest",
+}
+"""What the ``truncated`` frame says to a stream resumed from no place in this history: how many
+events it missed is not known."""
 
 
 @described(
@@ -38,9 +49,11 @@ KEEPALIVE_S = 15.0
     query=ResumeInput,
     answers={
         200: Answer(
-            "An endless text/event-stream. Each event is a frame whose id is its seq and whose"
-            " data is the event (an Event, as JSON); a frame named truncated says which events"
-            " were gone, error that the stream was closed. Comments keep it alive.",
+            "An endless text/event-stream. Each event is a frame whose id is its position (to"
+            " resume after) and whose data is the event (an Event, as JSON); a frame named"
+            " truncated says which events were gone (missing: null when the resume point was"
+            " from another history of the store), error that the stream was closed. Comments"
+            " keep it alive.",
             {EVENT_STREAM: str},
         )
     },
@@ -68,11 +81,12 @@ class StreamRoute:
         try:
             key = bearer_key(request)
             agent = await require_agent(self.hub, request)
-            cursor = _resume_point(request)
+            history = await self.hub.history()
+            cursor = _resume_point(request, agent, history)
             # Read now: the key's agent record may be a second old, and a position is checked
             # against, and the stream starts from, the newest seq there is.
             newest = (await self.hub.get_agent(agent.id)).last_seq
-            if cursor > newest:
+            if cursor is not None and cursor > newest:
                 raise CursorAhead(cursor, newest)
             release_slot = self.slots.acquire(agent.id)
         except HeraldError as exc:
@@ -83,24 +97,33 @@ class StreamRoute:
         subscription = self.fanout.subscribe(agent.id, newest)
         unwatch = self.hub.key_watch.watch(hash_key(key), subscription.close)
         try:
-            await sse.while_connected(receive, self._stream(agent, cursor, subscription, send))
+            await sse.while_connected(
+                receive, self._stream(agent, history, cursor, subscription, send)
+            )
         finally:
             unwatch()
             self.fanout.unsubscribe(subscription)
             release_slot()
 
     async def _stream(
-        self, agent: Agent, cursor: int, subscription: Subscription, send: Send
+        self,
+        agent: Agent,
+        history: str,
+        cursor: int | None,
+        subscription: Subscription,
+        send: Send,
     ) -> None:
         write = await sse.start(send)
         await write(f"retry: {RETRY_MS}\n\n")
-        gone = await self.hub.missing_after(agent, cursor)
-        if gone:
+        if cursor is None:
+            await write(sse.frame("truncated", None, OTHER_HISTORY))
+            cursor = 0
+        elif gone := await self.hub.missing_after(agent, cursor):
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
             for event in page:
-                await write(self.frames.frame(event))
+                await write(self.frames.frame(event, history))
             self._count(page)
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
@@ -118,7 +141,7 @@ class StreamRoute:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            await write("".join(self.frames.frame(event) for event in events))
+            await write("".join(self.frames.frame(event, history) for event in events))
             self._count(events)
             last = events[-1].seq
 
@@ -130,11 +153,26 @@ class StreamRoute:
         metrics.sent(WAY, [event.created_at for event in written], self.hub.now())
 
 
-def _resume_point(request: Request) -> int:
+def _resume_point(request: Request, agent: Agent, history: str) -> int | None:
+    """The seq the stream resumes after; None when the position sent is no place in the
+    store's ``history``: given in another (before a restore), or a bare seq other than 0.
+
+    A bare seq (what herald gave before its ids carried their history, or one a client took
+    from an event) says no history: it may come from before a restore, where reading it as a
+    place could skip events without a word. Taken as none, it costs the client at most events
+    it saw once more, after the announcement that history was lost. A bare 0 is the oldest
+    event of any history.
+
+    Raises:
+        InvalidInput: not a position herald gives, or one of another agent.
+    """
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not RESUME_POINT.fullmatch(raw):
-        raise InvalidInput("Last-Event-ID (or ?after=) must be the seq of an event: 0 or more")
-    return int(raw)
+    if BARE_SEQ.fullmatch(raw):
+        return 0 if int(raw) == 0 else None
+    fix = "send the id of the last event the stream gave, or 0 to start from the oldest"
+    if not cursors.POSITION.fullmatch(raw):
+        raise InvalidInput(f"Last-Event-ID (or ?after=) is not an id herald gave: {fix}")
+    return cursors.decode(raw, agent, history, what="Last-Event-ID (or ?after=)", fix=fix)
 
 
 class FrameCache:
@@ -147,12 +185,16 @@ class FrameCache:
         self.size = 0
         self._frames: OrderedDict[str, str] = OrderedDict()
 
-    def frame(self, event: Event) -> str:
+    def frame(self, event: Event, history: str) -> str:
+        """The frame of ``event``, its id the event's position in ``history`` (one per hub:
+        the event's id is key enough)."""
         cached = self._frames.get(event.id)
         if cached is not None:
             self._frames.move_to_end(event.id)
             return cached
-        text = sse.frame(None, event.seq, event.to_json())
+        text = sse.frame(
+            None, cursors.position(event.agent_id, history, event.seq), event.to_json()
+        )
         if len(text) <= self.max_bytes // 64:
             self._frames[event.id] = text
             self.size += len(text)

@@ -118,6 +118,7 @@ class Hub:
         self._signing_key: bytes | None = None
         self._known_keys: dict[str, tuple[Agent, int]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
+        self._history: str | None = None
         # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
         self.add_listener(lambda _agents: self.feed.wake())
 
@@ -603,6 +604,13 @@ class Hub:
         """A mark of each agent's inbox that changes whenever the inbox does, however it
         changed (``Store.inbox_marks``): absent for an empty inbox."""
         return await self._store.inbox_marks(agent_ids) if agent_ids else {}
+
+    async def history(self) -> str:
+        """Which history of the store the positions this hub hands out belong to
+        (``Store.history``). Read once: a store is restored only while no herald serves it."""
+        if self._history is None:
+            self._history = await self._store.history()
+        return self._history
 
     async def missing_after(
         self,

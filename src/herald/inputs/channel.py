@@ -30,6 +30,7 @@ from herald.reserved import (
     REQUEST_ID,
     refuse_reserved_type,
 )
+from herald.subscriptions import cursors
 
 DEFAULT_MESSAGE_TYPE = "message.received"
 
@@ -181,8 +182,10 @@ class PermissionInput(Input):
     ] = ""
 
 
-RESUME_POINT = re.compile(r"[0-9]{1,18}")
-"""The seq a stream resumes after, as ``Last-Event-ID`` or ``?after=`` send it."""
+BARE_SEQ = re.compile(r"[0-9]{1,18}")
+RESUME_POINT = re.compile(f"{BARE_SEQ.pattern}|{cursors.POSITION.pattern}")
+"""Where a stream resumes, as ``Last-Event-ID`` or ``?after=`` send it: the id of the last event
+it gave (a position), or a bare seq (0: from the oldest; any other, from no known history)."""
 
 
 class ResumeInput(Input):
@@ -197,9 +200,13 @@ class ResumeInput(Input):
             str,
             Field(
                 pattern=whole(RESUME_POINT),
-                description="The seq of the last event the client has; 0: from the oldest.",
+                description=(
+                    "The id of the last event the stream gave; 0: from the oldest. Another"
+                    " number, or an id from another history of the store (before a restore),"
+                    " resumes from the oldest pending event, after a truncated frame."
+                ),
             ),
-            Says("must be the seq of an event: 0 or more"),
+            Says("must be the id of the last event the stream gave, or 0"),
         ]
         | None
     ) = None

@@ -337,6 +337,13 @@ class Store(ABC):
         every seq before it; agents with an empty inbox (or none) are left out."""
 
     @abstractmethod
+    async def history(self) -> str:
+        """Which history of the store this is: made anew when the store is made, restored or
+        recreated (migration ``history`` says how), and carried by every position herald
+        hands out, so that a position from another history is never taken as a place in this
+        one. Letters and digits only."""
+
+    @abstractmethod
     async def missing_after(
         self,
         agent_id: str,

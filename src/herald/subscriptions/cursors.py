@@ -1,32 +1,53 @@
-"""Events cursors: a position in one agent's events, sent to the client as an opaque string.
+"""Positions in one agent's events, sent to the client as an opaque string: the cursor of
+``events/poll`` and ``events/stream``, and the SSE id of ``GET /channel/stream``.
 
-A cursor names its agent, so that one agent's cursor sent by another is refused rather than
-read as a position in the wrong inbox; the position is the agent's ``seq``, the same one a
-heartbeat cursor counts, so a cursor acknowledges exactly as a heartbeat cursor does.
+A position names its agent, so that one agent's position sent by another is refused rather than
+read as a place in the wrong inbox; and the history of the store it was given in
+(``Store.history``), because seqs are handed out again after a restore: a position from another
+history is no place in this one, and whoever sends it gets every pending event again, told that
+history was lost. The place itself is the agent's ``seq``, the same one a heartbeat cursor
+counts, so a cursor acknowledges exactly as a heartbeat cursor does.
+
+A position without a history (``agt_…~200``, given by herald before positions carried one) is
+taken as one from another history: it may come from before a restore, and reading it as a place
+could skip events without a word, where reading it as none costs a client at most events it saw
+once more, told so.
 """
 
 from __future__ import annotations
+
+import re
 
 from herald.errors import InvalidInput
 from herald.models import Agent
 
 SEPARATOR = "~"
 HELP = "send null to start, or the cursor of your last answer"
+POSITION = re.compile(r"[^~\s]{1,64}(~[0-9a-z]{1,64})?~[0-9]{1,18}")
+"""A position herald gives (or gave, before positions carried their history)."""
 
 
-def encode(agent: Agent, seq: int) -> str:
-    return f"{agent.id}{SEPARATOR}{seq}"
+def encode(agent: Agent, history: str, seq: int) -> str:
+    return position(agent.id, history, seq)
 
 
-def decode(cursor: str, agent: Agent) -> int:
-    """The seq a cursor of ``agent`` stands for.
+def position(agent_id: str, history: str, seq: int) -> str:
+    return f"{agent_id}{SEPARATOR}{history}{SEPARATOR}{seq}"
+
+
+def decode(
+    cursor: str, agent: Agent, history: str, *, what: str = "params.cursor", fix: str = HELP
+) -> int | None:
+    """The seq a position of ``agent`` stands for in the store's ``history``; None when it was
+    given in another history of the store (or in none that it says). ``what`` names where it
+    came from, and ``fix`` what to send instead, in the error.
 
     Raises:
-        InvalidInput: not a cursor herald gave, or a cursor of another agent.
+        InvalidInput: not a position herald gave, or one of another agent.
     """
-    owner, _, seq = cursor.rpartition(SEPARATOR)
-    if not owner or not seq.isascii() or not seq.isdigit() or len(seq) > 19:
-        raise InvalidInput(f"params.cursor {cursor[:80]!r} is not a cursor herald gave: {HELP}")
+    if not POSITION.fullmatch(cursor):
+        raise InvalidInput(f"{what} {cursor[:80]!r} is not a cursor herald gave: {fix}")
+    owner, *given, seq = cursor.split(SEPARATOR)
     if owner != agent.id:
-        raise InvalidInput(f"params.cursor belongs to another agent: {HELP}")
-    return int(seq)
+        raise InvalidInput(f"{what} belongs to another agent: {fix}")
+    return int(seq) if given == [history] else None

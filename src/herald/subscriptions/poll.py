@@ -6,7 +6,8 @@ too old: ``truncated``). Each later cursor acknowledges the matching events up t
 subscription was handed or that were pushed, and the oldest open matching events are leased to
 it; the same cursor again (a lost answer) gets the same events. An answer whose cursor passes
 events that will never be offered (expired, or pruned: the cursor was outside retention) says
-``truncated``.
+``truncated``. So does the answer to a cursor given in another history of the store (before a
+restore): it acknowledges nothing, and the events come from the oldest pending one.
 
 Every answer reads a bounded part of the backlog (``HubConfig.scan_events`` seqs): a poll whose
 types match nothing in a long backlog answers with no events, a cursor where its look ended, and
@@ -57,6 +58,8 @@ async def poll(
             agent's newest event (CursorAhead); nothing changes.
     """
     subscription = await catalogue.resolve(hub, params.name, params.arguments)
+    history = await hub.history()
+    given = cursors.decode(params.cursor, agent, history) if params.cursor is not None else None
     if params.cursor is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
         events: list[dict[str, Any]] = []
@@ -65,17 +68,18 @@ async def poll(
         looked(hub.scan_events)
     else:
         limit = params.max_events or DEFAULT_MAX_EVENTS
-        given = cursors.decode(params.cursor, agent)
+        # A cursor of another history acknowledges nothing and is no place in this one: every
+        # pending event comes again, from the oldest, and the answer says history was lost.
         drained = await hub.poll(
-            agent, subscription.key, subscription.match, cursor=given, limit=limit
+            agent, subscription.key, subscription.match, cursor=given or 0, limit=limit
         )
         events = [catalogue.occurrence(event, params.name) for event in drained.events]
         cursor, has_more = drained.cursor, len(drained.events) == limit or drained.more
         looked(drained.looked)
-        truncated = await _passed_a_loss(hub, agent, subscription, given, drained)
+        truncated = given is None or await _passed_a_loss(hub, agent, subscription, given, drained)
     return {
         "events": events,
-        "cursor": cursors.encode(agent, cursor),
+        "cursor": cursors.encode(agent, history, cursor),
         "truncated": truncated,
         "hasMore": has_more,
         "nextPollMs": 0 if has_more else flowing_ms if events else idle_ms,

@@ -88,16 +88,22 @@ async def stream(
     """
     notify = _bounded(notify, send_timeout_s)
     subscription = await catalogue.resolve(hub, params.name, params.arguments)
+    history = await hub.history()
+    given = cursors.decode(params.cursor, agent, history) if params.cursor is not None else None
     if params.cursor is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
         cursor, truncated = position.cursor, position.skipped > 0
+    elif given is None:
+        # A cursor of another history (before a restore) acknowledges nothing and is no place
+        # in this one: every pending event is pushed again, and ``active`` says history was lost.
+        cursor, truncated = 0, True
     else:
-        cursor = cursors.decode(params.cursor, agent)
+        cursor = given
         await hub.acknowledge_through(agent, subscription.key, subscription.match, cursor)
         truncated = await hub.missing_after(agent, cursor) > 0
     newest = (await hub.get_agent(agent.id)).last_seq
     live = fanout.subscribe(agent.id, newest)
-    pusher = _Pusher(hub, agent, subscription, notify, session or subscription.key)
+    pusher = _Pusher(hub, agent, history, subscription, notify, session or subscription.key)
 
     removed = False
 
@@ -114,7 +120,7 @@ async def stream(
     try:
         await notify(
             "notifications/events/active",
-            {"cursor": cursors.encode(agent, cursor), "truncated": truncated},
+            {"cursor": cursors.encode(agent, history, cursor), "truncated": truncated},
         )
         last = cursor
         while page := await hub.open_events(agent.id, last, BACKLOG_PAGE):
@@ -176,18 +182,20 @@ class _Pusher:
         self,
         hub: Hub,
         agent: Agent,
+        history: str,
         subscription: Subscription,
         notify: Notify,
         session: str,
     ) -> None:
         self.hub = hub
         self.agent = agent
+        self.history = history
         self.subscription = subscription
         self.notify = notify
         self.session = session
 
     def cursor(self, seq: int) -> str:
-        return cursors.encode(self.agent, seq)
+        return cursors.encode(self.agent, self.history, seq)
 
     async def push(self, events: Sequence[Event]) -> None:
         matching = [e for e in events if self.subscription.match.matches(e)]

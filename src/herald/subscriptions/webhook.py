@@ -94,7 +94,8 @@ async def subscribe(
         )
     url = await _admit(sender, delivery.url)
     subscription = await catalogue.resolve(hub, params.name, params.arguments)
-    given = cursors.decode(params.cursor, agent) if params.cursor is not None else None
+    history = await hub.history()
+    given = cursors.decode(params.cursor, agent, history) if params.cursor is not None else None
     sub_id = subscription_id(agent, url, params.name, params.arguments)
     before = await hub.subscriptions.get(sub_id)
     now = hub.now()
@@ -107,6 +108,10 @@ async def subscribe(
     if given is not None:
         await hub.acknowledge_through(agent, subscription.key, subscription.match, given)
         after, truncated = given, await hub.missing_after(agent, given) > 0
+    elif params.cursor is not None:
+        # A cursor of another history (before a restore): no place in this one, every
+        # pending event is sent again, and the answer says history was lost.
+        after, truncated = 0, True
     elif before is None:
         position = await start(hub, agent, subscription, params.max_age_ms)
         after, truncated = position.cursor, position.skipped > 0
@@ -129,7 +134,7 @@ async def subscribe(
     result: dict[str, Any] = {
         "id": sub_id,
         "refreshBefore": iso_ms(endpoint.expires_at) if endpoint.expires_at is not None else None,
-        "cursor": cursors.encode(agent, watermark if watermark is not None else after),
+        "cursor": cursors.encode(agent, history, watermark if watermark is not None else after),
         "truncated": truncated,
     }
     if previous is not None:

@@ -530,7 +530,7 @@ class WebhookWorker:
             self._entry_names.pop(endpoint.id, None)
             return None
         payload = catalogue.occurrence(event, name)
-        payload["cursor"] = cursors.encode(claimed.agent, cursor)
+        payload["cursor"] = cursors.encode(claimed.agent, await self.hub.history(), cursor)
         return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
 
     async def _send_gap(self, claimed: _Claimed) -> None:
@@ -542,7 +542,8 @@ class WebhookWorker:
         cursor = await self._watermarks.cursor(endpoint, claimed.event.id, self._held[endpoint.id])
         if cursor is None:
             return  # the subscription is gone
-        payload = {"type": "gap", "cursor": cursors.encode(claimed.agent, cursor)}
+        history = await self.hub.history()
+        payload = {"type": "gap", "cursor": cursors.encode(claimed.agent, history, cursor)}
         message_id = f"msg_gap_{secrets.token_hex(12)}"
         outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
         if not outcome.ok:

@@ -339,6 +339,11 @@ UPDATE events SET
 FROM unnest($1::text[], $2::text[], $4::text[]) AS pushed (event_id, agent_id, holder)
 WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id AND events.{OPEN}
 """
+# The store's history: the id its migration made, and its table's oid, which a pg_restore (that
+# makes the tables anew) changes even though it restores the id.
+HISTORY = """
+SELECT id || 'o' || to_hex(('herald_history'::regclass)::oid::bigint) FROM herald_history
+"""
 # $1 agent, $2 after, $3 now, $4 through (or NULL), $5 and $6 as $7 and $8 in MATCHING: the last
 # seq counted, events stored in between, how many of those that match expired.
 MISSING_AFTER = f"""

@@ -460,6 +460,12 @@ class PostgresStore(
 
         return await self._run(select)
 
+    async def history(self) -> str:
+        async def select(conn: Connection) -> str:
+            return str(await conn.fetchval(queries.HISTORY))
+
+        return await self._run(select)
+
     async def missing_after(
         self,
         agent_id: str,

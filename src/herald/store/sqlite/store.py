@@ -425,6 +425,12 @@ class SQLiteStore(
         result: dict[str, tuple[int, int]] = await self._run(marks)
         return result
 
+    async def history(self) -> str:
+        def select(conn: sqlite3.Connection) -> str:
+            return str(conn.execute("SELECT id FROM herald_history").fetchone()[0])
+
+        return await self._run(select)
+
     async def missing_after(
         self,
         agent_id: str,
