@@ -90,6 +90,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     asyncio.run(wipe())
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def own_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of an empty store no other test's herald shares while this test runs (on
+    PostgreSQL a database of its own: ``store_url``'s is the run's, which a module's herald may
+    be serving meanwhile), on each backend in turn: for a test that reads every agent's events."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'herald.db'}"
+    url: str = request.getfixturevalue("postgres_database_url")
+    return url
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

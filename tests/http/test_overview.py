@@ -68,9 +68,9 @@ def test_events_are_filtered_by_agent_handle_status_type_and_time(admin: httpx.C
 
 
 def test_a_narrowed_page_looks_at_the_bound_and_its_next_goes_on_where_it_ended(
-    store_url: str,
+    own_store_url: str,
 ) -> None:
-    herald = HeraldProcess(store_url, extra_args=("--scan-events", "5"))
+    herald = HeraldProcess(own_store_url, extra_args=("--scan-events", "5"))
     try:
         with herald.client(herald.admin_key) as admin:
             alice = new_agent(admin)
