@@ -61,8 +61,8 @@ class StreamSlots:
         return release
 
 
-class PublishRate:
-    """A token bucket per key: ``rate`` events per second, up to ``burst`` at once."""
+class TokenBuckets:
+    """A token bucket per key: ``rate`` tokens a second, up to ``burst``."""
 
     def __init__(
         self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
@@ -71,6 +71,20 @@ class PublishRate:
         self.burst = burst
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+
+    def level(self, key: str) -> tuple[float, float]:
+        """The tokens ``key`` holds now (refilled since last set), and now."""
+        now = self._clock()
+        tokens, at = self._buckets.get(key, (float(self.burst), now))
+        return min(float(self.burst), tokens + (now - at) * self.rate), now
+
+    def set(self, key: str, tokens: float, now: float) -> None:
+        """What ``key`` holds at ``now`` (below zero: a debt its next refills pay first)."""
+        self._buckets[key] = (tokens, now)
+
+
+class PublishRate(TokenBuckets):
+    """Events published per key: ``rate`` events per second, up to ``burst`` at once."""
 
     def take(self, key: str, events: int) -> None:
         """Count ``events`` published by ``key`` now, or refuse them all.
@@ -82,17 +96,15 @@ class PublishRate:
         if not self.rate:
             return
         self.check_size(events)
-        now = self._clock()
-        tokens, at = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        tokens, now = self.level(key)
         if tokens < events:
-            self._buckets[key] = (tokens, now)
+            self.set(key, tokens, now)
             raise RateLimited(
                 f"this key is over its publish rate of {self.rate:g} events/s "
                 f"(herald serve --publish-rate, --publish-burst); nothing was published",
                 (events - tokens) / self.rate,
             )
-        self._buckets[key] = (tokens - events, now)
+        self.set(key, tokens - events, now)
 
     def check_size(self, events: int) -> None:
         """Raises: TooLarge: more events at once than the burst could ever allow."""
@@ -103,24 +115,11 @@ class PublishRate:
             )
 
 
-class PollCost:
+class PollCost(TokenBuckets):
     """A bucket per key of the events its polls may look at: ``rate`` a second, up to
     ``burst``. A poll is let in while its key's bucket holds one event at least, and costs what
     it looked at once answered (it cannot know before), so one poll may take the bucket below
     zero: the key's next polls wait until it has refilled."""
-
-    def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (events, at)
-
-    def _now(self, key: str) -> tuple[float, float]:
-        now = self._clock()
-        events, at = self._buckets.get(key, (float(self.burst), now))
-        return min(float(self.burst), events + (now - at) * self.rate), now
 
     def admit(self, key: str) -> Callable[[int], None]:
         """Let one poll of ``key`` in; call what it returns with the events it looked at.
@@ -131,9 +130,9 @@ class PollCost:
         """
         if not self.rate:
             return lambda looked: None
-        events, now = self._now(key)
+        events, now = self.level(key)
         if events < 1:  # a poll looks at one event at least
-            self._buckets[key] = (events, now)
+            self.set(key, events, now)
             raise RateLimited(
                 f"this key's polls are over their rate of {self.rate:g} events looked at a"
                 " second (herald serve --poll-rate, --poll-burst); poll again later",
@@ -141,8 +140,8 @@ class PollCost:
             )
 
         def cost(looked: int) -> None:
-            events, now = self._now(key)
-            self._buckets[key] = (events - max(looked, 1), now)
+            events, now = self.level(key)
+            self.set(key, events - max(looked, 1), now)
 
         return cost
 
