@@ -5,8 +5,9 @@ and the feed's items as the route sends them.
 The store writes one journal row per transaction that publishes, records attempts or
 acknowledgements, expires events or changes an endpoint, in that transaction (``JournalEntry``:
 what changed, by name: the events it published as ranges of seqs, the attempts, the events that
-expired, the endpoints). The feed reads the rows in commit order and turns each into items, one
-per event or endpoint it names (``herald.hub.feed``).
+expired, the endpoints). The feed reads the rows in one order, the same for every reader (the
+commit order on SQLite, the writing transactions' ids on PostgreSQL: ``JournalPosition``), and
+turns each into items, one per event or endpoint it names (``herald.hub.feed``).
 
 Each item is one SSE event. Its ``event:`` is its ``kind``; its ``id:`` is its cursor, opaque to
 clients (sent back as ``Last-Event-ID``, or ``?after=``, the feed goes on just after it); its
@@ -50,8 +51,9 @@ ACK_WAY = "ack"
 
 @dataclass(frozen=True, order=True)
 class JournalPosition:
-    """Where a journal row is, in commit order: ``tx`` is the writing transaction's id on
-    PostgreSQL (0 on SQLite, whose one writer commits in ``position`` order)."""
+    """Where a journal row is, in the journal's order: ``tx`` is the writing transaction's id
+    on PostgreSQL, which orders the rows although it is not quite the commit order (0 on SQLite,
+    whose one writer commits in ``position`` order)."""
 
     tx: int
     position: int

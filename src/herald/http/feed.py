@@ -1,5 +1,6 @@
 """``GET /v1/stream``: the admin's live feed as Server-Sent Events, every publish, attempt,
-acknowledgement, expiry and endpoint change as it happens, in commit order, resumable
+acknowledgement, expiry and endpoint change as it happens, each exactly once, in one order
+that every client and every resume sees alike (each agent's events in seq order), resumable
 (``herald.feed`` says what each item holds). ``?agent=`` (an id or a handle) and ``?type=`` (an
 event type or a glob) narrow it; ``Last-Event-ID`` (or ``?after=``) goes on after an item's id;
 without, it starts from now. ``?max_rate=`` (items a second) is for a person reading (the
@@ -58,10 +59,13 @@ PACED_EVERY_S = 0.25
         )
     },
     description=(
-        "Every publish, attempt, acknowledgement, expiry and endpoint change as it happens, in"
-        " commit order; agent and type narrow it. The Last-Event-ID header (or after) goes on"
-        " after an item; without, the feed starts from now. With max_rate, at most that many"
-        " items a second: the newest, after a skipped item saying what was left out."
+        "Every publish, attempt, acknowledgement, expiry and endpoint change as it happens,"
+        " each exactly once, in one order that every client and every resume sees alike, an"
+        " agent's events in seq order (on PostgreSQL, of two changes made at the same time, the"
+        " one committed second may come first); agent and type narrow it. The Last-Event-ID"
+        " header (or after) goes on after an item; without, the feed starts from now. With"
+        " max_rate, at most that many items a second: the newest, after a skipped item saying"
+        " what was left out."
     ),
     tag="events",
     name="feed",

@@ -1,5 +1,13 @@
-"""The admin's live feed, as the hub reads it (``hub.feed``): the journal's rows in commit
-order, each turned into its items (``herald.feed`` says what they are), a page at a time.
+"""The admin's live feed, as the hub reads it (``hub.feed``): the journal's rows in the
+journal's order, each turned into its items (``herald.feed`` says what they are), a page at a
+time.
+
+That order is one for every reader and every resume, each item is given exactly once, and
+each agent's events come in seq order. It is the commit order on SQLite; on PostgreSQL it is
+the order of the writing transactions' ids, which is not quite the commit order (of two
+transactions whose work does not depend on each other, the one that took its id first may
+commit second): a row is read only once every transaction that could still come before it has
+ended, so none is ever passed over (``store/postgres/journal.py``).
 
 Each reader reads the store at its own pace, one page in hand at a time: a slow reader holds
 nothing of anyone else's and slows no publisher (nothing waits for it), and one that went away

@@ -18,8 +18,9 @@ Every backend keeps the same promises, proven by one test suite run against each
   told when they change (a hint, where the backend can tell);
 - publisher keys are kept by id and found by their hash, so that each request reads the truth;
 - each transaction that publishes, records attempts or acknowledgements, expires events or
-  changes an endpoint writes one journal row in that transaction, read back in commit order
-  (``herald.feed``); the journal listeners are told after each such commit in this process.
+  changes an endpoint writes one journal row in that transaction, read back in one order, the
+  same for every reader (``herald.feed``); the journal listeners are told after each such
+  commit in this process.
 
 Times are integer milliseconds since the epoch, read from the store's ``clock`` so that tests can
 move time instead of sleeping.
@@ -678,12 +679,13 @@ class Store(ABC):
         agent_id: str | None = None,
         newest: bool = False,
     ) -> JournalPage:
-        """The journal's rows after ``after`` (from it, ``inclusive``), oldest first in commit
-        order, at most ``limit``: only rows that no transaction still running can come before,
-        so that a reader that moved past a row never misses one committed later. With
-        ``agent_id``, rows of other agents are left out (rows that may concern several agents
-        are kept). With ``newest``, the page is the last ``limit`` of those rows rather than
-        the first (still oldest first): what a reader that skips ahead reads."""
+        """The journal's rows after ``after`` (from it, ``inclusive``), oldest first in the
+        journal's order (``JournalPosition``), at most ``limit``: only rows that no transaction
+        still running can come before, so that a reader that moved past a row never misses one
+        committed later. With ``agent_id``, rows of other agents are left out (rows that may
+        concern several agents are kept). With ``newest``, the page is the last ``limit`` of
+        those rows rather than the first (still oldest first): what a reader that skips ahead
+        reads."""
 
     @abstractmethod
     async def feed_events(
