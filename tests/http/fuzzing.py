@@ -79,6 +79,7 @@ class World:
         self.keys["publisher"] = self.admin("POST", "/v1/keys", json=publisher).json()["key"]
         self.events: list[str] = []
         self.bob_event = self.publish(self.bob, "for bob only")
+        self.history = self.stream_history(self.bob)
         self._sessions: dict[str, str] = {}
         self.top_up()
 
@@ -97,6 +98,15 @@ class World:
     def publish(self, to: Agent, text: str, **fields: Any) -> str:
         event = {"to": to.handle, "type": "t", "text": text, **fields}
         return str(self.admin("POST", "/v1/events", json=event).json()["id"])
+
+    def stream_history(self, agent: Agent) -> str:
+        """The store's history, as the position of the agent's first streamed event names it."""
+        headers = {"authorization": f"Bearer {agent.key}"}
+        with self.http.stream("GET", "/channel/stream", headers=headers) as response:
+            for line in response.iter_lines():
+                if line.startswith("id: "):
+                    return line.removeprefix("id: ").split("~")[1]
+        raise AssertionError("the stream ended before its first event")
 
     def top_up(self) -> None:
         """Give alice two open events (one asks for a form from bob) if she has fewer; then
@@ -145,6 +155,7 @@ class World:
             b"bob": self.bob.handle,
             b"alice-id": self.alice.id,
             b"target-id": self.target.id,
+            b"history": self.history,
             **{f"event{i}".encode(): watched[i % len(watched)] for i in range(10)},
         }
         return _PLACEHOLDER.sub(lambda m: names.get(m[1], m[0].decode()).encode(), drawn)

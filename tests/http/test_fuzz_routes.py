@@ -144,14 +144,27 @@ payload_schemas = either(
         ),
     )
 )
+# Stream positions as a client may hold them: a bare seq, or a position of alice's (or
+# another agent's) in this history or in another (one from before a restore, say).
+positions = st.one_of(
+    st.integers(0, 40).map(str),
+    st.builds(
+        lambda agent, history, seq: f"{agent}~{history}~{seq}",
+        st.sampled_from(["@alice-id@", "@target-id@", "agt_0"]),
+        st.one_of(st.just("@history@"), st.text("0123456789abcdef", max_size=20)),
+        st.integers(-1, 40),
+    ),
+)
 stream = st.builds(
     Call,
     st.just("GET"),
     st.just("/channel/stream"),
     key("alice"),
     st.none(),
-    st.fixed_dictionaries({}, optional={"last-event-id": header_values()}),
-    st.fixed_dictionaries({}, optional={"after": st.text(max_size=12)}),
+    st.fixed_dictionaries(
+        {}, optional={"last-event-id": st.one_of(header_values(), positions.map(str.encode))}
+    ),
+    st.fixed_dictionaries({}, optional={"after": st.one_of(st.text(max_size=12), positions)}),
 )
 
 ROUTES: dict[str, SearchStrategy[Call]] = {
@@ -346,8 +359,14 @@ def test_no_route_fails_or_changes_anything_when_it_refuses(
 
 
 def send(world: World, request: Call, path: str) -> httpx.Response:
-    headers = {**request.headers, **authorization(world, request.key)}
-    options: dict[str, Any] = {"headers": headers, "params": request.params}
+    headers = {
+        **{name: world.resolve(value) for name, value in request.headers.items()},
+        **authorization(world, request.key),
+    }
+    params = {
+        name: world.resolve(value.encode()).decode() for name, value in request.params.items()
+    }
+    options: dict[str, Any] = {"headers": headers, "params": params}
     if request.body is not None:
         options["content"] = world.resolve(request.body)
     if request.path == "/channel/stream":
