@@ -6,6 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.backends import BACKENDS, serving
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 
 
@@ -22,3 +23,12 @@ def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
 def admin(herald: HeraldProcess) -> Iterator[httpx.Client]:
     with herald.client(ADMIN_KEY) as client:
         yield client
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL, for the module's tests."""
+    with serving(request.param, tmp_path_factory.mktemp(request.param)) as process:
+        yield process

@@ -6,7 +6,6 @@ import queue
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import Receiver
 
@@ -262,15 +260,6 @@ def test_an_agents_webhook_url_is_its_webhooks(store_url: str) -> None:
             )
     finally:
         herald.stop()
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def each_backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HeraldProcess]:
-    """``herald serve`` on SQLite, then on PostgreSQL."""
-    with serving(request.param, tmp_path_factory.mktemp(request.param)) as process:
-        yield process
 
 
 NOT_URLS = [

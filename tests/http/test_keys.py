@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from starlette.routing import Route
 
 from herald.http.app import create_app
 from herald.hub import Hub
-from tests.backends import BACKENDS, serving
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_api import error_code, new_agent
 
@@ -242,15 +240,6 @@ def test_a_publisher_key_is_refused_on_every_route_but_publishing(
     assert response.json()["error"]["message"] == (
         "this route needs the admin key; a publisher key only publishes"
     )
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def each_backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HeraldProcess]:
-    """``herald serve`` on SQLite, then on PostgreSQL."""
-    with serving(request.param, tmp_path_factory.mktemp(request.param)) as process:
-        yield process
 
 
 def agents_events(process: HeraldProcess, agent: dict[str, Any]) -> list[dict[str, Any]]:
