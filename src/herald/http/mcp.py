@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,7 +27,7 @@ from herald.errors import HeraldError, RateLimited
 from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
-from herald.http.mcp_refusals import refuse
+from herald.http.mcp_refusals import refuse, request_id_of
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
 from herald.mcp.events import (
@@ -352,13 +351,8 @@ async def _whole_body(scope: Scope, receive: Receive) -> tuple[bytes, Receive]:
 def _duplicate_key(fault: str, body: bytes) -> JSONResponse:
     """The answer to a message holding a key twice: a JSON-RPC error, with the request's id
     when it has one (the last given, as the SDK would have read it)."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):  # duplicate_key said it parses: not expected
-        message = None
-    found = message.get("id") if isinstance(message, dict) else None
-    request_id = found if isinstance(found, (str, int)) and not isinstance(found, bool) else None
     error = {"code": INVALID_REQUEST, "message": fault}
+    request_id = request_id_of(body)
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, 400)
 
 

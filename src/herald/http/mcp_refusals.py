@@ -60,6 +60,11 @@ async def _request_id(scope: Scope, receive: Receive) -> str | int | None:
             return None
         if not message.get("more_body", False):
             break
+    return request_id_of(body)
+
+
+def request_id_of(body: bytes) -> str | int | None:
+    """The id of the JSON-RPC request in ``body`` (None: none, or not one that can be read)."""
     try:
         request = json.loads(body)
     except (ValueError, RecursionError):
