@@ -108,7 +108,8 @@ async def herald_server(
     command = [
         sys.executable, "-m", "herald.cli", "serve",
         "--store", store, "--host", HOST, "--port", "0", "--log-level", "warning",
-        "--publish-rate", "0", "--streams-per-key", "0", "--sessions-per-key", "0", *extra,
+        "--publish-rate", "0", "--streams-per-key", "0", "--requests-per-key", "0",
+        "--sessions-per-key", "0", *extra,
     ]  # fmt: skip
     env = {**os.environ, "HERALD_ADMIN_KEY": admin_key}
     async with _subprocess(command, env, log_path) as (address, pid):

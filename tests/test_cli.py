@@ -344,6 +344,7 @@ SETTINGS = [
     (("--webhook-stop-grace", "0"), lambda c: c.webhooks.stop_grace_s, 0.0),
     (("--streams-per-key", "0"), lambda c: c.limits.streams, 0),
     (("--sessions-per-key", "3"), lambda c: c.limits.sessions, 3),
+    (("--requests-per-key", "0"), lambda c: c.limits.requests, 0),
     (("--publish-rate", "5"), lambda c: c.limits.publish_rate, 5.0),
     (("--publish-burst", "6"), lambda c: c.limits.publish_burst, 6),
     (("--poll-rate", "7"), lambda c: c.limits.poll_rate, 7.0),

@@ -315,10 +315,16 @@ class KeyLimits:
     nothing in a long backlog at 50 a second."""
     poll_burst: int = 50_000
     """Events a key's polls may look at at once after being idle."""
+    requests: int | None = None
+    """Requests one key may have in flight at once, streams included (None: a quarter of the
+    connections ``herald serve`` can hold; 0: no limit). An operator who lifts the stream limit
+    for one key's many streams lifts this one too."""
 
     def __post_init__(self) -> None:
         if self.streams < 0 or self.sessions < 0:
             raise InvalidInput("stream and session limits must be 0 (no limit) or more")
+        if self.requests is not None and self.requests < 0:
+            raise InvalidInput("the requests per key must be 0 (no limit) or more")
         if not math.isfinite(self.publish_rate) or self.publish_rate < 0:
             raise InvalidInput("the publish rate must be 0 (no limit) or more events per second")
         if self.publish_burst < 1:

@@ -89,7 +89,9 @@ async def serve(
                 )
             bound_port = sock.getsockname()[1]
             public_url = config.http.public_url or f"http://{host}:{bound_port}"
-            app, stopping = build_app(hub, config, public_url, budget.per_key)
+            per_key = config.limits.requests
+            per_key = budget.per_key if per_key is None else per_key
+            app, stopping = build_app(hub, config, public_url, per_key)
             server_config = uvicorn.Config(
                 app,
                 log_level=config.log_level,
@@ -109,7 +111,7 @@ async def serve(
                 f" {config.http.head_timeout_s:g} s and fit in {MAX_HEAD_BYTES // 1024} KiB;"
                 f" a request body must come whole within {config.http.body_timeout_s:g} s,"
                 f" with no pause over {config.http.body_idle_timeout_s:g} s; one key may have"
-                f" {budget.per_key} requests in flight at once"
+                f" {per_key or 'any number of'} requests in flight at once"
             )
             announce(
                 f"herald: listening on http://{host}:{bound_port}"

@@ -97,6 +97,24 @@ def initialize(http: httpx.Client, key: str) -> httpx.Response:
     )
 
 
+@pytest.mark.parametrize(
+    "herald", [("--requests-per-key", "2", "--streams-per-key", "0")], indirect=True
+)
+def test_a_key_over_its_requests_in_flight_gets_429_whatever_they_are(
+    herald: HeraldProcess,
+) -> None:
+    alice, bob = agent_keys(herald, "alice", "bob")
+    streams = [open_stream(herald, alice), open_stream(herald, alice)]
+    try:
+        assert_limited(try_stream(herald, alice), "--requests-per-key")
+        with herald.client(alice) as client:  # not only streams: any request of the key
+            assert_limited(client.post("/channel/heartbeat", json={}), "--requests-per-key")
+        streams.append(open_stream(herald, bob))  # another key is unaffected
+    finally:
+        for sock in streams:
+            sock.close()
+
+
 @pytest.mark.parametrize("herald", [("--sessions-per-key", "2")], indirect=True)
 def test_a_key_over_its_live_mcp_sessions_gets_429_until_one_ends(herald: HeraldProcess) -> None:
     alice, bob = agent_keys(herald, "alice", "bob")

@@ -183,7 +183,8 @@ class RequestsPerKey:
         if held >= self.limit:
             message = (
                 f"this key has {held} requests in flight, the most one key may hold at once"
-                " (a quarter of the connections this herald can hold); wait for one to end"
+                " (herald serve --requests-per-key; by default a quarter of the connections it"
+                " can hold); wait for one to end"
             )
             refusal = RateLimited(message, SHARE_RETRY_AFTER_S)
             answer = error_response(

@@ -178,6 +178,13 @@ SETTINGS = (
         "open GET /channel/stream per key at most (0: no limit)",
     ),
     Setting(
+        "requests_per_key",
+        "limits.requests",
+        integer(0),
+        "requests one key may have in flight at once, streams included (default: a quarter of"
+        " the open connections herald can hold; 0: no limit)",
+    ),
+    Setting(
         "sessions_per_key",
         "limits.sessions",
         integer(0),
