@@ -490,3 +490,25 @@ def test_the_mcp_events_example_subscribes_the_receiver_and_matching_events_arri
         assert receiver.printed() == "dm.received a dm.received"  # only what matches dm.*
     finally:
         receiver.stop()
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """The anchor a heading gets on the pages' host (GitHub): lower case, punctuation dropped,
+    spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_reaches_a_file_and_its_heading() -> None:
+    for page in PAGES:
+        for target in LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), (page.name, target)
+            if fragment:
+                headings = re.findall(r"^#+ (.*)$", linked.read_text(), re.MULTILINE)
+                assert fragment in {anchor(heading) for heading in headings}, (page.name, target)
