@@ -128,6 +128,7 @@ SHELL_CLAIMED = (
     "/openclaw",
     "herald drain --url",
     "events/subscribe",
+    "alice/webhook",
 )
 """What each shell test below looks for in the example it runs."""
 VENV_BIN = str(Path(sys.executable).parent)
@@ -446,12 +447,10 @@ def test_the_webhook_receiver_example_verifies_and_prints_the_agents_events(
     herald = herald_calling_loopback
     with herald.client(herald.admin_key) as admin:
         assert admin.post("/v1/agents", json={"handle": "alice"}).status_code == 201
-    # The README says in its text how to point alice's webhook at the receiver: run that.
-    readme = (ROOT / "README.md").read_text()
-    (put,) = re.findall(r"\(`(curl -s -X PUT \$H/v1/agents/alice/webhook .*?)`;", readme, re.DOTALL)
+    ((put, _),) = commands(shell_example("alice/webhook"))
     env = {"H": herald.url, "ADMIN": str(herald.admin_key)}
     port = free_port()
-    secret = str(shell(at_port(" ".join(put.split()), port), env)["secret"])
+    secret = str(shell(at_port(put, port), env)["secret"])
     receiver = RunningReceiver(tmp_path, secret, port)
     try:
         publish(herald, "alice", "Build 1234 failed")
