@@ -159,6 +159,16 @@ def test_publishing_to_an_unknown_agent_is_not_found(admin: httpx.Client) -> Non
     assert response.status_code == 404 and error_code(response) == "not_found"
 
 
+def test_a_path_no_route_takes_is_not_found_and_the_answer_says_where_the_routes_are(
+    admin: httpx.Client,
+) -> None:
+    response = admin.get("/v1/no-such-thing")
+    assert response.status_code == 404 and error_code(response) == "not_found"
+    message = response.json()["error"]["message"]
+    assert message == "no route /v1/no-such-thing; GET /docs describes every route"
+    assert admin.get("/docs").status_code == 200  # where it points: the reference page
+
+
 def test_heartbeat_with_a_cursor_is_at_least_once(
     herald: HeraldProcess, admin: httpx.Client
 ) -> None:

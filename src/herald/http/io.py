@@ -126,7 +126,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "not_found", 405: "method_not_allowed"}
     message = {
-        404: f"no route {request.url.path}; see the README for the API",
+        404: f"no route {request.url.path}; GET /docs describes every route",
         405: f"{request.method} is not allowed on {request.url.path}",
     }.get(exc.status_code, str(exc.detail))
     headers = exc.headers

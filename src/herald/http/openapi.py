@@ -73,7 +73,10 @@ PATH_PARAMETERS: dict[str, tuple[Any, str]] = {
 TAGS = {
     "mcp": "herald's MCP server, for agents' MCP clients (streamable HTTP).",
     "reference": "What this page and the OpenAPI document are made of.",
-    "console": "The web console's page and files (they hold no data; see the README).",
+    "console": (
+        "The web console's page and files. They hold no data: the console reads it from the"
+        " admin API with the key it is signed in with."
+    ),
 }
 """What a group of routes is, where its module's docstring does not say it for users."""
 
