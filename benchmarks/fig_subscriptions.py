@@ -1,7 +1,7 @@
 """Figure 13: MCP Events webhook subscriptions (``events/subscribe``), in this process.
 
 The delivery rate of one ``herald.event`` subscription per agent, subscribed with
-``herald.subscriptions.webhook.subscribe`` (the receiver answers the verification challenge) and
+``herald.webhooks.subscriptions.subscribe`` (the receiver answers the verification challenge) and
 delivered by ``WebhookWorker.run()``, beside herald's own signed webhooks (figure 9's herald
 side) re-measured in the same run: the same agents, URLs, events and worker, the same receiver.
 """
@@ -29,7 +29,7 @@ from herald import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput
 from herald.models import Agent
-from herald.subscriptions import webhook
+from herald.webhooks import subscriptions
 from herald.webhooks.worker import WebhookWorker
 
 SECRET = "whsec_" + base64.b64encode(b"b" * 32).decode()
@@ -48,7 +48,7 @@ async def _subscriptions(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
             "arguments": {"types": ["bench.*"]},
             "delivery": {"mode": "webhook", "url": url, "secret": SECRET},
         }
-        await webhook.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
+        await subscriptions.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
 
     hub = await _hub(workdir / "subscriptions.db", urls, per_agent, subscribe)
     worker = WebhookWorker(hub, sender, per_endpoint=sizes.webhook_per_endpoint)
@@ -116,7 +116,7 @@ async def subscription_figure(sizes: Sizes, workdir: Path) -> Figure:
             " 200 (and a verification challenge with its echo).",
             "herald: each agent has one MCP Events webhook subscription, `herald.event`"
             ' {types: ["bench.*"]} with a client secret, subscribed in process with'
-            " `herald.subscriptions.webhook.subscribe` (which verifies the URL) before the"
+            " `herald.webhooks.subscriptions.subscribe` (which verifies the URL) before the"
             " events are published; each delivery is the occurrence with its cursor, signed,"
             " with `X-MCP-Subscription-Id`. Baseline: herald's signed webhooks, one endpoint"
             " per agent (`set_webhook`), figure 9's herald side re-measured here.",

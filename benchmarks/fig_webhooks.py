@@ -27,10 +27,10 @@ from benchmarks.config import Sizes
 from benchmarks.cpu import Probe
 from benchmarks.results import Figure, Measurement, Target
 from herald import Hub
+from herald.addresses import AddressPolicy
 from herald.inputs.events import parse_new_event
 from herald.models import Agent, Endpoint, Event
 from herald.webhooks import manage
-from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender, SendOutcome
 from herald.webhooks.worker import WebhookWorker
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from herald import Hub, InvalidInput, Notifier, ServeConfig
+from herald.addresses import AddressPolicy
 from herald.capabilities import DeliveryCapabilities
 from herald.config import (
     DEFAULTS,
@@ -21,7 +22,6 @@ from herald.config import (
 from herald.delivery.fanout import Fanout
 from herald.http.limits import Limits
 from herald.times import format_duration, parse_duration
-from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 

@@ -13,10 +13,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import Hub
+from herald.addresses import AddressPolicy
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
-from herald.subscriptions import webhook
-from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks import subscriptions
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.herald_process import HeraldProcess
@@ -90,7 +90,7 @@ async def test_what_a_process_holds_of_a_subscription_another_ends_is_not_sent(
         ):
             sender = Sender("http://hub.test", AddressPolicy(allow_loopback=True), timeout_s=5)
             agent, _ = await here.create_agent("alice")
-            await webhook.subscribe(here, sender, agent, parse(SubscribeInput, raw, "params"))
+            await subscriptions.subscribe(here, sender, agent, parse(SubscribeInput, raw, "params"))
             receiver.arrived.get(timeout=10)  # the challenge
             first = await here.publish("alice", "dm.received", "in flight")
             for n in range(2):
@@ -101,7 +101,7 @@ async def test_what_a_process_holds_of_a_subscription_another_ends_is_not_sent(
             assert in_flight.json["eventId"] == first.event.id
             heard = asyncio.Event()
             here.subscriptions.on_deleted(lambda _id: heard.set())  # after the worker's own
-            await webhook.unsubscribe(there, agent, parse(UnsubscribeInput, target, "params"))
+            await subscriptions.unsubscribe(there, agent, parse(UnsubscribeInput, target, "params"))
             async with asyncio.timeout(10):
                 await heard.wait()
             receiver.release.set()

@@ -1,17 +1,11 @@
 """``herald backup`` and ``herald restore``: a consistent copy of a SQLite store, taken while
 ``herald serve`` serves it, and that copy put back in its place.
 
-A SQLite store is a file in WAL mode: what was committed lately is in ``<db>-wal``, and a plain
-copy of the file alone misses it. The copy is made with SQLite's online backup API instead, in
-steps, from one read snapshot held from the first step to the last. In WAL mode a reader never
-blocks the serving process's writes, and the held snapshot is what keeps the steps from
-restarting: without it, each commit of the serving process between two steps would restart the
-copy, which under load would never finish. So the copy holds every event committed before it
-began, and none half-written.
-
-A copy is written beside its destination under a temporary name, checked (SQLite's
-``integrity_check``, and its events counted) and only then renamed into place: a failed or
-interrupted backup leaves any earlier one untouched.
+A SQLite store is copied by the store itself (``Hub.copy_sqlite_store``: SQLite's online backup
+API, from one read snapshot, so that a copy taken under load holds every event committed before
+it began and none half-written), into a file beside its destination under a temporary name,
+checked there (SQLite's ``integrity_check``, and its events counted) and only then renamed into
+place: a failed or interrupted backup leaves any earlier one untouched.
 
 A PostgreSQL store is copied by PostgreSQL's own tools, run here: ``pg_dump`` (its custom
 format, written beside the destination and renamed into place once it is whole) and
@@ -29,19 +23,16 @@ import contextlib
 import os
 import shlex
 import shutil
-import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from herald.errors import HeraldError, InvalidInput
+from herald.hub import Hub
 from herald.serving_lock import hold_store
 from herald.urls import backend_of, password_free, split_schema, sqlite_path
-
-PAGES_PER_STEP = 1024
-"""Pages copied per step of the backup (4 MiB at SQLite's default page size)."""
 
 STALE_BESIDE_STORE = ("-wal", "-shm")
 """The files SQLite keeps beside a store: left from the store a restore replaces, they would be
@@ -108,8 +99,6 @@ def _pg_backup(store_url: str, path: str, say: Callable[[str], None]) -> None:
 
 
 async def _holds_a_store(store_url: str) -> bool:
-    from herald.hub import Hub  # here: a SQLite backup needs none of the hub
-
     return await Hub.store_exists(store_url)
 
 
@@ -234,7 +223,7 @@ def copy_store(
     of a checked temporary file beside it; ``before_rename`` runs on the destination just
     before the copy takes its name. Returns how many events the copy holds.
 
-    The copy is a history of its own (``_start_a_history``): a backup, and each restore of it.
+    The copy is a history of its own (``Store.history``): a backup, and each restore of it.
 
     Raises:
         HeraldError: ``source`` is missing or not a herald store, or the copy cannot be written
@@ -242,92 +231,13 @@ def copy_store(
     """
     target = Path(destination)
     with _beside(target) as temporary:
-        expected = _copy_snapshot(source, str(temporary))
-        _start_a_history(str(temporary))
-        _check_copy(str(temporary), expected)
+        expected = Hub.copy_sqlite_store(source, str(temporary))
         _sync(str(temporary))
         if before_rename is not None:
             before_rename(target)
         os.replace(temporary, target)
         _sync(str(target.parent))
     return expected
-
-
-def _copy_snapshot(source: str, destination: str) -> int:
-    """Copy ``source`` as of one snapshot into the empty database file ``destination``; returns
-    how many events that snapshot holds."""
-    with _reading(source) as reader, _sqlite_errors(f"cannot copy {source}"):
-        reader.execute("BEGIN")
-        expected = _count_events(reader, source)  # the read starts the snapshot held below
-        copy = sqlite3.connect(destination, isolation_level=None)
-        try:
-            reader.backup(copy, pages=PAGES_PER_STEP)
-            # A file that stands alone: no -wal beside it to copy or lose with it.
-            copy.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            copy.close()
-        reader.execute("COMMIT")
-    return expected
-
-
-def _start_a_history(path: str) -> None:
-    """Give the copy at ``path`` a history of its own (``Store.history``). Clients hold
-    positions given since the backup was taken, whose seqs the copy hands out again once it is
-    served: with a history of its own, none of them is taken as a place in it. Made anew for
-    the backup and for each restore, so that a backup served as it is, or restored twice, is
-    still not the history of the store it was taken from, nor of an earlier restore. A copy of
-    a store from before histories has none: herald gives it a new one when it opens it."""
-    with _sqlite_errors("cannot give the copy a history of its own"):
-        copy = sqlite3.connect(path, isolation_level=None)
-        try:
-            found = copy.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'herald_history'"
-            ).fetchone()
-            if found:
-                copy.execute("UPDATE herald_history SET id = lower(hex(randomblob(8)))")
-        finally:
-            copy.close()
-
-
-def _check_copy(path: str, expected: int) -> None:
-    with _reading(path) as copy, _sqlite_errors("the copy failed its check"):
-        problems = [row[0] for row in copy.execute("PRAGMA integrity_check")]
-        if problems != ["ok"]:
-            raise HeraldError(f"the copy failed SQLite's integrity check: {problems[:3]}")
-        events = _count_events(copy, path)
-    if events != expected:
-        raise HeraldError(f"the copy holds {events} events where its source held {expected}")
-
-
-@contextlib.contextmanager
-def _reading(path: str) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the SQLite file ``path``, which must exist."""
-    if not Path(path).is_file():
-        raise HeraldError(f"there is no SQLite store at {path}")
-    uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
-    with _sqlite_errors(f"cannot open {path}"):
-        connection = sqlite3.connect(uri, uri=True, isolation_level=None)
-    try:
-        yield connection
-    finally:
-        connection.close()
-
-
-def _count_events(connection: sqlite3.Connection, path: str) -> int:
-    try:
-        (count,) = connection.execute("SELECT count(*) FROM events").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise HeraldError(f"{path} is not a herald store: {exc}") from exc
-    return int(count)
-
-
-@contextlib.contextmanager
-def _sqlite_errors(doing: str) -> Iterator[None]:
-    """SQLite's errors, and the OS's, said as a ``HeraldError`` that begins with ``doing``."""
-    try:
-        yield
-    except (sqlite3.Error, OSError) as exc:
-        raise HeraldError(f"{doing}: {exc}") from exc
 
 
 def _remove_stale_files(store: Path) -> None:

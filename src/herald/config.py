@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from herald.addresses import AddressPolicy
 from herald.errors import InvalidInput
 from herald.keys import check_chosen_key
 from herald.urls import backend_of
-from herald.webhooks.addresses import AddressPolicy
 
 DAY_S = 24 * 3600
 MIN_PRESENCE_TTL_S = 1.0

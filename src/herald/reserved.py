@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from herald.errors import InvalidInput
-from herald.inputs.events import parse_new_event
 from herald.models import NewEvent
-
-if TYPE_CHECKING:  # herald.inputs.channel checks its fields with this module's rules
-    from herald.inputs.channel import PermissionInput
 
 REPLY_TYPE = "reply.received"
 PERMISSION_TYPE = "permission.request"
@@ -86,21 +81,3 @@ def refuse_reserved_declaration(name: str) -> None:
             f" and {RESERVED_PREFIX}*, such as herald.event); choose a name of your own, such"
             " as build.failed"
         )
-
-
-def permission_request(asked: PermissionInput) -> NewEvent:
-    """The ``permission.request`` event for the agent ``asked.to``: its text, data and allow/deny
-    form, all made here from checked fields.
-
-    Raises:
-        InvalidInput: ``asked.to`` is not a handle (it is checked once more as an event's).
-    """
-    data = {
-        "request_id": asked.request_id,
-        "tool_name": asked.tool_name,
-        "description": asked.description,
-        "input_preview": asked.input_preview,
-    }
-    text = f"Claude Code asks to use {asked.tool_name}: {asked.description}. Allow or deny?"
-    fields = {"type": PERMISSION_TYPE, "text": text, "data": data, "reply": PERMISSION_FORM}
-    return parse_new_event({"to": asked.to, **fields}, "permission")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import trustme
 
+from herald.addresses import AddressPolicy
 from herald.models import Agent, Endpoint, Event, EventStatus, Kind
 from herald.testing import ManualClock
-from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import (
     ADDRESS_CHECK_TTL_S,
     IDLE_CLIENT_S,

@@ -15,12 +15,12 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
+from herald.addresses import AddressPolicy
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.models import REFUSED_PREFIX, Finished, Kind, Published, State
 from herald.testing import ManualClock
 from herald.webhooks import manage
-from herald.webhooks.addresses import AddressPolicy
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.store.test_claimants import cut_listening_connections

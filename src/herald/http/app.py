@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from herald.addresses import AddressGuard
 from herald.config import DEFAULTS, EventsConfig, HttpConfig, MetricsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
@@ -42,7 +43,6 @@ from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
 from herald.tasks import running
-from herald.webhooks.addresses import AddressGuard
 from herald.webhooks.worker import WebhookWorker
 
 

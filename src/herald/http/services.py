@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from herald.addresses import AddressGuard
 from herald.delivery.engine import Notifier
 from herald.http.auth import MetricsAccess
 from herald.http.limits import Limits
 from herald.hub import Hub
-from herald.webhooks.addresses import AddressGuard
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """``GET /channel/stream``: an agent's events as Server-Sent Events, resumable without gap or
-duplicate. The SSE ``id`` of each event is its position (``subscriptions.cursors``: its agent,
+duplicate. The SSE ``id`` of each event is its position (``herald.cursors``: its agent,
 the store's history, its ``seq``); a reconnect sends it back as ``Last-Event-ID`` (or
 ``?after=`` on a first connect). A position from another history (before a restore) resumes
 from the oldest pending event, announced by a ``truncated`` frame. A resume position is not an
@@ -12,6 +12,7 @@ from collections import OrderedDict
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from herald import cursors
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http import sse
@@ -23,7 +24,6 @@ from herald.hub import Hub
 from herald.inputs.channel import BARE_SEQ, ResumeInput
 from herald.keys import hash_key
 from herald.models import Agent, Event
-from herald.subscriptions import cursors
 
 BACKLOG_PAGE = 200
 """Open events one read of the store takes while a stream replays its backlog: each is framed

@@ -33,7 +33,7 @@ from herald.hub.pushes import PushRecorder
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
-from herald.inputs.channel import PermissionInput
+from herald.inputs.channel import PermissionInput, permission_request
 from herald.inputs.events import parse_new_event
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
@@ -50,8 +50,8 @@ from herald.models import (
     Reply,
     StartPosition,
 )
-from herald.reserved import permission_request, refuse_reserved_type, refuse_reserved_types
-from herald.store import Store, store_exists, store_from_url
+from herald.reserved import refuse_reserved_type, refuse_reserved_types
+from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
 from herald.tasks import running
 from herald.times import Clock
@@ -150,6 +150,18 @@ class Hub:
             StoreUnavailable: the PostgreSQL database cannot be reached.
         """
         return await store_exists(url)
+
+    @staticmethod
+    def copy_sqlite_store(source: str, destination: str) -> int:
+        """Copy the SQLite store file ``source`` (which a herald may be serving) as of one
+        snapshot into the new file ``destination``, as a history of its own, and check the copy
+        (``herald.store.copy_sqlite_store``). Returns how many events the copy holds.
+
+        Raises:
+            HeraldError: ``source`` is missing or not a herald store, or the copy cannot be
+                written or fails its check.
+        """
+        return copy_sqlite_store(source, destination)
 
     async def open(self) -> None:
         await self._store.open()

@@ -4,6 +4,6 @@ arguments where they come from outside), one pydantic model for each: ``events``
 ``ValidationError`` into the ``InvalidInput`` that names the field and says what to send;
 ``schema`` makes an MCP tool's input schema from its model.
 
-The submodules are imported by name, not from here: ``herald.reserved`` needs ``events`` while
-``channel`` needs ``herald.reserved``.
+The submodules are imported by name, not from here, so that a module loads only the models it
+uses.
 """

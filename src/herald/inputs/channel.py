@@ -9,6 +9,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from herald import cursors
+from herald.inputs.events import parse_new_event
 from herald.inputs.fields import (
     MAX_ACK_IDS,
     Consumer,
@@ -23,14 +25,16 @@ from herald.inputs.fields import (
     whole,
 )
 from herald.inputs.refusals import Input, Says, refuse, refused_by
+from herald.models import NewEvent
 from herald.reserved import (
     MAX_DESCRIPTION_CHARS,
     MAX_INPUT_PREVIEW_CHARS,
     MAX_TOOL_NAME_CHARS,
+    PERMISSION_FORM,
+    PERMISSION_TYPE,
     REQUEST_ID,
     refuse_reserved_type,
 )
-from herald.subscriptions import cursors
 
 DEFAULT_MESSAGE_TYPE = "message.received"
 
@@ -180,6 +184,24 @@ class PermissionInput(Input):
         Field(max_length=MAX_INPUT_PREVIEW_CHARS),
         Says(f"must be a string of 0-{MAX_INPUT_PREVIEW_CHARS} characters"),
     ] = ""
+
+
+def permission_request(asked: PermissionInput) -> NewEvent:
+    """The ``permission.request`` event for the agent ``asked.to``: its text, data and allow/deny
+    form, all made here from checked fields.
+
+    Raises:
+        InvalidInput: ``asked.to`` is not a handle (it is checked once more as an event's).
+    """
+    data = {
+        "request_id": asked.request_id,
+        "tool_name": asked.tool_name,
+        "description": asked.description,
+        "input_preview": asked.input_preview,
+    }
+    text = f"Claude Code asks to use {asked.tool_name}: {asked.description}. Allow or deny?"
+    fields = {"type": PERMISSION_TYPE, "text": text, "data": data, "reply": PERMISSION_FORM}
+    return parse_new_event({"to": asked.to, **fields}, "permission")
 
 
 BARE_SEQ = re.compile(r"[0-9]{1,18}")

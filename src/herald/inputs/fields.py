@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, PydanticUseDefault, core_schema
 
+from herald.endpoint_checks import check_secret, check_url
 from herald.inputs.refusals import Says, refused_by
 from herald.validation import (
     HANDLE_PATTERN,
@@ -27,7 +28,6 @@ from herald.validation import (
     check_depth,
     check_form_schema,
 )
-from herald.webhooks.checks import check_secret, check_url
 
 MAX_CURSOR = 2**62
 TYPE_GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")

@@ -7,9 +7,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, model_validator
 
+from herald.endpoint_checks import check_subscription_secret
 from herald.inputs.fields import GLOB_RULE, TYPE_GLOB_PATTERN, Handle, Limit, NullIsDefault, whole
 from herald.inputs.refusals import Input, Says, refuse, refused_by
-from herald.webhooks.checks import check_subscription_secret
 
 MAX_GLOBS = 20
 MAX_NAME_CHARS = 256

@@ -18,7 +18,7 @@ from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
 from herald.mcp.events import Identify, agent_or_refusal, checked_params, refusal
 from herald.models import Agent
-from herald.subscriptions import webhook
+from herald.webhooks import subscriptions
 from herald.webhooks.sender import Sender
 
 
@@ -42,7 +42,7 @@ def attach(
         agent = await agent_of(ctx)
         try:
             body = parse(SubscribeInput, checked_params(ctx))
-            result = await webhook.subscribe(hub, sender, agent, body, config)
+            result = await subscriptions.subscribe(hub, sender, agent, body, config)
         except HeraldError as exc:
             raise refusal(exc) from exc
         wake()
@@ -52,7 +52,7 @@ def attach(
         agent = await agent_of(ctx)
         try:
             body = parse(UnsubscribeInput, checked_params(ctx))
-            return await webhook.unsubscribe(hub, agent, body)
+            return await subscriptions.unsubscribe(hub, agent, body)
         except HeraldError as exc:
             raise refusal(exc) from exc
 

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from herald.addresses import AddressPolicy
+from herald.endpoint_checks import parse_schedule
 from herald.errors import InvalidInput
 from herald.times import format_duration, parse_duration
-from herald.webhooks.addresses import AddressPolicy
-from herald.webhooks.checks import parse_schedule
 
 Plain = str | int | float | bool | list[int]
 """A value as TOML writes it."""

@@ -19,7 +19,7 @@ from herald.urls import (
     sqlite_synchronous,
 )
 
-__all__ = ["Store", "open_store", "store_exists", "store_from_url"]
+__all__ = ["Store", "copy_sqlite_store", "open_store", "store_exists", "store_from_url"]
 
 
 def store_from_url(url: str, *, clock: Clock = time.time) -> Store:
@@ -57,6 +57,20 @@ async def store_exists(url: str) -> bool:
 
     database, schema = split_schema(url)
     return await holds_a_store(database, schema)
+
+
+def copy_sqlite_store(source: str, destination: str) -> int:
+    """Copy the SQLite store file ``source`` (which may be being written) as of one snapshot
+    into the new file ``destination``, as a history of its own, and check the copy
+    (``store/sqlite/copies.py``). Returns how many events the copy holds.
+
+    Raises:
+        HeraldError: ``source`` is missing or not a herald store, or the copy cannot be written
+            or fails its check.
+    """
+    from herald.store.sqlite.copies import copy_snapshot
+
+    return copy_snapshot(source, destination)
 
 
 @contextmanager

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from herald import cursors
 from herald.config import DEFAULTS
 from herald.hub import Hub
 from herald.inputs.subscriptions import PollInput
 from herald.models import Agent, Drained, StartPosition
-from herald.subscriptions import catalogue, cursors
+from herald.subscriptions import catalogue
 from herald.subscriptions.catalogue import Subscription
 
 DEFAULT_MAX_EVENTS = 20

@@ -18,13 +18,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from herald import cursors
 from herald.config import DEFAULTS
 from herald.delivery.fanout import AGENT_DELETED, Fanout, TooSlow
 from herald.hub import Hub
 from herald.hub.key_watch import KEY_ROTATED_OUT
 from herald.inputs.subscriptions import StreamInput
 from herald.models import Agent, Attempt, Event
-from herald.subscriptions import catalogue, cursors
+from herald.subscriptions import catalogue
 from herald.subscriptions.catalogue import Subscription
 from herald.subscriptions.poll import start
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from herald.addresses import AddressGuard
+from herald.endpoint_checks import check_secret, check_url, new_secret
 from herald.errors import NotFound
 from herald.hub import Hub
 from herald.ids import new_id
 from herald.inputs.agents import DEFAULT_ROTATION_GRACE_S, OpenClawMode
 from herald.models import Endpoint, Kind
-from herald.webhooks.addresses import AddressGuard
-from herald.webhooks.checks import check_secret, check_url, new_secret
 
 
 async def admit(guard: AddressGuard, url: str, name: str = "url") -> str | None:

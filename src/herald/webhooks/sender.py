@@ -19,10 +19,7 @@ from urllib.parse import urlsplit
 import httpx2
 from standardwebhooks import Webhook
 
-from herald.config import DEFAULTS
-from herald.models import REFUSED_PREFIX, Agent, Endpoint, Event, Kind
-from herald.times import Clock
-from herald.webhooks.addresses import (
+from herald.addresses import (
     Address,
     AddressGuard,
     AddressPolicy,
@@ -31,6 +28,9 @@ from herald.webhooks.addresses import (
     Unresolvable,
     resolve,
 )
+from herald.config import DEFAULTS
+from herald.models import REFUSED_PREFIX, Agent, Endpoint, Event, Kind
+from herald.times import Clock
 
 THROTTLED = {429, 502, 503, 504}
 MAX_RETRY_AFTER_S = 24 * 3600.0

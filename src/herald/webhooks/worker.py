@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from herald import cursors
+from herald.addresses import AddressRefused, Unresolvable
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.hub import Hub
@@ -42,10 +44,9 @@ from herald.models import (
     OneClaim,
     WebhookSubscription,
 )
-from herald.subscriptions import catalogue, cursors
+from herald.subscriptions import catalogue
 from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
 from herald.urls import password_free
-from herald.webhooks.addresses import AddressRefused, Unresolvable
 from herald.webhooks.sender import Sender, SendOutcome
 from herald.webhooks.watermarks import Watermarks
 

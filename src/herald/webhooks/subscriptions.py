@@ -17,7 +17,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from herald import cursors
+from herald.addresses import AddressRefused
 from herald.config import DEFAULTS, SubscriptionConfig
+from herald.endpoint_checks import check_url
 from herald.errors import (
     CallbackEndpointError,
     InvalidInput,
@@ -28,11 +31,9 @@ from herald.errors import (
 from herald.hub import Hub
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
 from herald.models import Agent, Endpoint, Kind, State, WebhookSubscription
-from herald.subscriptions import catalogue, cursors
+from herald.subscriptions import catalogue
 from herald.subscriptions.poll import start
 from herald.times import iso_ms
-from herald.webhooks.addresses import AddressRefused
-from herald.webhooks.checks import check_url
 from herald.webhooks.sender import Sender, failure_kind
 
 MODE = "webhook"

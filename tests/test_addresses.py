@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from herald.errors import InvalidInput
-from herald.webhooks.addresses import (
+from herald.addresses import (
     AddressClass,
     AddressGuard,
     AddressPolicy,
@@ -18,6 +17,7 @@ from herald.webhooks.addresses import (
     check,
     classify,
 )
+from herald.errors import InvalidInput
 
 pytestmark = pytest.mark.anyio
 

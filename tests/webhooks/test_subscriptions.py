@@ -18,6 +18,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
+from herald.addresses import AddressPolicy
 from herald.config import SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
@@ -30,9 +31,8 @@ from herald.errors import (
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
 from herald.models import Agent, Kind
-from herald.subscriptions import webhook
 from herald.testing import ManualClock
-from herald.webhooks.addresses import AddressPolicy
+from herald.webhooks import subscriptions
 from herald.webhooks.sender import MAX_BODY_BYTES, SUBSCRIPTION_HEADER, Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.webhooks.receiver import HANG, Received, Receiver
@@ -91,7 +91,7 @@ def params(url: str, **fields: Any) -> SubscribeInput:
 async def subscribe(
     hub: Hub, sender: Sender, agent: Agent, url: str, **fields: Any
 ) -> dict[str, Any]:
-    return await webhook.subscribe(hub, sender, agent, params(url, **fields))
+    return await subscriptions.subscribe(hub, sender, agent, params(url, **fields))
 
 
 async def deliver(worker: WebhookWorker) -> int:
@@ -164,7 +164,7 @@ async def test_a_refresh_keeps_the_id_replaces_the_secret_and_reports_the_delive
     await hub.publish("alice", "dm.received", "fails once")
     await deliver(worker)
     clock.advance(10)
-    second = await webhook.subscribe(
+    second = await subscriptions.subscribe(
         hub,
         sender,
         agent,
@@ -213,10 +213,15 @@ async def test_the_ttl_is_granted_within_the_bounds_never_refused(
         ({"ttlMs": 120_000}, 120),
         ({"ttlMs": None}, 3600),
     ]:
-        assert webhook.expiry(params(receiver.url, **fields), config, now) == now + granted_s * 1000
+        assert (
+            subscriptions.expiry(params(receiver.url, **fields), config, now)
+            == now + granted_s * 1000
+        )
     allowing = SubscriptionConfig(allow_no_expiry=True)
-    assert webhook.expiry(params(receiver.url, ttlMs=None), allowing, now) is None
-    result = await webhook.subscribe(hub, sender, agent, params(receiver.url, ttlMs=None), allowing)
+    assert subscriptions.expiry(params(receiver.url, ttlMs=None), allowing, now) is None
+    result = await subscriptions.subscribe(
+        hub, sender, agent, params(receiver.url, ttlMs=None), allowing
+    )
     assert result["refreshBefore"] is None
 
 
@@ -236,21 +241,25 @@ async def test_an_agent_holds_at_most_the_limit_a_refresh_is_always_taken(
         }
         return parse(SubscribeInput, raw, "params")
 
-    first = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
-    await webhook.subscribe(hub, sender, agent, of_type("b.*"), config)
+    first = await subscriptions.subscribe(hub, sender, agent, of_type("a.*"), config)
+    await subscriptions.subscribe(hub, sender, agent, of_type("b.*"), config)
     challenges = len(receiver.requests)
     with pytest.raises(LimitReached) as refused:
-        await webhook.subscribe(hub, sender, agent, of_type("c.*", receiver.url + "/new"), config)
+        await subscriptions.subscribe(
+            hub, sender, agent, of_type("c.*", receiver.url + "/new"), config
+        )
     assert (refused.value.limit, refused.value.maximum) == ("subscriptions", 2)
     assert "events/unsubscribe" in refused.value.message
     assert len(receiver.requests) == challenges  # not verified
     assert len(await hub.subscriptions.of_agent(agent.id)) == 2
-    again = await webhook.subscribe(hub, sender, agent, of_type("a.*"), config)
+    again = await subscriptions.subscribe(hub, sender, agent, of_type("a.*"), config)
     assert again["id"] == first["id"]
-    await webhook.subscribe(hub, sender, bob, of_type("a.*"), config)  # per agent
-    await webhook.subscribe(hub, sender, agent, of_type("c.*"), SubscriptionConfig(max_per_agent=0))
+    await subscriptions.subscribe(hub, sender, bob, of_type("a.*"), config)  # per agent
+    await subscriptions.subscribe(
+        hub, sender, agent, of_type("c.*"), SubscriptionConfig(max_per_agent=0)
+    )
     clock.advance(61)  # the three lapse: expired ones are not held
-    await webhook.subscribe(hub, sender, agent, of_type("d.*"), config)
+    await subscriptions.subscribe(hub, sender, agent, of_type("d.*"), config)
 
 
 async def test_subscribes_racing_past_the_check_still_end_at_the_limit(
@@ -260,14 +269,14 @@ async def test_subscribes_racing_past_the_check_still_end_at_the_limit(
     sender = Sender("http://hub.test", LOOPBACK, timeout_s=10, clock=clock)
     async with Hub.from_url(store_url, clock=clock) as hub:
         agent = await alice(hub)
-        await webhook.subscribe(hub, sender, agent, params(receiver.url + "/held"), config)
+        await subscriptions.subscribe(hub, sender, agent, params(receiver.url + "/held"), config)
         # Each challenge is answered only once both have come: both subscribes are past the
         # early check, each seeing one held of two, before either stores anything.
         both_verifying = threading.Barrier(2, timeout=5)
         receiver.on_request = lambda _: both_verifying.wait()
         results = await asyncio.gather(
             *(
-                webhook.subscribe(hub, sender, agent, params(receiver.url + path), config)
+                subscriptions.subscribe(hub, sender, agent, params(receiver.url + path), config)
                 for path in ("/one", "/two")
             ),
             return_exceptions=True,
@@ -447,7 +456,7 @@ async def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
         **change,
     }
     with pytest.raises(error) as refused:
-        await webhook.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
+        await subscriptions.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
     assert names in str(refused.value)
     if isinstance(refused.value, Unsupported):
         assert (refused.value.feature, refused.value.value) == ("deliveryMode", "push")
@@ -467,12 +476,12 @@ async def test_unsubscribe_ends_only_the_callers_own_subscription(
     }
     target = parse(UnsubscribeInput, raw, "params")
     with pytest.raises(SubscriptionNotFound):
-        await webhook.unsubscribe(hub, mallory, target)
+        await subscriptions.unsubscribe(hub, mallory, target)
     assert await hub.subscriptions.get(result["id"]) is not None
-    assert await webhook.unsubscribe(hub, agent, target) == {}
+    assert await subscriptions.unsubscribe(hub, agent, target) == {}
     assert await hub.subscriptions.get(result["id"]) is None
     with pytest.raises(SubscriptionNotFound):
-        await webhook.unsubscribe(hub, agent, target)
+        await subscriptions.unsubscribe(hub, agent, target)
     await hub.publish("alice", "dm.received", "after the end")
     assert await deliver(worker) == 0
 
@@ -513,7 +522,7 @@ async def test_what_is_held_of_a_subscription_is_not_sent_once_it_is_unsubscribe
         "arguments": {"types": ["dm.*"]},
         "delivery": {"url": receiver.url},
     }
-    await webhook.unsubscribe(hub, agent, parse(UnsubscribeInput, target, "params"))
+    await subscriptions.unsubscribe(hub, agent, parse(UnsubscribeInput, target, "params"))
     receiver.release.set()
     await worker.wait_idle()
     assert [r.json["eventId"] for r in events_of(receiver)] == [first.event.id]
@@ -521,12 +530,16 @@ async def test_what_is_held_of_a_subscription_is_not_sent_once_it_is_unsubscribe
 
 async def test_the_id_is_derived_from_the_key_alone() -> None:
     agent = Agent("agt_1", "alice", "h", 0)
-    same = webhook.subscription_id(agent, "https://x/", "n", {"b": 1, "a": [1, {"d": 2, "c": 3}]})
-    assert same == webhook.subscription_id(
+    same = subscriptions.subscription_id(
+        agent, "https://x/", "n", {"b": 1, "a": [1, {"d": 2, "c": 3}]}
+    )
+    assert same == subscriptions.subscription_id(
         agent, "https://x/", "n", json.loads('{"a": [1, {"c": 3, "d": 2}], "b": 1}')
     )
-    assert same != webhook.subscription_id(agent, "https://x/", "n", {"b": 2})
-    assert same != webhook.subscription_id(Agent("agt_2", "bob", "h", 0), "https://x/", "n", {})
+    assert same != subscriptions.subscription_id(agent, "https://x/", "n", {"b": 2})
+    assert same != subscriptions.subscription_id(
+        Agent("agt_2", "bob", "h", 0), "https://x/", "n", {}
+    )
 
 
 def terminations(receiver: Receiver) -> list[dict[str, Any]]:
@@ -543,7 +556,7 @@ async def test_deleting_its_event_type_ends_a_subscription_and_tells_the_endpoin
     agent = await alice(hub)
     await hub.event_types.put("build.failed", "a build failed", None)
     raw = {"name": "build.failed", "delivery": {"url": receiver.url, "secret": SECRET}}
-    typed = await webhook.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
+    typed = await subscriptions.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
     kept = await subscribe(hub, sender, agent, receiver.url)
     await deliver(worker)
     assert terminations(receiver) == []

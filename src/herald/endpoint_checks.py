@@ -78,7 +78,7 @@ def check_subscription_secret(secret: Any, name: str) -> str:
 def check_url(url: Any, name: str) -> str:
     """Raises: InvalidInput unless an absolute http(s) URL, valid by RFC 3986 (the message
     names the first character that is not, and its part), with a valid host and port (where the
-    host points is checked by ``herald.webhooks.addresses``)."""
+    host points is checked by ``herald.addresses``)."""
     if not isinstance(url, str) or len(url) > 2048:
         raise InvalidInput(f"{name} must be an http or https URL of at most 2048 characters")
     _check_characters(url, name)
