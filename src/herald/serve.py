@@ -170,8 +170,8 @@ def _signals_kept(server: uvicorn.Server) -> Iterator[list[int]]:
     lacked the latest events).
 
     uvicorn takes these signals while it serves and, as it returns, gives back the handlers it
-    found and raises them again, last first (uvicorn documents both): those handlers are these,
-    and keep them in that order. Signals are only handled in the main thread."""
+    found and raises them again, last first (as its documentation says, since 0.29): those
+    handlers are these, and keep them in that order. Signals are only handled in the main thread."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught

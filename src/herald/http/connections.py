@@ -49,7 +49,11 @@ from http import HTTPStatus
 from typing import Any, ClassVar, Literal, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.auto import AutoHTTPProtocol  # what uvicorn's http="auto" serves
+
+# The class uvicorn's documented http="auto" names (httptools, else h11). uvicorn documents that
+# Config(http=...) takes an asyncio.Protocol class but gives no way to wrap its own protocol:
+# this module path is the one public place it is named.
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from herald.errors import InvalidInput
 
