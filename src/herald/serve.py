@@ -10,7 +10,9 @@ import contextlib
 import errno
 import signal
 import socket
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
@@ -36,6 +38,9 @@ from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 
 GRACEFUL_SHUTDOWN_S = 5
+STOP_CHECK_S = 0.1
+"""How often the server is looked at for a stop it was told (uvicorn's own pace)."""
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _say(line: str) -> None:
@@ -104,7 +109,7 @@ async def serve(
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
                 backlog=budget.backlog,
             )
-            server = _Server(server_config, on_shutdown=stopping)
+            server = uvicorn.Server(server_config)
             announce(
                 f"herald: at most {budget.max_connections} open connections (the open-file limit"
                 f" is {budget.files}); a request head must come within"
@@ -117,12 +122,12 @@ async def serve(
                 f"herald: listening on http://{host}:{bound_port}"
                 f" (store {masked_url(config.store_url)})"
             )
-            async with _exit_when(stop, server):
-                await server.serve(sockets=[sock])
-            caught = server.caught_signals
+            with _signals_kept(server) as caught:
+                async with _stopping_with(server, stop, stopping):
+                    await server.serve(sockets=[sock])
         finally:
             await hub.close()
-    for signal_number in reversed(caught):  # as uvicorn would have: now that all is closed
+    for signal_number in caught:  # now that all is closed, the signals do what they would have
         signal.raise_signal(signal_number)
 
 
@@ -157,22 +162,59 @@ def _sole_server(store_url: str) -> Iterator[bool]:
         yield True
 
 
-@contextlib.asynccontextmanager
-async def _exit_when(stop: asyncio.Event | None, server: uvicorn.Server) -> AsyncIterator[None]:
-    """While inside, a set ``stop`` tells ``server`` to shut down as a signal would."""
-    if stop is None:
-        yield
+@contextlib.contextmanager
+def _signals_kept(server: uvicorn.Server) -> Iterator[list[int]]:
+    """While inside, SIGINT and SIGTERM stop ``server`` and are kept in the list yielded, for
+    the caller to raise once all is closed: had they ended the process as the server returned,
+    a SQLite file would have kept its write-ahead log beside it (a copy of the file alone
+    lacked the latest events).
+
+    uvicorn takes these signals while it serves and, as it returns, gives back the handlers it
+    found and raises them again, last first (as its documentation says, since 0.29): those
+    handlers are these, and keep them in that order. Signals are only handled in the main thread."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
         return
 
-    async def watch(stop: asyncio.Event) -> None:
-        await stop.wait()
-        server.should_exit = True
+    def keep(signal_number: int, frame: FrameType | None) -> None:
+        caught.append(signal_number)
+        server.should_exit = True  # a signal before uvicorn took them still stops it
 
-    watcher = asyncio.create_task(watch(stop))
+    before = {number: signal.signal(number, keep) for number in STOPPING_SIGNALS}
+    try:
+        yield caught
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+@contextlib.asynccontextmanager
+async def _stopping_with(
+    server: uvicorn.Server, stop: asyncio.Event | None, on_stop: Callable[[], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """While inside, a set ``stop`` tells ``server`` to shut down as a signal would; and once
+    it is told to (``should_exit``, by either), ``on_stop`` runs: uvicorn waits for open
+    requests before it shuts down, and streams never end by themselves.
+
+    uvicorn has no hook between "told to stop" and "waiting for the requests" (the ASGI
+    lifespan's shutdown comes after the wait): ``should_exit`` is looked at as often as
+    uvicorn itself does."""
+
+    async def watch() -> None:
+        while not server.should_exit:
+            if stop is not None and stop.is_set():
+                server.should_exit = True
+                break
+            await asyncio.sleep(STOP_CHECK_S)
+        await on_stop()
+
+    watcher = asyncio.create_task(watch())
     try:
         yield
     finally:
-        watcher.cancel()
+        if not server.should_exit:  # it ended by itself: nothing to stop
+            watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
 
@@ -276,28 +318,3 @@ def listen(host: str, port: int) -> socket.socket:
         reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
         reason = reason[:1].lower() + reason[1:]
         raise HeraldError(f"cannot listen on {host}:{port}: {reason}") from exc
-
-
-class _Server(uvicorn.Server):
-    """uvicorn waits for open requests before it shuts down; streams never end by themselves, so
-    they are told to end (resume later) first."""
-
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], Awaitable[None]]) -> None:
-        super().__init__(config)
-        self._on_shutdown = on_shutdown
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._on_shutdown()
-        await super().shutdown(sockets)
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        """uvicorn raises the signals that stopped it again as it returns, which ended the
-        process before the store was closed (a SQLite file kept its write-ahead log beside it,
-        so a copy of the file alone lacked the latest events). ``serve`` raises them itself,
-        once the store is closed and the file's lock let go."""
-        self.caught_signals: list[int] = []
-        with super().capture_signals():
-            yield
-            self.caught_signals = list(self._captured_signals)
-            self._captured_signals.clear()

@@ -151,20 +151,24 @@ async def test_a_body_that_trickles_in_is_refused_with_408_once_its_time_is_up(
         assert "did not arrive whole within 60 s" in error_of(answer)["message"]
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 async def test_a_body_left_unread_after_an_early_answer_cannot_hold_its_connection(
-    tmp_path: Path,
+    tmp_path: Path, chunked: bool
 ) -> None:
     http = HttpConfig(body_timeout_s=0.5, body_idle_timeout_s=LONG_S)
     async with serving(tmp_path, http) as served:
         reader, writer = await served.connect()
-        writer.write(post_head("/v1/events", None, 1000) + b"[")  # no key: refused at once
+        head = post_head("/v1/events", None, 1000)  # no key: refused at once
+        if chunked:
+            head = head.replace(b"Content-Length: 1000", b"Transfer-Encoding: chunked")
+        writer.write(head + (b"1\r\n[\r\n" if chunked else b"["))
         async with asyncio.timeout(WAIT_S):
             head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 401 "), head
         closed = asyncio.create_task(read_until_closed(reader))
         async with asyncio.timeout(WAIT_S):
             while not closed.done():  # the rest of the body, a byte now and then
-                writer.write(b" ")
+                writer.write(b"1\r\n \r\n" if chunked else b" ")
                 await asyncio.wait([closed], timeout=0.05)
         await closed
         writer.close()

@@ -34,6 +34,7 @@ from herald.http import (
 )
 from herald.http.auth import MetricsAccess
 from herald.http.bodies import BodyDeadlines
+from herald.http.connections import ConnectionWatch
 from herald.http.feed import FeedRoute
 from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
 from herald.http.limits import KeyLimits, Limits, RequestsPerKey
@@ -122,6 +123,7 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            Middleware(ConnectionWatch),
             Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
             Middleware(AnswerUnexpectedErrors),
             Middleware(RequestsPerKey, limit=requests_per_key),

@@ -22,26 +22,38 @@ request in time, send a request head without end, or take the last file the proc
 - A request body is bounded by ``herald.http.bodies`` while the app reads it. A body left unread
   behind an early answer (a 401, say) is discarded as it comes; meanwhile the connection has no
   request in flight (it may be closed for room), and if the body has not ended
-  ``body_timeout_s`` after the answer, the connection is closed.
+  ``body_timeout_s`` after the answer, the connection is closed. A body of unknown length
+  (chunked) left unread closes the connection once its answer is sent (its end cannot be told
+  from the next request without parsing it); it is read and dropped until then still.
 - A request uvicorn's parser refuses (a control character in a header, say) gets 400 in
   herald's error shape, not uvicorn's plain text.
 
-The seam is uvicorn's httptools protocol (``http=`` of ``uvicorn.Config``), subclassed: it
-relies on the internals of the uvicorn range pinned in pyproject.toml.
+Built on public interfaces only: uvicorn's HTTP protocol is wrapped, not subclassed, by an
+``asyncio.Protocol`` (``uvicorn.Config(http=...)`` takes one) that sees every byte and event of
+the connection and gives uvicorn's protocol a transport of its own; an ASGI middleware
+(``ConnectionWatch``) tells it when each answer is sent. The wrapper finds where a request head
+ends itself (the blank line after it), and counts a body by its ``content-length``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# The class uvicorn's documented http="auto" names (httptools, else h11). uvicorn documents that
+# Config(http=...) takes an asyncio.Protocol class but gives no way to wrap its own protocol:
+# this module path is the one public place it is named.
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from herald.errors import InvalidInput
 
@@ -56,7 +68,7 @@ BUSY_RETRY_AFTER_S = 1
 PROBE_RESERVE = 16
 """Connections taken beyond the cap, when every connection has a request in flight, to answer a
 health or readiness probe each."""
-PROBES = frozenset({b"/healthz", b"/readyz"})
+PROBES = frozenset({"/healthz", "/readyz"})
 
 
 Admission = Literal["admitted", "probes only", "refused"]
@@ -126,11 +138,11 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.head_timeout_s = head_timeout_s
         self.body_timeout_s = body_timeout_s
-        self._open: set[GuardedHttpProtocol] = set()
-        self._waiting: OrderedDict[GuardedHttpProtocol, None] = OrderedDict()
-        self._reserve: set[GuardedHttpProtocol] = set()
+        self._open: set[GuardedConnection] = set()
+        self._waiting: OrderedDict[GuardedConnection, None] = OrderedDict()
+        self._reserve: set[GuardedConnection] = set()
 
-    def admit(self, connection: GuardedHttpProtocol) -> Admission:
+    def admit(self, connection: GuardedConnection) -> Admission:
         """Count a new connection, closing the longest waiting one for room at the cap. When
         every open connection has a request in flight, the new one goes into the probes'
         reserve while it has room (``"probes only"``), or is not taken (``"refused"``)."""
@@ -147,126 +159,233 @@ class ConnectionGuard:
         self._waiting[connection] = None
         return "admitted"
 
-    def busy(self, connection: GuardedHttpProtocol) -> None:
+    def busy(self, connection: GuardedConnection) -> None:
         """The connection has a request in flight: it is not closed for room."""
         self._waiting.pop(connection, None)
 
-    def waiting(self, connection: GuardedHttpProtocol) -> None:
+    def waiting(self, connection: GuardedConnection) -> None:
         """The connection waits for its next request, from now."""
         if connection in self._open:
             self._waiting[connection] = None
 
-    def forget(self, connection: GuardedHttpProtocol) -> None:
+    def forget(self, connection: GuardedConnection) -> None:
         self._open.discard(connection)
         self._waiting.pop(connection, None)
         self._reserve.discard(connection)
 
 
-class GuardedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a bounded, timed request head and a place under the
-    guard's cap. ``guarded_protocol`` binds it to a guard."""
+Phase = Literal["head", "request", "unread body"]
+"""Where a connection is: waiting for (or reading) a request head; a request in flight (its
+head read); answered, with the rest of its body still to come (to be discarded)."""
+
+_SERVING: ContextVar[GuardedConnection | None] = ContextVar("herald_connection", default=None)
+"""The connection whose bytes the server is reading. The server starts each request's task
+while it reads them, and a task keeps the context it was started in: the app
+(``ConnectionWatch``) finds its connection here."""
+
+
+class GuardedConnection(asyncio.Protocol):
+    """uvicorn's HTTP protocol, wrapped: it gets the connection's events and bytes through the
+    asyncio protocol methods, and writes through a transport that is this one's (``_Relay``).
+    Around it, a bounded and timed request head, a place under the guard's cap, and a deadline
+    for the rest of a body left unread. ``guarded_protocol`` binds it to a guard; uvicorn
+    makes one per connection (``uvicorn.Config(http=...)`` takes an ``asyncio.Protocol``)."""
 
     guard: ClassVar[ConnectionGuard]
-    _head_pending = True
-    """A request head is expected or in progress (and its bytes are counted)."""
-    _head_bytes = 0
-    _head_clock: asyncio.TimerHandle | None = None
-    _body_read = False
-    """The request's body (if any) was read to its end."""
-    _body_clock: asyncio.TimerHandle | None = None
-    """Runs while the body of an answered request is still coming."""
-    _probes_only = False
-    """The connection is in the probes' reserve, beyond the cap."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def __init__(self, **server: Any) -> None:
+        # What uvicorn gives its protocol (its config and state) goes to its own protocol as is.
+        self.server = AutoHTTPProtocol(**server)
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.phase: Phase = "head"
+        self.head_bytes = 0
+        """Bytes of the request head so far."""
+        self._tail = b""
+        """The last bytes of the head so far: its end may be split across two reads."""
+        self.body_bytes = 0
+        """Bytes after the request head (its body, and whatever follows it), while in flight."""
+        self.body_left: int | None = None
+        """Of an unread body: the bytes still to come (None: not known, a chunked body)."""
+        self.probes_only = False
+        """The connection is in the probes' reserve, beyond the cap."""
+        self.sending = False
+        """The app's answer is being written (``ConnectionWatch``)."""
+        self.answering = False
+        """The app's answer has begun and not ended."""
+        self.closes_for_body = False
+        """The answer closes the connection for a body of unknown length left unread
+        (``ConnectionWatch``): the rest of the body is read and dropped first."""
+        self._served = False
+        self._discarding = False
+        """uvicorn closed the connection with a body still coming: it is read and dropped."""
+        self._refusing = False
+        """herald answered what uvicorn's parser refused: uvicorn's own answer is dropped."""
+        self._head_clock: asyncio.TimerHandle | None = None
+        self._body_clock: asyncio.TimerHandle | None = None
+
+    # The asyncio protocol methods, passed on to uvicorn's protocol.
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport (uvloop's is not an asyncio.Transport subclass).
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
         admission = self.guard.admit(self)
         if admission == "refused":
             self._answer_and_close(503, "server_busy", _BUSY, _BUSY_HEADERS)
             return
-        self._probes_only = admission == "probes only"
+        self.probes_only = admission == "probes only"
+        self._served = True
         self._start_head_clock()
+        with self._serving():
+            self.server.connection_made(_Relay(self, transport))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_clock()
         self._stop_body_clock()
         self.guard.forget(self)
-        super().connection_lost(exc)
+        if self._served:
+            with self._serving():
+                self.server.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        if self._discarding:
+            return None  # the transport closes
+        with self._serving():
+            return self.server.eof_received()
+
+    def pause_writing(self) -> None:
+        self.server.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.server.resume_writing()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_pending:
-            self._head_bytes += len(data)
-            self._start_head_clock()
-        super().data_received(data)
-        if (
-            self._head_pending
-            and self._head_bytes > MAX_HEAD_BYTES
-            and not self.transport.is_closing()
-        ):
-            self._answer_and_close(431, "head_too_large", _HEAD_TOO_LARGE)
+        if self._discarding:
+            self._count_unread_body(data)
+            if self.phase == "head":  # the body ended: nothing is left to read
+                self._close()
+            return
+        if self._account(data):
+            with self._serving():
+                self.server.data_received(data)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._body_read = False
-        self._head_pending = True
-        self._start_head_clock()
-
-    def on_headers_complete(self) -> None:
-        self._stop_head_clock()
-        self._head_pending = False
-        self._head_bytes = 0
-        self.guard.busy(self)
-        if _head_size(self.url, self.headers) > MAX_HEAD_BYTES:
-            # The URL uvicorn would parse first is not needed: a long one (over 64 KiB) fails
-            # to parse, which uvicorn would answer with a plain-text 400 instead.
-            self.url = b"/"
-            self._run_instead(_refusal(431, "head_too_large", _HEAD_TOO_LARGE))
-        elif self._probes_only and self.url.split(b"?", 1)[0] not in PROBES:
-            self._run_instead(_refusal(503, "server_busy", _BUSY, _BUSY_HEADERS))
-        else:
-            super().on_headers_complete()
-        if self._probes_only and self.cycle is not None:
-            self.cycle.keep_alive = False  # one probe, then the reserve's place is free again
-
-    def _run_instead(self, app: ASGIApp) -> None:
-        """uvicorn runs the request's cycle as usual, with ``app`` instead of herald."""
-        herald, self.app = self.app, app
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        token = _SERVING.set(self)
         try:
-            super().on_headers_complete()
+            yield
         finally:
-            self.app = herald
+            _SERVING.reset(token)
 
-    def on_message_complete(self) -> None:
-        self._body_read = True  # uvicorn notes it only while the answer is still to come
-        super().on_message_complete()
-        self._wait_for_next_head()
+    # What the bytes are: head, body, or an unread body's rest.
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._wait_for_next_head()
+    def _account(self, data: bytes) -> bool:
+        """Count ``data`` into the request head, the request's body or an unread body's rest;
+        whether the server may read it (not a head over the limit)."""
+        if self.phase == "unread body":
+            data = self._count_unread_body(data)
+        if self.phase == "request":
+            self.body_bytes += len(data)
+            return True
+        if not data:
+            return True
+        self._start_head_clock()
+        window = self._tail + data
+        end = window.find(b"\r\n\r\n")
+        if end < 0:
+            self.head_bytes += len(data)
+            self._tail = window[-3:]
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self._answer_and_close(431, "head_too_large", _HEAD_TOO_LARGE)
+                return False
+            return True
+        head_end = end + 4 - len(self._tail)  # where the head ends in data
+        self.head_bytes += head_end
+        if self.head_bytes > MAX_HEAD_BYTES:
+            self._answer_and_close(431, "head_too_large", _HEAD_TOO_LARGE)
+            return False
+        self._stop_head_clock()
+        self.phase = "request"
+        self.body_bytes = len(data) - head_end
+        self.guard.busy(self)
+        return True
 
-    def _wait_for_next_head(self) -> None:
-        """Once a request's answer is sent and its body all read, what comes next is a new
-        request head. Until the body is read, what comes is body (an answer can go before the
-        body arrives, a refusal say), never counted as a head; it must end within the body
-        timeout. Either way, the connection has no request in flight: it may be closed for
-        room."""
-        cycle = self.cycle
-        answered = cycle is not None and cycle.response_complete
-        # (after on_response_complete, a pipelined request may have started a new cycle)
-        if not answered or self.transport.is_closing():
+    def _count_unread_body(self, data: bytes) -> bytes:
+        """Count ``data`` into the rest of an unread body; what follows the body's end."""
+        if self.body_left is None:
+            return b""
+        if len(data) < self.body_left:
+            self.body_left -= len(data)
+            return b""
+        rest = data[self.body_left :]
+        self._next_head()
+        return rest
+
+    def request_began(self) -> None:
+        """The app got a request (``ConnectionWatch``): a pipelined one's head was read while
+        the request before it was in flight."""
+        if self.phase == "head":
+            self._stop_head_clock()
+            self.phase, self.body_bytes = "request", 0
+            self.guard.busy(self)
+
+    def answered(self, body_read: bool, body_length: int | None) -> None:
+        """The app's answer was sent (``ConnectionWatch``): the connection waits for its next
+        request. A body not read to its end (an early answer, say) is discarded as it comes,
+        by uvicorn, and must end within the body timeout; ``body_length`` is its length when
+        known (``content-length``), else its answer closed the connection."""
+        if self.transport is None or self.transport.is_closing():
             return
         self.guard.waiting(self)
-        if self._body_read:
-            self._stop_body_clock()
-            self._head_pending = True
-        elif self._body_clock is None:
+        if body_read:
+            self._next_head()
+            if self._discarding:  # uvicorn closed it: nothing is left to read
+                self._close()
+            return
+        left = None if body_length is None else body_length - self.body_bytes
+        if left is not None and left <= 0:
+            self._next_head()  # it came whole meanwhile
+            return
+        self.phase, self.body_left = "unread body", left
+        if self._body_clock is None:
             self._body_clock = self.loop.call_later(self.guard.body_timeout_s, self._body_late)
+
+    def _next_head(self) -> None:
+        self._stop_body_clock()
+        self.phase, self.body_left = "head", None
+        self.head_bytes, self._tail, self.body_bytes = 0, b"", 0
+
+    def discard(self) -> bool:
+        """uvicorn closes the connection: whether it is kept open a while to read and drop the
+        rest of a body herald closes it for (closed at once, the client might get a reset
+        before the answer)."""
+        if not self.closes_for_body or self._discarding:
+            return False
+        self._discarding = True
+        return True
+
+    def refused_by_server(self) -> None:
+        """uvicorn's parser refused the request and uvicorn answers 400 in its own words:
+        herald answers in its shape instead, unless an answer is under way (it cannot be
+        followed by another: the connection is only closed)."""
+        self._refusing = True
+        if self.answering:
+            self._stop_head_clock()
+            self._close()
+            return
+        self._answer_and_close(400, "bad_request", _NOT_HTTP)
+
+    @property
+    def refusing(self) -> bool:
+        return self._refusing
+
+    # Deadlines, and closing.
 
     def _body_late(self) -> None:
         """The body of an answered request did not end in time: nothing is left to answer."""
         self._body_clock = None
-        self.transport.close()
+        self._close()
 
     def _stop_body_clock(self) -> None:
         if self._body_clock is not None:
@@ -277,17 +396,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         """Close the connection to make room for a new one."""
         self._stop_head_clock()
         self._stop_body_clock()
-        self.transport.close()
-
-    def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to what its parser refuses, in herald's shape. An answer already
-        under way cannot be followed by another: the connection is only closed."""
-        cycle = self.cycle
-        if cycle is not None and cycle.response_started and not cycle.response_complete:
-            self._stop_head_clock()
-            self.transport.close()
-            return
-        self._answer_and_close(400, "bad_request", _NOT_HTTP)
+        self._close()
 
     def _start_head_clock(self) -> None:
         if self._head_clock is None:
@@ -300,11 +409,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_clock = None
-        if self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self.phase != "head":
             return
-        in_flight = self.cycle is not None and not self.cycle.response_complete
-        if not self._head_bytes or in_flight:  # nothing to answer, or an answer under way
-            self.transport.close()
+        if not self.head_bytes or self.answering:  # nothing to answer, or an answer under way
+            self._close()
             return
         message = (
             f"the request head did not arrive within {self.guard.head_timeout_s:g} s; "
@@ -316,16 +424,147 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self, status: int, code: str, message: str, headers: dict[str, str] | None = None
     ) -> None:
         self._stop_head_clock()
-        self._head_pending = False
+        assert self.transport is not None
         self.transport.write(_raw_response(status, code, message, headers or {}))
-        self.transport.close()
+        self._close()
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
-def guarded_protocol(guard: ConnectionGuard) -> type[GuardedHttpProtocol]:
-    """The protocol class to give ``uvicorn.Config(http=...)``, bound to ``guard``."""
-    return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"guard": guard})
+class _Relay(asyncio.Transport):
+    """The transport uvicorn's protocol writes to: the connection's own, but for what herald
+    answers instead (a request uvicorn's parser refused), and a close that waits for the rest of
+    an unread body (``GuardedConnection.discard``)."""
+
+    def __init__(self, connection: GuardedConnection, transport: asyncio.Transport) -> None:
+        super().__init__()
+        self._connection = connection
+        self._transport = transport
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        connection = self._connection
+        if connection.refusing or self._closing:
+            return
+        if not connection.sending and bytes(data[:13]) == _SERVER_400:
+            # uvicorn has no hook for the answer to what its parser refuses: it writes it
+            # here, outside any answer of the app.
+            connection.refused_by_server()
+            return
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def close(self) -> None:
+        if self._closing:
+            self._transport.close()  # again: uvicorn shuts down, it waits no longer
+            return
+        self._closing = True
+        if not self._connection.discard():
+            self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._transport.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def write_eof(self) -> None:
+        self._transport.write_eof()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
 
 
+class ConnectionWatch:
+    """ASGI middleware: tells the request's connection (``GuardedConnection``) when its answer
+    is sent and whether its body was read to the end; on a connection in the probes' reserve,
+    answers only a probe, and closes the connection after it. Served otherwise than by a
+    ``GuardedConnection`` (a test's transport), it passes requests through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _SERVING.get()
+        if connection is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        connection.request_began()
+        length = _body_length(scope)
+        body_read = length == 0
+        told = False
+
+        async def watched_receive() -> Message:
+            nonlocal body_read
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                body_read = True
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal told
+            if message["type"] == "http.response.start":
+                # A probe on the reserve: one, then its place is free again.
+                connection.closes_for_body = not body_read and length is None
+                if connection.probes_only or connection.closes_for_body:
+                    headers = [*message.get("headers", []), (b"connection", b"close")]
+                    message = {**message, "headers": headers}
+                connection.answering = True
+            last = message["type"] == "http.response.body" and not message.get("more_body", False)
+            connection.sending = True
+            try:
+                await send(message)
+            finally:
+                connection.sending = False
+            if last:
+                connection.answering, told = False, True
+                connection.answered(body_read, length)
+
+        app = self.app
+        if connection.probes_only and scope["path"] not in PROBES:
+            app = _refusal(503, "server_busy", _BUSY, _BUSY_HEADERS)
+        try:
+            await app(scope, watched_receive, watched_send)
+        finally:
+            if not told:  # no answer, or not whole: uvicorn ends it
+                connection.answering = False
+                connection.answered(body_read, length)
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[GuardedConnection]:
+    """The protocol class to give ``uvicorn.Config(http=...)``, bound to ``guard``; the app it
+    serves has ``ConnectionWatch`` (``create_app`` puts it in)."""
+    return type("GuardedConnection", (GuardedConnection,), {"guard": guard})
+
+
+_SERVER_400 = b"HTTP/1.1 400 "
 _HEAD_TOO_LARGE = (
     f"the request line and headers are over {MAX_HEAD_BYTES // 1024} KiB; send smaller headers"
 )
@@ -337,9 +576,16 @@ _NOT_HTTP = (
 )
 
 
-def _head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
-    # The request line and each "name: value\r\n", close enough to the bytes on the wire.
-    return len(url) + 32 + sum(len(name) + len(value) + 4 for name, value in headers)
+def _body_length(scope: Scope) -> int | None:
+    """The request body's length by its head: 0 without one, None when chunked."""
+    length = 0
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            with contextlib.suppress(ValueError):
+                length = int(value)
+    return length
 
 
 def _error_body(code: str, message: str) -> bytes:
