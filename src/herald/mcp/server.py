@@ -124,11 +124,16 @@ def attach(
     poll_admit: events.PollAdmit = events.no_poll_limit,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
-    ``notifier``.
+    ``notifier`` from ``notifications/initialized`` until it ends.
 
     Args:
         server: a low-level ``mcp`` Server; its own tools keep working beside herald's. Use
             ``HeraldServer`` (or declare ``claude/channel`` yourself) for channel delivery.
+            Over streamable HTTP a tool call is known to be of its session by its
+            ``Mcp-Session-Id``; on stdio or in memory, only when ``HeraldServer.run`` serves
+            the connection (with a plain ``Server`` there, pushes reach the session, but its
+            tool calls count as from no session: their results say of every open event that
+            it waits).
         notifier: the process's notification service.
         identify: which agent a request comes from (None: not herald's business).
         ready: for a session id, a check that pushes can reach it now (see ``herald.http``).
