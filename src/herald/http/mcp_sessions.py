@@ -37,9 +37,6 @@ class McpSessions:
         self._in_flight: Counter[str] = Counter()
         self._idle: dict[str, asyncio.TimerHandle] = {}
 
-    def owner(self, session_id: str) -> str | None:
-        return self._owners.get(session_id)
-
     def live(self, key: str) -> int:
         """The key's sessions, those being opened among them."""
         return self._opening[key] + sum(1 for owner in self._owners.values() if owner == key)
@@ -80,7 +77,7 @@ class McpSessions:
     async def _opening_session(
         self, key: str, app: ASGIApp, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        live = self.live(key)
+        live = self.live(key) if self.per_key else 0
         if self.per_key and live >= self.per_key:
             raise RateLimited(
                 f"this key has {live} live MCP sessions, the most it may (herald serve "
