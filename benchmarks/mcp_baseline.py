@@ -2,9 +2,9 @@
 
 The same stack as ``herald serve``'s ``/mcp`` endpoint (uvicorn with uvloop and httptools,
 Starlette, the SDK's ``StreamableHTTPSessionManager`` in front of a low-level ``Server``), and
-nothing else: no store, no agents, no keys, no delivery engine. Each session's connection is
-captured at ``notifications/initialized`` (as herald does), and a plain route beside ``/mcp``
-pushes on request:
+nothing else: no store, no agents, no keys, no delivery engine. Each session is captured at
+``notifications/initialized``, by its ``Mcp-Session-Id`` and its ``ServerSession`` (as herald
+does), and a plain route beside ``/mcp`` pushes on request:
 
     POST /push  {"session": "<Mcp-Session-Id>", "params": {...}}   (or a JSON array of them)
 
@@ -25,10 +25,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import mcp_types as types
-from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -39,28 +40,30 @@ from starlette.routing import Route
 from benchmarks.baseline_server import run
 
 CHANNEL_METHOD = "notifications/claude/channel"
+
+
+class Channel(types.Notification[dict[str, Any], str]):
+    """A notification the SDK has no model for."""
+
+
 IDLE_TIMEOUT_S = 900.0
 
 
 def create_app() -> Starlette:
     server: Server[Any] = Server("mcp-baseline", version="0")
-    connections: dict[str, Connection] = {}
+    sessions: dict[str, ServerSession] = {}
 
     async def on_initialized(
         ctx: ServerRequestContext[Any], params: types.NotificationParams
     ) -> None:
-        # The same private attribute herald's SessionPeer reads: the SDK exposes a session's
-        # connection (its id, its exit stack, its notify) only there.
-        connection: Connection = ctx.session._connection
-        session_id = connection.session_id
+        session_id = ctx.request.headers.get("mcp-session-id") if ctx.request else None
         if session_id is None:
             return
-        connections[session_id] = connection
-
-        async def forget() -> None:
-            connections.pop(session_id, None)
-
-        connection.exit_stack.push_async_callback(forget)
+        sessions[session_id] = ctx.session
+        try:  # until the session ends, which cancels this handler (as herald does)
+            await anyio.sleep_forever()
+        finally:
+            sessions.pop(session_id, None)
 
     server.add_notification_handler(
         "notifications/initialized", types.NotificationParams, on_initialized
@@ -76,10 +79,12 @@ def create_app() -> Starlette:
         items = body if isinstance(body, list) else [body]
         sent = 0
         for item in items:
-            connection = connections.get(item["session"])
-            if connection is None:
+            session = sessions.get(item["session"])
+            if session is None:
                 return JSONResponse({"error": "unknown session", "sent": sent}, 404)
-            await connection.notify(CHANNEL_METHOD, item["params"])
+            channel = Channel(method=CHANNEL_METHOD, params=item["params"])
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await session.send_notification(channel)  # type: ignore[arg-type]  # any is sent
             sent += 1
         return JSONResponse({"sent": sent}, 202)
 

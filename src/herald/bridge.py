@@ -19,6 +19,7 @@ import anyio
 import mcp_types as types
 import pydantic
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
@@ -30,7 +31,7 @@ from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
 from herald.errors import HeraldError, HubUnreachable
 from herald.mcp import events, tools
-from herald.mcp.peer import connection_of
+from herald.mcp.peer import send_notification
 from herald.mcp.server import HeraldServer
 from herald.mcp.stdio import serve_by_era
 
@@ -82,7 +83,7 @@ class Bridge:
                 PERMISSION_REQUEST_METHOD, PermissionRequest, self.relay.ask
             )
         self._initialized_event = asyncio.Event()
-        self._notify: Any = None
+        self._session: ServerSession | None = None
         self.position: str | int = 0
         """Where the stream resumes: the position of the last event shown, or skipped."""
 
@@ -186,7 +187,9 @@ class Bridge:
                 failure would end the whole session.
         """
         json.dumps(params, ensure_ascii=False).encode()
-        await self._notify(method, params)
+        if self._session is None:
+            raise RuntimeError("the MCP session is not initialized yet")
+        await send_notification(self._session, method, params)
 
     async def _push_text(self, text: str, meta: dict[str, str]) -> None:
         await self.notify(CHANNEL_METHOD, {"content": text, "meta": meta})
@@ -194,7 +197,7 @@ class Bridge:
     async def _initialized(
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams
     ) -> None:
-        self._notify = connection_of(ctx.session).notify
+        self._session = ctx.session
         self._initialized_event.set()
 
     async def _list_tools(

@@ -259,12 +259,30 @@ async def test_a_refused_poll_gets_the_same_error_on_the_short_way_as_through_th
             json={"jsonrpc": "2.0", "id": 11, "method": "events/poll", "params": {"_meta": meta()}},
             headers={"mcp-protocol-version": MODERN, "mcp-method": "events/list"},
         )
+        poll = {"jsonrpc": "2.0", "method": "events/poll", "params": {"_meta": meta()}}
+        twice = await http.post(
+            "/mcp",
+            json={**poll, "id": 12},
+            headers=[
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "events/poll"),
+                ("mcp-method", "events/poll"),
+            ],
+        )
+        other_meta = {**meta(), "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
+        other_version = await http.post(
+            "/mcp",
+            json={**poll, "id": 13, "params": {"_meta": other_meta}},
+            headers={"mcp-protocol-version": MODERN, "mcp-method": "events/poll"},
+        )
     assert bad_cursor.status_code == 400
     assert bad_cursor.json()["id"] == 9 and bad_cursor.json()["error"]["code"] == -32602
     assert "cursor" in bad_cursor.json()["error"]["message"]
     # Refused by the SDK's own checks, which the short way leaves to it.
     assert no_meta.status_code == 400 and no_meta.json()["error"]["code"] == -32602
     assert wrong_header.status_code == 400 and wrong_header.json()["error"]["code"] == -32020
+    for refused in (twice, other_version):
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == -32020
 
 
 async def test_a_stream_the_client_closes_gives_its_slot_back(

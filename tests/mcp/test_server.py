@@ -269,6 +269,15 @@ async def test_an_applications_own_server_gets_herald_attached(
         assert "1 unread event" in text_of(await client.call_tool("weather", {}))
 
 
+async def test_a_session_leaves_the_notifier_when_its_client_goes(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    async with connect(notifier, alice):
+        assert len(notifier.sessions_of(alice.id)) == 1
+    await notifier.wait_for_sessions(alice.id, 0)
+
+
 async def test_attach_works_on_a_plain_sdk_server(hub: Hub, notifier: Notifier) -> None:
     alice, _ = await hub.create_agent("alice")
 

@@ -7,12 +7,10 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http import StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.jsonrpc import INVALID_REQUEST, JSONRPCError, JSONRPCMessage
 from starlette.requests import Request
@@ -28,6 +26,7 @@ from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
 from herald.http.mcp_refusals import refuse, request_id_of
+from herald.http.mcp_sessions import SESSION_HEADER, McpSessions
 from herald.keys import hash_key
 from herald.mcp import webhooks as mcp_webhooks
 from herald.mcp.events import (
@@ -43,11 +42,7 @@ from herald.models import Agent
 from herald.subscriptions.stream import KeyRevocation
 from herald.webhooks.worker import WebhookWorker
 
-SESSION_HEADER = b"mcp-session-id"
 IDLE_TIMEOUT_S = 900.0
-SESSION_RETRY_AFTER_S = 60.0
-"""A session slot frees up when one of the key's sessions ends (DELETE, or idle for
-``IDLE_TIMEOUT_S``): no time can be promised."""
 
 
 class StreamTracker:
@@ -90,30 +85,6 @@ class StreamTracker:
                     self._on_change(session_id)
 
         return tracked
-
-
-class SessionsPerOwner(StreamableHTTPSessionManager):
-    """The SDK's session manager with a limit on the live sessions of each key. It is decided
-    where the SDK admits a session, under its lock, so that concurrent openings cannot pass it
-    together; the SDK forgets a session's owner when the session ends, however it ends."""
-
-    def __init__(self, *args: Any, per_owner: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.per_owner = per_owner
-
-    def _admit_session(
-        self, requestor: AuthorizationContext | None
-    ) -> StreamableHTTPServerTransport | None:
-        if self.per_owner and requestor is not None:
-            owner = requestor["client_id"]
-            live = sum(1 for o in self._session_owners.values() if o["client_id"] == owner)
-            if live >= self.per_owner:
-                raise RateLimited(
-                    f"this key has {live} live MCP sessions, the most it may (herald serve "
-                    "--sessions-per-key); end one with DELETE /mcp, or reuse one",
-                    SESSION_RETRY_AFTER_S,
-                )
-        return super()._admit_session(requestor)
 
 
 _MCP = (
@@ -236,19 +207,22 @@ class McpRoute:
                 subscriptions_config,
                 webhooks.wake,
             )
-        self.manager = SessionsPerOwner(
+        self.manager = StreamableHTTPSessionManager(
             app=self.server,
             # Every request carries an agent key, which a rebinding page cannot add.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             session_idle_timeout=IDLE_TIMEOUT_S,
-            per_owner=sessions_per_key,
         )
-        self._app = self.streams.wrap(StreamableHTTPASGIApp(self.manager))
+        self.sessions = McpSessions(sessions_per_key, IDLE_TIMEOUT_S)
+        self._app = self.streams.wrap(self.manager.handle_request)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            self.sessions.end_all()  # the SDK has ended them all
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -314,8 +288,8 @@ class McpRoute:
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
         scope["user"] = AuthenticatedUser(token)
         try:
-            await self._app(scope, receive, send)
-        except RateLimited as exc:  # raised before the SDK answers anything
+            await self.sessions.serve(agent.id, self._app, scope, receive, send)
+        except RateLimited as exc:  # raised before the SDK is called
             await refuse(exc, scope, receive, send, body_unread=False)
 
 

@@ -4,9 +4,9 @@
 Through the ``mcp`` SDK, each answer and each notification is built as a model, dumped to a
 dict, then to JSON, in tasks and streams of its own: for a page of a hundred events, or a
 thousand pushes a second, that costs more than the work itself. A well-formed request of the
-2026-07-28 era (the SDK's own classifier says so, headers and envelope) is answered here, by the
-same code as through the SDK (``mcp.events.poll_answer``, ``mcp.events.Streams``), its JSON
-written once; anything else, including every request the classifier refuses, goes to the SDK
+2026-07-28 era (its headers and its envelope plainly right, as ``takes_envelope`` checks) is
+answered here, by the same code as through the SDK (``mcp.events.poll_answer``,
+``mcp.events.Streams``), its JSON written once; anything else, anything in doubt, goes to the SDK
 untouched, so errors of the protocol keep the SDK's words and statuses.
 """
 
@@ -16,11 +16,15 @@ import json
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
-    InboundModernRoute,
-    classify_inbound_request,
-    find_duplicated_routing_header,
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -40,6 +44,19 @@ MAX_BODY_BYTES = 1024 * 1024
 """Their params are a few hundred bytes; a larger body goes the SDK's way (its own limit)."""
 SSE_HEADERS = sse.headers(b"text/event-stream")
 """As the SDK's: no charset."""
+ROUTING_HEADERS = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+"""The headers a 2026-07-28 request is routed by: one given twice is for the SDK to refuse."""
+ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+"""The HTTP status of a JSON-RPC error on the 2026-07-28 transport, as the SDK answers it (any
+other code: 200). The SDK keeps its table in a module it does not document as public."""
 
 
 def short_method(scope: Scope) -> str | None:
@@ -66,10 +83,35 @@ async def take(
         decoded = json.loads(body)
     except (ValueError, RecursionError):
         return None, replay
-    if not _is_request(decoded, method) or find_duplicated_routing_header(request.headers.items()):
+    if not _is_request(decoded, method) or not takes_envelope(decoded, scope):
         return None, replay
-    route = classify_inbound_request(decoded, headers=dict(request.headers))
-    return (decoded if isinstance(route, InboundModernRoute) else None), replay
+    return decoded, replay
+
+
+def takes_envelope(request: dict[str, Any], scope: Scope) -> bool:
+    """Whether a request's routing headers and envelope are plainly right for 2026-07-28: each
+    routing header given once, ``Mcp-Method`` the body's method, ``params._meta`` an object with
+    the protocol version (a version served, the header's) and the client's capabilities (an
+    object), its client info absent or an object. The SDK checks the same before it serves a
+    request; it has no public function for it, so this stays on the safe side of the SDK's
+    checks: what passes here passes there, and anything else is left to the SDK to answer."""
+    raw = [name.lower() for name, _ in scope["headers"]]
+    if any(raw.count(name) > 1 for name in ROUTING_HEADERS):
+        return False
+    headers = dict(scope["headers"])
+    version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+    if headers.get(b"mcp-method", b"").decode("latin-1") != request["method"]:
+        return False
+    meta = request["params"].get("_meta")
+    if not isinstance(meta, dict):
+        return False
+    info = meta.get(CLIENT_INFO_META_KEY)
+    return (
+        meta.get(PROTOCOL_VERSION_META_KEY) == version
+        and version in MODERN_PROTOCOL_VERSIONS
+        and isinstance(meta.get(CLIENT_CAPABILITIES_META_KEY), dict)
+        and (info is None or isinstance(info, dict))
+    )
 
 
 async def answer_poll(
@@ -140,7 +182,7 @@ async def _refuse(
     answered: dict[str, Any], exc: MCPError, scope: Scope, receive: Receive, send: Send
 ) -> None:
     answered["error"] = exc.error.model_dump(mode="json", exclude_none=True)
-    await _json(answered, ERROR_CODE_HTTP_STATUS.get(exc.code, 200), scope, receive, send)
+    await _json(answered, ERROR_STATUS.get(exc.code, 200), scope, receive, send)
 
 
 async def _body(request: Request) -> tuple[bytes, bool]:

@@ -12,12 +12,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types import CLIENT_INFO_META_KEY
 
 import herald
@@ -28,7 +30,11 @@ from herald.delivery.fanout import Fanout
 from herald.errors import InvalidInput, RateLimited
 from herald.mcp import events, forms, listen, resources, tools
 from herald.mcp.listen import ListenStreams
-from herald.mcp.peer import SessionPeer, connection_of, session_id_of
+from herald.mcp.peer import (
+    ServedConnection,
+    SessionPeer,
+    session_id_of,
+)
 from herald.models import Agent
 
 log = logging.getLogger("herald.mcp")
@@ -60,8 +66,30 @@ class HeraldServer(Server[Any]):
     """An MCP Server that declares what herald pushes through: ``claude/channel`` and logging.
 
     The streamable-HTTP session manager asks for initialization options with no arguments, so
-    the declaration lives here rather than at the call site.
+    the declaration lives here rather than at the call site. A connection it serves itself
+    (``run``: stdio, in memory) is known to herald from its start to its end, so herald can push
+    to it (see ``herald.mcp.peer``).
     """
+
+    async def run(
+        self,
+        read_stream: Any,
+        write_stream: Any,
+        initialization_options: InitializationOptions,
+        raise_exceptions: bool = False,
+    ) -> None:
+        connection = ServedConnection()
+        relay_send, relay_receive = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+        async def relay() -> None:
+            async with relay_send:
+                async for item in read_stream:
+                    await relay_send.send(connection.mark(item))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(relay)
+            await super().run(relay_receive, write_stream, initialization_options, raise_exceptions)
+            tasks.cancel_scope.cancel()
 
     def create_initialization_options(
         self,
@@ -96,11 +124,16 @@ def attach(
     poll_admit: events.PollAdmit = events.no_poll_limit,
 ) -> None:
     """Give ``server`` herald's tools and Events, and register each of its sessions with
-    ``notifier``.
+    ``notifier`` from ``notifications/initialized`` until it ends.
 
     Args:
         server: a low-level ``mcp`` Server; its own tools keep working beside herald's. Use
             ``HeraldServer`` (or declare ``claude/channel`` yourself) for channel delivery.
+            Over streamable HTTP a tool call is known to be of its session by its
+            ``Mcp-Session-Id``; on stdio or in memory, only when ``HeraldServer.run`` serves
+            the connection (with a plain ``Server`` there, pushes reach the session, but its
+            tool calls count as from no session: their results say of every open event that
+            it waits).
         notifier: the process's notification service.
         identify: which agent a request comes from (None: not herald's business).
         ready: for a session id, a check that pushes can reach it now (see ``herald.http``).
@@ -143,14 +176,14 @@ def attach(
                     return tools.error(exc.message, exc.code)
             if params.name == forms.TOOL and ctx.session.protocol_version not in LEGACY_VERSIONS:
                 return await inbox_with_forms(ctx, agent, params)
-            api = tools.LocalApi(hub, agent, session_id_of(ctx.session))
+            api = tools.LocalApi(hub, agent, session_id_of(ctx))
             result = await tools.call(api, params.name, params.arguments or {})
         elif previous_call is not None:
             result = types.CallToolResult.model_validate(await previous_call.handler(ctx, params))
         else:
             return tools.error(f"unknown tool {params.name!r}")
         if agent is not None and params.name != "inbox":
-            notice = await notifier.unread_notice(agent, session_id_of(ctx.session))
+            notice = await notifier.unread_notice(agent, session_id_of(ctx))
             if notice:
                 result.content.append(types.TextContent(type="text", text=notice))
         return result
@@ -159,7 +192,7 @@ def attach(
         ctx: ServerRequestContext[Any], agent: Agent, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         """``inbox`` on 2026-07-28: interactive events are asked as forms in the result."""
-        session_id = session_id_of(ctx.session)
+        session_id = session_id_of(ctx)
         arguments = params.arguments or {}
         notes: list[str] = []
         held_back: tuple[str, ...] = ()
@@ -189,8 +222,7 @@ def attach(
         if agent is None:
             return
         session = ctx.session
-        connection = connection_of(session)
-        session_id = session_id_of(session)
+        session_id = session_id_of(ctx)
         client = session.client_params
         caps = detect(
             transport=transport,
@@ -205,18 +237,21 @@ def attach(
         )
         peer = SessionPeer(session, ready(session_id) if ready else lambda: True)
         notifier.connect(session_id, agent, caps, peer)
-
-        async def disconnect() -> None:
+        # The SDK gives a low-level handler no hook for its connection's end (its Connection,
+        # with an exit stack for that, is not reachable from the handler's context): this
+        # handler waits, in the connection's task group, until the connection ends and the SDK
+        # cancels what is still running in it, however it ends.
+        try:
+            await anyio.sleep_forever()
+        finally:
             notifier.disconnect(session_id)
-
-        connection.exit_stack.push_async_callback(disconnect)
 
     async def set_level(
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
         # Log deliveries go at "notice": a client that asked for more severe logs only gets its
         # events another way, or from the store.
-        live = notifier.session(session_id_of(ctx.session))
+        live = notifier.session(session_id_of(ctx))
         if live is not None:
             live.caps = replace(live.caps, log_level=params.level)
         return types.EmptyResult()
