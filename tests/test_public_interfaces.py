@@ -10,10 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "herald"
-HELD = ("uvicorn",)
+HELD = ("uvicorn", "mcp", "mcp_types", "starlette", "sse_starlette")
 """The dependencies held to this (their top-level packages)."""
-EXTENSIBLE: dict[str, set[str]] = {"uvicorn": set()}
-"""The classes of each that are documented for subclassing (uvicorn documents none)."""
+EXTENSIBLE: dict[str, set[str]] = {
+    "uvicorn": set(),
+    # The low-level Server's public methods (initialization options, run), and the base model
+    # every notification type of the SDK is made from, for those it has no model for.
+    "mcp": {"Server"},
+    "mcp_types": {"Notification"},
+    "starlette": set(),
+    "sse_starlette": set(),
+}
+"""The classes of each that are meant to be extended (uvicorn documents none)."""
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
@@ -58,7 +66,8 @@ def subclassed(module: ast.Module) -> list[str]:
         if not isinstance(node, ast.ClassDef):
             continue
         for base in node.bases:
-            dotted = ast.unparse(base)
+            # Generic[...] names the class it parametrises
+            dotted = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
             head, _, rest = dotted.partition(".")
             if head not in origin:
                 continue

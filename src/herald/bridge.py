@@ -31,7 +31,7 @@ from herald.delivery import render
 from herald.delivery.mechanisms import CHANNEL_METHOD
 from herald.errors import HeraldError, HubUnreachable
 from herald.mcp import events, tools
-from herald.mcp.peer import send_notification
+from herald.mcp.peer import Notification, send_notification
 from herald.mcp.server import HeraldServer
 from herald.mcp.stdio import serve_by_era
 
@@ -222,7 +222,7 @@ class Bridge:
             async for message in self.client.mcp_messages(ctx.method, forwarded):
                 if "method" in message:
                     said = dict(message.get("params") or {})
-                    notification = events.EventsNotification(
+                    notification = Notification(
                         method=message["method"], params={**said, "_meta": tag}
                     )
                     await ctx.session.send_notification(

@@ -38,6 +38,7 @@ from herald.errors import (
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
+from herald.mcp.peer import Notification
 from herald.models import Agent
 from herald.subscriptions import catalogue
 from herald.subscriptions.codes import CALLBACK_ENDPOINT_ERROR as CALLBACK_ENDPOINT_ERROR
@@ -157,7 +158,7 @@ def attach(
         ctx: ServerRequestContext[Any], _: types.RequestParams
     ) -> dict[str, Any]:
         async def send(method: str, params: dict[str, Any]) -> None:
-            notification = EventsNotification(method=method, params=params)
+            notification = Notification(method=method, params=params)
             # The SDK sends any Notification subclass; its union type names only the spec's.
             await ctx.session.send_notification(
                 notification,  # type: ignore[arg-type]
@@ -305,10 +306,6 @@ class Streams:
         finally:
             release()
         return {"_meta": tag}
-
-
-class EventsNotification(types.Notification[dict[str, Any], str]):
-    """A notification of the extension, which the SDK has no model for."""
 
 
 async def advertised(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:

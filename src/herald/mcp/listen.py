@@ -31,6 +31,7 @@ from herald.config import DEFAULTS
 from herald.hub import Hub
 from herald.mcp import events
 from herald.mcp.events import SUBSCRIPTION_ID, Identify
+from herald.mcp.peer import Notification
 from herald.mcp.resources import INBOX_URI
 
 log = logging.getLogger("herald.mcp")
@@ -40,10 +41,6 @@ COALESCE_S = 0.1
 EVENTS_LIST_CHANGED = "eventsListChanged"
 INBOX_UPDATED = "notifications/resources/updated"
 EVENTS_CHANGED = "notifications/events/list_changed"
-
-
-class _Notification(types.Notification[dict[str, Any], str]):
-    """A notification the SDK has no model for (``notifications/events/list_changed``)."""
 
 
 @dataclass(eq=False)
@@ -210,7 +207,7 @@ def _frame(method: str, meta: dict[str, Any]) -> types.Notification[Any, Any]:
         return types.ResourceUpdatedNotification(
             params=types.ResourceUpdatedNotificationParams(uri=INBOX_URI, _meta=meta)
         )
-    return _Notification(method=method, params={"_meta": meta})
+    return Notification(method=method, params={"_meta": meta})
 
 
 def attach(

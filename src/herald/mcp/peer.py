@@ -83,8 +83,8 @@ def push_paths_for(protocol_version: str) -> frozenset[str]:
 
 
 class Notification(types.Notification[dict[str, Any], str]):
-    """A notification of any method: herald's own (``notifications/claude/channel``...) have
-    no model in the SDK."""
+    """A notification of any method: herald's own (``notifications/claude/channel``...) and the
+    Events extension's have no model in the SDK, which sends any subclass of its base."""
 
 
 async def send_notification(session: ServerSession, method: str, params: dict[str, Any]) -> None:
