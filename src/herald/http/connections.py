@@ -440,12 +440,12 @@ class _Relay(asyncio.Transport):
 
     def __init__(self, connection: GuardedConnection, transport: asyncio.Transport) -> None:
         super().__init__()
-        self._connection = connection
+        self._guarded = connection
         self._transport = transport
         self._closing = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        connection = self._connection
+        connection = self._guarded
         if connection.refusing or self._closing:
             return
         if not connection.sending and bytes(data[:13]) == _SERVER_400:
@@ -464,7 +464,7 @@ class _Relay(asyncio.Transport):
             self._transport.close()  # again: uvicorn shuts down, it waits no longer
             return
         self._closing = True
-        if not self._connection.discard():
+        if not self._guarded.discard():
             self._transport.close()
 
     def is_closing(self) -> bool:
