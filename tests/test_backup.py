@@ -20,7 +20,15 @@ from tests.backends import BACKENDS
 from tests.conftest import run_admin_sql, scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
-from tests.http.test_mcp_events import agent_http, modern, stream_messages, stream_request
+from tests.http.test_mcp_events import (
+    MODERN,
+    agent_http,
+    meta,
+    modern,
+    stream_messages,
+    stream_request,
+)
+from tests.http.test_mcp_events import answer as mcp_answer
 from tests.sse import Frame, SSEReader
 
 WAIT_S = 60
@@ -468,6 +476,8 @@ def test_a_cursor_given_before_a_restore_acknowledges_nothing_after_it(
                 assert old.json() == {"acked": 0, "truncated": True}, old.text
                 bare = client.post("/channel/ack", json={"cursor": 8})
                 assert bare.json() == {"acked": 0}, bare.text
+                tool = asyncio.run(_ack_tool(herald, agent["api_key"], old_position))
+                assert tool["structuredContent"] == {"acked": 0, "truncated": True}, tool
                 with herald.client(herald.admin_key) as admin:
                     statuses = {admin.get(f"/v1/events/{i}").json()["status"] for i in kept}
                 assert statuses == {"pending"}
@@ -518,6 +528,17 @@ def test_a_feed_id_given_before_a_restore_resumes_from_the_oldest_with_a_gap(
             assert [frame.data["event"]["id"] for frame in frames] == kept
         finally:
             herald.stop()
+
+
+async def _ack_tool(herald: HeraldProcess, key: str, cursor: str) -> dict[str, Any]:
+    """The result of the MCP ``ack`` tool called with ``cursor`` (2026-07-28 era)."""
+    async with agent_http(herald, key) as http:
+        params = {"_meta": meta(), "name": "ack", "arguments": {"cursor": cursor}}
+        headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "ack"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = mcp_answer(await http.post("/mcp", json=body, headers=headers))
+    assert "result" in answer, answer
+    return dict(answer["result"])
 
 
 def _published(feed: SSEReader, handle: str) -> Frame:
