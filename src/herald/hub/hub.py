@@ -65,6 +65,7 @@ SIGNING_KEY_SETTING = "signing_key"
 HEARTBEAT = "heartbeat"
 """The way a drain is recorded under: ``POST /channel/heartbeat``'s."""
 ACK_HELP = "send the cursor herald gave with the event (a notification's cursor, a stream id)"
+"""What a refused ``ack`` cursor is told to send instead."""
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_MS = 1_000
 KEY_CACHE_SIZE = 10_000
@@ -778,12 +779,13 @@ class Hub:
             InvalidInput: ``cursor`` is a position of another agent.
         """
         ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
-        up_to = cursor if isinstance(cursor, int) else None
-        if isinstance(cursor, str):
+        up_to, truncated, pushed = None, False, False
+        if isinstance(cursor, int):  # a drain's seq: what a drainer was handed, nothing more
+            up_to = cursor
+        elif cursor is not None:  # a position: in this history only, pushed events too
             history = await self.history()
             up_to = cursors.decode(cursor, agent, history, what="ack.cursor", fix=ACK_HELP)
-        truncated = isinstance(cursor, str) and up_to is None
-        pushed = up_to is not None and isinstance(cursor, str) and consumer is None
+            truncated, pushed = up_to is None, up_to is not None and consumer is None
         if up_to is None and not ids:
             return Acknowledged(0, truncated)
         acked = await self._store.ack(
