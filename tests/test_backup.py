@@ -20,8 +20,16 @@ from tests.backends import BACKENDS
 from tests.conftest import run_admin_sql, scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_api import new_agent, publish
-from tests.http.test_mcp_events import agent_http, modern, stream_messages, stream_request
-from tests.sse import SSEReader
+from tests.http.test_mcp_events import (
+    MODERN,
+    agent_http,
+    meta,
+    modern,
+    stream_messages,
+    stream_request,
+)
+from tests.http.test_mcp_events import answer as mcp_answer
+from tests.sse import Frame, SSEReader
 
 WAIT_S = 60
 
@@ -434,3 +442,109 @@ async def _poll_and_stream(
             active = await anext(messages)
             pushed = [await anext(messages) for _ in range(count)]
     return polled["result"], active, pushed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cursor_given_before_a_restore_acknowledges_nothing_after_it(
+    tmp_path: Path, backend: str
+) -> None:
+    """Seqs are handed out again after a restore: a stream's position from before it, sent to
+    POST /channel/ack, acknowledges none of the restored store's events (they may be others
+    than the client saw) and says so; a bare seq never acknowledges pushed events at all.
+    A position given since acknowledges them."""
+    with restorable_store(backend, tmp_path) as (url, back_up):
+        herald = HeraldProcess(url)
+        try:
+            with herald.client(herald.admin_key) as admin:
+                agent = new_agent(admin)
+                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
+                put_back = back_up()
+                for n in range(5):
+                    publish(admin, agent["handle"], f"lost {n}")
+            sse = SSEReader(herald.url, agent["api_key"], after=0)
+            assert [sse.next() is not None for _ in range(8)] == [True] * 8
+            old_position, _ = sse.last_id, sse.close()
+        finally:
+            herald.stop()
+        herald = HeraldProcess(put_back())
+        try:
+            with herald.client(herald.admin_key) as admin:
+                for n in range(10):
+                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
+            with herald.client(agent["api_key"]) as client:
+                old = client.post("/channel/ack", json={"cursor": old_position})
+                assert old.json() == {"acked": 0, "truncated": True}, old.text
+                bare = client.post("/channel/ack", json={"cursor": 8})
+                assert bare.json() == {"acked": 0}, bare.text
+                tool = asyncio.run(_ack_tool(herald, agent["api_key"], old_position))
+                assert tool["structuredContent"] == {"acked": 0, "truncated": True}, tool
+                with herald.client(herald.admin_key) as admin:
+                    statuses = {admin.get(f"/v1/events/{i}").json()["status"] for i in kept}
+                assert statuses == {"pending"}
+                sse = SSEReader(herald.url, agent["api_key"], after=0)
+                assert [sse.next() is not None for _ in kept] == [True] * len(kept)
+                new_position, _ = sse.last_id, sse.close()
+                acked = client.post("/channel/ack", json={"cursor": new_position})
+                assert acked.json() == {"acked": len(kept)}, acked.text
+        finally:
+            herald.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_feed_id_given_before_a_restore_resumes_from_the_oldest_with_a_gap(
+    tmp_path: Path, backend: str
+) -> None:
+    """The journal's places are handed out again after a restore (on SQLite; on PostgreSQL,
+    on a server whose transaction ids are behind the old one's): an id of the admin's feed
+    from before it is no place in the restored store, even once new items pass it. The feed
+    says so with a gap item and goes on from the oldest item kept, passing over none."""
+    with restorable_store(backend, tmp_path) as (url, back_up):
+        herald = HeraldProcess(url)
+        try:
+            live = SSEReader(herald.url, herald.admin_key or "", path="/v1/stream")
+            with herald.client(herald.admin_key) as admin:
+                agent = new_agent(admin)
+                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
+                put_back = back_up()
+                for n in range(5):
+                    publish(admin, agent["handle"], f"lost {n}")
+            seen = [_published(live, agent["handle"]) for _ in range(8)]
+            old_id, _ = seen[-1].raw_id, live.close()
+        finally:
+            herald.stop()
+        herald = HeraldProcess(put_back())
+        try:
+            with herald.client(herald.admin_key) as admin:
+                for n in range(10):
+                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
+            resumed = SSEReader(
+                herald.url, herald.admin_key or "", path="/v1/stream", last_event_id=old_id
+            )
+            gap = resumed.next()
+            assert gap is not None and gap.event == "gap", gap
+            assert gap.data["after"] == old_id and "another history" in gap.data["message"]
+            frames = [_published(resumed, agent["handle"]) for _ in kept]
+            resumed.close()
+            assert [frame.data["event"]["id"] for frame in frames] == kept
+        finally:
+            herald.stop()
+
+
+async def _ack_tool(herald: HeraldProcess, key: str, cursor: str) -> dict[str, Any]:
+    """The result of the MCP ``ack`` tool called with ``cursor`` (2026-07-28 era)."""
+    async with agent_http(herald, key) as http:
+        params = {"_meta": meta(), "name": "ack", "arguments": {"cursor": cursor}}
+        headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "ack"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = mcp_answer(await http.post("/mcp", json=body, headers=headers))
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+def _published(feed: SSEReader, handle: str) -> Frame:
+    """The feed's next ``published`` item for the agent ``handle``."""
+    while True:
+        frame = feed.next()
+        assert frame is not None, "the feed ended"
+        if frame.event == "published" and frame.data["agent"]["handle"] == handle:
+            return frame

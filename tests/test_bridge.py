@@ -143,8 +143,9 @@ async def test_events_arrive_as_channel_tags_and_ack_reaches_the_hub(hub: Hub) -
         assert tag["meta"]["event_id"] == first["id"] and tag["meta"]["seq"] == "1"
         assert "<" not in tag["content"] and ">" not in tag["content"]
         assert all(key.isidentifier() for key in tag["meta"])
-        assert (await channel(received))["meta"]["event_id"] == second["id"]
-        acked = await client.call_tool("ack", {"cursor": 2})
+        last = (await channel(received))["meta"]
+        assert last["event_id"] == second["id"] and last["cursor"].endswith("~2")
+        acked = await client.call_tool("ack", {"cursor": last["cursor"]})
         assert acked.structured_content == {"acked": 2}
     for event in (first, second):
         assert hub.admin("GET", f"/v1/events/{event['id']}")["status"] == "delivered"
@@ -170,8 +171,9 @@ async def test_a_hub_killed_mid_run_loses_nothing(hub: Hub) -> None:
         hub.start()
         two, three = hub.publish("two"), hub.publish("three")
         assert (await channel(received))["meta"]["event_id"] == two["id"]
-        assert (await channel(received))["meta"]["event_id"] == three["id"]
-        await client.call_tool("ack", {"cursor": 3})
+        last = (await channel(received))["meta"]
+        assert last["event_id"] == three["id"]
+        await client.call_tool("ack", {"cursor": last["cursor"]})
         reply = await client.call_tool("send_message", {"to": "claude", "text": "note to self"})
         assert not reply.is_error
         assert (await channel(received))["meta"]["from"] == "claude"

@@ -137,8 +137,8 @@ async def test_inbox_listeners_hear_new_events_and_acknowledgements_of_their_age
     second = await hub.publish("alice", "t", "two")
     assert heard == [{alice.id}, {alice.id}] and woken == heard
     heard.clear()
-    assert await hub.ack(alice, ids=[first.event.id]) == 1
-    assert await hub.ack(alice, ids=[first.event.id]) == 0  # nothing changed: nothing told
+    assert (await hub.ack(alice, ids=[first.event.id])).count == 1
+    assert (await hub.ack(alice, ids=[first.event.id])).count == 0  # nothing changed: nothing told
     await hub.reply(alice, second.event.id, "done")
     assert heard == [{alice.id}, {alice.id}]
     assert len(woken) == 2  # the listeners of new events are not woken by acknowledgements

@@ -377,10 +377,19 @@ class Drained(TypedDict):
     """Send it back as ``cursor`` to acknowledge these events."""
 
 
+class AckedCount(TypedDict):
+    """What ``Acked`` always holds (its optional keys are its own). Its field's description is
+    in its type: a parent's docstrings are not its child's."""
+
+    acked: Annotated[int, Field(description="How many events this call acknowledged.")]
+
+
 @shape
-class Acked(TypedDict):
-    acked: int
-    """How many events this call acknowledged."""
+class Acked(AckedCount, total=False):
+    truncated: bool
+    """Present (true) when the cursor was a position from another history of the store (given
+    before a restore): it acknowledged nothing, as the events it stood for may be other events
+    now. Acknowledge by ids, or with a cursor given since."""
 
 
 # The catalogue, keys, counts

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 
 from herald import errors
-from herald.models import Drained, Event, Published, Reply
+from herald.models import Acknowledged, Drained, Event, Published, Reply
 from herald.sse import ServerSentEvent, SSEDecoder
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {
@@ -176,11 +176,15 @@ class HeraldClient:
         delivered once acknowledged with ``ack(ids)``, after the reader has shown them."""
         return (await self.heartbeat(cursor=0, limit=limit, consumer=self._reader)).events
 
-    async def ack(self, ids: Sequence[str] = (), cursor: int | None = None) -> int:
+    async def ack(self, ids: Sequence[str] = (), cursor: int | str | None = None) -> Acknowledged:
+        """Acknowledge events by id, and up to ``cursor``: the ``position`` of a stream item
+        (every event up to it that was pushed), or a heartbeat's cursor (what that drain was
+        handed). A position from before a restore of the store acknowledges nothing and comes
+        back ``truncated``."""
         body: dict[str, Any] = {"ids": list(ids)}
         if cursor is not None:
             body["cursor"] = cursor
-        return int((await self._post("/channel/ack", body))["acked"])
+        return Acknowledged.from_json(await self._post("/channel/ack", body))
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None = None) -> Reply:
         body = {"event_id": event_id, "text": text, "data": data}

@@ -23,7 +23,9 @@ from herald.models import Agent
 
 SEPARATOR = "~"
 HELP = "send null to start, or the cursor of your last answer"
-POSITION = re.compile(r"[^~\s]{1,64}(~[0-9a-z]{1,64})?~[0-9]{1,18}")
+HISTORY = re.compile(r"[0-9a-z]{1,64}")
+"""A store's history as positions carry it (``Store.history`` is letters and digits)."""
+POSITION = re.compile(rf"[^~\s]{{1,64}}(~{HISTORY.pattern})?~[0-9]{{1,18}}")
 """A position herald gives (or gave, before positions carried their history)."""
 
 

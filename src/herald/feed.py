@@ -10,7 +10,9 @@ commit order on SQLite, the writing transactions' ids on PostgreSQL: ``JournalPo
 turns each into items, one per event or endpoint it names (``herald.hub.feed``).
 
 Each item is one SSE event. Its ``event:`` is its ``kind``; its ``id:`` is its cursor, opaque to
-clients (sent back as ``Last-Event-ID``, or ``?after=``, the feed goes on just after it); its
+clients (sent back as ``Last-Event-ID``, or ``?after=``, the feed goes on just after it), which
+names the history of the store it was given in (``Store.history``): the journal's places are
+handed out again after a restore, so an id from another history is no place in this one; its
 ``data:`` is one JSON object, every kind with ``kind``, ``at`` (ISO 8601, when the store wrote
 it) and ``agent`` ({``id``, ``handle``}):
 
@@ -26,8 +28,10 @@ it) and ``agent`` ({``id``, ``handle``}):
 - ``endpoint``: ``endpoint`` ({``id``, ``kind``}), ``state`` (created, deleted, failing,
   recovered, disabled, enabled) and ``reason`` (why it fails or was disabled, or null);
 - ``gap`` (no ``agent``, no ``at``): the cursor sent is older than what the journal keeps
-  (its retention is the events'); ``after`` is that cursor, ``resumes_after`` where the feed
-  goes on, ``message`` says so. Its ``id`` is ``resumes_after``.
+  (its retention is the events'), or from another history of the store (given before a
+  restore, or before ids carried their history): ``after`` is that cursor, ``resumes_after``
+  where the feed goes on (the oldest item kept), ``message`` says which. Its ``id`` is
+  ``resumes_after``.
 - ``skipped`` (no ``agent``, no ``at``; only to a client that set ``max_rate``): more happened
   than it asked to be sent; the items after ``after`` up to ``resumes_after`` were left out
   (``message`` says so). Its ``id`` is ``resumes_after``.
@@ -43,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from herald.subscriptions.cursors import HISTORY
 from herald.times import iso_ms
 
 ACK_WAY = "ack"
@@ -241,6 +246,36 @@ class FeedCursor:
             return None
         item = None if found[3] is None else int(found[3])
         return cls(JournalPosition(tx, position), item)
+
+
+@dataclass(frozen=True)
+class FeedResume:
+    """Where a client asked the feed to go on from: a place, and the history of the store it
+    was given in (None: given before feed ids carried their history). Written
+    ``history~tx.position.item``, as ``feed_id`` writes it."""
+
+    cursor: FeedCursor
+    history: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> FeedResume | None:
+        """The place ``text`` writes, or None if it is not one the feed gave."""
+        history, separator, place = text.rpartition(HISTORY_SEPARATOR)
+        if separator and not HISTORY.fullmatch(history):
+            return None
+        cursor = FeedCursor.parse(place)
+        return None if cursor is None else cls(cursor, history if separator else None)
+
+    def __str__(self) -> str:
+        return str(self.cursor) if self.history is None else feed_id(self.history, self.cursor)
+
+
+HISTORY_SEPARATOR = "~"
+
+
+def feed_id(history: str, cursor: FeedCursor) -> str:
+    """An item's id: its place in the journal, in the store's ``history``."""
+    return f"{history}{HISTORY_SEPARATOR}{cursor}"
 
 
 @dataclass(frozen=True)

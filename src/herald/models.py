@@ -362,6 +362,26 @@ class Drained:
 
 
 @dataclass(frozen=True)
+class Acknowledged:
+    """What an acknowledgement did: how many events it marked delivered; ``truncated``: its
+    cursor was a position from another history of the store (given before a restore, when seqs
+    were handed out again), which acknowledges nothing."""
+
+    count: int
+    truncated: bool = False
+
+    def to_json(self) -> answers.Acked:
+        answer: answers.Acked = {"acked": self.count}
+        if self.truncated:
+            answer["truncated"] = True
+        return answer
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Acknowledged:
+        return Acknowledged(int(raw["acked"]), bool(raw.get("truncated", False)))
+
+
+@dataclass(frozen=True)
 class EventMatch:
     """Which of an agent's events a subscription takes: those whose type matches one of
     ``types`` (globs where ``*`` is any run of characters and ``?`` one character; none: every

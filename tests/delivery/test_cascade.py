@@ -44,7 +44,7 @@ class Pager(Mechanism):
     def reaches(self, caps: DeliveryCapabilities) -> bool:
         return True
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
         await peer.notify(PAGE_METHOD, {"event_id": event.id})
         return PushResult(PushOutcome.SENT)
 
@@ -67,7 +67,7 @@ class Poll(Mechanism):
     def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
         return event.type == "poll"
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
         await peer.notify("notifications/poll/open", {"event_id": event.id})
         await self.voted.wait()
         return PushResult(PushOutcome.DELIVERED)

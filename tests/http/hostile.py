@@ -155,6 +155,22 @@ def either(good: SearchStrategy[Any]) -> SearchStrategy[Any]:
 handles = st.sampled_from(["@alice@", "@bob@", "nobody"])
 event_ids = st.integers(0, 9).map(lambda index: f"@event{index}@")
 cursors: SearchStrategy[Any] = either(st.one_of(st.integers(0, 40), st.just(2**62)))
+# Positions as a client may hold them: of alice's (or another agent's) in this history or in
+# another (one from before a restore, say), or in none (as herald gave before they named one).
+positions = st.builds(
+    lambda agent, history, seq: f"{agent}~{history}{seq}",
+    st.sampled_from(["@alice-id@", "@alice-id@", "@target-id@", "agt_0"]),
+    st.one_of(
+        st.just("@history@~"),
+        st.text("0123456789abcdef", max_size=20).map(lambda history: f"{history}~"),
+        st.just(""),
+    ),
+    st.integers(-1, 40),
+)
+resume_points = st.one_of(st.integers(0, 40).map(str), positions)
+"""Where a stream resumes: a bare seq, or a position."""
+ack_cursors: SearchStrategy[Any] = either(st.one_of(cursors, positions))
+"""What an acknowledgement or a poll goes on from: a drain's seq, or a position."""
 texts: SearchStrategy[Any] = either(st.text(min_size=1, max_size=20))
 datas: SearchStrategy[Any] = either(st.dictionaries(st.text(max_size=6), values, max_size=3))
 

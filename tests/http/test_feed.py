@@ -271,11 +271,18 @@ def test_the_feed_takes_only_the_admin_key_and_says_what_to_send(herald: HeraldP
         refused = own.get("/v1/stream")
         assert refused.status_code == 403
         assert "needs the admin key" in refused.json()["error"]["message"]
+    reader = feed(herald)
+    publish(herald, agent["handle"], "t")
+    first = reader.next()
+    reader.close()
+    assert first is not None
+    history = first.raw_id.rpartition("~")[0]
     with herald.client(herald.admin_key) as admin:
         for params, headers, said in (
             ({"after": "not-a-cursor"}, {}, "query.after must be the id of an item"),
             ({}, {"last-event-id": "1.2.3.4"}, "query.after must be the id of an item"),
-            ({"after": f"{2**62}.1"}, {}, "ahead of anything this herald's stream gave"),
+            ({"after": "NOT A HISTORY~1.2"}, {}, "query.after must be the id of an item"),
+            ({"after": f"{history}~{2**62}.1"}, {}, "ahead of anything this herald's stream gave"),
             ({"agent": "nobody-here"}, {}, "query.agent names no agent"),
             ({"type": "no spaces"}, {}, "query.type must be an event type, or a glob"),
             ({"since": "x"}, {}, "unknown parameter(s) since"),

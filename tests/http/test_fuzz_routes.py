@@ -29,6 +29,7 @@ from tests.http.fuzzing import (
 )
 from tests.http.hostile import (
     SearchStrategy,
+    ack_cursors,
     bodies,
     cursors,
     datas,
@@ -40,6 +41,7 @@ from tests.http.hostile import (
     keys,
     objects,
     path_ids,
+    resume_points,
     slow_body,
     texts,
     ttls,
@@ -144,17 +146,6 @@ payload_schemas = either(
         ),
     )
 )
-# Stream positions as a client may hold them: a bare seq, or a position of alice's (or
-# another agent's) in this history or in another (one from before a restore, say).
-positions = st.one_of(
-    st.integers(0, 40).map(str),
-    st.builds(
-        lambda agent, history, seq: f"{agent}~{history}~{seq}",
-        st.sampled_from(["@alice-id@", "@target-id@", "agt_0"]),
-        st.one_of(st.just("@history@"), st.text("0123456789abcdef", max_size=20)),
-        st.integers(-1, 40),
-    ),
-)
 stream = st.builds(
     Call,
     st.just("GET"),
@@ -162,9 +153,9 @@ stream = st.builds(
     key("alice"),
     st.none(),
     st.fixed_dictionaries(
-        {}, optional={"last-event-id": st.one_of(header_values(), positions.map(str.encode))}
+        {}, optional={"last-event-id": st.one_of(header_values(), resume_points.map(str.encode))}
     ),
-    st.fixed_dictionaries({}, optional={"after": st.one_of(st.text(max_size=12), positions)}),
+    st.fixed_dictionaries({}, optional={"after": st.one_of(st.text(max_size=12), resume_points)}),
 )
 
 ROUTES: dict[str, SearchStrategy[Call]] = {
@@ -222,7 +213,7 @@ ROUTES: dict[str, SearchStrategy[Call]] = {
         bodies(
             objects(
                 {
-                    "cursor": cursors,
+                    "cursor": ack_cursors,
                     "ids": either(st.lists(either(event_ids), max_size=3)),
                     "consumer": consumers,
                 }

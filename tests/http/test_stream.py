@@ -79,7 +79,7 @@ def test_a_resume_position_is_not_an_acknowledgement(herald: HeraldProcess) -> N
     assert read_events(again, 1) == [(1, "kept")]
     again.close()
     with herald.client(agent["api_key"]) as client:
-        assert client.post("/channel/ack", json={"cursor": 1}).json() == {"acked": 1}
+        assert client.post("/channel/ack", json={"cursor": again.last_id}).json() == {"acked": 1}
     publish(herald, agent["handle"], "next")
     after_ack = SSEReader(herald.url, agent["api_key"])
     assert read_events(after_ack, 1) == [(2, "next")]

@@ -74,7 +74,7 @@ def test_an_event_over_its_size_is_too_large_and_named() -> None:
         (EventInput, {**EVENT, "text": 5}, "event.text must be a non-empty string"),
         (HeartbeatInput, {"limit": "5"}, "heartbeat.limit must be an integer"),
         (HeartbeatInput, {"cursor": 1.0}, "heartbeat.cursor must be an integer"),
-        (ChannelAckInput, {"cursor": True}, "ack.cursor must be an integer"),
+        (ChannelAckInput, {"cursor": True}, "ack.cursor must be the cursor herald gave"),
         (ChannelAckInput, {"ids": ["evt_1", 2]}, "ack.ids must be a list"),
         (DeliveryOverrides, {"channel": 1}, "delivery.channel must be true or false"),
         (DeliveryOverrides, {"ack_timeout_s": False}, "delivery.ack_timeout_s must be a number"),

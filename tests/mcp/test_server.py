@@ -16,6 +16,7 @@ from herald.delivery.engine import Notifier
 from herald.inputs.events import parse_new_event
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
+from herald.subscriptions.cursors import position
 from herald.testing import ManualClock
 from tests.conftest import next_report
 from tests.mcp.conftest import connect
@@ -50,6 +51,8 @@ async def test_claude_code_receives_a_channel_notification(hub: Hub, notifier: N
         method, params = await received.next()
         assert method == "notifications/claude/channel"
         assert params["meta"]["event_id"] == published.event.id
+        history = await hub.history()
+        assert params["meta"]["cursor"] == position(alice.id, history, published.event.seq)
         assert "<" not in params["content"] and ">" not in params["content"]
         assert all(key.isidentifier() for key in params["meta"])
 
@@ -156,9 +159,12 @@ async def test_the_tools_read_acknowledge_reply_and_send(hub: Hub, notifier: Not
         assert routed["data"]["text"] == "pong"
         await hub.publish("alice", "t", "one")
         await hub.publish("alice", "t", "two")
-        ahead = await alice_client.call_tool("ack", {"cursor": 100})
+        history = await hub.history()
+        ahead = await alice_client.call_tool("ack", {"cursor": position(alice.id, history, 100)})
         assert ahead.is_error and "seq 3" in text_of(ahead)
-        acked = await alice_client.call_tool("ack", {"cursor": 3})
+        bare = await alice_client.call_tool("ack", {"cursor": 3})  # no drain handed them out
+        assert bare.structured_content == {"acked": 0} and "notification" in text_of(bare)
+        acked = await alice_client.call_tool("ack", {"cursor": position(alice.id, history, 3)})
         assert acked.structured_content == {"acked": 2}
 
 

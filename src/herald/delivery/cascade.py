@@ -16,6 +16,7 @@ from herald.delivery.sessions import LiveSession, Unconfirmed
 from herald.hub import Hub
 from herald.logs import log_attempt
 from herald.models import Attempt, Event, EventStatus
+from herald.subscriptions import cursors
 
 log = logging.getLogger("herald.delivery")
 
@@ -120,7 +121,8 @@ class Cascade:
     ) -> PushOutcome:
         mechanism = self.mechanisms[index]
         try:
-            result = await mechanism.send(session.peer, event)
+            cursor = cursors.position(event.agent_id, await self.hub.history(), event.seq)
+            result = await mechanism.send(session.peer, event, cursor)
         except Exception as exc:  # a mechanism's failure is recorded and the next way tried
             result = PushResult(PushOutcome.FAILED, f"{type(exc).__name__}: {exc}")
         if result.outcome is PushOutcome.DELIVERED:

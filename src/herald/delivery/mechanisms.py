@@ -32,8 +32,9 @@ class Channel(Mechanism):
     def reaches(self, caps: DeliveryCapabilities) -> bool:
         return caps.channel
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
-        params = {"content": render.channel_content(event), "meta": render.channel_meta(event)}
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
+        meta = render.channel_meta(event, cursor)
+        params = {"content": render.channel_content(event), "meta": meta}
         await peer.notify(CHANNEL_METHOD, params)
         return PushResult(PushOutcome.SENT)
 
@@ -74,7 +75,7 @@ class Elicitation(Mechanism):
     def can_serve(self, caps: DeliveryCapabilities, event: Event) -> bool:
         return self.reaches(caps) and event.interactive
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
         assert event.reply_schema is not None
         started = self.timer()
         try:
@@ -98,8 +99,9 @@ class Stream(Mechanism):
     def reaches(self, caps: DeliveryCapabilities) -> bool:
         return caps.stream
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
-        await peer.notify(STREAM_METHOD, {"event": event.to_json(), "text": render.as_text(event)})
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
+        params = {"event": event.to_json(), "text": render.as_text(event), "cursor": cursor}
+        await peer.notify(STREAM_METHOD, params)
         return PushResult(PushOutcome.SENT)
 
     def backlog_summary(self, count: int, oldest: Event) -> Notification:
@@ -115,8 +117,13 @@ class Log(Mechanism):
     def reaches(self, caps: DeliveryCapabilities) -> bool:
         return caps.logs(LOG_NOTICE)
 
-    async def send(self, peer: Peer, event: Event) -> PushResult:
-        data = {"text": render.as_text(event), "event_id": event.id, "seq": event.seq}
+    async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
+        data = {
+            "text": render.as_text(event),
+            "event_id": event.id,
+            "seq": event.seq,
+            "cursor": cursor,
+        }
         await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": data})
         return PushResult(PushOutcome.SENT)
 

@@ -9,7 +9,7 @@ from herald.models import Event
 
 MAX_DATA_CHARS = 4000
 _META_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_UNSAFE_IN_META = re.compile(r"[^A-Za-z0-9_.:@-]")
+_UNSAFE_IN_META = re.compile(r"[^A-Za-z0-9_.:@~-]")
 # Angle brackets become look-alikes so that untrusted text can never close the tag or open a
 # forged one; the model still reads them as brackets.
 _TAG_SAFE = str.maketrans({"<": "‹", ">": "›"})
@@ -39,9 +39,12 @@ def channel_content(event: Event) -> str:
     return as_text(event).translate(_TAG_SAFE)
 
 
-def channel_meta(event: Event) -> dict[str, str]:
-    """Tag attributes: identifiers only, each reduced to a safe alphabet."""
+def channel_meta(event: Event, cursor: str | None) -> dict[str, str]:
+    """Tag attributes: identifiers only, each reduced to a safe alphabet. ``cursor`` is the
+    event's position, which ``ack`` takes to acknowledge it and every event before it."""
     meta = {"event_id": event.id, "seq": str(event.seq), "type": event.type}
+    if cursor:
+        meta["cursor"] = cursor
     if event.sender:
         meta["from"] = event.sender
     if event.reply_to:

@@ -52,15 +52,21 @@ async def heartbeat(request: Request) -> Response:
     keys=AGENT_ONLY,
     body=ChannelAckInput,
     answers={200: answers.Acked},
-    description="By id, or every event up to a cursor (a seq).",
+    description=(
+        "By id, or every event up to a cursor. The cursor herald gave with an event (the id of"
+        " a GET /channel/stream event, the cursor of an MCP push) acknowledges it and every"
+        " event before it that was pushed, or handed to this consumer; one given before a"
+        " restore of the store acknowledges nothing and the answer says truncated: true. A bare"
+        " seq (a heartbeat's cursor) acknowledges only what a heartbeat drain handed out: to"
+        " consumer, or to the drain that named none."
+    ),
 )
 async def ack(request: Request) -> Response:
     hub = services(request).hub
     agent = await require_agent(hub, request)
     body = parse(ChannelAckInput, await read_json(request))
     acked = await hub.ack(agent, ids=body.ids or [], cursor=body.cursor, consumer=body.consumer)
-    answer: answers.Acked = {"acked": acked}
-    return json_response(answer)
+    return json_response(acked.to_json())
 
 
 @described(

@@ -131,7 +131,9 @@ class FeedRoute:
                 return
             if items:
                 await write(
-                    "".join(sse.frame(item.kind, str(item.cursor), item.data) for item in items)
+                    "".join(
+                        sse.frame(item.kind, reader.id_of(item.cursor), item.data) for item in items
+                    )
                 )
                 quiet_since = loop.time()
             if not reader.caught_up:

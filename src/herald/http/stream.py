@@ -61,7 +61,8 @@ events it missed is not known."""
     description=(
         "Replays the agent's open events after the resume point (the Last-Event-ID header, else"
         " ?after=), then streams new ones as they come, without gap or duplicate. A resume"
-        " point is not an acknowledgement: acknowledge with POST /channel/ack."
+        " point is not an acknowledgement: acknowledge with POST /channel/ack, sending an"
+        " event's id as cursor (it and every pushed event before it)."
     ),
     tag="channel",
     name="stream_events",

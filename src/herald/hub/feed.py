@@ -32,10 +32,12 @@ from herald.feed import (
     FeedCursor,
     FeedItem,
     FeedMatch,
+    FeedResume,
     ItemRef,
     JournalPosition,
     JournalRow,
     PublishedRef,
+    feed_id,
     item_data,
 )
 from herald.store import Store
@@ -48,10 +50,11 @@ ITEM_PAGE = 500
 TYPE_SCAN = 5000
 """The most journal rows ``FeedReader.read_newest`` looks through for items of a type."""
 AHEAD = (
-    "Last-Event-ID (or ?after=) {cursor} is ahead of anything this herald's stream gave: it"
-    " came from another store, or one restored from an older backup; leave it out to start"
-    " from now"
+    "Last-Event-ID (or ?after=) {cursor} is ahead of anything this herald's stream gave;"
+    " leave it out to start from now"
 )
+START = FeedCursor(JournalPosition(0, 0))
+"""Before the journal's first row, on both stores."""
 
 Ref = tuple[JournalRow, int, ItemRef]
 """An item still to be read: its row, its index in the row, what it names."""
@@ -62,6 +65,7 @@ class Feed:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._history: str | None = None
         self._changed = asyncio.Event()
         store.add_journal_listener(self.wake)
 
@@ -75,23 +79,40 @@ class Feed:
         nothing more: a commit in between is not missed."""
         return self._changed
 
-    async def open(self, after: FeedCursor | None, match: FeedMatch) -> FeedReader:
-        """A reader of the items after ``after`` (None: from now) that ``match``. A cursor older
-        than the journal keeps starts at the oldest it keeps, with a ``gap`` item first.
+    async def history(self) -> str:
+        """The store's history, which every item's id names (``Store.history``). Read once: a
+        store is restored only while no herald serves it."""
+        if self._history is None:
+            self._history = await self._store.history()
+        return self._history
+
+    async def open(self, after: FeedResume | FeedCursor | None, match: FeedMatch) -> FeedReader:
+        """A reader of the items after ``after`` (None: from now) that ``match``: what a client
+        sent, or a place a reader of this hub's feed was at (in this history). A cursor older
+        than the journal keeps starts at the oldest it keeps, with a ``gap`` item first; so
+        does one from another history of the store (given before a restore, when the journal's
+        places were handed out again, or before ids named their history): it is no place in
+        this one, and taking it as one could pass over items without a word.
 
         Raises:
             InvalidInput: ``after`` is past anything this store's journal gave.
         """
+        history = await self.history()
+        if isinstance(after, FeedCursor):
+            after = FeedResume(after, history)
         bounds = await self._store.journal_bounds()
         if after is None:
-            return FeedReader(self._store, FeedCursor(bounds.head), match)
-        if after.row > bounds.ceiling:
+            return FeedReader(self._store, history, FeedCursor(bounds.head), match)
+        oldest = START if bounds.horizon is None else FeedCursor(bounds.horizon)
+        if after.history != history:
+            gap = FeedItem("gap", oldest, _gap(str(after), feed_id(history, oldest), lost=False))
+            return FeedReader(self._store, history, oldest, match, gap)
+        if after.cursor.row > bounds.ceiling:
             raise InvalidInput(AHEAD.format(cursor=after))
-        horizon = bounds.horizon
-        if horizon is not None and after.key < FeedCursor(horizon).key:
-            gap = FeedItem("gap", FeedCursor(horizon), _gap(after, FeedCursor(horizon)))
-            return FeedReader(self._store, FeedCursor(horizon), match, gap)
-        return FeedReader(self._store, after, match)
+        if after.cursor.key < oldest.key:
+            gap = FeedItem("gap", oldest, _gap(str(after), feed_id(history, oldest), lost=True))
+            return FeedReader(self._store, history, oldest, match, gap)
+        return FeedReader(self._store, history, after.cursor, match)
 
 
 class FeedReader:
@@ -101,11 +122,14 @@ class FeedReader:
     def __init__(
         self,
         store: Store,
+        history: str,
         cursor: FeedCursor,
         match: FeedMatch,
         gap: FeedItem | None = None,
     ) -> None:
         self._store = store
+        self.history = history
+        """The store's history, which the items' ids name (``id_of``)."""
         self.cursor = cursor
         self.match = match
         self.caught_up = False
@@ -114,6 +138,11 @@ class FeedReader:
         self._end: JournalPosition | None = None
         """Where the journal ended when a read of it came back short: the reader is there once
         it has taken the rows that read gave."""
+
+    def id_of(self, cursor: FeedCursor) -> str:
+        """The id of the place ``cursor`` (an item's), as the client sends it back to go on
+        after it."""
+        return feed_id(self.history, cursor)
 
     async def read(self, limit: int = ITEM_PAGE) -> list[FeedItem]:
         """The next items (at most ``limit`` read, fewer once the match filters them), oldest
@@ -182,7 +211,8 @@ class FeedReader:
             self.cursor = FeedCursor(page.end)
         if passed_to is None:
             return gap + kept
-        return [*gap, FeedItem("skipped", passed_to, _skipped(start, passed_to)), *kept]
+        skipped = _skipped(self.id_of(start), self.id_of(passed_to))
+        return [*gap, FeedItem("skipped", passed_to, skipped), *kept]
 
     async def _next_refs(self, limit: int) -> list[Ref]:
         refs: list[Ref] = []
@@ -308,11 +338,11 @@ def _endpoint_item(
     return FeedItem("endpoint", cursor, data)
 
 
-def _skipped(after: FeedCursor, resumes_after: FeedCursor) -> dict[str, Any]:
+def _skipped(after: str, resumes_after: str) -> dict[str, Any]:
     return {
         "kind": "skipped",
-        "after": str(after),
-        "resumes_after": str(resumes_after),
+        "after": after,
+        "resumes_after": resumes_after,
         "message": (
             f"more happened after {after} than this reader asked to be sent: the items up to"
             f" {resumes_after} were left out (read them with after={after})"
@@ -320,13 +350,19 @@ def _skipped(after: FeedCursor, resumes_after: FeedCursor) -> dict[str, Any]:
     }
 
 
-def _gap(after: FeedCursor, horizon: FeedCursor) -> dict[str, Any]:
+def _gap(after: str, resumes_after: str, *, lost: bool) -> dict[str, Any]:
+    """What a ``gap`` item says: what followed ``after`` was pruned (``lost``), or ``after``
+    is from another history of the store."""
+    why = (
+        f"what followed {after} is no longer kept (the journal is pruned with the events'"
+        " retention)"
+        if lost
+        else f"{after} is from another history of this store (given before a restore, or"
+        " before ids named their history): it is no place in this one"
+    )
     return {
         "kind": "gap",
-        "after": str(after),
-        "resumes_after": str(horizon),
-        "message": (
-            f"what followed {after} is no longer kept (the journal is pruned with the events'"
-            " retention); the stream goes on from the oldest it keeps"
-        ),
+        "after": after,
+        "resumes_after": resumes_after,
+        "message": f"{why}; the stream goes on from the oldest it keeps",
     }

@@ -40,6 +40,7 @@ from herald.keys import AGENT_PREFIX, hash_key, new_key
 from herald.metrics import Metrics
 from herald.models import (
     EVERY_EVENT,
+    Acknowledged,
     Agent,
     Attempt,
     Drained,
@@ -53,6 +54,7 @@ from herald.models import (
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
+from herald.subscriptions import cursors
 from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
@@ -62,6 +64,8 @@ log = logging.getLogger("herald")
 SIGNING_KEY_SETTING = "signing_key"
 HEARTBEAT = "heartbeat"
 """The way a drain is recorded under: ``POST /channel/heartbeat``'s."""
+ACK_HELP = "send the cursor herald gave with the event (a notification's cursor, a stream id)"
+"""What a refused ``ack`` cursor is told to send instead."""
 DEFAULT_CONSUMER = "default"
 KEY_CACHE_MS = 1_000
 KEY_CACHE_SIZE = 10_000
@@ -770,30 +774,42 @@ class Hub:
         agent: Agent,
         *,
         ids: Sequence[str] = (),
-        cursor: int | None = None,
+        cursor: int | str | None = None,
         consumer: str | None = None,
-    ) -> int:
-        """Mark the agent's events delivered: by id, or up to ``cursor`` what ``consumer`` was
-        handed; with no consumer named, what the default drainer was handed and what nobody
-        holds (pushed by a stream or over MCP). Returns how many changed. Ids of other agents'
-        events, and ids that name no event, are ignored.
+    ) -> Acknowledged:
+        """Mark the agent's events delivered: by id, and up to ``cursor`` what ``consumer`` was
+        handed (with no consumer named, what the default drainer was handed). A position
+        (``herald.subscriptions.cursors``) with no consumer named also covers what nobody holds
+        (pushed by a stream or over MCP); a position from another history of the store
+        acknowledges nothing, and says so (``truncated``). A bare seq covers only what a drainer
+        was handed: it says no history, and after a restore the same seq may be an event the
+        client never saw, while a lease restored is the event it was handed. Ids of other
+        agents' events, and ids that name no event, are ignored.
 
         Raises:
             CursorAhead: ``cursor`` is past the agent's newest event; nothing changes.
+            InvalidInput: ``cursor`` is a position of another agent.
         """
         ids = [event_id for event_id in ids if is_id(event_id, "evt_")]
-        # No consumer named: a client acknowledging what was pushed to it (a stream, MCP),
-        # which leases nothing, or the default drainer.
+        up_to, truncated, pushed = None, False, False
+        if isinstance(cursor, int):  # a drain's seq: what a drainer was handed, nothing more
+            up_to = cursor
+        elif cursor is not None:  # a position: in this history only, pushed events too
+            history = await self.history()
+            up_to = cursors.decode(cursor, agent, history, what="ack.cursor", fix=ACK_HELP)
+            truncated, pushed = up_to is None, up_to is not None and consumer is None
+        if up_to is None and not ids:
+            return Acknowledged(0, truncated)
         acked = await self._store.ack(
             agent.id,
             ids=ids,
-            up_to_seq=cursor,
+            up_to_seq=up_to,
             consumer=consumer or DEFAULT_CONSUMER,
-            unheld=consumer is None,
+            unheld=pushed,
         )
         if acked:
             self._acknowledged(agent.id)
-        return acked
+        return Acknowledged(acked, truncated)
 
     # Delivery: what the ways that push (session workers, streams) read and record
 

@@ -13,6 +13,7 @@ from herald import cursors
 from herald.inputs.events import parse_new_event
 from herald.inputs.fields import (
     MAX_ACK_IDS,
+    MAX_CURSOR,
     Consumer,
     Cursor,
     EventType,
@@ -61,6 +62,30 @@ class InboxInput(Input):
     limit: Limit = 20
 
 
+AckCursor = Annotated[
+    Annotated[str, Field(pattern=whole(cursors.POSITION))]
+    | Annotated[int, Field(ge=0, le=MAX_CURSOR)],
+    Field(
+        description=(
+            "Acknowledge every event up to this one: the cursor herald gave with it (a"
+            " notification's cursor, a stream event's id, an events/poll cursor), which says the"
+            " history of the store it is from: one from before a restore acknowledges nothing"
+            " (the answer says truncated). A bare seq acknowledges only what a heartbeat drain"
+            " handed out (to consumer, or to the drain that named none), never pushed events."
+        )
+    ),
+    Says(
+        "must be the cursor herald gave with the last event to acknowledge (a notification's"
+        f" cursor, a stream event's id), or a seq from 0 to {MAX_CURSOR} that a drain gave"
+    ),
+]
+"""What ``ack`` takes as a cursor: a position (``herald.subscriptions.cursors``), or a drain's
+bare seq. A bare seq is no place in one history, so it acknowledges only events a drainer was
+handed (leased), which are the same events after a restore (a restored lease is the same event,
+handed out before the backup); a position acknowledges pushed events too, and only when it is
+from this history."""
+
+
 class AckInput(Input):
     """The ``ack`` tool: events handled, by id or up to a seq."""
 
@@ -74,12 +99,12 @@ class AckInput(Input):
         ]
         | None
     ) = None
-    cursor: Annotated[Cursor, Field(description="ack every event up to this seq")] | None = None
+    cursor: AckCursor | None = None
 
     @model_validator(mode="after")
     def _says_what(self) -> AckInput:
         if self.cursor is None and not self.ids:
-            raise refuse(" needs ids or a cursor (every event up to that seq)")
+            raise refuse(" needs ids or a cursor (every event up to it)")
         return self
 
 
@@ -93,7 +118,7 @@ class ChannelAckInput(AckInput):
         json_schema_extra={
             "anyOf": [
                 {"required": ["ids"], "properties": {"ids": {"type": "array", "minItems": 1}}},
-                {"required": ["cursor"], "properties": {"cursor": {"type": "integer"}}},
+                {"required": ["cursor"]},
             ]
         }
     )

@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field
 
-from herald.feed import FeedCursor
+from herald.feed import FeedResume
 from herald.inputs.listing import AgentName, TypeFilter, whole_number
 from herald.inputs.refusals import Input, Says, refuse
 
@@ -18,15 +18,15 @@ AFTER = (
 )
 
 
-def _cursor(value: Any) -> FeedCursor:
-    cursor = FeedCursor.parse(value) if isinstance(value, str) else None
+def _cursor(value: Any) -> FeedResume:
+    cursor = FeedResume.parse(value) if isinstance(value, str) else None
     if cursor is None:
         raise refuse(AFTER)
     return cursor
 
 
 After = Annotated[
-    FeedCursor, BeforeValidator(_cursor, json_schema_input_type=str), Says(AFTER.strip())
+    FeedResume, BeforeValidator(_cursor, json_schema_input_type=str), Says(AFTER.strip())
 ]
 
 

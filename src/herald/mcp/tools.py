@@ -24,7 +24,7 @@ from herald.inputs.channel import (
 )
 from herald.inputs.refusals import Input, parse
 from herald.inputs.schema import tool_schema
-from herald.models import Agent, Event, EventStatus, Published, Reply
+from herald.models import Acknowledged, Agent, Event, EventStatus, Published, Reply
 
 log = logging.getLogger("herald.mcp")
 
@@ -36,7 +36,7 @@ class AgentApi(Protocol):
         """The next open events, held for this reader; ``ack`` delivers them once shown."""
         ...
 
-    async def ack(self, ids: Sequence[str], cursor: int | None) -> int: ...
+    async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged: ...
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply: ...
 
@@ -62,7 +62,7 @@ class LocalApi:
     async def inbox(self, limit: int) -> list[Event]:
         return await self.hub.inbox(self.agent, limit=limit, session=self.session)
 
-    async def ack(self, ids: Sequence[str], cursor: int | None) -> int:
+    async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged:
         return await self.hub.ack(self.agent, ids=ids, cursor=cursor)
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply:
@@ -92,8 +92,9 @@ TOOLS = [
     types.Tool(
         name="ack",
         description=(
-            "Acknowledge herald events you have handled, by ids or everything up to a seq "
-            "(cursor). Unacknowledged events are sent again another way."
+            "Acknowledge herald events you have handled: by ids, or everything up to an event"
+            " with the cursor herald gave with it (the cursor attribute of its notification)."
+            " Unacknowledged events are sent again another way."
         ),
         input_schema=tool_schema(AckInput),
     ),
@@ -161,7 +162,7 @@ async def _dispatch(
         return await _inbox(api, checked.limit, held_back)
     if isinstance(checked, AckInput):
         acked = await api.ack(checked.ids or [], checked.cursor)
-        return text_result(f"Acknowledged {acked} event(s).", {"acked": acked})
+        return text_result(_acknowledged(acked, checked.cursor), acked.to_json())
     if isinstance(checked, ReplyInput):
         reply = await api.reply(checked.event_id, checked.text, checked.data)
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
@@ -174,6 +175,22 @@ async def _dispatch(
         f"Message sent to @{checked.to}.",
         {"id": published.event.id, "seq": published.event.seq},
     )
+
+
+def _acknowledged(acked: Acknowledged, cursor: int | str | None) -> str:
+    """What an ``ack`` did, and why a cursor acknowledged nothing it might have been meant to."""
+    text = f"Acknowledged {acked.count} event(s)."
+    if acked.truncated:
+        text += (
+            " The cursor is from before herald's store was restored: it acknowledged nothing."
+            " Acknowledge by event ids, or with the cursor of a notification received since."
+        )
+    elif isinstance(cursor, int) and not acked.count:
+        text += (
+            " A bare seq acknowledges only what a drain handed out: acknowledge pushed events"
+            " with the cursor of their notification, or by event ids."
+        )
+    return text
 
 
 async def _inbox(

@@ -231,6 +231,11 @@ async function channel() {
     meta,
   );
   check(
+    "meta has the cursor that acknowledges the event",
+    meta.cursor?.startsWith(`${env("HERALD_AGENT_ID")}~`) && meta.cursor.endsWith(`~${published.seq}`),
+    meta,
+  );
+  check(
     "meta values are strings with no markup",
     Object.values(meta).every((v) => typeof v === "string" && !/[<>"'\s]/.test(v)),
     meta,
@@ -299,6 +304,7 @@ async function log() {
     params.data,
   );
   check("it carries the seq", params.data.seq === published.seq, params.data);
+  check("it carries the cursor", params.data.cursor?.endsWith(`~${published.seq}`), params.data);
 
   // An interactive event for a client with no forms: the log says how to answer.
   const question = await publish({
@@ -325,7 +331,10 @@ async function log() {
 }
 
 async function tools() {
-  const a = await connect(env("HERALD_AGENT_KEY"));
+  const a = await connect(env("HERALD_AGENT_KEY"), {
+    setup: (c) =>
+      c.setNotificationHandler(LoggingMessageNotificationSchema, async (n) => a.notifications.push(n)),
+  });
   const b = await connect(env("HERALD_PEER_KEY"));
   const handleA = env("HERALD_AGENT_HANDLE");
   const handleB = env("HERALD_PEER_HANDLE");
@@ -349,7 +358,13 @@ async function tools() {
   // Two more, pushed (by log) but not read: ack them with a cursor.
   const third = await publish({ type: "note", text: "third note" });
   const fourth = await publish({ type: "note", text: "fourth note" });
-  const ack = await callTool(a.client, "ack", { cursor: fourth.seq });
+  const pushed = await a.notifications.next(
+    (n) => n.method === "notifications/message" && n.params?.data?.event_id === fourth.id,
+    "notifications/message for the fourth event",
+  );
+  const bare = await callTool(a.client, "ack", { cursor: fourth.seq });
+  check("a bare seq acknowledges no pushed event", !bare.isError && bare.structuredContent?.acked === 0, bare);
+  const ack = await callTool(a.client, "ack", { cursor: pushed.params.data.cursor });
   check("ack with a cursor acknowledges both", !ack.isError && ack.structuredContent?.acked === 2, ack);
   for (const id of [third.id, fourth.id]) {
     const event = await getEvent(id);
