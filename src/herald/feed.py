@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from herald.subscriptions.cursors import HISTORY
+from herald.cursors import HISTORY
 from herald.times import iso_ms
 
 ACK_WAY = "ack"

@@ -11,12 +11,12 @@ import pytest
 from mcp.server.lowlevel import Server
 
 from herald import EventStatus, Hub
+from herald.cursors import position
 from herald.delivery.cascade import PushReport
 from herald.delivery.engine import Notifier
 from herald.inputs.events import parse_new_event
 from herald.mcp import HeraldServer, attach
 from herald.models import NewEvent
-from herald.subscriptions.cursors import position
 from herald.testing import ManualClock
 from tests.conftest import next_report
 from tests.mcp.conftest import connect

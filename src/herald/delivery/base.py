@@ -113,5 +113,5 @@ class Mechanism(ABC):
     @abstractmethod
     async def send(self, peer: Peer, event: Event, cursor: str) -> PushResult:
         """Try once. Failures are returned as ``PushOutcome.FAILED``, not raised. ``cursor`` is
-        the event's position in the store's history (``herald.subscriptions.cursors``): what
+        the event's position in the store's history (``herald.cursors``): what
         the client sends to ``ack`` to acknowledge it and every event pushed before it."""

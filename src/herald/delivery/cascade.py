@@ -10,13 +10,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from herald import cursors
 from herald.delivery.answers import reply_with
 from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
 from herald.delivery.sessions import LiveSession, Unconfirmed
 from herald.hub import Hub
 from herald.logs import log_attempt
 from herald.models import Attempt, Event, EventStatus
-from herald.subscriptions import cursors
 
 log = logging.getLogger("herald.delivery")
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
+from herald import cursors
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
@@ -54,7 +55,6 @@ from herald.models import (
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
-from herald.subscriptions import cursors
 from herald.tasks import running
 from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
@@ -779,7 +779,7 @@ class Hub:
     ) -> Acknowledged:
         """Mark the agent's events delivered: by id, and up to ``cursor`` what ``consumer`` was
         handed (with no consumer named, what the default drainer was handed). A position
-        (``herald.subscriptions.cursors``) with no consumer named also covers what nobody holds
+        (``herald.cursors``) with no consumer named also covers what nobody holds
         (pushed by a stream or over MCP); a position from another history of the store
         acknowledges nothing, and says so (``truncated``). A bare seq covers only what a drainer
         was handed: it says no history, and after a restore the same seq may be an event the

@@ -79,7 +79,7 @@ AckCursor = Annotated[
         f" cursor, a stream event's id), or a seq from 0 to {MAX_CURSOR} that a drain gave"
     ),
 ]
-"""What ``ack`` takes as a cursor: a position (``herald.subscriptions.cursors``), or a drain's
+"""What ``ack`` takes as a cursor: a position (``herald.cursors``), or a drain's
 bare seq. A bare seq is no place in one history, so it acknowledges only events a drainer was
 handed (leased), which are the same events after a restore (a restored lease is the same event,
 handed out before the backup); a position acknowledges pushed events too, and only when it is
