@@ -36,7 +36,8 @@ class BodyDeadlines:
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or not _has_body(scope):
+            # Nothing to wait for: a stream's answer (every push on it) goes out unwrapped.
             await self.app(scope, receive, send)
             return
         body = _Body(self, receive)
@@ -45,6 +46,15 @@ class BodyDeadlines:
             await self.app(scope, body.receive, answer.send)
         if body.late is not None and not answer.started:
             await answer.send({"type": "http.response.start", "status": 408})
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request's head announces a body: a request with neither ``Content-Length``
+    (other than 0) nor ``Transfer-Encoding`` has none (RFC 9112, section 6.3)."""
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 class _Body:
