@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from standardwebhooks import Webhook
 
 from tests.backends import BACKENDS
@@ -539,6 +540,7 @@ def run_restore_chaos(backend: str, directory: Path) -> None:
                 process.stop()
 
 
+@pytest.mark.postgres  # runs on each backend at once, in one test
 def test_a_restore_under_load_makes_no_client_skip_an_event(tmp_path: Path) -> None:
     with ThreadPoolExecutor(len(BACKENDS)) as pool:
         runs = {
