@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -20,6 +21,37 @@ from herald.testing import ManualClock
 POSTGRES_ADMIN_URL = os.environ.get(
     "HERALD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+
+
+POSTGRES_FIXTURES = {"postgres_server_url", "postgres_database_url"}
+"""The fixtures that make a PostgreSQL database: a test that asks for one needs the server."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks each test that needs PostgreSQL ``postgres``: one that asks for a database, or runs
+    on the "postgres" backend (a ``store_url`` or a ``BACKENDS`` parameter); a test that makes
+    one another way carries the mark itself. Then makes sure no two tests share a node id (with
+    ``pytest -n`` the main process does, from what each worker collected)."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        on_postgres = params is not None and "postgres" in params.params.values()
+        if on_postgres or POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+    if not hasattr(config, "workerinput"):  # what pytest-xdist gives a worker's config
+        refuse_shared_ids([item.nodeid for item in items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    refuse_shared_ids(ids)
+
+
+def refuse_shared_ids(ids: list[str]) -> None:
+    """pytest-xdist runs tests by their node ids: of two tests with one id it runs one, and
+    the other is lost without a word."""
+    shared = sorted(nodeid for nodeid, count in Counter(ids).items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests that share a node id: {', '.join(shared)}")
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from standardwebhooks import Webhook
 
 from tests.backends import BACKENDS
@@ -33,6 +33,7 @@ from tests.http.test_mcp_events import MODERN, meta
 from tests.http.test_mcp_events import answer as mcp_answer
 from tests.sse import Frame, SSEReader
 from tests.test_backup import restorable_store
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Received, Receiver
 
 DRAINED, HOOKED = "drained", "hooked"
@@ -207,13 +208,6 @@ def send_slow_bodies(url: str, key: str, ledger: Ledger, trickle_s: float | None
             return
 
 
-def wait_until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.1)
-
-
 def whole_requests(receiver: Receiver) -> list[Received]:
     """The requests that reached the receiver whole. One cut off by the kill is no delivery:
     its event must come again."""
@@ -309,8 +303,8 @@ def run_chaos(store_url: str) -> None:
         for thread in publishers + drainers + slow:
             thread.start()
 
-        wait_until(lambda: ledger.published() >= KILL_AFTER, "publishes before the kill")
-        wait_until(consumers[0].stalled.is_set, "the stalled consumer to come back")
+        wait_until(lambda: ledger.published() >= KILL_AFTER, "publishes before the kill", WAIT_S)
+        wait_until(consumers[0].stalled.is_set, "the stalled consumer to come back", WAIT_S)
         herald.kill()
         published = ledger.published()
         port = int(herald.url.rsplit(":", 1)[1])
@@ -319,6 +313,7 @@ def run_chaos(store_url: str) -> None:
         wait_until(
             lambda: ledger.published() >= published + MORE_AFTER_RESTART,
             "publishes after the restart",
+            WAIT_S,
         )
         stop.set()
         for thread in publishers:
@@ -326,10 +321,12 @@ def run_chaos(store_url: str) -> None:
         wait_until(
             lambda: ledger.acknowledged[DRAINED] <= ledger.all_handed() or bool(ledger.problems),
             "the consumers to be handed every acknowledged publish",
+            WAIT_S,
         )
         wait_until(
             lambda: ledger.acknowledged[HOOKED] <= webhooks_received(receiver),
             "the webhook receiver to get every acknowledged publish",
+            WAIT_S,
         )
         finish.set()
         for thread in drainers:
@@ -481,17 +478,21 @@ def run_restore_chaos(backend: str, directory: Path) -> None:
                 thread.daemon = True
                 thread.start()
             wait_until(
-                lambda: ledger.published() >= AFTER_THE_BACKUP, "publishes before the backup"
+                lambda: ledger.published() >= AFTER_THE_BACKUP,
+                "publishes before the backup",
+                WAIT_S,
             )
             put_back = back_up()
             backed_up = ledger.published()
             wait_until(
                 lambda: ledger.published() >= backed_up + AFTER_THE_BACKUP,
                 "publishes after the backup",
+                WAIT_S,
             )
             wait_until(
                 lambda: len(follower.frames) >= (backed_up + AFTER_THE_BACKUP) // 2 - 5,
                 "the follower to pass the backup",
+                WAIT_S,
             )
             herald.kill()
             published = ledger.published()
@@ -502,6 +503,7 @@ def run_restore_chaos(backend: str, directory: Path) -> None:
             wait_until(
                 lambda: ledger.published() >= published + 2 * AFTER_THE_BACKUP,
                 "publishes after the restore",
+                WAIT_S,
             )
             stop.set()
             for thread in threads:
@@ -518,10 +520,12 @@ def run_restore_chaos(backend: str, directory: Path) -> None:
             wait_until(
                 lambda: kept[FOLLOWED] <= (follower.after_the_notice() or set()),
                 "the follower to get every event of the restored store after the notice",
+                WAIT_S,
             )
             wait_until(
                 lambda: kept[POLLED] <= poller.handed or bool(ledger.problems),
                 "the poller to be handed every event",
+                WAIT_S,
             )
             finish.set()
             readers[1].join(timeout=WAIT_S)
@@ -536,6 +540,7 @@ def run_restore_chaos(backend: str, directory: Path) -> None:
                 process.stop()
 
 
+@pytest.mark.postgres  # runs on each backend at once, in one test
 def test_a_restore_under_load_makes_no_client_skip_an_event(tmp_path: Path) -> None:
     with ThreadPoolExecutor(len(BACKENDS)) as pool:
         runs = {

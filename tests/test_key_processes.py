@@ -9,15 +9,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from herald.times import ms_from_iso
 from tests.herald_process import ADMIN_KEY, HeraldProcess
+from tests.waiting import WAIT_S, wait_until
 
 GRACE_S = 3
-WAIT_S = 30.0
 """Bounded waits: far longer than any of them takes on a loaded machine."""
 CACHE_S = 1.0
 """How long a process may go on taking a key that another process replaced."""
@@ -44,13 +44,6 @@ def key_status(herald: HeraldProcess, key: str) -> int:
 def admin_status(herald: HeraldProcess, key: str) -> int:
     with herald.client(key) as admin:
         return admin.get("/v1/agents").status_code
-
-
-def wait_until(check: Callable[[], bool], what: str, within_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + within_s
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 def rotate_admin_key(store_url: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -4,18 +4,16 @@ within the documented bound (the presence TTL, then one scheduling round)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import session
+from tests.waiting import WAIT_S, until
 from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +22,6 @@ PRESENCE_TTL_S = 2.0
 BOUND_S = PRESENCE_TTL_S + 1.0 + 5.0
 """The documented bound (TTL, then a scheduling round of at most a second), with room for a
 loaded machine."""
-WAIT_S = 30.0
 
 
 def add_agent(herald: HeraldProcess, receiver: Receiver, name: str) -> dict[str, Any]:
@@ -48,12 +45,8 @@ def sessions_seen(herald: HeraldProcess, agent: dict[str, Any]) -> list[dict[str
         return list(admin.get(f"/v1/agents/{agent['id']}/sessions").json()["sessions"])
 
 
-async def wait_until(check: Callable[[], bool], what: str) -> None:
-    """A bounded wait for what another process writes to the store."""
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        await asyncio.sleep(0.05)
+async def one_session(herald: HeraldProcess, agent: dict[str, Any]) -> bool:
+    return len(sessions_seen(herald, agent)) == 1
 
 
 def next_webhook(receiver: Receiver, timeout_s: float) -> str:
@@ -85,7 +78,7 @@ async def test_a_session_on_one_process_holds_back_the_others_webhook_until_it_d
         async with contextlib.AsyncExitStack() as connection:
             await connection.enter_async_context(session(first, present["api_key"]))
             # The second process sees the first's session through the store.
-            await wait_until(lambda: len(sessions_seen(second, present)) == 1, "the session")
+            await until(lambda: one_session(second, present), "the session")
             (seen,) = sessions_seen(second, present)
             assert seen["can_push"] is True and seen["era"] == "legacy"
 
@@ -113,7 +106,7 @@ async def test_a_session_on_one_process_holds_back_the_others_webhook_only_until
     try:
         present = add_agent(second, receiver, "present")
         async with session(first, present["api_key"]) as (_client, received):
-            await wait_until(lambda: len(sessions_seen(second, present)) == 1, "the session")
+            await until(lambda: one_session(second, present), "the session")
             publish(second, present, "pushed, never acknowledged")
             method, _ = await received.next()
             assert method == "notifications/claude/channel"  # the first process pushed it

@@ -13,8 +13,7 @@ import re
 import shutil
 import struct
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,10 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_mcp import session
+from tests.waiting import wait_until
 from tests.webhooks.receiver import HANG, Receiver
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT_MS = 15_000
@@ -119,14 +121,6 @@ def endpoints_of(admin: httpx.Client, agent: dict[str, Any]) -> list[dict[str, A
 def created(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     return dict(response.json())
-
-
-def wait_until(check: Callable[[], bool], what: str) -> None:
-    """A bounded wait for what the herald process does on its own."""
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 class LiveSession:

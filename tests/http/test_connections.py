@@ -14,13 +14,12 @@ import httpx
 import pytest
 
 from tests.herald_process import HeraldProcess
+from tests.waiting import WAIT_S, wait_until
 
 FILE_LIMIT = 256
 """herald keeps 64 files of these for itself and 32 for bursts: 160 connections at most."""
 SLOW_CONNECTIONS = 300
 """More slow connections than the process has files for, let alone connections."""
-WAIT_S = 30.0
-"""Every wait is bounded by this; none of them is expected to take near as long."""
 HEAD_START = b"GET /healthz HTTP/1.1\r\nHost: herald\r\nX-Slow: "
 """A request head begun and never finished."""
 
@@ -88,6 +87,13 @@ def healthz(herald: HeraldProcess) -> int:
     """``GET /healthz`` on a connection of its own, as a new client would."""
     with httpx.Client(base_url=herald.url, timeout=WAIT_S) as client:
         return client.get("/healthz").status_code
+
+
+def agents_status(herald: HeraldProcess) -> int | None:
+    """The status of an admin's list of agents, or None when the connection is refused."""
+    with contextlib.suppress(httpx.TransportError), herald.client(herald.admin_key) as admin:
+        return admin.get("/v1/agents").status_code
+    return None
 
 
 def test_a_flood_of_slow_connections_cannot_keep_healthz_out(
@@ -165,12 +171,7 @@ def test_when_every_connection_has_a_request_in_flight_probes_are_answered_and_o
                 assert client.get(path).status_code == 200
         for sock in slow_sockets[:10]:  # streams end: room again
             sock.close()
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            with contextlib.suppress(httpx.TransportError), herald.client(herald.admin_key) as a:
-                if a.get("/v1/agents").status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "no room came back after streams closed"
+        wait_until(lambda: agents_status(herald) == 200, "room after streams closed")
     finally:
         herald.stop()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from tests.herald_process import HeraldProcess
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
 
@@ -179,13 +179,12 @@ def test_a_host_that_does_not_resolve_now_is_accepted_with_a_warning(
 
 def wait_for_state(admin: httpx.Client, agent_id: str, state: str) -> dict[str, Any]:
     """The agent's one endpoint, once it is in ``state`` (a bounded wait)."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def in_state() -> dict[str, Any] | None:
         (listed,) = admin.get(f"/v1/agents/{agent_id}/endpoints").json()["endpoints"]
-        if listed["state"] == state or time.monotonic() > deadline:
-            assert listed["state"] == state, listed
-            return dict(listed)
-        time.sleep(0.05)
+        return dict(listed) if listed["state"] == state else None
+
+    return wait_until(in_state, f"the endpoint to be {state}")
 
 
 def test_an_endpoint_disabled_for_its_address_comes_back_once_serve_allows_it(

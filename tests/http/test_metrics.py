@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from tests.http.test_keys import new_key
 from tests.http.test_readiness import allow_connections
 from tests.sse import SSEReader
 from tests.test_workers import children_of, start_workers
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
 TOKEN = "herald-test-metrics-token-0123456789abcdef"
@@ -57,14 +56,6 @@ def publish(admin: httpx.Client, events: list[dict[str, Any]]) -> list[dict[str,
     return list(response.json()["events"])
 
 
-def wait_for(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + 30
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
-
-
 def test_a_scrape_after_a_known_mix_shows_the_expected_counts(tmp_path: Path) -> None:
     receiver = Receiver(script=[(500, {}), (503, {})])
     args = ("--webhook-allow", "loopback", "--webhook-schedule", "0,0")
@@ -97,7 +88,7 @@ def test_a_scrape_after_a_known_mix_shows_the_expected_counts(tmp_path: Path) ->
                 agent.post("/channel/heartbeat", json={"cursor": 3}).raise_for_status()
             # The webhook answers 500, then 503: tried twice and given up on.
             attempts = f"/v1/events/{failing['id']}"
-            wait_for(
+            wait_until(
                 lambda: (
                     [a["outcome"] for a in admin.get(attempts).json()["attempts"]]
                     == ["failed", "undeliverable"]
@@ -261,12 +252,12 @@ def test_a_scrape_while_the_store_is_away_answers_the_processs_own_counts(
         with herald.client(TOKEN) as scraper:  # the token is checked without the store
             assert scrape(scraper)["herald_store_up"][()] == 1
             allow_connections(postgres_database_url, False)
-            away = wait_for(
+            away = wait_until(
                 lambda: (found := scrape(scraper))["herald_store_up"][()] == 0 and found,
                 "a scrape without the store",
             )
             allow_connections(postgres_database_url, True)
-            wait_for(lambda: scrape(scraper)["herald_store_up"][()] == 1, "the store back")
+            wait_until(lambda: scrape(scraper)["herald_store_up"][()] == 1, "the store back")
     finally:
         allow_connections(postgres_database_url, True)
         herald.stop()

@@ -3,7 +3,6 @@ agents by handle with their backlog, the stats, and an event offered again."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from standardwebhooks import Webhook
 
 from tests.herald_process import HeraldProcess
 from tests.http.test_endpoints import new_agent, wait_for_state
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
 
@@ -158,16 +158,6 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
     assert stats["oldest_pending"]["handle"] in {alice["handle"], bob["handle"]}
 
 
-def wait_for(check: Any, what: str) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, f"timed out waiting for {what}"
-            return value
-        time.sleep(0.05)
-
-
 def test_an_undeliverable_event_reaches_its_fixed_endpoint_after_redeliver_and_enable(
     store_url: str,
 ) -> None:
@@ -186,7 +176,7 @@ def test_an_undeliverable_event_reaches_its_fixed_endpoint_after_redeliver_and_e
                 (disabled["id"], agent["handle"])
             ]
             url = f"/v1/events/{event_id}"
-            wait_for(
+            wait_until(
                 lambda: (
                     [a["outcome"] for a in admin.get(url).json()["attempts"]]
                     == ["failed", "undeliverable"]
@@ -208,7 +198,7 @@ def test_an_undeliverable_event_reaches_its_fixed_endpoint_after_redeliver_and_e
             third = receiver.arrived.get(timeout=30)
             assert third.headers["webhook-id"] == event_id
             Webhook(webhook.json()["secret"]).verify(third.body, third.headers)
-            wait_for(lambda: admin.get(url).json()["status"] == "delivered", "delivered")
+            wait_until(lambda: admin.get(url).json()["status"] == "delivered", "delivered")
             outcomes = [a["outcome"] for a in admin.get(url).json()["attempts"]]
             assert outcomes == ["failed", "undeliverable", "delivered"]
     finally:

@@ -4,7 +4,6 @@ that its store does too; every 503 tells clients when to retry."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 import asyncpg
@@ -12,8 +11,7 @@ import httpx
 
 from tests.conftest import run_admin_sql
 from tests.herald_process import HeraldProcess
-
-WAIT_S = 30
+from tests.waiting import wait_until
 
 
 def allow_connections(url: str, allowed: bool) -> None:
@@ -28,12 +26,10 @@ def allow_connections(url: str, allowed: bool) -> None:
 
 
 def wait_for(check: Callable[[], httpx.Response], status: int) -> httpx.Response:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        response = check()
-        if response.status_code == status or time.monotonic() > deadline:
-            return response
-        time.sleep(0.05)  # a poll interval, not a synchronisation: the deadline bounds the wait
+    """The first answer of ``check`` with ``status`` (a bounded wait)."""
+    return wait_until(
+        lambda: answer if (answer := check()).status_code == status else None, f"a {status}"
+    )
 
 
 def assert_retry_later(response: httpx.Response) -> None:

@@ -5,7 +5,7 @@ a cursor older than the journal keeps. (The route: tests/http/test_feed.py.)"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -17,6 +17,7 @@ from herald.ids import new_id
 from herald.inputs.events import parse_new_event
 from herald.models import Endpoint, Kind, NewEvent
 from herald.testing import ManualClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -317,17 +318,6 @@ async def test_a_long_transaction_in_another_database_does_not_hold_the_feed_bac
     finally:
         await transaction.rollback()
         await elsewhere.close()
-
-
-WAIT_S = 20.0
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Wait (bounded) for ``check`` to hold."""
-    async with asyncio.timeout(WAIT_S):
-        while not await check():
-            await asyncio.sleep(0.05)
-    assert await check(), what
 
 
 async def read_until(reader: FeedReader, count: int) -> list[FeedItem]:

@@ -29,6 +29,8 @@ from tests.peers.test_typescript_client import (
     assert_all_passed,
 )
 
+pytestmark = pytest.mark.node
+
 AISDK_DIR = Path(__file__).parent / "aisdk"
 PEER = AISDK_DIR / "events.mjs"
 SDK = AISDK_DIR / "node_modules" / "@ai-sdk" / "mcp" / "package.json"

@@ -23,6 +23,8 @@ import pytest
 
 from tests.herald_process import HeraldProcess
 
+pytestmark = pytest.mark.node
+
 TS_DIR = Path(__file__).parent / "ts"
 PEER = TS_DIR / "peer.mjs"
 SDK = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"

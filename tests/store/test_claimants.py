@@ -14,13 +14,13 @@ import pytest
 from herald import open_store
 from herald.store import Store
 from tests.store.test_endpoints import publish, setup
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
 GRACE_MS = 3_000
 LEASE_MS = 3_600_000
 """An hour: no claim here runs out of its own."""
-WAIT_S = 20.0
 
 
 @pytest.fixture
@@ -45,13 +45,6 @@ async def due(store: Store, count: int) -> list[str]:
     published = await publish(store, "alice", count)
     await store.schedule_deliveries(store.now(), 10)
     return published
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    async with asyncio.timeout(WAIT_S):
-        while not await check():
-            await asyncio.sleep(0.05)
-    assert await check(), what
 
 
 async def missing_since(url: str, claimant: str) -> int | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
@@ -26,6 +25,7 @@ from herald.models import (
 )
 from herald.store import Store, open_store
 from herald.testing import ManualClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -258,13 +258,6 @@ LOCK_WAITS = (
     "SELECT count(*) FROM pg_stat_activity"
     " WHERE datname = current_database() AND wait_event_type = 'Lock'"
 )
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    async with asyncio.timeout(10):
-        while not await check():
-            await asyncio.sleep(0.05)
-    assert await check(), what
 
 
 async def test_a_subscription_deleted_while_deliveries_are_scheduled_fails_no_schedule(

@@ -7,7 +7,7 @@ import asyncio
 import email.utils
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -24,6 +24,7 @@ from herald.webhooks import manage
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
 from tests.store.test_claimants import cut_listening_connections
+from tests.waiting import until
 from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
@@ -792,10 +793,3 @@ async def test_a_webhook_deleted_while_deliveries_are_scheduled_fails_no_round(
         await holder.close()
         await watcher.close()
     assert [record.getMessage() for record in caplog.records] == []
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    async with asyncio.timeout(10):
-        while not await check():
-            await asyncio.sleep(0.05)
-    assert await check(), what
