@@ -148,10 +148,11 @@ def _keyed(number: int, text: str, keyed: bool) -> str:
 
 def send_file(api: AdminApi, path: Path, out: Output) -> None:
     lines = read_lines(path)
-    check_every_line(api, path, lines, out)
+    batches = check_every_line(api, path, lines, out)
     stored = repeated = 0
     with _progress(out, len(lines), "sending") as advance:
-        for batch, receipts in _send_in_turn(api, in_batches(lines)):
+        for batch, answer in _in_turn(api, PUBLISH, iter(batches)):
+            receipts = _receipts(batch, answer)
             already_there = sum(1 for receipt in receipts if receipt["duplicate"])
             repeated += already_there
             stored += len(receipts) - already_there
@@ -162,26 +163,56 @@ def send_file(api: AdminApi, path: Path, out: Output) -> None:
     )
 
 
-def check_every_line(api: AdminApi, path: Path, lines: EventLines, out: Output) -> None:
-    """Have the hub check every event, a batch at a time, storing none.
+def check_every_line(api: AdminApi, path: Path, lines: EventLines, out: Output) -> list[Batch]:
+    """Have the hub check every event, a batch at a time, storing none; returns the batches
+    checked, to be sent as they are (the hub, given the same bytes again, does not check their
+    fields again).
 
     Raises:
         OperatorError: naming each line refused (up to ``MOST_NAMED``) by its number and why;
             or what else stopped the check. Either way nothing was sent.
     """
     faults: list[tuple[int, str]] = []
+    checked: list[Batch] = []
+    start = 0  # the first line not checked yet
     with _progress(out, len(lines), "checking") as advance:
-        for start in range(0, len(lines), BATCH):
-            for fault in _refused_lines(api, path, lines.part(start, start + BATCH)):
+        while start < len(lines):
+            refused: tuple[Batch, BaseException] | None = None
+            for batch, answer in _in_turn(api, CHECK, in_batches(lines.part(start))):
+                if isinstance(answer, BaseException):
+                    refused = (batch, answer)
+                    break
+                _only_checked(api, batch, answer)
+                checked.append(batch)
+                start += batch.events
+                advance(batch.events)
+            if refused is None:
+                break
+            batch, error = refused
+            if not isinstance(error, HubRefused):
+                raise error
+            # Which lines of the batch: each is looked for in turn (seldom: a file with faults).
+            for fault in _refused_lines(api, path, lines.part(start, start + batch.events)):
                 faults.append(fault)
                 if len(faults) == MOST_NAMED:
                     raise OperatorError(
                         _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
                         " more); nothing was sent: fix them and send again"
                     )
-            advance(min(BATCH, len(lines) - start))
+            start += batch.events
+            advance(batch.events)
     if faults:
         raise OperatorError(_named(faults) + "; nothing was sent: fix them and send again")
+    return checked
+
+
+def _only_checked(api: AdminApi, batch: Batch, answer: bytes) -> None:
+    if not answer.startswith(b'{"checked"'):
+        raise OperatorError(
+            f"the hub at {api.url} stored lines {batch.first}-{batch.last} rather than only"
+            " checking them: it is older than this herald command; send the file with a"
+            " herald of its own version (nothing is stored twice)"
+        )
 
 
 def _named(faults: list[tuple[int, str]]) -> str:
@@ -206,12 +237,7 @@ def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tup
             yield number, f"{path}:{number}: {_INDEX.sub('event', exc.reason, count=1)}"
             lines = lines.without(index)
             continue
-        if not answer.startswith(b'{"checked"'):
-            raise OperatorError(
-                f"the hub at {api.url} stored lines {batch.first}-{batch.last} rather than only"
-                " checking them: it is older than this herald command; send the file with a"
-                " herald of its own version (nothing is stored twice)"
-            )
+        _only_checked(api, batch, answer)
         return
 
 
@@ -243,12 +269,13 @@ def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], N
         yield lambda sent: bar.advance(task, sent)
 
 
-def _send_in_turn(
-    api: AdminApi, batches: Iterator[Batch]
-) -> Iterator[tuple[Batch, list[dict[str, Any]]]]:
-    """Each batch and the hub's receipts for its events, sent one at a time on one connection:
-    a batch is sent once the one before it is stored, so that when one fails every line before
-    it has arrived and none after it has been sent.
+def _in_turn(
+    api: AdminApi, path: str, batches: Iterator[Batch]
+) -> Iterator[tuple[Batch, bytes | BaseException]]:
+    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it),
+    posted to ``path`` one at a time on one connection: a batch is sent once the one before it
+    is answered, so that when one fails every line before it has arrived and none after it has
+    been sent.
 
     The batches are sent by a thread of their own, which takes the next one as soon as the last
     is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
@@ -271,7 +298,7 @@ def _send_in_turn(
         try:
             while not stopped.is_set() and (batch := handed.get()) is not None:
                 try:
-                    answer = api.post_body(PUBLISH, batch.body, on_sent=hand_on)
+                    answer = api.post_body(path, batch.body, on_sent=hand_on)
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
@@ -292,20 +319,20 @@ def _send_in_turn(
     try:
         for batch in batches:
             if waiting == HANDED:
-                yield _receipts(*answers.get())
+                yield answers.get()
                 waiting -= 1
             handed.put(batch)
             waiting += 1
         handed.put(None)  # no request follows the last: its answer comes at once
         for _ in range(waiting):
-            yield _receipts(*answers.get())
+            yield answers.get()
     finally:
         sys.setswitchinterval(switch_interval)
         stopped.set()
         handed.put(None)
 
 
-def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[dict[str, Any]]]:
+def _receipts(batch: Batch, answer: bytes | BaseException) -> list[dict[str, Any]]:
     if isinstance(answer, OperatorError):
         # Checked already: a refusal now is the hub's (an agent deleted since, say).
         index = None
@@ -319,4 +346,5 @@ def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[
         ) from answer
     if isinstance(answer, BaseException):
         raise answer
-    return batch, json.loads(answer)["events"]
+    events: list[dict[str, Any]] = json.loads(answer)["events"]
+    return events
