@@ -86,11 +86,23 @@ class Batch:
 def read_lines(path: Path) -> EventLines:
     """Every event of the file; or an error naming the first line that is not one: nothing is
     sent before the whole file is read."""
+    lines = EventLines([], [], [])
+    for part in read_parts(path):
+        lines.numbers.extend(part.numbers)
+        lines.texts.extend(part.texts)
+        lines.keyed.extend(part.keyed)
+    return lines
+
+
+def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
+    """The events of the file, ``size`` at a time as they are read (so that the first are
+    checked while the rest are read); at the first line that is not an event, an error naming
+    it."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
-    lines = EventLines([], [], [])
+    part = EventLines([], [], [])
     decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         text = line.strip(JSON_SPACE)
@@ -99,12 +111,16 @@ def read_lines(path: Path) -> EventLines:
         except json.JSONDecodeError:
             event, end = None, -1
         if end == len(text) and isinstance(event, dict):
-            lines.numbers.append(number)
-            lines.texts.append(text)
-            lines.keyed.append("dedupe_key" in event)
+            part.numbers.append(number)
+            part.texts.append(text)
+            part.keyed.append("dedupe_key" in event)
+            if len(part) == size:
+                yield part
+                part = EventLines([], [], [])
         elif line.strip():  # not blank: not an event
             raise _not_an_event(path, number, line)
-    return lines
+    if len(part):
+        yield part
 
 
 def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
@@ -147,10 +163,11 @@ def _keyed(number: int, text: str, keyed: bool) -> str:
 
 
 def send_file(api: AdminApi, path: Path, out: Output) -> None:
-    lines = read_lines(path)
-    batches = check_every_line(api, path, lines, out)
+    total = 0 if out.as_json else _lines_in(path)  # what the bar counts to, for people
+    batches = check_every_line(api, path, read_parts(path), out, total)
+    events = sum(batch.events for batch in batches)
     stored = repeated = 0
-    with _progress(out, len(lines), "sending") as advance:
+    with _progress(out, events, "sending") as advance:
         for batch, answer in _in_turn(api, PUBLISH, iter(batches)):
             receipts = _receipts(batch, answer)
             already_there = sum(1 for receipt in receipts if receipt["duplicate"])
@@ -158,49 +175,61 @@ def send_file(api: AdminApi, path: Path, out: Output) -> None:
             stored += len(receipts) - already_there
             advance(batch.events)
     out.record(
-        {"file": str(path), "events": len(lines), "stored": stored, "already_there": repeated},
+        {"file": str(path), "events": events, "stored": stored, "already_there": repeated},
         "sent",
     )
 
 
-def check_every_line(api: AdminApi, path: Path, lines: EventLines, out: Output) -> list[Batch]:
-    """Have the hub check every event, a batch at a time, storing none; returns the batches
-    checked, to be sent as they are (the hub, given the same bytes again, does not check their
-    fields again).
+def _lines_in(path: Path) -> int:
+    """The lines of the file, blank ones too (the events are known once it is read)."""
+    try:
+        return path.read_bytes().count(b"\n") + 1
+    except OSError:
+        return 0  # read_parts says why
+
+
+def check_every_line(
+    api: AdminApi, path: Path, parts: Iterator[EventLines], out: Output, total: int = 0
+) -> list[Batch]:
+    """Have the hub check every event, a batch (a part of the file) at a time as the file is
+    read, storing none; returns the batches checked, to be sent as they are (the hub, given the
+    same bytes again, does not check their fields again).
 
     Raises:
-        OperatorError: naming each line refused (up to ``MOST_NAMED``) by its number and why;
-            or what else stopped the check. Either way nothing was sent.
+        OperatorError: the file holds a line that is not an event; or naming each line the hub
+            refused (up to ``MOST_NAMED``) by its number and why; or what else stopped the
+            check. Either way nothing was sent.
     """
-    faults: list[tuple[int, str]] = []
     checked: list[Batch] = []
-    start = 0  # the first line not checked yet
-    with _progress(out, len(lines), "checking") as advance:
-        while start < len(lines):
-            refused: tuple[Batch, BaseException] | None = None
-            for batch, answer in _in_turn(api, CHECK, in_batches(lines.part(start))):
-                if isinstance(answer, BaseException):
-                    refused = (batch, answer)
-                    break
+    refused: list[EventLines] = []  # looked into once every batch is checked
+    read: list[EventLines] = []
+
+    def batches() -> Iterator[Batch]:
+        for part in parts:
+            read.append(part)
+            yield from in_batches(part, len(part))
+
+    with _progress(out, total, "checking") as advance:
+        for index, (batch, answer) in enumerate(_in_turn(api, CHECK, batches(), refused=True)):
+            if isinstance(answer, HubRefused) and _fault_of(answer, batch.events) is not None:
+                refused.append(read[index])
+            elif isinstance(answer, HubRefused):
+                raise _not_checked(path, batch, answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
                 _only_checked(api, batch, answer)
                 checked.append(batch)
-                start += batch.events
-                advance(batch.events)
-            if refused is None:
-                break
-            batch, error = refused
-            if not isinstance(error, HubRefused):
-                raise error
-            # Which lines of the batch: each is looked for in turn (seldom: a file with faults).
-            for fault in _refused_lines(api, path, lines.part(start, start + batch.events)):
-                faults.append(fault)
-                if len(faults) == MOST_NAMED:
-                    raise OperatorError(
-                        _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
-                        " more); nothing was sent: fix them and send again"
-                    )
-            start += batch.events
             advance(batch.events)
+    faults: list[tuple[int, str]] = []
+    for lines in refused:  # which lines of a batch: each is looked for in turn
+        for fault in _refused_lines(api, path, lines):
+            faults.append(fault)
+            if len(faults) == MOST_NAMED:
+                raise OperatorError(
+                    _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
+                    " more); nothing was sent: fix them and send again"
+                )
     if faults:
         raise OperatorError(_named(faults) + "; nothing was sent: fix them and send again")
     return checked
@@ -227,18 +256,28 @@ def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tup
         try:
             answer = api.post_body(CHECK, batch.body)
         except HubRefused as exc:
-            index = _index_in(exc.reason, len(lines))
-            if index is None or exc.status >= 500:
-                lines_of = f"lines {batch.first}-{batch.last}"
-                raise OperatorError(
-                    f"{path}: {lines_of} could not be checked ({exc.message}); nothing was sent"
-                ) from exc
+            index = _fault_of(exc, len(lines))
+            if index is None:
+                raise _not_checked(path, batch, exc) from exc
             number = lines.numbers[index]
             yield number, f"{path}:{number}: {_INDEX.sub('event', exc.reason, count=1)}"
             lines = lines.without(index)
             continue
         _only_checked(api, batch, answer)
         return
+
+
+def _fault_of(refusal: HubRefused, events: int) -> int | None:
+    """The event at fault a refusal of a batch of ``events`` names; None if it names none, or
+    the hub failed (5xx)."""
+    return None if refusal.status >= 500 else _index_in(refusal.reason, events)
+
+
+def _not_checked(path: Path, batch: Batch, refusal: HubRefused) -> OperatorError:
+    lines_of = f"lines {batch.first}-{batch.last}"
+    return OperatorError(
+        f"{path}: {lines_of} could not be checked ({refusal.message}); nothing was sent"
+    )
 
 
 def _index_in(reason: str, events: int) -> int | None:
@@ -270,12 +309,12 @@ def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], N
 
 
 def _in_turn(
-    api: AdminApi, path: str, batches: Iterator[Batch]
+    api: AdminApi, path: str, batches: Iterator[Batch], *, refused: bool = False
 ) -> Iterator[tuple[Batch, bytes | BaseException]]:
-    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it),
-    posted to ``path`` one at a time on one connection: a batch is sent once the one before it
-    is answered, so that when one fails every line before it has arrived and none after it has
-    been sent.
+    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it,
+    unless it is a refusal and ``refused`` says to go on), posted to ``path`` one at a time on
+    one connection: a batch is sent once the one before it is answered, so that when one fails
+    every line before it has arrived and none after it has been sent.
 
     The batches are sent by a thread of their own, which takes the next one as soon as the last
     is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
@@ -302,6 +341,8 @@ def _in_turn(
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
+                    if refused and isinstance(exc, HubRefused):
+                        continue
                     return
                 hand_on()
                 held.append((batch, answer))
