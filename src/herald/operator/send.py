@@ -5,10 +5,11 @@ end) stores only what did not arrive.
 
 Every line is checked before anything is sent: here, that it is a JSON object; then by the hub,
 each batch as a dry run (``POST /v1/events?dry_run=true``: every check of a publish, nothing
-stored). A refusal names the lines at fault by their numbers, and nothing is sent. The rest of
-the work is done while the hub stores a batch: the next one is made (its lines as written, each
-with its key added to its text rather than parsed and written again), and the answer to the
-last one read.
+stored). A refusal names the lines at fault by their numbers, and nothing is sent. Each batch is
+made once (its lines as written, each with its key added to its text rather than parsed and
+written again), while the hub checks the one before it and the rest of the file is read; once
+all are checked, the same bytes are sent, which the hub takes without checking their fields
+again. The answer to each batch is read while the next is on its way.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class Batch:
 
 
 def read_lines(path: Path) -> EventLines:
-    """Every event of the file; or an error naming the first line that is not one: nothing is
-    sent before the whole file is read."""
+    """Every event of the file (``read_parts``, all together); or an error naming the first
+    line that is not one."""
     lines = EventLines([], [], [])
     for part in read_parts(path):
         lines.numbers.extend(part.numbers)
