@@ -104,6 +104,7 @@ def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
     part = EventLines([], [], [])
+    numbers = part.numbers  # (a list's len, not the method's, for each line)
     decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         text = line.strip(JSON_SPACE)
@@ -112,12 +113,13 @@ def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
         except json.JSONDecodeError:
             event, end = None, -1
         if end == len(text) and isinstance(event, dict):
-            part.numbers.append(number)
+            numbers.append(number)
             part.texts.append(text)
             part.keyed.append("dedupe_key" in event)
-            if len(part) == size:
+            if len(numbers) == size:
                 yield part
                 part = EventLines([], [], [])
+                numbers = part.numbers
         elif line.strip():  # not blank: not an event
             raise _not_an_event(path, number, line)
     if len(part):
