@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -390,3 +391,44 @@ def test_a_dry_run_checks_a_publish_as_it_would_be_done_and_stores_nothing(
         assert malformed.status_code == 422 and "events[1]" in malformed.json()["error"]["message"]
         assert admin.post("/v1/events?dry_run=maybe", json=good).status_code == 422
         assert admin.get(f"/v1/agents/{agent['id']}").json()["last_seq"] == 0
+
+
+def test_a_batch_published_after_its_dry_run_is_stored_as_without_one_and_checked_again(
+    herald: HeraldProcess,
+) -> None:
+    """The hub takes a batch a dry run passed without checking its fields again: it stores the
+    same events, and what depends on the hub (the key's scope, the addressee) is checked again."""
+    form = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    with herald.client(herald.admin_key) as admin:
+        handle, other = (f"dry-{uuid.uuid4().hex[:8]}" for _ in range(2))
+        agent = admin.post("/v1/agents", json={"handle": handle}).json()
+        admin.post("/v1/agents", json={"handle": other})
+        events: list[dict[str, Any]] = [
+            {"to": handle, "type": "t", "text": "é 😀", "data": {"k": [1, 2.5, None]}},
+            {"to": handle, "type": "t.x", "text": "asks", "reply": form, "ttl_s": 60},
+            {"to": handle, "type": "t", "text": "from", "from": other, "data": [1, "two"]},
+        ]
+
+        def stored(prefix: str, dry_run_first: bool) -> list[dict[str, Any]]:
+            batch = [{**e, "dedupe_key": f"{prefix}{n}"} for n, e in enumerate(events)]
+            body = json.dumps(batch).encode()
+            if dry_run_first:
+                assert admin.post("/v1/events?dry_run=true", content=body).status_code == 200
+            published = admin.post("/v1/events", content=body)
+            assert published.status_code == 202, published.text
+            shown = [admin.get(f"/v1/events/{r['id']}").json() for r in published.json()["events"]]
+            kept = ("type", "text", "data", "from", "reply", "dedupe_key")
+            return [{k: e[k] for k in kept} | {"ttl": e["expires_at"] is not None} for e in shown]
+
+        checked_first, plain = stored("checked-", True), stored("plain-", False)
+        assert [e.pop("dedupe_key") for e in checked_first] == [f"checked-{n}" for n in range(3)]
+        assert [e.pop("dedupe_key") for e in plain] == [f"plain-{n}" for n in range(3)]
+        assert checked_first == plain
+
+        body = json.dumps([{"to": handle, "type": "t", "text": "again"}]).encode()
+        assert admin.post("/v1/events?dry_run=true", content=body).status_code == 200
+        key = admin.post("/v1/keys", json={"name": "ci", "scopes": ["publish"], "handles": [other]})
+        with herald.client(key.json()["key"]) as publisher:
+            assert publisher.post("/v1/events", content=body).status_code == 403
+        assert admin.delete(f"/v1/agents/{agent['id']}").status_code in (200, 204)
+        assert admin.post("/v1/events", content=body).status_code == 404

@@ -69,12 +69,28 @@ def feed(herald: HeraldProcess, last_event_id: str | None = None, **params: str)
 def next_of(reader: SSEReader, handles: set[str], count: int) -> list[Frame]:
     """The next ``count`` frames about these agents (other tests' agents are passed over)."""
     found: list[Frame] = []
+    read: list[Frame] = []
     while len(found) < count:
         frame = reader.next()
-        assert frame is not None, "the feed ended"
+        assert frame is not None, f"the feed ended; {as_read(read)}"
+        read.append(frame)
         if frame.data.get("agent", {}).get("handle") in handles:
             found.append(frame)
     return found
+
+
+def assert_seen(frames: list[Frame], expected: list[tuple[str, str, Any]]) -> None:
+    """``seen`` of each frame is ``expected``; a failure lists the frames as read (``as_read``)."""
+    assert [seen(frame) for frame in frames] == expected, as_read(frames)
+
+
+def as_read(frames: list[Frame]) -> str:
+    """The frames in the order read, each with its id (the feed's cursor: the journal row's
+    position, the item in it) and all its data: what a frame out of order or missing is told
+    by."""
+    return "the frames read, in order:\n" + "\n".join(
+        f"{frame.raw_id} {frame.event} {frame.data}" for frame in frames
+    )
 
 
 def seen(frame: Frame) -> tuple[str, str, Any]:
@@ -112,23 +128,26 @@ def test_the_feed_shows_each_change_in_order_and_resumes_with_exactly_what_follo
         frames += next_of(reader, handles, 6)  # two published, leased, acked
 
         a, b, d = alice["handle"], bob["handle"], dave["handle"]
-        assert [seen(frame) for frame in frames] == [
-            ("endpoint", a, "created"),
-            ("published", a, "build.failed"),
-            ("attempt", a, "build.failed"),
-            ("endpoint", a, "failing"),
-            ("endpoint", b, "created"),
-            ("published", b, "build.ok"),
-            ("attempt", b, "build.ok"),
-            ("endpoint", b, "disabled"),
-            ("endpoint", b, "enabled"),
-            ("published", d, "chat.message"),
-            ("published", d, "chat.message"),
-            ("attempt", d, "chat.message"),
-            ("attempt", d, "chat.message"),
-            ("acked", d, "chat.message"),
-            ("acked", d, "chat.message"),
-        ]
+        assert_seen(
+            frames,
+            [
+                ("endpoint", a, "created"),
+                ("published", a, "build.failed"),
+                ("attempt", a, "build.failed"),
+                ("endpoint", a, "failing"),
+                ("endpoint", b, "created"),
+                ("published", b, "build.ok"),
+                ("attempt", b, "build.ok"),
+                ("endpoint", b, "disabled"),
+                ("endpoint", b, "enabled"),
+                ("published", d, "chat.message"),
+                ("published", d, "chat.message"),
+                ("attempt", d, "chat.message"),
+                ("attempt", d, "chat.message"),
+                ("acked", d, "chat.message"),
+                ("acked", d, "chat.message"),
+            ],
+        )
         failed = frames[2].data
         assert failed["event"]["id"] == alice_event
         assert (failed["way"], failed["outcome"], failed["endpoint"]) == (
@@ -188,17 +207,21 @@ def test_the_feed_is_narrowed_by_agent_and_by_event_type(herald: HeraldProcess) 
     by_id = feed(herald, start.raw_id, agent=bob["id"], type="chat.*")
     try:
         everyone = {alice["handle"], bob["handle"]}
-        assert [seen(f) for f in next_of(of_alice, everyone, 2)] == [
-            ("published", alice["handle"], "chat.message"),
-            ("published", alice["handle"], "build.fixed"),
-        ]
-        assert [seen(f) for f in next_of(builds, everyone, 2)] == [
-            ("published", bob["handle"], "build.ok"),
-            ("published", alice["handle"], "build.fixed"),
-        ]
-        assert [seen(f) for f in next_of(by_id, everyone, 1)] == [
-            ("published", bob["handle"], "chat.message")
-        ]
+        assert_seen(
+            next_of(of_alice, everyone, 2),
+            [
+                ("published", alice["handle"], "chat.message"),
+                ("published", alice["handle"], "build.fixed"),
+            ],
+        )
+        assert_seen(
+            next_of(builds, everyone, 2),
+            [
+                ("published", bob["handle"], "build.ok"),
+                ("published", alice["handle"], "build.fixed"),
+            ],
+        )
+        assert_seen(next_of(by_id, everyone, 1), [("published", bob["handle"], "chat.message")])
     finally:
         for reader in (of_alice, builds, by_id):
             reader.close()
@@ -255,10 +278,13 @@ async def test_a_push_to_a_live_stream_is_an_attempt_on_the_feed(herald: HeraldP
         frames = await asyncio.to_thread(next_of, reader, {carol["handle"]}, 2)
     finally:
         reader.close()
-    assert [seen(frame) for frame in frames] == [
-        ("published", carol["handle"], "ping"),
-        ("attempt", carol["handle"], "ping"),
-    ]
+    assert_seen(
+        frames,
+        [
+            ("published", carol["handle"], "ping"),
+            ("attempt", carol["handle"], "ping"),
+        ],
+    )
     assert (frames[1].data["way"], frames[1].data["outcome"]) == ("events.stream", "sent")
     assert frames[1].data["session"] and frames[1].data["endpoint"] is None
 

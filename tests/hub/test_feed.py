@@ -40,6 +40,19 @@ async def read_all(reader: FeedReader, limit: int = 500) -> list[FeedItem]:
             return items
 
 
+def assert_shown(items: list[FeedItem], expected: list[tuple[str, str, object]]) -> None:
+    """``shown(items) == expected``; a failure lists the items as read (``as_read``)."""
+    assert shown(items) == expected, as_read(items)
+
+
+def as_read(items: list[FeedItem]) -> str:
+    """The items in the order read, each with its cursor (the journal row's position, the item
+    in it) and all its data: what an item out of order or missing is told by."""
+    return "the items read, in order:\n" + "\n".join(
+        f"{item.cursor} {item.kind} {item.data}" for item in items
+    )
+
+
 def shown(items: list[FeedItem]) -> list[tuple[str, str, object]]:
     """Each item's kind, agent handle and event seq (or endpoint state)."""
     return [
@@ -63,14 +76,17 @@ async def test_a_reader_from_now_sees_what_follows_in_commit_order(hub: Hub) -> 
     endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x.test", "s", hub.now())
     await hub.endpoints.put(endpoint)
     items = await read_all(reader)
-    assert shown(items) == [
-        ("published", "alice", 2),
-        ("published", "alice", 3),
-        ("attempt", "alice", 1),  # leased
-        ("acked", "alice", 1),
-        ("attempt", "alice", 2),
-        ("endpoint", "alice", "created"),
-    ]
+    assert_shown(
+        items,
+        [
+            ("published", "alice", 2),
+            ("published", "alice", 3),
+            ("attempt", "alice", 1),  # leased
+            ("acked", "alice", 1),
+            ("attempt", "alice", 2),
+            ("endpoint", "alice", "created"),
+        ],
+    )
     assert [item.data["outcome"] for item in items if item.kind == "attempt"] == ["leased"] * 2
     assert [item.cursor for item in items] == sorted(
         (item.cursor for item in items), key=lambda c: c.key
@@ -103,15 +119,18 @@ async def test_a_match_keeps_one_agents_items_and_one_types(hub: Hub) -> None:
     endpoint = Endpoint(new_id("end_"), alice.id, Kind.WEBHOOK, "https://x.test", "s", hub.now())
     await hub.endpoints.put(endpoint)
     of_alice = await hub.feed.open(start.cursor, FeedMatch(agent_id=alice.id))
-    assert shown(await read_all(of_alice)) == [
-        ("published", "alice", 1),
-        ("published", "alice", 2),
-        ("endpoint", "alice", "created"),
-    ]
+    assert_shown(
+        await read_all(of_alice),
+        [
+            ("published", "alice", 1),
+            ("published", "alice", 2),
+            ("endpoint", "alice", "created"),
+        ],
+    )
     builds = await hub.feed.open(start.cursor, FeedMatch(type_glob="build.*"))
-    assert shown(await read_all(builds)) == [("published", "alice", 1), ("published", "bob", 1)]
+    assert_shown(await read_all(builds), [("published", "alice", 1), ("published", "bob", 1)])
     both = await hub.feed.open(start.cursor, FeedMatch(agent_id=bob.id, type_glob="build.?k"))
-    assert shown(await read_all(both)) == [("published", "bob", 1)]
+    assert_shown(await read_all(both), [("published", "bob", 1)])
 
 
 async def test_a_deleted_agents_items_are_left_out(hub: Hub) -> None:
@@ -120,7 +139,7 @@ async def test_a_deleted_agents_items_are_left_out(hub: Hub) -> None:
     start = await hub.feed.open(None, FeedMatch())
     await hub.publish_many([new("alice"), new("bob")])
     await hub.delete_agent(alice.id)
-    assert shown(await read_all(start)) == [("published", "bob", 1)]
+    assert_shown(await read_all(start), [("published", "bob", 1)])
 
 
 async def test_a_cursor_older_than_the_journal_keeps_gets_a_gap_then_the_oldest_kept(
@@ -140,9 +159,9 @@ async def test_a_cursor_older_than_the_journal_keeps_gets_a_gap_then_the_oldest_
     assert gap.kind == "gap" and gap.data["after"] == late.id_of(first.cursor)
     assert "no longer kept" in gap.data["message"]
     assert gap.cursor.key >= second.cursor.key
-    assert shown(rest) == [("published", "alice", 3)]  # the take's row went with the old ones
+    assert_shown(rest, [("published", "alice", 3)])  # the take's row went with the old ones
     resumed = await hub.feed.open(gap.cursor, FeedMatch())  # the gap's id: no gap again
-    assert shown(await read_all(resumed)) == shown(rest)
+    assert_shown(await read_all(resumed), shown(rest))
 
 
 async def test_a_cursor_ahead_of_the_journal_is_refused(hub: Hub) -> None:
@@ -168,13 +187,13 @@ async def test_a_reader_of_the_newest_gets_them_after_a_skipped_item_that_says_w
     for n in range(30):  # a row each
         await hub.publish("alice", "note", str(n))
     skipped, *newest = await read_newest(hub, start, 5)
-    assert shown(newest) == [("published", "alice", seq) for seq in range(26, 31)]
+    assert_shown(newest, [("published", "alice", seq) for seq in range(26, 31)])
     history = await hub.feed.history()
     assert skipped.kind == "skipped" and skipped.data["after"] == feed_id(history, start)
     assert skipped.data["resumes_after"] == feed_id(history, skipped.cursor)
     every = await read_all(await hub.feed.open(start, FeedMatch()))
     left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
-    assert shown(left_out) == [("published", "alice", seq) for seq in range(1, 26)]
+    assert_shown(left_out, [("published", "alice", seq) for seq in range(1, 26)])
     assert [item.data for item in every[25:]] == [item.data for item in newest]
 
 
@@ -183,9 +202,9 @@ async def test_a_reader_of_the_newest_skips_nothing_while_they_are_few(hub: Hub)
     start = (await hub.feed.open(None, FeedMatch())).cursor
     for n in range(5):
         await hub.publish("alice", "note", str(n))
-    assert shown(await read_newest(hub, start, 5)) == [
-        ("published", "alice", seq) for seq in range(1, 6)
-    ]
+    assert_shown(
+        await read_newest(hub, start, 5), [("published", "alice", seq) for seq in range(1, 6)]
+    )
     await hub.publish("alice", "note", "one more")  # six rows for five: the first is skipped
     skipped, *newest = await read_newest(hub, start, 5)
     assert skipped.kind == "skipped" and shown(newest)[0] == ("published", "alice", 2)
@@ -199,12 +218,12 @@ async def test_a_reader_of_the_newest_takes_the_end_of_a_batch_and_goes_on_insid
     await hub.publish_many([new("alice") for _ in range(1200)])  # one row of 1,200 items
     first_page = await start.read(10)  # a cursor inside the row, at seq 10
     skipped, *newest = await read_newest(hub, start.cursor, 3)
-    assert shown(newest) == [("published", "alice", seq) for seq in (1198, 1199, 1200)]
+    assert_shown(newest, [("published", "alice", seq) for seq in (1198, 1199, 1200)])
     assert skipped.data["after"] == feed_id(await hub.feed.history(), first_page[-1].cursor)
     every = await read_all(await hub.feed.open(start.cursor, FeedMatch()))
     left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
     assert [item.data["event"]["seq"] for item in left_out] == list(range(11, 1198))
-    assert shown(await read_newest(hub, newest[0].cursor, 3)) == shown(newest[1:])
+    assert_shown(await read_newest(hub, newest[0].cursor, 3), shown(newest[1:]))
 
 
 async def test_a_reader_of_the_newest_keeps_to_its_agent_and_type(hub: Hub) -> None:
@@ -216,15 +235,15 @@ async def test_a_reader_of_the_newest_keeps_to_its_agent_and_type(hub: Hub) -> N
         await hub.publish("bob", "build.failed", str(n))
     skipped, *newest = await read_newest(hub, start, 3, agent_id=alice.id)
     assert skipped.kind == "skipped"
-    assert shown(newest) == [("published", "alice", seq) for seq in (8, 9, 10)]
+    assert_shown(newest, [("published", "alice", seq) for seq in (8, 9, 10)])
     # Rare matches among many others are all found: every item is read for its type.
     builds = await read_newest(hub, start, 3, agent_id=alice.id, type_glob="build.*")
-    assert shown(builds) == [("published", "alice", 1), ("published", "alice", 6)]
+    assert_shown(builds, [("published", "alice", 1), ("published", "alice", 6)])
     skipped, *newest = await read_newest(hub, start, 3, type_glob="build.*")
-    assert shown(newest) == [("published", "bob", seq) for seq in (8, 9, 10)]
+    assert_shown(newest, [("published", "bob", seq) for seq in (8, 9, 10)])
     every = await read_all(await hub.feed.open(start, FeedMatch(type_glob="build.*")))
     left_out = [item for item in every if item.cursor.key <= skipped.cursor.key]
-    assert len(left_out) + len(newest) == len(every) == 12
+    assert len(left_out) + len(newest) == len(every) == 12, as_read(every)
 
 
 async def test_a_reader_of_the_newest_of_a_type_looks_back_only_so_far_and_says_so(
@@ -314,7 +333,7 @@ async def test_a_long_transaction_in_another_database_does_not_hold_the_feed_bac
             reader = await hub.feed.open(None, FeedMatch())
             await hub.create_agent("alice")
             await hub.publish("alice", "note", "one")
-            assert shown(await read_all(reader)) == [("published", "alice", 1)]
+            assert_shown(await read_all(reader), [("published", "alice", 1)])
     finally:
         await transaction.rollback()
         await elsewhere.close()

@@ -116,3 +116,31 @@ def test_a_hub_that_dies_mid_way_stops_the_sending_after_the_batches_it_answered
     assert failed.value.message.startswith("lines 1001-2000 were refused (cannot reach the hub")
     assert "the lines before 1001 were sent" in failed.value.message
     assert posts == [1000, 1000]  # nothing after the batch that failed
+
+
+def test_each_batch_is_sent_as_the_very_bytes_its_dry_run_checked(tmp_path: Path) -> None:
+    """The hub takes a batch whose bytes a dry run passed without checking its fields again:
+    the command sends each batch as it was checked, in the same order, once checked all."""
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        "".join(json.dumps({"to": "a", "type": "t", "text": f"é {n}"}) + "\n" for n in range(2500))
+    )
+    posts: list[tuple[str, bytes]] = []
+
+    class Records(PostHandler):
+        def do_POST(self) -> None:
+            body = self.read_body()
+            posts.append((self.path, body))
+            count = len(json.loads(body))
+            if self.path.endswith("?dry_run=true"):
+                self.answer_json(json.dumps({"checked": count}).encode())
+                return
+            receipts = [{"id": f"evt_{n}", "seq": n, "duplicate": False} for n in range(count)]
+            self.answer_json(json.dumps({"events": receipts}).encode())
+
+    with api_of(Records) as api:
+        send_file(api, events, Output(as_json=True))
+    paths = [path for path, _ in posts]
+    assert paths == ["/v1/events?dry_run=true"] * 3 + ["/v1/events"] * 3
+    assert [body for _, body in posts[:3]] == [body for _, body in posts[3:]]
+    assert [body for _, body in posts[3:]] == [batch.body for batch in read_batches(events)]

@@ -43,6 +43,7 @@ from herald.http.metrics import CountRequests, route_templates
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
+from herald.inputs.events import CheckedBatches
 from herald.tasks import running
 from herald.webhooks.worker import WebhookWorker
 
@@ -136,5 +137,7 @@ def create_app(
         ],
         exception_handlers={HeraldError: herald_error, HTTPException: http_error},
     )
-    app.state.services = Services(hub, notifier, per_key, guard, MetricsAccess.of(metrics_config))
+    app.state.services = Services(
+        hub, notifier, per_key, guard, MetricsAccess.of(metrics_config), CheckedBatches()
+    )
     return app

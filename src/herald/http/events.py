@@ -12,7 +12,7 @@ from herald import answers
 from herald.errors import InvalidInput, NotFound
 from herald.http.auth import admin_or_agent, admin_or_publisher, require_admin
 from herald.http.described import ADMIN_ONLY, JSON, Answer, described
-from herald.http.io import json_response, read_json
+from herald.http.io import json_of, json_response, read_body
 from herald.http.limits import ADMIN, PublishRate
 from herald.http.services import services
 from herald.hub import Hub
@@ -53,9 +53,17 @@ async def publish(request: Request) -> Response:
     publisher = await admin_or_publisher(hub, request)
     caller = ADMIN if publisher is None else publisher.id
     dry_run = _dry_run(request)
-    body = await read_json(request)
-    if isinstance(body, list):
-        batch = parse_batch(body)
+    checked_batches = services(request).checked_batches
+    raw = await read_body(request)
+    batch = checked_batches.parsed(raw)  # a batch a dry run passed: its fields are as they were
+    body = None
+    if batch is None:
+        body = json_of(raw)
+        if isinstance(body, list):
+            batch = parse_batch(body)
+            if dry_run:  # its publish, if it follows, need not check the fields again
+                checked_batches.remember(raw)
+    if batch is not None:
         if publisher is not None:
             check_scope(publisher, batch, batch=True)
         if dry_run:

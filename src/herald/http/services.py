@@ -12,6 +12,7 @@ from herald.delivery.engine import Notifier
 from herald.http.auth import MetricsAccess
 from herald.http.limits import Limits
 from herald.hub import Hub
+from herald.inputs.events import CheckedBatches
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Services:
     """Where webhook and OpenClaw targets may point, checked as they are set."""
     metrics_access: MetricsAccess
     """Who besides the admin may read ``GET /metrics``."""
+    checked_batches: CheckedBatches
+    """The batch bodies a dry run passed lately: their publish is not checked field by field
+    again."""
 
 
 def services(request: Request) -> Services:

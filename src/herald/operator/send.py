@@ -5,10 +5,11 @@ end) stores only what did not arrive.
 
 Every line is checked before anything is sent: here, that it is a JSON object; then by the hub,
 each batch as a dry run (``POST /v1/events?dry_run=true``: every check of a publish, nothing
-stored). A refusal names the lines at fault by their numbers, and nothing is sent. The rest of
-the work is done while the hub stores a batch: the next one is made (its lines as written, each
-with its key added to its text rather than parsed and written again), and the answer to the
-last one read.
+stored). A refusal names the lines at fault by their numbers, and nothing is sent. Each batch is
+made once (its lines as written, each with its key added to its text rather than parsed and
+written again), while the hub checks the one before it and the rest of the file is read; once
+all are checked, the same bytes are sent, which the hub takes without checking their fields
+again. The answer to each batch is read while the next is on its way.
 """
 
 from __future__ import annotations
@@ -84,13 +85,26 @@ class Batch:
 
 
 def read_lines(path: Path) -> EventLines:
-    """Every event of the file; or an error naming the first line that is not one: nothing is
-    sent before the whole file is read."""
+    """Every event of the file (``read_parts``, all together); or an error naming the first
+    line that is not one."""
+    lines = EventLines([], [], [])
+    for part in read_parts(path):
+        lines.numbers.extend(part.numbers)
+        lines.texts.extend(part.texts)
+        lines.keyed.extend(part.keyed)
+    return lines
+
+
+def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
+    """The events of the file, ``size`` at a time as they are read (so that the first are
+    checked while the rest are read); at the first line that is not an event, an error naming
+    it."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
-    lines = EventLines([], [], [])
+    part = EventLines([], [], [])
+    numbers = part.numbers  # (a list's len, not the method's, for each line)
     decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         text = line.strip(JSON_SPACE)
@@ -99,12 +113,17 @@ def read_lines(path: Path) -> EventLines:
         except json.JSONDecodeError:
             event, end = None, -1
         if end == len(text) and isinstance(event, dict):
-            lines.numbers.append(number)
-            lines.texts.append(text)
-            lines.keyed.append("dedupe_key" in event)
+            numbers.append(number)
+            part.texts.append(text)
+            part.keyed.append("dedupe_key" in event)
+            if len(numbers) == size:
+                yield part
+                part = EventLines([], [], [])
+                numbers = part.numbers
         elif line.strip():  # not blank: not an event
             raise _not_an_event(path, number, line)
-    return lines
+    if len(part):
+        yield part
 
 
 def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
@@ -147,41 +166,85 @@ def _keyed(number: int, text: str, keyed: bool) -> str:
 
 
 def send_file(api: AdminApi, path: Path, out: Output) -> None:
-    lines = read_lines(path)
-    check_every_line(api, path, lines, out)
+    total = 0 if out.as_json else _lines_in(path)  # what the bar counts to, for people
+    batches = check_every_line(api, path, read_parts(path), out, total)
+    events = sum(batch.events for batch in batches)
     stored = repeated = 0
-    with _progress(out, len(lines), "sending") as advance:
-        for batch, receipts in _send_in_turn(api, in_batches(lines)):
+    with _progress(out, events, "sending") as advance:
+        for batch, answer in _in_turn(api, PUBLISH, iter(batches)):
+            receipts = _receipts(batch, answer)
             already_there = sum(1 for receipt in receipts if receipt["duplicate"])
             repeated += already_there
             stored += len(receipts) - already_there
             advance(batch.events)
     out.record(
-        {"file": str(path), "events": len(lines), "stored": stored, "already_there": repeated},
+        {"file": str(path), "events": events, "stored": stored, "already_there": repeated},
         "sent",
     )
 
 
-def check_every_line(api: AdminApi, path: Path, lines: EventLines, out: Output) -> None:
-    """Have the hub check every event, a batch at a time, storing none.
+def _lines_in(path: Path) -> int:
+    """The lines of the file, blank ones too (the events are known once it is read)."""
+    try:
+        return path.read_bytes().count(b"\n") + 1
+    except OSError:
+        return 0  # read_parts says why
+
+
+def check_every_line(
+    api: AdminApi, path: Path, parts: Iterator[EventLines], out: Output, total: int = 0
+) -> list[Batch]:
+    """Have the hub check every event, a batch (a part of the file) at a time as the file is
+    read, storing none; returns the batches checked, to be sent as they are (the hub, given the
+    same bytes again, does not check their fields again).
 
     Raises:
-        OperatorError: naming each line refused (up to ``MOST_NAMED``) by its number and why;
-            or what else stopped the check. Either way nothing was sent.
+        OperatorError: the file holds a line that is not an event; or naming each line the hub
+            refused (up to ``MOST_NAMED``) by its number and why; or what else stopped the
+            check. Either way nothing was sent.
     """
+    checked: list[Batch] = []
+    refused: list[EventLines] = []  # looked into once every batch is checked
+    read: list[EventLines] = []
+
+    def batches() -> Iterator[Batch]:
+        for part in parts:
+            read.append(part)
+            yield from in_batches(part, len(part))
+
+    with _progress(out, total, "checking") as advance:
+        for index, (batch, answer) in enumerate(_in_turn(api, CHECK, batches(), refused=True)):
+            if isinstance(answer, HubRefused) and _fault_of(answer, batch.events) is not None:
+                refused.append(read[index])
+            elif isinstance(answer, HubRefused):
+                raise _not_checked(path, batch, answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                _only_checked(api, batch, answer)
+                checked.append(batch)
+            advance(batch.events)
     faults: list[tuple[int, str]] = []
-    with _progress(out, len(lines), "checking") as advance:
-        for start in range(0, len(lines), BATCH):
-            for fault in _refused_lines(api, path, lines.part(start, start + BATCH)):
-                faults.append(fault)
-                if len(faults) == MOST_NAMED:
-                    raise OperatorError(
-                        _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
-                        " more); nothing was sent: fix them and send again"
-                    )
-            advance(min(BATCH, len(lines) - start))
+    for lines in refused:  # which lines of a batch: each is looked for in turn
+        for fault in _refused_lines(api, path, lines):
+            faults.append(fault)
+            if len(faults) == MOST_NAMED:
+                raise OperatorError(
+                    _named(faults) + f" ({MOST_NAMED} lines refused, and there may be"
+                    " more); nothing was sent: fix them and send again"
+                )
     if faults:
         raise OperatorError(_named(faults) + "; nothing was sent: fix them and send again")
+    return checked
+
+
+def _only_checked(api: AdminApi, batch: Batch, answer: bytes) -> None:
+    if not answer.startswith(b'{"checked"'):
+        raise OperatorError(
+            f"the hub at {api.url} stored lines {batch.first}-{batch.last} rather than only"
+            " checking them: it is older than this herald command; send the file with a"
+            " herald of its own version (nothing is stored twice)"
+        )
 
 
 def _named(faults: list[tuple[int, str]]) -> str:
@@ -196,23 +259,28 @@ def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tup
         try:
             answer = api.post_body(CHECK, batch.body)
         except HubRefused as exc:
-            index = _index_in(exc.reason, len(lines))
-            if index is None or exc.status >= 500:
-                lines_of = f"lines {batch.first}-{batch.last}"
-                raise OperatorError(
-                    f"{path}: {lines_of} could not be checked ({exc.message}); nothing was sent"
-                ) from exc
+            index = _fault_of(exc, len(lines))
+            if index is None:
+                raise _not_checked(path, batch, exc) from exc
             number = lines.numbers[index]
             yield number, f"{path}:{number}: {_INDEX.sub('event', exc.reason, count=1)}"
             lines = lines.without(index)
             continue
-        if not answer.startswith(b'{"checked"'):
-            raise OperatorError(
-                f"the hub at {api.url} stored lines {batch.first}-{batch.last} rather than only"
-                " checking them: it is older than this herald command; send the file with a"
-                " herald of its own version (nothing is stored twice)"
-            )
+        _only_checked(api, batch, answer)
         return
+
+
+def _fault_of(refusal: HubRefused, events: int) -> int | None:
+    """The event at fault a refusal of a batch of ``events`` names; None if it names none, or
+    the hub failed (5xx)."""
+    return None if refusal.status >= 500 else _index_in(refusal.reason, events)
+
+
+def _not_checked(path: Path, batch: Batch, refusal: HubRefused) -> OperatorError:
+    lines_of = f"lines {batch.first}-{batch.last}"
+    return OperatorError(
+        f"{path}: {lines_of} could not be checked ({refusal.message}); nothing was sent"
+    )
 
 
 def _index_in(reason: str, events: int) -> int | None:
@@ -243,12 +311,13 @@ def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], N
         yield lambda sent: bar.advance(task, sent)
 
 
-def _send_in_turn(
-    api: AdminApi, batches: Iterator[Batch]
-) -> Iterator[tuple[Batch, list[dict[str, Any]]]]:
-    """Each batch and the hub's receipts for its events, sent one at a time on one connection:
-    a batch is sent once the one before it is stored, so that when one fails every line before
-    it has arrived and none after it has been sent.
+def _in_turn(
+    api: AdminApi, path: str, batches: Iterator[Batch], *, refused: bool = False
+) -> Iterator[tuple[Batch, bytes | BaseException]]:
+    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it,
+    unless it is a refusal and ``refused`` says to go on), posted to ``path`` one at a time on
+    one connection: a batch is sent once the one before it is answered, so that when one fails
+    every line before it has arrived and none after it has been sent.
 
     The batches are sent by a thread of their own, which takes the next one as soon as the last
     is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
@@ -271,10 +340,12 @@ def _send_in_turn(
         try:
             while not stopped.is_set() and (batch := handed.get()) is not None:
                 try:
-                    answer = api.post_body(PUBLISH, batch.body, on_sent=hand_on)
+                    answer = api.post_body(path, batch.body, on_sent=hand_on)
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
+                    if refused and isinstance(exc, HubRefused):
+                        continue
                     return
                 hand_on()
                 held.append((batch, answer))
@@ -292,20 +363,20 @@ def _send_in_turn(
     try:
         for batch in batches:
             if waiting == HANDED:
-                yield _receipts(*answers.get())
+                yield answers.get()
                 waiting -= 1
             handed.put(batch)
             waiting += 1
         handed.put(None)  # no request follows the last: its answer comes at once
         for _ in range(waiting):
-            yield _receipts(*answers.get())
+            yield answers.get()
     finally:
         sys.setswitchinterval(switch_interval)
         stopped.set()
         handed.put(None)
 
 
-def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[dict[str, Any]]]:
+def _receipts(batch: Batch, answer: bytes | BaseException) -> list[dict[str, Any]]:
     if isinstance(answer, OperatorError):
         # Checked already: a refusal now is the hub's (an agent deleted since, say).
         index = None
@@ -319,4 +390,5 @@ def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[Batch, list[
         ) from answer
     if isinstance(answer, BaseException):
         raise answer
-    return batch, json.loads(answer)["events"]
+    events: list[dict[str, Any]] = json.loads(answer)["events"]
+    return events
