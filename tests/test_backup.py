@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -30,6 +30,8 @@ from tests.http.test_mcp_events import (
 )
 from tests.http.test_mcp_events import answer as mcp_answer
 from tests.sse import Frame, SSEReader
+
+T = TypeVar("T")
 
 WAIT_S = 60
 
@@ -374,14 +376,15 @@ def run(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
-    tmp_path: Path, backend: str
-) -> None:
-    """After a restore, seqs the old store gave are given again: a position from before it is
-    no place in the restored store, even once new events pass it. SSE, events/poll and
-    events/stream each get every pending event, with the notice that history was lost."""
-    with restorable_store(backend, tmp_path) as (url, back_up):
+@contextlib.contextmanager
+def after_a_restore(
+    backend: str, directory: Path, read: Callable[[HeraldProcess, dict[str, Any]], T]
+) -> Iterator[tuple[HeraldProcess, dict[str, Any], list[str], T]]:
+    """A store backed up when it held an agent's first three events, given five more, read by a
+    client (``read``: what it was given, its positions), then put back from the backup and
+    served again, with ten events published since: the restored herald, the agent, the ids of
+    every event the restored store holds, oldest first, and what ``read`` returned."""
+    with restorable_store(backend, directory) as (url, back_up):
         herald = HeraldProcess(url)
         try:
             with herald.client(herald.admin_key) as admin:
@@ -390,10 +393,7 @@ def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
                 put_back = back_up()
                 for n in range(5):
                     publish(admin, agent["handle"], f"lost {n}")
-            sse = SSEReader(herald.url, agent["api_key"], after=0)
-            assert [sse.next() is not None for _ in range(8)] == [True] * 8
-            old_sse, _ = sse.last_id, sse.close()
-            old_cursor = asyncio.run(_poll_through(herald, agent["api_key"], 8))
+            given = read(herald, agent)
         finally:
             herald.stop()
         herald = HeraldProcess(put_back())
@@ -401,22 +401,46 @@ def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
             with herald.client(herald.admin_key) as admin:
                 for n in range(10):
                     kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
-            sse = SSEReader(herald.url, agent["api_key"], last_event_id=old_sse)
-            notice = sse.next()
-            assert notice is not None and notice.event == "truncated", notice
-            assert notice.data["missing"] is None
-            frames = [sse.next() for _ in kept]
-            sse.close()
-            assert [frame.data["id"] for frame in frames if frame is not None] == kept
-            polled, active, pushed = asyncio.run(
-                _poll_and_stream(herald, agent["api_key"], old_cursor, len(kept))
-            )
-            assert polled["truncated"] is True
-            assert [event["eventId"] for event in polled["events"]] == kept
-            assert active["params"]["truncated"] is True
-            assert [message["params"]["eventId"] for message in pushed] == kept
+            yield herald, agent, kept, given
         finally:
             herald.stop()
+
+
+def _sse_position(herald: HeraldProcess, agent: dict[str, Any]) -> str:
+    """The SSE id of the agent's eighth event, read from its stream."""
+    sse = SSEReader(herald.url, agent["api_key"], after=0)
+    assert [sse.next() is not None for _ in range(8)] == [True] * 8
+    position, _ = sse.last_id, sse.close()
+    return position
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
+    tmp_path: Path, backend: str
+) -> None:
+    """After a restore, seqs the old store gave are given again: a position from before it is
+    no place in the restored store, even once new events pass it. SSE, events/poll and
+    events/stream each get every pending event, with the notice that history was lost."""
+
+    def positions(herald: HeraldProcess, agent: dict[str, Any]) -> tuple[str, str]:
+        return _sse_position(herald, agent), asyncio.run(_poll_through(herald, agent["api_key"], 8))
+
+    with after_a_restore(backend, tmp_path, positions) as (herald, agent, kept, given):
+        old_sse, old_cursor = given
+        sse = SSEReader(herald.url, agent["api_key"], last_event_id=old_sse)
+        notice = sse.next()
+        assert notice is not None and notice.event == "truncated", notice
+        assert notice.data["missing"] is None
+        frames = [sse.next() for _ in kept]
+        sse.close()
+        assert [frame.data["id"] for frame in frames if frame is not None] == kept
+        polled, active, pushed = asyncio.run(
+            _poll_and_stream(herald, agent["api_key"], old_cursor, len(kept))
+        )
+        assert polled["truncated"] is True
+        assert [event["eventId"] for event in polled["events"]] == kept
+        assert active["params"]["truncated"] is True
+        assert [message["params"]["eventId"] for message in pushed] == kept
 
 
 async def _poll_through(herald: HeraldProcess, key: str, count: int) -> str:
@@ -452,42 +476,22 @@ def test_a_cursor_given_before_a_restore_acknowledges_nothing_after_it(
     POST /channel/ack, acknowledges none of the restored store's events (they may be others
     than the client saw) and says so; a bare seq never acknowledges pushed events at all.
     A position given since acknowledges them."""
-    with restorable_store(backend, tmp_path) as (url, back_up):
-        herald = HeraldProcess(url)
-        try:
-            with herald.client(herald.admin_key) as admin:
-                agent = new_agent(admin)
-                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
-                put_back = back_up()
-                for n in range(5):
-                    publish(admin, agent["handle"], f"lost {n}")
-            sse = SSEReader(herald.url, agent["api_key"], after=0)
-            assert [sse.next() is not None for _ in range(8)] == [True] * 8
-            old_position, _ = sse.last_id, sse.close()
-        finally:
-            herald.stop()
-        herald = HeraldProcess(put_back())
-        try:
-            with herald.client(herald.admin_key) as admin:
-                for n in range(10):
-                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
-            with herald.client(agent["api_key"]) as client:
-                old = client.post("/channel/ack", json={"cursor": old_position})
-                assert old.json() == {"acked": 0, "truncated": True}, old.text
-                bare = client.post("/channel/ack", json={"cursor": 8})
-                assert bare.json() == {"acked": 0}, bare.text
-                tool = asyncio.run(_ack_tool(herald, agent["api_key"], old_position))
-                assert tool["structuredContent"] == {"acked": 0, "truncated": True}, tool
-                with herald.client(herald.admin_key) as admin:
-                    statuses = {admin.get(f"/v1/events/{i}").json()["status"] for i in kept}
-                assert statuses == {"pending"}
-                sse = SSEReader(herald.url, agent["api_key"], after=0)
-                assert [sse.next() is not None for _ in kept] == [True] * len(kept)
-                new_position, _ = sse.last_id, sse.close()
-                acked = client.post("/channel/ack", json={"cursor": new_position})
-                assert acked.json() == {"acked": len(kept)}, acked.text
-        finally:
-            herald.stop()
+    restored = after_a_restore(backend, tmp_path, _sse_position)
+    with restored as (herald, agent, kept, old_position), herald.client(agent["api_key"]) as client:
+        old = client.post("/channel/ack", json={"cursor": old_position})
+        assert old.json() == {"acked": 0, "truncated": True}, old.text
+        bare = client.post("/channel/ack", json={"cursor": 8})
+        assert bare.json() == {"acked": 0}, bare.text
+        tool = asyncio.run(_ack_tool(herald, agent["api_key"], old_position))
+        assert tool["structuredContent"] == {"acked": 0, "truncated": True}, tool
+        with herald.client(herald.admin_key) as admin:
+            statuses = {admin.get(f"/v1/events/{i}").json()["status"] for i in kept}
+        assert statuses == {"pending"}
+        sse = SSEReader(herald.url, agent["api_key"], after=0)
+        assert [sse.next() is not None for _ in kept] == [True] * len(kept)
+        new_position, _ = sse.last_id, sse.close()
+        acked = client.post("/channel/ack", json={"cursor": new_position})
+        assert acked.json() == {"acked": len(kept)}, acked.text
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
