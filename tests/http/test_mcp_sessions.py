@@ -126,3 +126,25 @@ async def test_sessions_opened_at_once_pass_the_limit_no_further_together(
         statuses = sorted(answer.status_code for answer in answers[:5])
         assert statuses == [200, 200, 429, 429, 429]
         assert answers[5].status_code == 200  # another key is unaffected
+
+
+async def test_another_keys_request_on_a_session_is_not_found_and_ends_nothing(
+    hub: Hub, notifier: Notifier
+) -> None:
+    """A session id is no credential: sent with another agent's key, the session is not found
+    (as if it did not exist), a DELETE ends nothing, and the owner's slot stays taken."""
+    alice, alice_key = await hub.create_agent("alice")
+    _, mallory_key = await hub.create_agent("mallory")
+    async with mcp(McpRoute(notifier, sessions_per_key=1)) as client:
+        session_id = await open_session(client, alice_key)
+        await notifier.wait_for_sessions(alice.id, 1)
+        listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        taken = await client.post("/mcp", json=listed, headers=headers(mallory_key, session_id))
+        assert taken.status_code == 404, taken.text
+        ended = await client.delete("/mcp", headers=headers(mallory_key, session_id))
+        assert ended.status_code == 404, ended.text
+        assert notifier.session(session_id) is not None
+        refused = await client.post("/mcp", json=INITIALIZE, headers=headers(alice_key))
+        assert refused.status_code == 429  # her one session is still hers and still live
+        still = await client.post("/mcp", json=listed, headers=headers(alice_key, session_id))
+        assert still.status_code == 200, still.text
