@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Iterable
 from itertools import chain
-from typing import Any
+from typing import Any, Final
 
 from herald.errors import InvalidInput
 
@@ -98,16 +98,26 @@ def check(value: Any, where: str) -> None:
         _name_fault(value, where)
 
 
+NOT_JSON: Final = object()
+"""What ``decoded`` gives for a body that is not JSON (or holds a key twice)."""
+
+
 def duplicate_key(body: bytes, where: str = "$") -> str | None:
     """What is wrong if a JSON text holds a key twice in one object (None: it does not, or it
     is not JSON at all: that is for its reader to say)."""
+    return decoded(body, where)[1]
+
+
+def decoded(body: bytes, where: str = "$") -> tuple[Any, str | None]:
+    """A JSON text's value, as ``json.loads`` gives it, and what is wrong if it holds a key twice
+    in one object (the value is then ``NOT_JSON``). A text that is not JSON at all is
+    ``NOT_JSON`` with no fault: that is for its reader to say."""
     try:
-        _DECODER.decode(body.decode("utf-8-sig"))
+        return _DECODER.decode(body.decode("utf-8-sig")), None
     except _DuplicateKey:
-        return _duplicate(body.decode("utf-8-sig"), where)
+        return NOT_JSON, _duplicate(body.decode("utf-8-sig"), where)
     except (ValueError, RecursionError):
-        return None
-    return None
+        return NOT_JSON, None
 
 
 def _parse(text: str, where: str, decoder: json.JSONDecoder) -> Any:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -258,6 +259,7 @@ class McpRoute:
     async def _serve(
         self, agent: Agent, revocation: KeyRevocation, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        message: Any = json_input.NOT_JSON
         if scope.get("method") == "POST":
             if not _sends_json(scope):
                 await NOT_JSON(scope, receive, send)
@@ -265,13 +267,13 @@ class McpRoute:
             # The SDK parses the message itself, keeping the last of a key given twice: a
             # message that holds one is refused before it does.
             body, receive = await _whole_body(scope, receive)
-            fault = json_input.duplicate_key(body)
+            message, fault = json_input.decoded(body)
             if fault is not None:
                 await _duplicate_key(fault, body)(scope, receive, send)
                 return
         method = mcp_short.short_method(scope)
         if method is not None:
-            request, receive = await mcp_short.take(scope, receive, method)
+            request, receive = await mcp_short.take(scope, receive, method, message)
             if request is not None:
                 info = self.server.server_info_stamp
                 if method == mcp_short.POLL:

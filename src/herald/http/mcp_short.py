@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from herald import json_input
 from herald.config import EventsConfig
 from herald.http import sse
 from herald.hub import Hub
@@ -70,19 +71,21 @@ def short_method(scope: Scope) -> str | None:
 
 
 async def take(
-    scope: Scope, receive: Receive, method: str
+    scope: Scope, receive: Receive, method: str, decoded: Any = json_input.NOT_JSON
 ) -> tuple[dict[str, Any] | None, Receive]:
     """The request, if this way takes it (None: hand it to the SDK), and the ``receive`` to go
-    on with (the body read here, given again)."""
+    on with (the body read here, given again). ``decoded``: the body's JSON value, where the
+    caller parsed it already (``json_input.decoded``); it is parsed here otherwise."""
     request = Request(scope, receive)
     body, whole = await _body(request)
     replay = _replaying(body, whole, receive)
     if not whole or not _accepts_json(request):
         return None, replay
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return None, replay
+    if decoded is json_input.NOT_JSON:
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            return None, replay
     if not _is_request(decoded, method) or not takes_envelope(decoded, scope):
         return None, replay
     return decoded, replay
