@@ -14,10 +14,8 @@ done
 stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-${HERALD_EXTRAS:-test}"
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || "$python" -m venv .venv
-  # --no-compile: Python compiles each module as it is first imported, the few the suite uses,
-  # rather than pip every module of every package installed.
-  .venv/bin/python -m pip install --quiet --no-compile --upgrade pip -c constraints.txt
-  .venv/bin/python -m pip install --quiet --no-compile -e ".[${HERALD_EXTRAS:-test}]" -c constraints.txt
+  .venv/bin/python -m pip install --quiet --upgrade pip -c constraints.txt
+  .venv/bin/python -m pip install --quiet -e ".[${HERALD_EXTRAS:-test}]" -c constraints.txt
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
