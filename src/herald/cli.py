@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+
+from herald import __version__
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,9 @@ def build_parser(loaded: Collection[str] = SUBCOMMANDS.keys()) -> argparse.Argum
     parser = argparse.ArgumentParser(
         prog="herald", description="Get every event to every AI agent."
     )
-    parser.add_argument(
-        "--version", action="version", version=f"herald {importlib.metadata.version('herald')}"
-    )
+    # herald's own constant, not importlib.metadata (which costs every command ~50 ms to import);
+    # tests/test_package.py holds it equal to the installed distribution's version.
+    parser.add_argument("--version", action="version", version=f"herald {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, subcommand in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=subcommand.help, description=subcommand.help)

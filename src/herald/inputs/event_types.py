@@ -8,7 +8,6 @@ from typing import Annotated, Any, ClassVar
 from pydantic import AfterValidator, Field, ValidationInfo
 
 from herald.inputs.refusals import Input, Says, refuse, refused_by
-from herald.payload_schemas import check_payload_schema
 
 MAX_DESCRIPTION_CHARS = 2000
 
@@ -24,6 +23,10 @@ def _storable_text(value: str) -> str:
 
 
 def _checked_schema(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    # Imported at the first schema declared: jsonschema is most of the cost of importing it,
+    # which every herald serve would pay at start, most of them never to check a schema.
+    from herald.payload_schemas import check_payload_schema
+
     refused_by(check_payload_schema, value, info.field_name or "payload_schema")
     return value
 
