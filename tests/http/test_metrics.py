@@ -307,6 +307,11 @@ def test_with_workers_each_scrape_counts_every_workers_work_and_never_goes_back(
                     publish(client, [{"to": streamer["handle"], "type": "t", "text": "s"}])
                     published, publishes, streamed = published + 1, publishes + 1, streamed + 1
                     assert stream.next().event == "message"  # type: ignore[union-attr]
+                    # The push is counted once its write returns: the client may read it first.
+                    wait_until(
+                        lambda want=streamed: sse_sent(scrape(client)) == want,
+                        "the stream's push to be counted",
+                    )
                 for _ in range(4):
                     samples = scrape(client)
                     series = counted_series(samples)
@@ -319,12 +324,17 @@ def test_with_workers_each_scrape_counts_every_workers_work_and_never_goes_back(
                     requests = by(samples, "herald_http_requests_total", "method", "route")
                     assert requests[("POST", "/v1/events")] == publishes
                     assert samples["herald_streams"][()] == (1 if stream is not None else 0)
-                    latency = by(samples, "herald_delivery_latency_seconds_count", "way", "stage")
-                    assert latency.get(("sse", "sent"), 0) == streamed
+                    assert sse_sent(samples) == streamed
     finally:
         if stream is not None:
             stream.close()
         herald.stop()
+
+
+def sse_sent(samples: Samples) -> float:
+    """How many events the scrape says a stream sent (the count of their latencies)."""
+    latency = by(samples, "herald_delivery_latency_seconds_count", "way", "stage")
+    return float(latency.get(("sse", "sent"), 0))
 
 
 def established_on_port(pid: int, port: int) -> bool:
