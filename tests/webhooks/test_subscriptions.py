@@ -9,9 +9,7 @@ import asyncio
 import base64
 import json
 import threading
-import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,18 +40,6 @@ pytestmark = pytest.mark.anyio
 LOOPBACK = AddressPolicy(allow_loopback=True)
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"t" * 32).decode()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    # Real time as the start: receivers check signature timestamps against their own clock.
-    return ManualClock(start=time.time())
-
-
-@pytest.fixture
-async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
-    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -30,18 +29,6 @@ from tests.webhooks.receiver import HANG, Received, Receiver
 pytestmark = pytest.mark.anyio
 
 LOOPBACK = AddressPolicy(allow_loopback=True)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    # Real time as the start: receivers check signature timestamps against their own clock.
-    return ManualClock(start=time.time())
-
-
-@pytest.fixture
-async def hub(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Hub]:
-    async with Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}", clock=clock) as opened:
-        yield opened
 
 
 @pytest.fixture
