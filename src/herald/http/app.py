@@ -33,13 +33,12 @@ from herald.http import (
     stats,
 )
 from herald.http.auth import MetricsAccess
-from herald.http.bodies import BodyDeadlines
-from herald.http.connections import ConnectionWatch
 from herald.http.feed import FeedRoute
-from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
-from herald.http.limits import KeyLimits, Limits, RequestsPerKey
+from herald.http.io import herald_error, http_error
+from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
-from herald.http.metrics import CountRequests, route_templates
+from herald.http.metrics import route_templates
+from herald.http.middleware import HeraldMiddleware
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
@@ -124,14 +123,13 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
-            Middleware(ConnectionWatch),
-            Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
-            Middleware(AnswerUnexpectedErrors),
-            Middleware(RequestsPerKey, limit=requests_per_key),
             Middleware(
-                BodyDeadlines,
-                idle_s=http_config.body_idle_timeout_s,
-                total_s=http_config.body_timeout_s,
+                HeraldMiddleware,
+                metrics=hub.metrics,
+                templates=route_templates(routes),
+                requests_per_key=requests_per_key,
+                body_idle_s=http_config.body_idle_timeout_s,
+                body_total_s=http_config.body_timeout_s,
                 clock=hub.clock,
             ),
         ],

@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
+from itertools import chain
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, TypeAdapter
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
+from herald import json_input
 from herald.errors import InvalidInput, TooLarge
 from herald.inputs.fields import DedupeKey, EventData, EventType, Form, Handle, Text, Ttl
 from herald.inputs.refusals import Input, Says, checked, refuse
@@ -134,6 +138,81 @@ def parse_batch(raw: list[Any]) -> list[NewEvent]:
     if len(raw) > MAX_BATCH:
         raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
     return checked(_BATCH, EventInput, raw, "events")
+
+
+_ONE_PASS: TypeAdapter[EventInput] = TypeAdapter(EventInput)
+_BATCH_PASS: TypeAdapter[list[EventInput]] = TypeAdapter(
+    Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
+)
+_SURE_BYTES = MAX_EVENT_BYTES // 2
+"""An event's size that its fields' lengths alone show to be within the limit; a larger one is
+measured by the full check (its data is spelled as ``_storable`` spells it)."""
+
+
+def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
+    """A publish body (its bytes, as sent) parsed and checked in one pass: its events, and
+    whether it is a batch (an array). None when this pass cannot tell that the body is taken
+    whole: the full checks (``json_input.loads``, then ``parse_new_event`` or ``parse_batch``)
+    then take it, and name its fault if it has one. What this pass takes, they take too, as the
+    same events (the JSON text of their data may be spelled otherwise, with the same value)."""
+    if json_input.unsure(body):
+        return None
+    batch = body.lstrip()[:1] == b"["
+    try:
+        items = _BATCH_PASS.validate_json(body) if batch else [_ONE_PASS.validate_json(body)]
+    except ValidationError:
+        return None
+    # The parser is pydantic's: it keeps the last of a key given twice and does not bound
+    # nesting or numbers as herald does, so what it made is looked at for those here.
+    found = json_input.plain(
+        [part for item in items for part in (item.data, item.reply) if part is not None],
+        2 if batch else 1,
+    )
+    if found is None:
+        return None
+    keys, strings = found
+    keys += sum(len(item.model_fields_set) for item in items)
+    if not json_input.keys_once(body, keys, chain(strings, _field_strings(items))):
+        return None
+    events = []
+    for item in items:
+        event = _sure_storable(item)
+        if event is None:
+            return None
+        events.append(event)
+    return events, batch
+
+
+def _field_strings(items: list[EventInput]) -> Iterator[str]:
+    for item in items:
+        yield from (item.to, item.type, item.text)
+        if item.dedupe_key is not None:
+            yield item.dedupe_key
+        if item.sender is not None:
+            yield item.sender
+
+
+def _sure_storable(event: EventInput) -> NewEvent | None:
+    """``_storable`` for an event whose strings are known to hold no NUL and to be Unicode (its
+    body passed ``json_input.unsure``); None if its size is not surely within the limit."""
+    data_json = b"null" if event.data is None else to_json(event.data)
+    reply_json = None if event.reply is None else to_json(event.reply)
+    strings = (event.to, event.type, event.text, event.dedupe_key or "", event.sender or "")
+    # At most 4 bytes a character in UTF-8.
+    most = len(data_json) + len(reply_json or b"") + 4 * sum(map(len, strings))
+    if most > _SURE_BYTES:
+        return None
+    return NewEvent(
+        event.to,
+        event.type,
+        event.text,
+        event.data,
+        event.dedupe_key,
+        event.ttl_s,
+        data_json.decode(),
+        None if reply_json is None else reply_json.decode(),
+        sender=event.sender,
+    )
 
 
 def _json(value: Any, refusal: str) -> str:
