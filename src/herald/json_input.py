@@ -105,15 +105,15 @@ def unsure(body: bytes) -> bool:
     )
 
 
-def plain(values: list[Any], level: int) -> tuple[int, list[str]] | None:
-    """Values a JSON parser made (which checks none of this module's rules), held at the depth
-    ``level`` + 1 (the root is at depth 1: an event's data in a body that is the event has
-    ``level`` 1, in a batch 2), looked at level by level with few steps in Python per value:
-    None if anything in them may break a rule (nesting too deep, a number JSON cannot carry, a
-    long integer); else how many keys their objects hold in all and the strings in them (keys
-    too), for ``keys_once``."""
+def plain(values: list[Any], most: int) -> tuple[int, list[str]] | None:
+    """Values a JSON parser made (which checks none of this module's rules), looked at level by
+    level with few steps in Python per value: None if anything in them may break a rule (a
+    number JSON cannot carry, a long integer) or nests more than ``most`` levels (a container
+    is one level, its containers two); else how many keys their objects hold in all and the
+    strings in them (keys too), for ``keys_once``."""
     keys = 0
     strings: list[str] = []
+    depth = 0
     while values:
         kinds = set(map(type, values))
         if not kinds <= _PARSED:
@@ -131,8 +131,8 @@ def plain(values: list[Any], level: int) -> tuple[int, list[str]] | None:
             strings += [item for item in values if type(item) is str]
         if not kinds & _CONTAINERS:
             break
-        level += 1
-        if level > MAX_DEPTH:
+        depth += 1
+        if depth > most:
             return None
         objects = [item for item in values if type(item) is dict]
         keys += sum(map(len, objects))

@@ -217,6 +217,9 @@ class GuardedConnection(asyncio.Protocol):
         self.closes_for_body = False
         """The answer closes the connection for a body of unknown length left unread
         (``sending_answer``): the rest of the body is read and dropped first."""
+        self.holds_head = False
+        """The next write is the head of an answer whose body follows at once (``hold``)."""
+        self._head: bytes | None = None
         self._served = False
         self._discarding = False
         """uvicorn closed the connection with a body still coming: it is read and dropped."""
@@ -331,6 +334,11 @@ class GuardedConnection(asyncio.Protocol):
             self.phase, self.body_bytes = "request", 0
             self.guard.busy(self)
 
+    def has_body_bytes(self, length: int | None) -> bool:
+        """Whether the request in flight has ``length`` bytes of body here already (None: a
+        chunked body, whose end only the parser knows)."""
+        return length is not None and self.phase == "request" and self.body_bytes >= length
+
     def probes_only_refuses(self, path: str) -> bool:
         """Whether a request for ``path`` is refused (``busy_refusal``): the connection is in
         the probes' reserve, and the request is not a probe."""
@@ -347,8 +355,33 @@ class GuardedConnection(asyncio.Protocol):
                 headers = [*message.get("headers", []), (b"connection", b"close")]
                 message = {**message, "headers": headers}
             self.answering = True
+            # An answer of known length is whole at once (its body is sent next): its head is
+            # written with its body, in one write rather than two.
+            self.holds_head = any(
+                name == b"content-length" for name, _ in message.get("headers", ())
+            )
+        else:
+            self.holds_head = False  # whatever was to be held has been written, or never was
         self.sending = True
         return message
+
+    def hold(self, head: bytes) -> None:
+        """Keep the answer's head (``holds_head``) to write with what follows it."""
+        self.holds_head = False
+        self._head = head
+
+    def held(self) -> bytes | None:
+        """The answer's head kept to be written, if any; it is the caller's to write now."""
+        head, self._head = self._head, None
+        return head
+
+    def write_held(self) -> None:
+        """Write the answer's head kept for its body, which was not written (an answer to HEAD
+        has none; an app may fail before it)."""
+        self.holds_head = False
+        head = self.held()
+        if head is not None and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(head)
 
     def answered(self, body_read: bool, body_length: int | None) -> None:
         """The app's answer was sent: the connection waits for its next
@@ -473,6 +506,13 @@ class _Relay(asyncio.Transport):
             # here, outside any answer of the app.
             connection.refused_by_server()
             return
+        if connection.holds_head:
+            connection.hold(bytes(data))
+            return
+        head = connection.held()
+        if head is not None:
+            self._transport.writelines((head, data))
+            return
         self._transport.write(data)
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
@@ -483,6 +523,7 @@ class _Relay(asyncio.Transport):
         if self._closing:
             self._transport.close()  # again: uvicorn shuts down, it waits no longer
             return
+        self._guarded.write_held()
         self._closing = True
         if not self._guarded.discard():
             self._transport.close()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import to_json
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -99,11 +99,8 @@ async def cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
-    return Response(
-        json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
-        status_code=status,
-        media_type="application/json",
-    )
+    """An answer in JSON, encoded once, compactly, in UTF-8."""
+    return Response(to_json(payload), status_code=status, media_type="application/json")
 
 
 def error_response(

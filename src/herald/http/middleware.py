@@ -8,6 +8,7 @@ Around each request, from the outside in:
   reserve, a request other than a probe is answered 503 and the connection closed;
 - it is counted by method, route template and status class, timed to its answer's status line
   (``Metrics.http_request``);
+- a refusal (a ``HeraldError``, or the router's 404 or 405) is answered in herald's error shape;
 - an error no handler expected is logged and answered with a 500 in herald's shape, and the
   connection stays open for the requests behind it (Starlette's last-resort handler raises again
   after its answer, and uvicorn then drops the connection); an error after the answer has begun
@@ -23,9 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.errors import BodyTimeout
+from herald.errors import HeraldError
 from herald.http.bodies import BodyDeadlines, body_refusal
 from herald.http.connections import (
     GuardedConnection,
@@ -33,7 +36,7 @@ from herald.http.connections import (
     busy_refusal,
     serving_connection,
 )
-from herald.http.io import error_response
+from herald.http.io import error_response, herald_error, http_error
 from herald.http.limits import KeyShares
 from herald.http.metrics import UNMATCHED
 from herald.metrics import Metrics
@@ -81,7 +84,7 @@ class _Exchange:
     """One request and its answer, as the middleware watches them."""
 
     __slots__ = (
-        "_app", "_body", "_connection", "_length", "_middleware", "_receive", "_replaced",
+        "_body", "_connection", "_length", "_middleware", "_receive", "_replaced",
         "_scope", "_send", "_started_at", "body_read", "counted", "started", "told",
     )  # fmt: skip
 
@@ -99,15 +102,19 @@ class _Exchange:
         self._send = send
         self._connection = connection
         self._started_at = time.perf_counter()
-        self._length = body_length(scope)
-        self._body = middleware.deadlines.of(self._watched_receive) if self._length != 0 else None
+        if connection is not None:
+            connection.request_began()
+        length = self._length = body_length(scope)
+        # A body that has come whole already cannot run out of time: it has no deadline.
+        whole = connection is not None and connection.has_body_bytes(length)
+        self._body = (
+            None if length == 0 or whole else middleware.deadlines.of(self._watched_receive)
+        )
         self._replaced = False
-        self.body_read = self._length == 0
+        self.body_read = length == 0
         self.counted = False
         self.started = False
         self.told = False
-        if connection is not None:
-            connection.request_began()
 
     async def run(self) -> None:
         """The app's answer, within the key's share of requests; an error no handler expected
@@ -132,12 +139,21 @@ class _Exchange:
             release()
 
     async def _answer(self) -> None:
-        body = self._body
+        """The app's answer; a refusal (``HeraldError``, or Starlette's 404 or 405) it raised
+        answered in herald's shape while no answer has begun."""
+        scope = self._scope
         try:
-            await self._middleware.app(self._scope, self.receive, self.send)
-        except BodyTimeout:  # an app that let it through unanswered
-            if body is None:
+            await self._middleware.app(scope, self.receive, self.send)
+        except (HeraldError, HTTPException) as exc:
+            if self.started:
                 raise
+            request = Request(scope)
+            if isinstance(exc, HeraldError):
+                answer = await herald_error(request, exc)
+            else:
+                answer = await http_error(request, exc)
+            await answer(scope, self.receive, self.send)
+        body = self._body
         if body is not None and body.late is not None and not self.started:
             await self.send({"type": "http.response.start", "status": 408})
 
@@ -188,11 +204,13 @@ class _Exchange:
         finally:
             connection.sending = False
         if message["type"] == "http.response.body" and not message.get("more_body", False):
+            connection.write_held()  # a head whose body was never written (an answer to HEAD)
             connection.answering, self.told = False, True
             connection.answered(self.body_read, self._length)
 
     def finished(self) -> None:
         connection = self._connection
         if connection is not None and not self.told:  # no answer, or not whole: uvicorn ends it
+            connection.write_held()
             connection.answering = False
             connection.answered(self.body_read, self._length)

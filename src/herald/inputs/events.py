@@ -15,10 +15,21 @@ from pydantic_core import to_json
 
 from herald import json_input
 from herald.errors import InvalidInput, TooLarge
-from herald.inputs.fields import DedupeKey, EventData, EventType, Form, Handle, Text, Ttl
+from herald.inputs.fields import (
+    DEPTH_CHECKED,
+    DedupeKey,
+    EventData,
+    EventType,
+    Form,
+    Handle,
+    Text,
+    Ttl,
+)
 from herald.inputs.refusals import Input, Says, checked, refuse
 from herald.models import NewEvent
-from herald.validation import MAX_BATCH, MAX_EVENT_BYTES
+from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BYTES
+
+assert MAX_DEPTH + 2 <= json_input.MAX_DEPTH, "data within its depth is within the body's"
 
 
 class EventInput(Input):
@@ -147,6 +158,9 @@ _BATCH_PASS: TypeAdapter[list[EventInput]] = TypeAdapter(
 _SURE_BYTES = MAX_EVENT_BYTES // 2
 """An event's size that its fields' lengths alone show to be within the limit; a larger one is
 measured by the full check (its data is spelled as ``_storable`` spells it)."""
+_MOST_NAME_CHARS = 2 * 64 + 128 + MAX_DEDUPE_KEY
+"""At most the characters of an event's two handles (``HANDLE_PATTERN``: 64 each), its type
+(``TYPE_PATTERN``: 128) and its dedupe key together."""
 
 
 def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
@@ -159,14 +173,18 @@ def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
         return None
     batch = body.lstrip()[:1] == b"["
     try:
-        items = _BATCH_PASS.validate_json(body) if batch else [_ONE_PASS.validate_json(body)]
+        if batch:
+            items = _BATCH_PASS.validate_json(body, context=DEPTH_CHECKED)
+        else:
+            items = [_ONE_PASS.validate_json(body, context=DEPTH_CHECKED)]
     except ValidationError:
         return None
     # The parser is pydantic's: it keeps the last of a key given twice and does not bound
-    # nesting or numbers as herald does, so what it made is looked at for those here.
+    # nesting or numbers as herald does, so what it made is looked at for those here, the
+    # depth of the data too (the body's, which is two levels more, is then within its own).
     found = json_input.plain(
         [part for item in items for part in (item.data, item.reply) if part is not None],
-        2 if batch else 1,
+        MAX_DEPTH,
     )
     if found is None:
         return None
@@ -197,9 +215,8 @@ def _sure_storable(event: EventInput) -> NewEvent | None:
     body passed ``json_input.unsure``); None if its size is not surely within the limit."""
     data_json = b"null" if event.data is None else to_json(event.data)
     reply_json = None if event.reply is None else to_json(event.reply)
-    strings = (event.to, event.type, event.text, event.dedupe_key or "", event.sender or "")
     # At most 4 bytes a character in UTF-8.
-    most = len(data_json) + len(reply_json or b"") + 4 * sum(map(len, strings))
+    most = len(data_json) + len(reply_json or b"") + 4 * (len(event.text) + _MOST_NAME_CHARS)
     if most > _SURE_BYTES:
         return None
     return NewEvent(
