@@ -39,6 +39,8 @@ _UNSURE_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F]|003[aA])")
 """NUL, a surrogate half, or a colon spelled as an escape (which ``keys_once`` cannot count)."""
 _MAX_INT_BITS = 14_000
 """Under ``MAX_INT_DIGITS`` decimal digits (4,300 digits take 14,282 bits or more)."""
+SHORTEST_LONG_INT = 4_000
+"""Fewer characters than an integer over ``_MAX_INT_BITS`` bits takes (4,215 digits)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _MAX_PATH_CHARS = 160
 
@@ -105,12 +107,13 @@ def unsure(body: bytes) -> bool:
     )
 
 
-def plain(values: list[Any], most: int) -> tuple[int, list[str]] | None:
+def plain(values: list[Any], most: int, *, long_ints: bool = True) -> tuple[int, list[str]] | None:
     """Values a JSON parser made (which checks none of this module's rules), looked at level by
     level with few steps in Python per value: None if anything in them may break a rule (a
     number JSON cannot carry, a long integer) or nests more than ``most`` levels (a container
     is one level, its containers two); else how many keys their objects hold in all and the
-    strings in them (keys too), for ``keys_once``."""
+    strings in them (keys too), for ``keys_once``. Without ``long_ints`` (a text shorter than
+    ``SHORTEST_LONG_INT``), integers are not looked at."""
     keys = 0
     strings: list[str] = []
     depth = 0
@@ -123,7 +126,8 @@ def plain(values: list[Any], most: int) -> tuple[int, list[str]] | None:
         ):
             return None
         if (
-            int in kinds
+            long_ints
+            and int in kinds
             and max(item.bit_length() for item in values if type(item) is int) > _MAX_INT_BITS
         ):
             return None

@@ -104,6 +104,9 @@ async def serve(
                 # --log-format), not through uvicorn's own handlers.
                 log_config=None,
                 access_log=config.access_log,
+                # A proxy's X-Forwarded-For and -Proto name the client and scheme for uvicorn's
+                # access log alone (herald reads neither): without it, no layer for them.
+                proxy_headers=config.access_log,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=guarded_protocol(guard),
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request

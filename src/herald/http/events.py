@@ -56,12 +56,13 @@ from herald.overview import EventQuery, why_waiting
     ),
 )
 async def publish(request: Request) -> Response:
-    hub, limits = services(request).hub, services(request).limits
+    found = services(request)
+    hub, limits = found.hub, found.limits
     publisher = await admin_or_publisher(hub, request)
     caller = ADMIN if publisher is None else publisher.id
     dry_run = _dry_run(request)
     raw = await read_body(request)
-    events, batch = _events_of(raw, dry_run, services(request).checked_batches)
+    events, batch = _events_of(raw, dry_run, found.checked_batches)
     if publisher is not None:
         check_scope(publisher, events, batch=batch)
     if dry_run:
@@ -74,7 +75,10 @@ async def publish(request: Request) -> Response:
         return json_response(receipt, 202 if published.created else 200)
     status = 202 if any(r.created for r in results) else 200
     receipts: answers.Receipts = {
-        "events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]
+        # Written out, not a call of _receipt per event: the call costs more than the dict.
+        "events": [
+            {"id": r.event.id, "seq": r.event.seq, "duplicate": not r.created} for r in results
+        ]
     }
     return json_response(receipts, status)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -100,7 +101,11 @@ async def cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None)
 
 def json_response(payload: Any, status: int = 200) -> Response:
     """An answer in JSON, encoded once, compactly, in UTF-8."""
-    return Response(to_json(payload), status_code=status, media_type="application/json")
+    try:
+        body = to_json(payload)
+    except PydanticSerializationError:  # nesting past its depth: data an older herald took
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def error_response(
