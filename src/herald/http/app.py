@@ -6,9 +6,13 @@ the admin's feed) and ``/mcp`` endpoints, the web console, the API's own descrip
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -116,6 +120,7 @@ def create_app(
         *openapi.ROUTES,
         *reference.ROUTES,
     ]
+    routes = [_direct(route) for route in routes]
     router = Router(routes=routes, lifespan=lifespan)
     app = HeraldApp(
         router,
@@ -154,3 +159,25 @@ class HeraldApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
         await self._serve(scope, receive, send)
+
+
+class Handler:
+    """A handler (``request -> response``) as the ASGI endpoint of its route. Starlette wraps a
+    handler given as a function in a layer that looks for exception handlers, and herald has
+    none there: its middleware answers every error. It carries the handler's name, module and
+    description (``__wrapped__``)."""
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.handler = handler
+        functools.update_wrapper(self, handler)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def _direct(route: Route) -> Route:
+    """The route with its handler as its ASGI endpoint (``Handler``)."""
+    if not inspect.iscoroutinefunction(route.endpoint):
+        return route
+    return Route(route.path, Handler(route.endpoint), methods=route.methods, name=route.name)
