@@ -35,8 +35,8 @@ _SAFE = frozenset({int, bool, type(None), dict, list})
 _PARSED = frozenset({int, bool, type(None), dict, list, str, float})
 """What a JSON parser makes of JSON text."""
 _RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
-_UNSURE_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F]|003[aA])")
-"""NUL, a surrogate half, or a colon spelled as an escape (which ``keys_once`` cannot count)."""
+_UNSURE_ESCAPE = re.compile(rb"\\u(?:0000|003[aA])")
+"""NUL, or a colon, spelled as an escape (which ``keys_once`` cannot count)."""
 _MAX_INT_BITS = 14_000
 """Under ``MAX_INT_DIGITS`` decimal digits (4,300 digits take 14,282 bits or more)."""
 SHORTEST_LONG_INT = 4_000
@@ -97,9 +97,11 @@ def loads(body: bytes, where: str = "$") -> Any:
 
 def unsure(body: bytes) -> bool:
     """Whether a JSON text may hold what only ``loads`` tells apart, whatever a parser that does
-    not check it makes of it: NUL or a surrogate half (written as escapes: raw, they are not
-    JSON, or not UTF-8), NaN or Infinity (which some parsers take), or a colon written as an
-    escape. (Any text that merely holds such letters is unsure too: ``loads`` decides.)"""
+    not check it makes of it: NUL (written as an escape: raw, it is not JSON), NaN or Infinity
+    (which some parsers take), or a colon written as an escape. (Any text that merely holds
+    such letters is unsure too: ``loads`` decides.) A surrogate half alone is refused by
+    pydantic's parser itself (a pair of them is a character beyond the BMP, as ``loads``
+    takes it)."""
     return (
         b"NaN" in body
         or b"Infinity" in body

@@ -235,19 +235,14 @@ def _sure_storable(event: EventInput) -> NewEvent | None:
 
 def _json(value: Any, refusal: str) -> str:
     try:
-        text = _compact(value, allow_nan=False)
+        text = _COMPACT_FINITE.encode(value)
         text.encode()
     except (ValueError, UnicodeEncodeError) as exc:
         raise refuse(f"{refusal}: {exc}") from exc
     return text
 
 
-def _compact(value: Any, *, allow_nan: bool = True) -> str:
-    return (_COMPACT if allow_nan else _COMPACT_FINITE).encode(value)
-
-
 # Made once: json.dumps makes an encoder at each call given any option (a third of its time here).
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _COMPACT_FINITE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -281,7 +276,7 @@ class CheckedBatches:
 
 def _well_formed(item: dict[str, Any]) -> NewEvent:
     """The event of an item of a batch that passed ``parse_batch``: its fields as given (strict
-    checks convert none), its data and form as ``_storable`` writes them."""
+    checks convert none), its data and form as the one pass (``read_publish``) writes them."""
     data, reply = item.get("data"), item.get("reply")
     return NewEvent(
         item["to"],
@@ -290,7 +285,7 @@ def _well_formed(item: dict[str, Any]) -> NewEvent:
         data,
         item.get("dedupe_key"),
         item.get("ttl_s"),
-        "null" if data is None else _compact(data),
-        None if reply is None else _compact(reply),
-        sender=item.get("from"),
+        "null" if data is None else to_json(data).decode(),
+        None if reply is None else to_json(reply).decode(),
+        item.get("from"),
     )
