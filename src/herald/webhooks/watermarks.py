@@ -20,7 +20,7 @@ ReadOwed = Callable[[str, int], Awaitable[OwedEvents | None]]
 
 READ_AHEAD = 128
 """Each reading takes at least this many owed events: the deliveries claimed next are among
-them, for several claims (an endpoint holds up to 24), so that a busy subscription is read about
+them, for several claims (24 at most each, by default), so that a busy subscription is read about
 once per hundred deliveries, not once per claim."""
 MAX_READINGS = 10_000
 """Readings of at most this many subscriptions are kept (then all are forgotten at once)."""
