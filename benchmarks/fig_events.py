@@ -26,14 +26,8 @@ from benchmarks.events_client import (
     poll_request,
     stream_request,
 )
-from benchmarks.fig_http import (
-    SERVER_METHOD,
-    Drain,
-    _drain,
-    _event,
-    _http_notes,
-    _prefill,
-)
+from benchmarks.fig_drain import Drain, _drain, _prefill
+from benchmarks.fig_http import SERVER_METHOD, _event, _http_notes
 from benchmarks.fig_mcp import _create_agents
 from benchmarks.fig_stream import Side, open_loop_latency
 from benchmarks.loadgen import Connection, percentile
