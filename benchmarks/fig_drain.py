@@ -4,8 +4,10 @@ each beside the bare endpoint doing the same drain steps (``bare_server.py``).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from benchmarks.loadgen import (
     open_connections,
     send_all,
 )
-from benchmarks.measure import Run, Stopwatch
+from benchmarks.measure import Run, Stopwatch, alternate, median_round
 from benchmarks.profiling import Profiler
 from benchmarks.results import Figure, Measurement, Target, per_event_us
 from benchmarks.server import Server, ServerFailure, bare_server, create_agent, herald_server
@@ -144,25 +146,89 @@ def _drain_measurement(label: str, drain: Drain, expected: int) -> Measurement:
     )
 
 
+def _rounds_measurement(label: str, drains: list[Drain], expected: int) -> Measurement:
+    """The median round, every round's rate beside it, and the CPU per event of all rounds."""
+    shown = _drain_measurement(label, median_round(drains, lambda d: d.rate), expected)
+    shown.details["rounds"] = " / ".join(f"{drain.rate:,.0f}" for drain in drains)
+    server_s = sum(drain.usage.server_s or 0.0 for drain in drains)
+    shown.cpu_us = per_event_us(server_s, sum(drain.events for drain in drains))
+    return shown
+
+
 def _run_measurement(label: str, run: Run) -> Measurement:
     cpu_us = per_event_us(run.cpu_s, run.events)
     return Measurement(label, run.rate, "events/s", details=run.details(), cpu_us=cpu_us)
 
 
-async def _solo_drain(
-    sizes: Sizes, server: Server, profiler: Profiler | None = None, name: str = ""
-) -> Drain:
-    """One agent's backlog, published first, drained by one client."""
-    backlog = {"solo": sizes.backlog} | ({"profiled": sizes.backlog} if profiler else {})
-    keys = {handle: await create_agent(server, handle) for handle in backlog}
-    await _prefill(server, backlog, sizes.batch_size)
-    limit, seconds = sizes.drain_limit, sizes.drain_seconds
-    solo = await _drain(server, [keys["solo"]], limit, seconds)
-    await _profile(
-        profiler, server, name, f"POST /channel/heartbeat, limit={limit}, one drainer",
-        lambda: _drain(server, [keys["profiled"]], limit, seconds),
-    )  # fmt: skip
-    return solo
+BARE_SQLITE, HERALD_SQLITE = "bare endpoint, SQLite", "herald, SQLite"
+HERALD_POSTGRES, BARE_POSTGRES = "herald, PostgreSQL", "bare endpoint, PostgreSQL"
+
+
+@dataclass
+class Drains:
+    """Each side's drains, a round each; ``parallel``: herald's SQLite drain of several agents
+    at once; ``postgres_error``: why PostgreSQL's sides were not measured."""
+
+    rounds: dict[str, list[Drain]]
+    parallel: Drain
+    postgres_error: str | None = None
+
+
+async def _servers(
+    stack: contextlib.AsyncExitStack, workdir: Path, postgres_url: str | None
+) -> tuple[dict[str, Server], str | None]:
+    """The servers of the drain figures, each on a store of its own: bare and herald on SQLite,
+    and on PostgreSQL if there is one (else why not)."""
+    servers = {
+        BARE_SQLITE: await stack.enter_async_context(bare_server(workdir, "bare-drain")),
+        HERALD_SQLITE: await stack.enter_async_context(herald_server(workdir, "http-drain")),
+    }
+    if postgres_url is None:
+        return servers, None
+    try:
+        herald_db = await stack.enter_async_context(raw_postgres.scratch_database(postgres_url))
+        bare_db = await stack.enter_async_context(raw_postgres.scratch_database(postgres_url))
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        return servers, f"PostgreSQL at {postgres_url} unavailable: {exc}"
+    servers[HERALD_POSTGRES] = await stack.enter_async_context(
+        herald_server(workdir, "http-drain-postgres", store=herald_db)
+    )
+    servers[BARE_POSTGRES] = await stack.enter_async_context(
+        bare_server(workdir, "bare-drain-postgres", store=bare_db)
+    )
+    return servers, None
+
+
+async def _drains(
+    sizes: Sizes, workdir: Path, profiler: Profiler | None, postgres_url: str | None
+) -> Drains:
+    """Every side's backlogs published first (one agent a round), then the rounds: each side
+    drains one agent's backlog, the order alternating between rounds."""
+    limit, seconds, rounds = sizes.drain_limit, sizes.drain_seconds, sizes.http_rounds
+    per_round = max(1, sizes.backlog // rounds)
+    async with contextlib.AsyncExitStack() as stack:
+        servers, postgres_error = await _servers(stack, workdir, postgres_url)
+        keys: dict[str, list[str]] = {}
+        for side, server in servers.items():
+            handles = [f"round-{index}" for index in range(rounds)]
+            keys[side] = [await create_agent(server, handle) for handle in handles]
+            await _prefill(server, dict.fromkeys(handles, per_round), sizes.batch_size)
+
+        def drain(side: str) -> Callable[[], Awaitable[Drain]]:
+            agents = iter(keys[side])
+            return lambda: _drain(servers[side], [next(agents)], limit, seconds)
+
+        measured = await alternate({side: drain(side) for side in servers}, rounds)
+        herald = servers[HERALD_SQLITE]
+        parallel = await _parallel_drain(sizes, herald)
+        if profiler is not None:
+            key = await create_agent(herald, "profiled")
+            await _prefill(herald, {"profiled": per_round}, sizes.batch_size)
+            await _profile(
+                profiler, herald, "fig4-drain", f"POST /channel/heartbeat, limit={limit}",
+                lambda: _drain(herald, [key], limit, seconds),
+            )  # fmt: skip
+    return Drains(measured, parallel, postgres_error)
 
 
 async def _parallel_drain(sizes: Sizes, server: Server) -> Drain:
@@ -174,63 +240,53 @@ async def _parallel_drain(sizes: Sizes, server: Server) -> Drain:
     return await _drain(server, keys, sizes.drain_limit, sizes.drain_seconds)
 
 
-@dataclass(frozen=True)
-class SqliteDrains:
-    herald: Drain
-    parallel: Drain
-    bare: Drain
-
-
-async def _sqlite_drains(sizes: Sizes, workdir: Path, profiler: Profiler | None) -> SqliteDrains:
-    async with bare_server(workdir, "bare-drain") as bare:
-        floor = await _solo_drain(sizes, bare)
-    async with herald_server(workdir, "http-drain") as server:
-        solo = await _solo_drain(sizes, server, profiler, "fig4-drain")
-        parallel = await _parallel_drain(sizes, server)
-    return SqliteDrains(solo, parallel, floor)
-
-
 def _method(sizes: Sizes) -> str:
-    limit = sizes.drain_limit
+    limit, rounds = sizes.drain_limit, sizes.http_rounds
     return (
-        f"A backlog of {sizes.backlog:,} events is published first (batches, not timed);"
-        f" one client then sends POST /channel/heartbeat {{cursor, limit: {limit}}} with the"
-        " cursor of the previous answer (which acks everything up to it and leases the next"
-        f" {limit}) until an empty answer, or {sizes.drain_seconds:g} s. The client parses"
-        " each answer with json.loads."
+        f"Each side's backlog, {sizes.backlog // rounds:,} events for each of {rounds} agents"
+        f" (one a round), is published first (batches, not timed). In each round one client"
+        f" drains one agent of each side in turn (the order alternating between rounds) with"
+        f" POST /channel/heartbeat {{cursor, limit: {limit}}}, sending the cursor of the"
+        " previous answer (which acks everything up to it and leases the next"
+        f" {limit}) until an empty answer, or {sizes.drain_seconds:g} s. The client parses each"
+        " answer with json.loads. Each side shows its median round (every round's rate in the"
+        " details, CPU per event over all rounds)."
     )
 
 
-def _solo_label(store: str) -> str:
-    return f"POST /channel/heartbeat on {store}, one agent, one drainer"
+def _label(side: str) -> str:
+    return f"POST /channel/heartbeat, {side}, one drainer"
 
 
 async def drain_figures(
     sizes: Sizes, workdir: Path, profiler: Profiler | None, postgres_url: str | None
 ) -> list[Figure]:
-    """Figure 4, and with a PostgreSQL to use, 4b beside it."""
-    sqlite = await _sqlite_drains(sizes, workdir, profiler)
-    figures = [await _sqlite_figure(sizes, workdir, sqlite)]
+    """Figure 4, and with a PostgreSQL to use, 4b beside it: their drains measured together."""
+    drains = await _drains(sizes, workdir, profiler, postgres_url)
+    figures = [await _sqlite_figure(sizes, workdir, drains)]
     if postgres_url is not None:
-        figures.append(await _postgres_figure(sizes, workdir, postgres_url, sqlite.herald))
+        figures.append(_postgres_figure(sizes, drains))
     return figures
 
 
-async def _sqlite_figure(sizes: Sizes, workdir: Path, drains: SqliteDrains) -> Figure:
-    limit = sizes.drain_limit
-    raw = raw_sqlite.drain(workdir / "raw-drain.db", sizes.backlog, limit, sizes.drain_seconds)
+async def _sqlite_figure(sizes: Sizes, workdir: Path, drains: Drains) -> Figure:
+    limit, backlog = sizes.drain_limit, sizes.backlog
+    raw = raw_sqlite.drain(workdir / "raw-drain.db", backlog, limit, sizes.drain_seconds)
     api = await _api_drain(sizes, workdir)
-    share = max(1, sizes.backlog // sizes.drainers)
-    solo, parallel, floor = drains.herald, drains.parallel, drains.bare
+    share = max(1, backlog // sizes.drainers)
+    herald, bare = drains.rounds[HERALD_SQLITE], drains.rounds[BARE_SQLITE]
+    per_round = backlog // sizes.http_rounds
     figure = Figure(
         "4",
         f"Heartbeat drain with cursor, limit={limit}, SQLite",
-        _drain_measurement("the bare endpoint's POST /channel/heartbeat", floor, sizes.backlog),
+        _rounds_measurement(_label(BARE_SQLITE), bare, per_round),
         Target("≥ 0.7x the bare endpoint", "ratio_at_least", 0.7),
-        _drain_measurement(_solo_label("SQLite"), solo, sizes.backlog),
+        _rounds_measurement(_label(HERALD_SQLITE), herald, per_round),
         diagnostics=[
             _drain_measurement(
-                f"{sizes.drainers} agents drained in parallel", parallel, share * sizes.drainers
+                f"herald, {sizes.drainers} agents drained in parallel",
+                drains.parallel,
+                share * sizes.drainers,
             ),
             _run_measurement(f"Hub.drain(cursor, limit={limit}) in process", api),
             _run_measurement(f"sqlite3, ack-to-cursor + lease {limit} per COMMIT", raw),
@@ -238,75 +294,61 @@ async def _sqlite_figure(sizes: Sizes, workdir: Path, drains: SqliteDrains) -> F
         method=[
             SERVER_METHOD,
             _method(sizes),
-            f"Baseline: {BARE_DRAIN}, on a fresh SQLite file (WAL + synchronous=FULL), with the"
-            " same backlog and client.",
-            f"Diagnostics: {sizes.drainers} agents drained at once (one connection each, the same"
-            " backlog split among them); Hub.drain in process (no HTTP); plain `sqlite3` doing"
-            " the same state changes per step in one transaction (mark delivered up to the"
-            " cursor, select the next events, lease them, COMMIT) in this process, without"
-            " HTTP or JSON.",
+            f"Baseline: {BARE_DRAIN}, on a fresh SQLite file (WAL + synchronous=FULL).",
+            f"Diagnostics: herald with {sizes.drainers} agents drained at once (one connection"
+            " each, the backlog split among them); Hub.drain in process (no HTTP); plain"
+            " `sqlite3` doing the same state changes per step in one transaction (mark delivered"
+            " up to the cursor, select the next events, lease them, COMMIT) in this process,"
+            f" without HTTP or JSON; {backlog:,} events each.",
             CPU_METHOD,
         ],
     )
-    figure.notes += _http_notes([solo.usage, parallel.usage, floor.usage], solo.usage)
-    if solo.events < sizes.backlog:
-        figure.notes.append(
-            f"The drain stopped at its time limit after {solo.events:,} of"
-            f" {sizes.backlog:,} events; the rate is over what was drained."
-        )
+    usages = [drain.usage for drain in herald + bare]
+    assert figure.herald is not None
+    figure.notes += _http_notes([*usages, drains.parallel.usage], figure.herald.usage)
+    figure.notes += _short_notes(herald + bare, per_round, sizes)
     return figure
 
 
-async def _postgres_drains(sizes: Sizes, workdir: Path, admin_url: str) -> tuple[Drain, Drain]:
-    """herald's drain and the bare endpoint's, each on a scratch database of its own."""
-    async with (
-        raw_postgres.scratch_database(admin_url) as url,
-        bare_server(workdir, "bare-drain-postgres", store=url) as bare,
-    ):
-        floor = await _solo_drain(sizes, bare)
-    async with (
-        raw_postgres.scratch_database(admin_url) as url,
-        herald_server(workdir, "http-drain-postgres", store=url) as server,
-    ):
-        solo = await _solo_drain(sizes, server)
-    return solo, floor
-
-
-async def _postgres_figure(sizes: Sizes, workdir: Path, admin_url: str, sqlite: Drain) -> Figure:
-    limit = sizes.drain_limit
-    baseline = _drain_measurement(f"{_solo_label('SQLite')} (figure 4's)", sqlite, sizes.backlog)
-    target = Target("≥ 0.7x herald's drain on SQLite", "ratio_at_least", 0.7)
-    title = f"Heartbeat drain with cursor, limit={limit}, PostgreSQL"
-    method = [
-        "Server: `herald serve --store postgresql://...` (a scratch database on 127.0.0.1:5432"
-        " created for the figure and dropped after it; durability is the server's,"
-        " synchronous_commit on), otherwise as figure 4. The PostgreSQL server shares the"
-        " machine's cores: its CPU is in the other processes' share.",
-        _method(sizes),
-        "Baseline: herald's own drain on SQLite, figure 4's, measured in the same run.",
-        f"Diagnostic: {BARE_DRAIN}, on a scratch database of its own (asyncpg, one writer task"
-        " on one connection).",
-        CPU_METHOD + " The PostgreSQL server's CPU is not in it.",
+def _short_notes(drains: list[Drain], expected: int, sizes: Sizes) -> list[str]:
+    short = [drain for drain in drains if drain.events < expected]
+    if not short:
+        return []
+    return [
+        f"{len(short)} drain(s) stopped at the {sizes.drain_seconds:g} s limit before the"
+        " backlog was empty; their rate is over what was drained."
     ]
-    try:
-        solo, floor = await _postgres_drains(sizes, workdir, admin_url)
-    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
-        return Figure(
-            "4b", title, baseline, target, method=method,
-            skipped=f"PostgreSQL at {admin_url} unavailable: {exc}",
-        )  # fmt: skip
+
+
+def _postgres_figure(sizes: Sizes, drains: Drains) -> Figure:
+    limit = sizes.drain_limit
+    per_round = sizes.backlog // sizes.http_rounds
+    baseline = _rounds_measurement(
+        f"{_label(HERALD_SQLITE)} (figure 4's)", drains.rounds[HERALD_SQLITE], per_round
+    )
     figure = Figure(
         "4b",
-        title,
+        f"Heartbeat drain with cursor, limit={limit}, PostgreSQL",
         baseline,
-        target,
-        _drain_measurement(_solo_label("PostgreSQL"), solo, sizes.backlog),
-        diagnostics=[
-            _drain_measurement(
-                "the bare endpoint's POST /channel/heartbeat on PostgreSQL", floor, sizes.backlog
-            )
+        Target("≥ 0.7x herald's drain on SQLite", "ratio_at_least", 0.7),
+        method=[
+            "Server: `herald serve --store postgresql://...` (a scratch database on"
+            " 127.0.0.1:5432 created for the figure and dropped after it; durability is the"
+            " server's, synchronous_commit on), otherwise as figure 4. The PostgreSQL server"
+            " shares the machine's cores: its CPU is in the other processes' share.",
+            _method(sizes) + " Figure 4's sides are the same rounds.",
+            "Baseline: herald's own drain on SQLite, figure 4's, in the same rounds.",
+            f"Diagnostic: {BARE_DRAIN}, on a scratch database of its own (asyncpg, one writer"
+            " task on one connection).",
+            CPU_METHOD + " The PostgreSQL server's CPU is not in it.",
         ],
-        method=method,
+        skipped=drains.postgres_error,
     )
-    figure.notes += _http_notes([solo.usage, floor.usage], solo.usage)
+    if drains.postgres_error is not None:
+        return figure
+    herald, bare = drains.rounds[HERALD_POSTGRES], drains.rounds[BARE_POSTGRES]
+    figure.herald = _rounds_measurement(_label(HERALD_POSTGRES), herald, per_round)
+    figure.diagnostics.append(_rounds_measurement(_label(BARE_POSTGRES), bare, per_round))
+    figure.notes += _http_notes([d.usage for d in herald + bare], figure.herald.usage)
+    figure.notes += _short_notes(herald + bare, per_round, sizes)
     return figure
