@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks import raw_sqlite
 from benchmarks.config import Sizes
-from benchmarks.cpu import Probe, Usage
+from benchmarks.cpu import Probe, Usage, combined
 from benchmarks.loadgen import (
     ClosedLoopResult,
     Connection,
@@ -367,17 +367,38 @@ def _latency_measurement(label: str, result: OpenLoopResult, usage: Usage) -> Me
     if failed or result.unfinished:
         details["failed"] = {**failed, "unfinished": result.unfinished}
     text = f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
-    return Measurement(label, p99, "ms", text=text, usage=usage, details=details)
+    answered = sum(n for status, n in result.statuses.items() if status in OK)
+    cpu_us = per_event_us(usage.server_s, answered)
+    return Measurement(label, p99, "ms", text=text, usage=usage, details=details, cpu_us=cpu_us)
 
 
 async def _measure_open(
-    server: Server, connections: list[Connection], request: bytes, sizes: Sizes
+    server: Server, request: bytes, sizes: Sizes, seconds: float
 ) -> tuple[OpenLoopResult, Usage]:
+    """The open loop on connections opened for it and closed after: between the rounds of one
+    side, the other side's may outlast the server's keep-alive timeout (uvicorn's 5 s)."""
     rate = sizes.latency_rate
-    await open_loop(connections, request, rate=rate, seconds=sizes.warmup_seconds)
-    probe = Probe(server.pid)
-    result = await open_loop(connections, request, rate=rate, seconds=sizes.latency_seconds)
-    return result, probe.stop()
+    connections = await open_connections(server.address, sizes.latency_connections)
+    try:
+        probe = Probe(server.pid)
+        result = await open_loop(connections, request, rate=rate, seconds=seconds)
+        return result, probe.stop()
+    finally:
+        await close_connections(connections)
+
+
+def _pooled(rounds: list[tuple[OpenLoopResult, Usage]]) -> tuple[OpenLoopResult, Usage]:
+    """The rounds' requests as one sample (percentiles over all of them), and their CPU."""
+    pooled = OpenLoopResult(rate=rounds[0][0].rate, planned=0)
+    for result, _ in rounds:
+        pooled.planned += result.planned
+        pooled.wall_s += result.wall_s
+        pooled.statuses.update(result.statuses)
+        pooled.from_schedule_s += result.from_schedule_s
+        pooled.from_send_s += result.from_send_s
+        pooled.send_lag_s += result.send_lag_s
+        pooled.unfinished += result.unfinished
+    return pooled, combined([usage for _, usage in rounds])
 
 
 async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = None) -> Figure:
@@ -393,22 +414,31 @@ async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None 
             "POST", "/v1/events", server.address, token=server.admin_key, body=body
         )
         bare_publish = encode_request("POST", "/v1/events", bare.address, body=body)
-        connections = await open_connections(server.address, sizes.latency_connections)
-        bare_connections = await open_connections(bare.address, sizes.latency_connections)
-        try:
-            floor, floor_usage = await _measure_open(bare, bare_connections, bare_publish, sizes)
-            pub, pub_usage = await _measure_open(server, connections, publish, sizes)
-            base, base_usage = await _measure_open(server, connections, health, sizes)
-            await _profile(
-                profiler, server, "fig5-latency",
-                f"POST /v1/events at a steady {sizes.latency_rate:g}/s",
-                lambda: open_loop(
-                    connections, publish, rate=sizes.latency_rate, seconds=sizes.latency_seconds
-                ),
-            )  # fmt: skip
-        finally:
-            await close_connections(connections)
-            await close_connections(bare_connections)
+        rounds, seconds = sizes.http_rounds, sizes.latency_seconds
+        each = seconds / 2 if rounds > 1 else seconds
+        await _measure_open(bare, bare_publish, sizes, sizes.warmup_seconds)  # warm-ups
+        await _measure_open(server, publish, sizes, sizes.warmup_seconds)
+        measured = await alternate(
+            {
+                "bare": lambda: _measure_open(bare, bare_publish, sizes, each),
+                "herald": lambda: _measure_open(server, publish, sizes, each),
+            },
+            rounds,
+        )
+        floor, floor_usage = _pooled(measured["bare"])
+        pub, pub_usage = _pooled(measured["herald"])
+        await _measure_open(server, health, sizes, sizes.warmup_seconds)
+        base, base_usage = await _measure_open(server, health, sizes, seconds)
+        if profiler is not None:
+            connections = await open_connections(server.address, sizes.latency_connections)
+            try:
+                await profiler.run(
+                    server.pid, "fig5-latency",
+                    f"POST /v1/events at a steady {sizes.latency_rate:g}/s",
+                    open_loop(connections, publish, rate=sizes.latency_rate, seconds=seconds),
+                )  # fmt: skip
+            finally:
+                await close_connections(connections)
     rate = f"{sizes.latency_rate:,.0f}/s"
     figure = Figure(
         "5",
@@ -421,13 +451,16 @@ async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None 
             SERVER_METHOD,
             f"Open loop: request i is due at start + i / {sizes.latency_rate:g} s whatever the"
             f" answers before it, over up to {sizes.latency_connections} keep-alive connections"
-            f" (a request waits for an idle one), for {sizes.latency_seconds:g} s after a"
-            f" {sizes.warmup_seconds:g} s warm-up.",
+            f" (a request waits for an idle one), after a {sizes.warmup_seconds:g} s warm-up of"
+            f" each side; {rounds} round(s) of {each:g} s of each side, the order alternating,"
+            " on connections opened for the round; each side's percentiles are over the"
+            " requests of all its rounds, its CPU shares over all of them.",
             "Latency is measured from the scheduled send time to the end of the answer, so a"
             " late sender or a stalled server shows up in it (no coordinated omission); latency"
             " from the actual write, and how late the sender was, are in the details.",
             BARE_METHOD.replace("Same generator, same requests.", "Same schedule, same requests."),
             "Diagnostic: the same schedule on herald's GET /healthz.",
+            CPU_METHOD,
         ],
     )
     figure.notes += _http_notes([floor_usage, base_usage, pub_usage], pub_usage)
