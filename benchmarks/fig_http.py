@@ -205,7 +205,8 @@ async def single_publish_figure(
         )
         connections = await open_connections(server.address, sizes.http_connections)
         try:
-            base, base_usage = await _measure_closed(server, connections, health, sizes)
+            await _warm_up(connections, health, sizes)
+            base, base_usage = await _closed(server, connections, health, sizes, seconds)
             await _profile(
                 profiler, server, "fig2-single-publish",
                 f"POST /v1/events, one event per request, {sizes.http_connections} connections",
@@ -232,7 +233,7 @@ async def single_publish_figure(
             " median round (every round's rate in the details, CPU per event over all rounds).",
             BARE_METHOD,
             "Diagnostic: the same generator and connections on herald's GET /healthz, the HTTP"
-            " stack's ceiling without the store.",
+            f" stack's ceiling without the store, for {seconds:g} s.",
             CPU_METHOD,
         ],
     )
@@ -428,7 +429,7 @@ async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None 
         floor, floor_usage = _pooled(measured["bare"])
         pub, pub_usage = _pooled(measured["herald"])
         await _measure_open(server, health, sizes, sizes.warmup_seconds)
-        base, base_usage = await _measure_open(server, health, sizes, seconds)
+        base, base_usage = await _measure_open(server, health, sizes, each)
         if profiler is not None:
             connections = await open_connections(server.address, sizes.latency_connections)
             try:
@@ -459,7 +460,7 @@ async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None 
             " late sender or a stalled server shows up in it (no coordinated omission); latency"
             " from the actual write, and how late the sender was, are in the details.",
             BARE_METHOD.replace("Same generator, same requests.", "Same schedule, same requests."),
-            "Diagnostic: the same schedule on herald's GET /healthz.",
+            f"Diagnostic: the same schedule on herald's GET /healthz, for {each:g} s.",
             CPU_METHOD,
         ],
     )
