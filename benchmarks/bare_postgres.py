@@ -112,7 +112,8 @@ class PostgresStore:
             )  # fmt: skip
             return sorted((tuple(row) for row in leased), key=lambda row: row[2])
 
-        return await self._run(step)
+        leased: list[Row] = await self._run(step)
+        return leased
 
     async def _run(self, work: Work) -> Any:
         answer = asyncio.get_running_loop().create_future()

@@ -112,7 +112,8 @@ class SqliteStore:
             ).fetchall()  # fmt: skip
             return sorted(leased, key=lambda row: row[2])  # RETURNING has no order
 
-        return await self._run(step)
+        leased: list[Row] = await self._run(step)
+        return leased
 
     async def _run(self, work: Work) -> Any:
         assert self._loop is not None, "open() first"
