@@ -23,7 +23,6 @@ from benchmarks.fig_http import (
     _batch_body,
     _event,
     _http_notes,
-    _profile,
 )
 from benchmarks.loadgen import (
     Connection,
@@ -222,12 +221,14 @@ async def _drains(
         herald = servers[HERALD_SQLITE]
         parallel = await _parallel_drain(sizes, herald)
         if profiler is not None:
-            key = await create_agent(herald, "profiled")
-            await _prefill(herald, {"profiled": per_round}, sizes.batch_size)
-            await _profile(
-                profiler, herald, "fig4-drain", f"POST /channel/heartbeat, limit={limit}",
-                lambda: _drain(herald, [key], limit, seconds),
-            )  # fmt: skip
+            for side, name in ((HERALD_SQLITE, "fig4-drain"), (BARE_SQLITE, "fig4-bare-drain")):
+                server = servers[side]
+                key = await create_agent(server, "profiled")
+                await _prefill(server, {"profiled": sizes.backlog}, sizes.batch_size)
+                await profiler.run(
+                    server.pid, name, f"POST /channel/heartbeat, limit={limit}, {side}",
+                    _drain(server, [key], limit, seconds),
+                )  # fmt: skip
     return Drains(measured, parallel, postgres_error)
 
 

@@ -214,6 +214,11 @@ async def single_publish_figure(
             )  # fmt: skip
         finally:
             await close_connections(connections)
+        await _profile(
+            profiler, bare, "fig2-bare-publish",
+            f"the bare endpoint's POST /v1/events, {sizes.http_connections} connections",
+            lambda: _fresh(bare, bare_publish, sizes, sizes.http_seconds),
+        )  # fmt: skip
     n = sizes.http_connections
     figure = Figure(
         "2",
