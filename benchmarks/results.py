@@ -113,6 +113,8 @@ class Figure:
             "herald": self.herald.to_json() if self.herald else None,
             "baseline": self.baseline.to_json(),
             "herald_over_baseline": None if self.ratio is None else round(self.ratio, 3),
+            "baseline_over_herald_cpu_per_event": None if (r := _cpu_ratio(self)) is None
+            else round(r, 3),
             "diagnostics": [m.to_json() for m in self.diagnostics],
             "method": self.method,
             "notes": self.notes,
@@ -150,6 +152,16 @@ def per_event_us(cpu_s: float | None, events: float) -> float | None:
     if cpu_s is None or events <= 0:
         return None
     return cpu_s * 1e6 / events
+
+
+def _cpu_ratio(fig: Figure) -> float | None:
+    """For a rate beside a rate, both with their CPU per event: the baseline's over herald's."""
+    herald, baseline = fig.herald, fig.baseline
+    if herald is None or herald.cpu_us is None or baseline.cpu_us is None or not herald.cpu_us:
+        return None
+    if herald.unit == "ms" or baseline.unit == "ms":
+        return None
+    return baseline.cpu_us / herald.cpu_us
 
 
 def _cpu_us_text(measurement: Measurement | None) -> str:
@@ -211,6 +223,12 @@ def _section(fig: Figure) -> list[str]:
         lines.append(_measurement_line("herald", fig.herald))
     lines.append(_measurement_line("baseline", fig.baseline))
     lines += [_measurement_line("diagnostic", m) for m in fig.diagnostics]
+    by_cpu = _cpu_ratio(fig)
+    if by_cpu is not None:
+        lines.append(
+            f"- By CPU per event: the baseline's cost over herald's is {by_cpu:.2f}x (what the"
+            " ratio of rates would be if each side were bound by its own CPU alone)."
+        )
     lines += [f"- {note}" for note in fig.notes]
     if fig.error is not None:
         lines.append(f"- ERROR: the benchmark failed: {fig.error}")
