@@ -11,6 +11,7 @@ has two cores, and PostgreSQL and the load generator share them with herald.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -37,6 +38,8 @@ CORES = 2
 """This machine's; the report's bottleneck is named against them."""
 BUSY = 0.9
 """A share of all cores at which the machine, not one process, is what limits the rate."""
+UNEVEN = 0.6
+"""A share of the connections above which one worker is named as holding most of them."""
 DRAIN_BACKLOG = 24_000
 """Events drained at each N: enough for a steady rate, small enough that the three drains and
 their prefills fit in about a minute."""
@@ -77,6 +80,29 @@ def _postgres_processes(postmaster: int, database: str) -> list[int]:
         if not is_backend or f" {database} " in title:
             ours.append(pid)
     return [postmaster, *ours]
+
+
+ESTABLISHED = "01"
+"""A TCP connection's state in /proc/net/tcp."""
+
+
+def _connections_of(pids: list[int], port: int) -> list[int]:
+    """How many established connections to ``port`` each of ``pids`` holds (the kernel hands
+    each accepted connection to the one worker that accepted it, which keeps it)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == ESTABLISHED and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(f"socket:[{fields[9]}]")
+    counts = []
+    for pid in pids:
+        held = 0
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    held += os.readlink(fd) in inodes
+        counts.append(held)
+    return counts
 
 
 @dataclass
@@ -190,6 +216,7 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
         await closed_loop(
             connections, publish, max_requests=10**9, max_seconds=sizes.warmup_seconds
         )
+        spread = _connections_of(_children(server.pid) or [server.pid], server.address.port)
         result = None
 
         async def load() -> int:
@@ -207,6 +234,13 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
     label = f"POST /v1/events, --workers {workers}"
     measurement = _closed_rate(label, result, usage, sizes.http_connections)
     measurement.details |= _cpu_details(usage, shares, events)
+    measurement.details["connections_per_process"] = "/".join(map(str, spread))
+    if len(spread) > 1 and max(spread) > UNEVEN * sum(spread):
+        busiest = spread.index(max(spread)) + 1
+        measurement.details["bottleneck"] += (
+            f"; worker {busiest} accepted {max(spread)} of the {sum(spread)} connections (the"
+            " first to wake takes every connection waiting), so it does most of the work"
+        )
     return measurement
 
 
