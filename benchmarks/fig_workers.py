@@ -27,9 +27,16 @@ from benchmarks import raw_postgres
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
 from benchmarks.fig_http import SINGLE_EVENT, _answered, _closed_rate, _drain_one, _prefill
-from benchmarks.loadgen import close_connections, closed_loop, encode_request, open_connections
+from benchmarks.loadgen import (
+    ClosedLoopResult,
+    Connection,
+    close_connections,
+    closed_loop,
+    encode_request,
+    open_connections,
+)
 from benchmarks.results import Figure, Measurement, Target
-from benchmarks.server import Server, create_agent, herald_server
+from benchmarks.server import Server, ServerFailure, create_agent, herald_server
 
 TITLE = "HTTP publish on PostgreSQL, --workers 1, 2, 4"
 TARGET = Target("none set (reported as a curve)", "none", math.nan)
@@ -107,10 +114,10 @@ def _connections_of(pids: list[int], port: int) -> list[int]:
 
 @dataclass
 class ProcessCpu:
-    """CPU seconds of each named process over a window: the herald processes (the first one and
-    each worker) and PostgreSQL's, beside the generator's and the machine's (``Probe``)."""
+    """CPU seconds of each named process over a window: herald's (as ``herald`` names them when
+    asked) and PostgreSQL's, beside the generator's and the machine's (``Probe``)."""
 
-    herald: int
+    herald: Callable[[], dict[str, int]]
     postmaster: int
     database: str
 
@@ -119,8 +126,7 @@ class ProcessCpu:
         self._before = self._sample()
 
     def _sample(self) -> dict[str, float]:
-        named = {"first process": [self.herald]}
-        named |= {f"worker {i + 1}": [pid] for i, pid in enumerate(_children(self.herald))}
+        named = {name: [pid] for name, pid in self.herald().items()}
         named["PostgreSQL"] = _postgres_processes(self.postmaster, self.database)
         return {
             name: sum(stat[1] for pid in pids if (stat := _stat(pid)) is not None)
@@ -173,7 +179,7 @@ def _bottleneck(usage: Usage, shares: dict[str, float]) -> str:
     """The resource the rate points to: the machine's cores when they are nearly all busy (and
     who took them), else a process that used a whole core, else waiting (commits, round trips)."""
     machine = (usage.machine_s or 0.0) / usage.wall_s if usage.wall_s else 0.0
-    workers = {n: s for n, s in shares.items() if n.startswith("worker") or n == "first process"}
+    workers = {n: s for n, s in shares.items() if n != "PostgreSQL"}
     herald = sum(workers.values())
     postgres = shares.get("PostgreSQL", 0.0)
     if machine >= BUSY * CORES:
@@ -194,11 +200,19 @@ class Point:
     drain: Measurement | None
 
 
+def _workers_of(server: Server) -> Callable[[], dict[str, int]]:
+    def named() -> dict[str, int]:
+        workers = {f"worker {i + 1}": pid for i, pid in enumerate(_children(server.pid))}
+        return {"first process": server.pid} | workers
+
+    return named
+
+
 async def _measured(
-    server: Server, url: str, work: Callable[[], Awaitable[int]]
+    herald: Callable[[], dict[str, int]], url: str, work: Callable[[], Awaitable[int]]
 ) -> tuple[Usage, dict[str, float], int]:
     postmaster, database = await _postmaster(url)
-    cpu = ProcessCpu(server.pid, postmaster, database)
+    cpu = ProcessCpu(herald, postmaster, database)
     cpu.start()
     events = await work()
     usage, shares = cpu.stop()
@@ -227,7 +241,7 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
             )  # fmt: skip
             return _answered(result)
 
-        usage, shares, events = await _measured(server, url, load)
+        usage, shares, events = await _measured(_workers_of(server), url, load)
     finally:
         await close_connections(connections)
     assert result is not None
@@ -257,7 +271,7 @@ async def _drain(server: Server, url: str, workers: int, sizes: Sizes) -> Measur
         counts.extend(await asyncio.gather(*drains))
         return sum(count[0] for count in counts)
 
-    usage, shares, events = await _measured(server, url, load)
+    usage, shares, events = await _measured(_workers_of(server), url, load)
     details: dict[str, Any] = {
         "events": events,
         "heartbeats": sum(count[1] for count in counts),
@@ -279,19 +293,110 @@ async def _point(admin_url: str, workdir: Path, workers: int, sizes: Sizes) -> P
     return Point(publish, drain)
 
 
-def _curve_note(points: dict[int, Point]) -> str:
+def _merged(results: list[ClosedLoopResult]) -> ClosedLoopResult:
+    """Closed loops run side by side, as one: their answers over the longest one's time."""
+    merged = ClosedLoopResult(wall_s=max(result.wall_s for result in results))
+    for result in results:
+        merged.requests += result.requests
+        merged.statuses.update(result.statuses)
+        merged.latencies_s += result.latencies_s
+        merged.failures |= result.failures
+    return merged
+
+
+ADMIN_KEY_WAIT_S = 10.0
+"""Far longer than a process keeps its copy of the admin key (a second)."""
+
+
+async def _until_admin(server: Server, admin_key: str) -> None:
+    """Wait (bounded) until ``server`` takes ``admin_key``."""
+    request = encode_request("GET", "/v1/agents", server.address, token=admin_key)
+    deadline = time.perf_counter() + ADMIN_KEY_WAIT_S
+    connection = await Connection.open(server.address)
+    try:
+        while (status := (await connection.call(request))[0]) != 200:
+            if time.perf_counter() > deadline:
+                raise ServerFailure(f"the last admin key is still refused ({status})")
+            await asyncio.sleep(0.1)
+    finally:
+        await connection.close()
+
+
+async def _separate_publish(admin_url: str, workdir: Path, count: int, sizes: Sizes) -> Measurement:
+    """Figure 2's load split evenly over ``count`` plain ``herald serve`` processes on one
+    database, each on its own port: how herald scales when every process has its share of the
+    connections (as behind a load balancer, or on several hosts)."""
+    async with (
+        raw_postgres.scratch_database(admin_url) as url,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        servers = [
+            await stack.enter_async_context(herald_server(workdir, f"apart-{count}-{i}", url))
+            for i in range(count)
+        ]
+        # Each started with an admin key of its own, and the last one's replaced the others'
+        # in the store: every process takes it once its copy of the key has been read again.
+        admin_key = servers[-1].admin_key
+        for server in servers:
+            await _until_admin(server, admin_key)
+        await create_agent(servers[-1], "bench")
+        body = json.dumps({"to": "bench", **SINGLE_EVENT}).encode()
+        groups = []
+        for server in servers:
+            request = encode_request(
+                "POST", "/v1/events", server.address, token=admin_key, body=body
+            )
+            connections = await open_connections(server.address, sizes.http_connections // count)
+            stack.push_async_callback(close_connections, connections)
+            groups.append((connections, request))
+        await asyncio.gather(
+            *(closed_loop(c, r, max_requests=10**9, max_seconds=sizes.warmup_seconds)
+              for c, r in groups)
+        )  # fmt: skip
+        results: list[ClosedLoopResult] = []
+
+        async def load() -> int:
+            per_process = sizes.http_requests // count
+            loops = (
+                closed_loop(c, r, max_requests=per_process, max_seconds=sizes.http_seconds)
+                for c, r in groups
+            )
+            results.extend(await asyncio.gather(*loops))
+            return sum(_answered(result) for result in results)
+
+        def named() -> dict[str, int]:
+            return {f"process {i + 1}": server.pid for i, server in enumerate(servers)}
+
+        usage, shares, events = await _measured(named, url, load)
+    label = f"POST /v1/events, {count} separate processes, each its own port"
+    measurement = _closed_rate(label, _merged(results), usage, sizes.http_connections)
+    measurement.details |= _cpu_details(usage, shares, events)
+    return measurement
+
+
+def _curve_note(points: dict[int, Point], apart: list[Measurement]) -> str:
     one = points[WORKER_COUNTS[0]].publish.value
     steps = ", ".join(
         f"{n}: {p.publish.value:,.0f}/s ({p.publish.value / one:.2f}x)" for n, p in points.items()
     )
-    return f"Publish curve, workers: rate (over --workers 1): {steps}."
+    separate = ", ".join(
+        f"{n}: {m.value:,.0f}/s ({m.value / one:.2f}x)"
+        for n, m in zip(WORKER_COUNTS[1:], apart, strict=True)
+    )
+    return (
+        f"Publish curve, processes: rate (over --workers 1). --workers: {steps}; separate"
+        f" processes on their own ports: {separate}."
+    )
 
 
 async def workers_figure(sizes: Sizes, workdir: Path, admin_url: str) -> Figure:
     points: dict[int, Point] = {}
+    apart: list[Measurement] = []
     try:
         for workers in WORKER_COUNTS:
             points[workers] = await _point(admin_url, workdir, workers, sizes)
+        for count in WORKER_COUNTS[1:]:
+            apart.append(await _separate_publish(admin_url, workdir, count, sizes))
     except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         nothing = Measurement("--workers 1", float("nan"), "events/s", text="not measured")
         return Figure(
@@ -306,7 +411,7 @@ async def workers_figure(sizes: Sizes, workdir: Path, admin_url: str) -> Figure:
         first.publish,
         TARGET,
         herald=last.publish,
-        diagnostics=[*middle, *drains],
+        diagnostics=[*middle, *drains, *apart],
         method=[
             "Server: `herald serve --store postgresql://... --workers N --port 0` as a"
             f" subprocess, N = {', '.join(map(str, WORKER_COUNTS))}, each on a fresh scratch"
@@ -322,6 +427,10 @@ async def workers_figure(sizes: Sizes, workdir: Path, admin_url: str) -> Figure:
             f" {sizes.drainers} agents, drained at once, one connection each, by POST"
             f" /channel/heartbeat {{cursor, limit: {sizes.drain_limit}}} until empty or"
             f" {sizes.drain_seconds:g} s.",
+            f"Separate processes: the publish load split evenly over N = "
+            f"{', '.join(map(str, WORKER_COUNTS[1:]))} plain `herald serve` processes on one"
+            " fresh database, each on its own port (as behind a load balancer, or on N hosts):"
+            " the same work with every process given its share of the connections.",
             "CPU: each process's utime + stime from /proc over the measured window, as a share"
             " of one core: herald's first process, each worker, PostgreSQL's server processes"
             " (the postmaster, its own workers and the backends of this database), the"
@@ -331,5 +440,5 @@ async def workers_figure(sizes: Sizes, workdir: Path, admin_url: str) -> Figure:
             f" {BUSY:.0%} busy (with who took them), else a process at {BUSY:.0%} of a core,"
             " else waiting (commits, round trips).",
         ],
-        notes=[_curve_note(points)],
+        notes=[_curve_note(points, apart)],
     )
