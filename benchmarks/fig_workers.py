@@ -159,6 +159,19 @@ async def _postmaster(url: str) -> tuple[int, str]:
     return stat[0], str(database)
 
 
+def _rss_mb(pids: list[int]) -> str:
+    """Each process's resident memory, in MB, "/" between them."""
+    sizes = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        kilobytes = next(int(line.split()[1]) for line in status.splitlines() if "VmRSS" in line)
+        sizes.append(f"{kilobytes / 1024:.0f}")
+    return "/".join(sizes)
+
+
 def _cpu_details(usage: Usage, shares: dict[str, float], events: int) -> dict[str, Any]:
     """What the report shows of one point of the curve: each process's share of one core, and
     CPU microseconds per event of herald's processes and of PostgreSQL's."""
@@ -171,27 +184,40 @@ def _cpu_details(usage: Usage, shares: dict[str, float], events: int) -> dict[st
         postgres_us = shares.get("PostgreSQL", 0.0) * usage.wall_s / events * 1e6
         details["herald_cpu_us_per_event"] = round(herald_us)
         details["postgres_cpu_us_per_event"] = round(postgres_us)
-    details["bottleneck"] = _bottleneck(usage, shares)
+    details["bottleneck"] = _bottleneck(usage, shares, events)
     return details
 
 
-def _bottleneck(usage: Usage, shares: dict[str, float]) -> str:
-    """The resource the rate points to: the machine's cores when they are nearly all busy (and
-    who took them), else a process that used a whole core, else waiting (commits, round trips)."""
-    machine = (usage.machine_s or 0.0) / usage.wall_s if usage.wall_s else 0.0
-    workers = {n: s for n, s in shares.items() if n != "PostgreSQL"}
-    herald = sum(workers.values())
-    postgres = shares.get("PostgreSQL", 0.0)
-    if machine >= BUSY * CORES:
-        return (
-            f"the {CORES} cores ({machine:.2f} busy: herald {herald:.2f}, PostgreSQL"
-            f" {postgres:.2f}, generator {usage.generator_share:.2f}, others"
-            f" {max(0.0, machine - herald - postgres - usage.generator_share):.2f})"
+def _bottleneck(usage: Usage, shares: dict[str, float], events: int) -> str:
+    """What the rate points to, and what it would be alone on the machine. The CPU each process
+    spent per event is taken as it was: then the load fills either one process's core (a
+    process runs Python on about one core) or the machine's cores (herald's processes,
+    PostgreSQL's and the generator together), whichever comes first. On a busy machine this
+    names the limit that other work hides; when no CPU was near full, the rate was bound by
+    waiting (commits, round trips) instead."""
+    if not events or not usage.wall_s:
+        return "nothing answered"
+    rate = events / usage.wall_s
+    machine = (usage.machine_s or 0.0) / usage.wall_s
+    processes = {n: s for n, s in shares.items() if n != "PostgreSQL"}
+    herald, postgres = sum(processes.values()), shares.get("PostgreSQL", 0.0)
+    ours = herald + postgres + usage.generator_share
+    others = max(0.0, machine - ours)
+    busiest = max(processes, key=lambda name: processes[name])
+    by_process = rate / processes[busiest] if processes[busiest] else math.inf
+    by_cores = rate * CORES / ours if ours else math.inf
+    now = f"now {machine:.2f} of {CORES} cores busy, {others:.2f} of them by other work"
+    if machine < BUSY * CORES and max(processes[busiest], postgres) < BUSY:
+        return f"waiting, not CPU ({now})"
+    if by_process < by_cores:
+        limit = f"one core, {busiest}'s: alone ~{by_process:,.0f} events/s"
+    else:
+        limit = (
+            f"the {CORES} cores (herald {herald / rate * 1e6:.0f}, PostgreSQL"
+            f" {postgres / rate * 1e6:.0f}, generator {usage.generator_share / rate * 1e6:.0f}"
+            f" CPU µs per event): alone ~{by_cores:,.0f} events/s"
         )
-    busiest = max(shares, key=lambda name: shares[name], default="")
-    if busiest and shares[busiest] >= BUSY:
-        return f"one core: {busiest} at {shares[busiest]:.0%}"
-    return f"waiting, not CPU ({machine:.2f} of {CORES} cores busy)"
+    return f"{limit} ({now})"
 
 
 @dataclass(frozen=True)
@@ -249,6 +275,7 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
     measurement = _closed_rate(label, result, usage, sizes.http_connections)
     measurement.details |= _cpu_details(usage, shares, events)
     measurement.details["connections_per_process"] = "/".join(map(str, spread))
+    measurement.details["rss_mb_per_process"] = _rss_mb([server.pid, *_children(server.pid)])
     if len(spread) > 1 and max(spread) > UNEVEN * sum(spread):
         busiest = spread.index(max(spread)) + 1
         measurement.details["bottleneck"] += (
@@ -368,9 +395,11 @@ async def _separate_publish(admin_url: str, workdir: Path, count: int, sizes: Si
             return {f"process {i + 1}": server.pid for i, server in enumerate(servers)}
 
         usage, shares, events = await _measured(named, url, load)
+        rss = _rss_mb([server.pid for server in servers])
     label = f"POST /v1/events, {count} separate processes, each its own port"
     measurement = _closed_rate(label, _merged(results), usage, sizes.http_connections)
     measurement.details |= _cpu_details(usage, shares, events)
+    measurement.details["rss_mb_per_process"] = rss
     return measurement
 
 
@@ -436,9 +465,12 @@ async def workers_figure(sizes: Sizes, workdir: Path, admin_url: str) -> Figure:
             " (the postmaster, its own workers and the backends of this database), the"
             " generator. 'server CPU' below is herald's processes together; CPU µs per event"
             " are herald's and PostgreSQL's over the events answered.",
-            "Bottleneck: the cores when the machine was at least"
-            f" {BUSY:.0%} busy (with who took them), else a process at {BUSY:.0%} of a core,"
-            " else waiting (commits, round trips).",
+            "Bottleneck: with the CPU each process spent per event as measured, what the load"
+            " would fill first alone on the machine: one process's core (Python runs on about"
+            f" one), or the {CORES} cores (herald's processes, PostgreSQL's and the generator"
+            " together), and the rate at which it would; other work on the machine is shown"
+            f" beside it. When neither the machine nor any process was {BUSY:.0%} busy, the"
+            " rate was bound by waiting (commits, round trips).",
         ],
         notes=[_curve_note(points, apart)],
     )
