@@ -210,12 +210,12 @@ def _bottleneck(usage: Usage, shares: dict[str, float], events: int) -> str:
     if machine < BUSY * CORES and max(processes[busiest], postgres) < BUSY:
         return f"waiting, not CPU ({now})"
     if by_process < by_cores:
-        limit = f"one core, {busiest}'s: alone ~{by_process:,.0f} events/s"
+        limit = f"one core, {busiest}'s: alone, CPU allows ~{by_process:,.0f} events/s"
     else:
         limit = (
             f"the {CORES} cores (herald {herald / rate * 1e6:.0f}, PostgreSQL"
             f" {postgres / rate * 1e6:.0f}, generator {usage.generator_share / rate * 1e6:.0f}"
-            f" CPU µs per event): alone ~{by_cores:,.0f} events/s"
+            f" CPU µs per event): alone, CPU allows ~{by_cores:,.0f} events/s"
         )
     return f"{limit} ({now})"
 
