@@ -280,7 +280,7 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
         busiest = spread.index(max(spread)) + 1
         measurement.details["bottleneck"] += (
             f"; worker {busiest} accepted {max(spread)} of the {sum(spread)} connections (the"
-            " first to wake takes every connection waiting), so it does most of the work"
+            " first worker to wake accepts every connection waiting), so it does most of the work"
         )
     return measurement
 
