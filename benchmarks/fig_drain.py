@@ -59,7 +59,7 @@ class Drain:
         return self.events / self.wall_s if self.wall_s else 0.0
 
 
-async def _drain_one(server: Server, key: str, limit: int, deadline: float) -> tuple[int, int]:
+async def drain_one(server: Server, key: str, limit: int, deadline: float) -> tuple[int, int]:
     """Heartbeat with the cursor until the backlog is empty; returns (events, heartbeats)."""
     connection = await Connection.open(server.address)
     events = heartbeats = cursor = 0
@@ -86,13 +86,13 @@ async def _drain_one(server: Server, key: str, limit: int, deadline: float) -> t
 async def _drain(server: Server, keys: list[str], limit: int, seconds: float) -> Drain:
     probe = Probe(server.pid)
     deadline = time.perf_counter() + seconds
-    counts = await asyncio.gather(*(_drain_one(server, key, limit, deadline) for key in keys))
+    counts = await asyncio.gather(*(drain_one(server, key, limit, deadline) for key in keys))
     usage = probe.stop()
     events = sum(count[0] for count in counts)
     return Drain(events, sum(count[1] for count in counts), usage.wall_s, usage)
 
 
-async def _prefill(server: Server, backlog: dict[str, int], batch_size: int) -> None:
+async def prefill(server: Server, backlog: dict[str, int], batch_size: int) -> None:
     requests = []
     for handle, count in backlog.items():
         for start in range(0, count, batch_size):
@@ -211,7 +211,7 @@ async def _drains(
         for side, server in servers.items():
             handles = [f"round-{index}" for index in range(rounds)]
             keys[side] = [await create_agent(server, handle) for handle in handles]
-            await _prefill(server, dict.fromkeys(handles, per_round), sizes.batch_size)
+            await prefill(server, dict.fromkeys(handles, per_round), sizes.batch_size)
 
         def drain(side: str) -> Callable[[], Awaitable[Drain]]:
             agents = iter(keys[side])
@@ -224,7 +224,7 @@ async def _drains(
             for side, name in ((HERALD_SQLITE, "fig4-drain"), (BARE_SQLITE, "fig4-bare-drain")):
                 server = servers[side]
                 key = await create_agent(server, "profiled")
-                await _prefill(server, {"profiled": sizes.backlog}, sizes.batch_size)
+                await prefill(server, {"profiled": sizes.backlog}, sizes.batch_size)
                 await profiler.run(
                     server.pid, name, f"POST /channel/heartbeat, limit={limit}, {side}",
                     _drain(server, [key], limit, seconds),
@@ -237,7 +237,7 @@ async def _parallel_drain(sizes: Sizes, server: Server) -> Drain:
     share = max(1, sizes.backlog // sizes.drainers)
     handles = [f"shared-{index}" for index in range(sizes.drainers)]
     keys = [await create_agent(server, handle) for handle in handles]
-    await _prefill(server, dict.fromkeys(handles, share), sizes.batch_size)
+    await prefill(server, dict.fromkeys(handles, share), sizes.batch_size)
     return await _drain(server, keys, sizes.drain_limit, sizes.drain_seconds)
 
 

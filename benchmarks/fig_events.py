@@ -26,7 +26,7 @@ from benchmarks.events_client import (
     poll_request,
     stream_request,
 )
-from benchmarks.fig_drain import Drain, _drain, _prefill
+from benchmarks.fig_drain import Drain, _drain, prefill
 from benchmarks.fig_http import SERVER_METHOD, _event, _http_notes
 from benchmarks.fig_mcp import _create_agents
 from benchmarks.fig_stream import Side, open_loop_latency
@@ -104,7 +104,7 @@ async def _poll_rounds(
     polls: list[Drain] = []
     async with herald_server(workdir, "events-poll") as server:
         keys = dict(zip(backlog, await _create_agents(server, list(backlog)), strict=True))
-        await _prefill(server, backlog, sizes.batch_size)
+        await prefill(server, backlog, sizes.batch_size)
         # Not measured: so that the first round's first side does not meet a cold server.
         await _drain(server, [keys["warm-hb"]], limit, seconds)
         await _poll_drain(server, keys["warm-poll"], limit, seconds)

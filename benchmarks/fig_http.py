@@ -112,12 +112,12 @@ async def _closed(
     return result, probe.stop()
 
 
-def _answered(result: ClosedLoopResult) -> int:
+def answered(result: ClosedLoopResult) -> int:
     """The requests of a closed loop that were answered with success."""
     return sum(n for status, n in result.statuses.items() if status in OK)
 
 
-def _closed_rate(
+def closed_rate(
     label: str,
     result: ClosedLoopResult,
     usage: Usage,
@@ -126,7 +126,7 @@ def _closed_rate(
     unit: str = "events/s",
 ) -> Measurement:
     """The rate of successful answers times the events each one carries."""
-    ok = _answered(result)
+    ok = answered(result)
     value = ok * per_request / result.wall_s if result.wall_s else 0.0
     details = _closed_details(result, connections)
     cpu_us = per_event_us(usage.server_s, ok * per_request)
@@ -149,11 +149,11 @@ def _closed_rounds(
     label: str, rounds: list[tuple[ClosedLoopResult, Usage]], connections: int
 ) -> Measurement:
     """The median round by rate, every round's rate beside it, and the CPU per event of all."""
-    measured = [_closed_rate(label, result, usage, connections) for result, usage in rounds]
+    measured = [closed_rate(label, result, usage, connections) for result, usage in rounds]
     shown = median_round(measured, lambda m: m.value)
     shown.details["rounds"] = " / ".join(f"{m.value:,.0f}" for m in measured)
     server_s = [usage.server_s or 0.0 for _, usage in rounds]
-    shown.cpu_us = per_event_us(sum(server_s), sum(_answered(result) for result, _ in rounds))
+    shown.cpu_us = per_event_us(sum(server_s), sum(answered(result) for result, _ in rounds))
     return shown
 
 
@@ -227,7 +227,7 @@ async def single_publish_figure(
         Target("≥ 0.85x the bare endpoint", "ratio_at_least", 0.85),
         _closed_rounds("POST /v1/events", rounds["herald"], n),
         diagnostics=[
-            _closed_rate("GET /healthz, same generator", base, base_usage, n, unit="requests/s")
+            closed_rate("GET /healthz, same generator", base, base_usage, n, unit="requests/s")
         ],
         method=[
             SERVER_METHOD,
@@ -321,9 +321,9 @@ async def batch_publish_figure(
             cpu_us=per_event_us(raw.cpu_s, raw.events),
         ),
         Target("≥ 0.25x raw", "ratio_at_least", 0.25),
-        _closed_rate(f"POST /v1/events, JSON array of {size}", result, usage, n, size),
+        closed_rate(f"POST /v1/events, JSON array of {size}", result, usage, n, size),
         diagnostics=[
-            _closed_rate(
+            closed_rate(
                 f"the bare endpoint's POST /v1/events, JSON array of {size}",
                 floor,
                 floor_usage,

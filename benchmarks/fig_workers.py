@@ -26,7 +26,8 @@ import asyncpg
 from benchmarks import raw_postgres
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
-from benchmarks.fig_http import SINGLE_EVENT, _answered, _closed_rate, _drain_one, _prefill
+from benchmarks.fig_drain import drain_one, prefill
+from benchmarks.fig_http import SINGLE_EVENT, answered, closed_rate
 from benchmarks.loadgen import (
     ClosedLoopResult,
     Connection,
@@ -265,14 +266,14 @@ async def _publish(server: Server, url: str, workers: int, sizes: Sizes) -> Meas
                 connections, publish, max_requests=sizes.http_requests,
                 max_seconds=sizes.http_seconds,
             )  # fmt: skip
-            return _answered(result)
+            return answered(result)
 
         usage, shares, events = await _measured(_workers_of(server), url, load)
     finally:
         await close_connections(connections)
     assert result is not None
     label = f"POST /v1/events, --workers {workers}"
-    measurement = _closed_rate(label, result, usage, sizes.http_connections)
+    measurement = closed_rate(label, result, usage, sizes.http_connections)
     measurement.details |= _cpu_details(usage, shares, events)
     measurement.details["connections_per_process"] = "/".join(map(str, spread))
     measurement.details["rss_mb_per_process"] = _rss_mb([server.pid, *_children(server.pid)])
@@ -289,12 +290,12 @@ async def _drain(server: Server, url: str, workers: int, sizes: Sizes) -> Measur
     handles = [f"drain-{index}" for index in range(sizes.drainers)]
     share = DRAIN_BACKLOG // len(handles)
     keys = [await create_agent(server, handle) for handle in handles]
-    await _prefill(server, dict.fromkeys(handles, share), sizes.batch_size)
+    await prefill(server, dict.fromkeys(handles, share), sizes.batch_size)
     counts: list[tuple[int, int]] = []
 
     async def load() -> int:
         deadline = time.perf_counter() + sizes.drain_seconds
-        drains = (_drain_one(server, key, sizes.drain_limit, deadline) for key in keys)
+        drains = (drain_one(server, key, sizes.drain_limit, deadline) for key in keys)
         counts.extend(await asyncio.gather(*drains))
         return sum(count[0] for count in counts)
 
@@ -389,7 +390,7 @@ async def _separate_publish(admin_url: str, workdir: Path, count: int, sizes: Si
                 for c, r in groups
             )
             results.extend(await asyncio.gather(*loops))
-            return sum(_answered(result) for result in results)
+            return sum(answered(result) for result in results)
 
         def named() -> dict[str, int]:
             return {f"process {i + 1}": server.pid for i, server in enumerate(servers)}
@@ -397,7 +398,7 @@ async def _separate_publish(admin_url: str, workdir: Path, count: int, sizes: Si
         usage, shares, events = await _measured(named, url, load)
         rss = _rss_mb([server.pid for server in servers])
     label = f"POST /v1/events, {count} separate processes, each its own port"
-    measurement = _closed_rate(label, _merged(results), usage, sizes.http_connections)
+    measurement = closed_rate(label, _merged(results), usage, sizes.http_connections)
     measurement.details |= _cpu_details(usage, shares, events)
     measurement.details["rss_mb_per_process"] = rss
     return measurement
