@@ -35,7 +35,7 @@ from herald.store.rules import (
     push_holders,
     take_attempts,
 )
-from herald.store.sqlite.append import append
+from herald.store.sqlite.append import APPENDS, append
 from herald.store.sqlite.attempts import (
     acknowledge,
     attempt_rows,
@@ -233,8 +233,7 @@ class SQLiteStore(
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
-        now = self.now()
-        return await self._run(lambda conn: append(conn, events, now))
+        return await self._worker.run_joinable(APPENDS, (events, self.now()))
 
     async def get_event(self, event_id: str) -> Event | None:
         def select(conn: sqlite3.Connection) -> Event | None:
@@ -501,8 +500,7 @@ class SQLiteStore(
             mark_pushed(conn, pushed, now)
             insert_attempt_rows(conn, attempts)
 
-        # Lost in a crash, the records cost nothing: their events stay pending, offered again.
-        await self._worker.run(record, durable=False)
+        await self._run(record)
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
