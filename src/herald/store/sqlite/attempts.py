@@ -239,12 +239,11 @@ class AttemptRun:
     event_ids: list[str]
 
 
-# Each run is [way, outcome, session, [event id, ...]]: the rows are made in SQL, so that a step
-# of a drain makes no object and no JSON row per event for its attempts.
-INSERT_RUNS = """
+# The rows of a run are made in SQL from its events' ids, so that a step of a drain makes no
+# object and no JSON row per event for its attempts.
+INSERT_RUN = """
 INSERT INTO attempts (event_id, at, mechanism, outcome, session)
-SELECT e.value, :now, r.value ->> 0, r.value ->> 1, r.value ->> 2
-FROM json_each(:runs) AS r, json_each(r.value -> 3) AS e
+SELECT value, :now, :way, :outcome, :session FROM json_each(:ids)
 """
 
 
@@ -258,12 +257,12 @@ def write_runs(
     """Insert the attempts of an operation, run by run, count them, and write its journal row,
     which names them (as ``write_attempts`` would the same attempts one by one)."""
     runs = [run for run in runs if run.event_ids]
-    if runs:
-        listed = as_json([[r.way, r.outcome, r.session, r.event_ids] for r in runs])
-        conn.execute(INSERT_RUNS, {"now": now, "runs": listed})
-        counted = Counter[tuple[str, str]]()
-        for run in runs:
-            counted[run.way, run.outcome] += len(run.event_ids)
+    counted = Counter[tuple[str, str]]()
+    for run in runs:
+        params = {"now": now, "way": run.way, "outcome": run.outcome, "session": run.session}
+        conn.execute(INSERT_RUN, params | {"ids": as_json(run.event_ids)})
+        counted[run.way, run.outcome] += len(run.event_ids)
+    if counted:
         conn.executemany(ADD_ATTEMPTS, [(w, o, n) for (w, o), n in sorted(counted.items())])
     groups = tuple(
         AttemptGroup(r.way, r.outcome, tuple(r.event_ids), session=r.session) for r in runs
