@@ -9,12 +9,12 @@ clock; only the worker's waits between looks are real time, and bounded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from herald.delivery.cascade import Cascade, PendingWrites
 from herald.delivery.sessions import LiveSession
 from herald.hub import Hub
+from herald.models import Event
 
 log = logging.getLogger("herald.delivery")
 
@@ -61,9 +61,11 @@ class SessionWorker:
                         backlog_offered = True
                     await self.offer_new()
                     await self.escalate()
-                with contextlib.suppress(TimeoutError):
+                try:
                     async with asyncio.timeout(self.next_wait()):
                         await session.wake.wait()
+                except TimeoutError:
+                    session.must_read = True  # the slow poll: a lost wake-up costs only latency
                 session.wake.clear()
         except Exception:  # the worker's top level: log, and leave the events in the store
             log.exception("delivery to session %s stopped", session.id)
@@ -93,15 +95,28 @@ class SessionWorker:
         session.offered_through = last.seq
 
     async def offer_new(self) -> None:
+        """Offer the events after ``offered_through``: those handed over as they were committed
+        here, else (when the store may hold others) those read from the store."""
         session = self.session
-        while events := await self.hub.open_events(
-            session.agent.id, session.offered_through, OFFER_PAGE
-        ):
+        while events := session.take_handed() or await self._read_new():
             writes = PendingWrites()
             for event in events:
+                if event.seq <= session.offered_through:
+                    continue  # read from the store and handed over both
                 await self.cascade.offer(session, event, writes)
                 session.offered_through = event.seq
             await self.cascade.flush(session, writes)
+
+    async def _read_new(self) -> list[Event]:
+        session = self.session
+        if not session.must_read:
+            return []
+        session.must_read = False
+        events = await self.hub.open_events(session.agent.id, session.offered_through, OFFER_PAGE)
+        if events:
+            session.handed_through = max(session.handed_through, events[-1].seq)
+            session.must_read = True  # until a read finds nothing more
+        return events
 
     async def escalate(self) -> None:
         """Events sent but not acknowledged in time go on down the cascade."""
