@@ -9,6 +9,7 @@ clock; only the worker's waits between looks are real time, and bounded.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 from herald.delivery.cascade import Cascade, PendingWrites
@@ -74,10 +75,9 @@ class SessionWorker:
         """Real seconds until the next look: the poll interval, or less when a push falls due
         (by the hub's clock) sooner."""
         wait = self.poll_interval_s
-        now = self.hub.clock()
-        timeout = self.session.caps.ack_timeout_s
-        for pushed in self.session.unconfirmed.values():
-            wait = min(wait, pushed.at + timeout - now)
+        oldest = next(iter(self.session.unconfirmed.values()), None)
+        if oldest is not None:  # the first pushed falls due first
+            wait = min(wait, oldest.at + self.session.caps.ack_timeout_s - self.hub.clock())
         return max(wait, 0.0)
 
     async def offer_backlog(self) -> None:
@@ -123,7 +123,11 @@ class SessionWorker:
         session = self.session
         now = self.hub.clock()
         timeout = session.caps.ack_timeout_s
-        due = [p for p in session.unconfirmed.values() if now - p.at >= timeout]
+        # ``unconfirmed`` is in the order of the pushes, so of their deadlines too: a session
+        # whose client never acknowledges holds thousands, and only the first few are due.
+        due = list(
+            itertools.takewhile(lambda p: now - p.at >= timeout, session.unconfirmed.values())
+        )
         writes = PendingWrites()
         for pushed in due:
             del session.unconfirmed[pushed.event.id]
