@@ -2,8 +2,12 @@
 pushes not acknowledged in time.
 
 The store is the truth: the worker reads open events after what it has offered, so a lost
-wake-up costs latency (until the next poll), never an event. Deadlines are kept by the hub's
-clock; only the worker's waits between looks are real time, and bounded.
+wake-up costs latency (until the next poll), never an event. The events this process commits
+are handed to the session as they are stored (``LiveSession.hand``), so in the common case the
+worker pushes them without reading them back: a read waited behind the store's next group of
+writes. Whenever the store may hold events it was not handed (its first look, a wake-up from
+elsewhere, a handover that did not follow on, a poll tick), it reads the store. Deadlines are
+kept by the hub's clock; only the worker's waits between looks are real time, and bounded.
 """
 
 from __future__ import annotations
