@@ -68,7 +68,7 @@ async def test_events_committed_here_are_handed_over_and_need_no_read(hub: Hub) 
 
 async def test_events_that_do_not_follow_on_are_read_from_the_store(hub: Hub) -> None:
     session, _ = await caught_up(hub)
-    session.handed_through = 5  # the worker knows of events the store no longer has open
+    session.handed_through = 5  # the next event committed here (seq 1) does not follow on
     await published(hub, "alice", 1)
     assert session.take_handed() == [] and session.must_read
 
