@@ -466,8 +466,11 @@ class WebhookWorker:
                             queue.clear()
                 finally:
                     self._held[endpoint_id] -= 1
-                    self._freed = True
-                    self._wake.set()
+                    if self._held[endpoint_id] <= HOLD * self.per_endpoint // 2:
+                        # Half of what it may hold is left: time to claim for it again. The
+                        # rest keeps its lanes going meanwhile, and a claim fills half of it.
+                        self._freed = True
+                        self._wake.set()
         finally:
             self._lanes[endpoint_id] -= 1
             if self._lanes[endpoint_id] <= 0:
