@@ -4,8 +4,9 @@ store.
 
 Each endpoint has a few lanes, each sending one request at a time from the endpoint's queue of
 claimed deliveries, so a slow or dead endpoint never holds up the others. The queue is refilled
-by claims a little ahead of need, and results are recorded in batches in the background: the
-store is off the path from one request to the next.
+ahead of need, by a claim once half of it is sent (so each claim takes many deliveries), and
+results are recorded in batches in the background: the store is off the path from one request
+to the next.
 
 Time is the hub's (``hub.now()``, milliseconds by its clock), the one the store keeps every
 schedule and claim in: when to schedule again, whether a claim still outlasts a request, when
