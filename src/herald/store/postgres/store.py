@@ -26,7 +26,7 @@ from herald.models import (
     StartPosition,
 )
 from herald.store.base import DEFAULT_SCAN, Store
-from herald.store.journal import one_agent, record, start_watching, written_in
+from herald.store.journal import note_written, one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, matching, write_attempts
@@ -46,6 +46,7 @@ from herald.store.postgres.writer import Writer
 from herald.store.rules import (
     NO_SEQ_LIMIT,
     ack_attempts,
+    check_cursor,
     first_unhanded,
     lease_attempts,
     looked_through,
@@ -123,10 +124,13 @@ class PostgresStore(
         except DRIVER_ERRORS:  # a broken connection needs no goodbye
             pool.terminate()
 
-    async def _run(self, operation: Operation[T], *, transaction: bool = False) -> T:
+    async def _run(
+        self, operation: Operation[T], *, transaction: bool = False, one_statement: bool = False
+    ) -> T:
         """Run ``operation`` on a pooled connection (in a transaction if asked), mapping driver
         errors to StoreUnavailable; once it is committed, tell the journal listeners if it
-        wrote a journal row."""
+        wrote a journal row. An operation that is ``one_statement`` is its own transaction: it
+        is run again, as a transaction is, when Postgres chose it as a deadlock victim."""
         pool = self._pool
         if pool is None:
             raise StoreUnavailable("the store is not open: call open() first")
@@ -144,7 +148,7 @@ class PostgresStore(
             except HeraldError:
                 raise
             except DRIVER_ERRORS as exc:
-                if tries >= TRANSACTION_TRIES or not retryable(exc, transaction):
+                if tries >= TRANSACTION_TRIES or not retryable(exc, transaction or one_statement):
                     raise StoreUnavailable(f"PostgreSQL store failed: {describe(exc)}") from exc
                 continue
             finally:
@@ -282,34 +286,25 @@ class PostgresStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
-        acknowledged: list[tuple[str, int]] = []
 
-        async def lease(conn: Connection) -> list[Event]:
-            if ack_up_to is not None:
-                acknowledged[:] = await acknowledge(
-                    conn, agent_id, [], ack_up_to, consumer, now, False, match
-                )
+        async def lease(conn: Connection) -> tuple[list[Event], list[int]]:
             rows = await conn.fetch(
-                queries.LEASE,
-                agent_id,
-                consumer,
-                now,
-                limit,
-                now + lease_ms,
-                ack_up_to,
-                *matching(match),
-                after or 0,
-                NO_SEQ_LIMIT,
+                queries.CLAIM,
+                *(agent_id, consumer, now, limit, now + lease_ms, ack_up_to),
+                *(*matching(match), after or 0, NO_SEQ_LIMIT, mechanism),
             )
-            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
-            attempts += lease_attempts(events, now, mechanism, consumer)
-            await write_attempts(conn, attempts, now, "claim", agent_id)
-            return events
+            if ack_up_to is not None and rows:
+                check_cursor(ack_up_to, rows[0]["newest"])  # if ahead, nothing was changed
+            acknowledged = list(rows[0]["acknowledged"] or ()) if rows else []
+            leased = (event(row) for row in rows if row["id"] is not None)
+            events = sorted(leased, key=lambda e: e.seq)
+            if acknowledged or events:
+                note_written()  # by the statement itself
+            return events, acknowledged
 
-        events = await self._run(lease, transaction=True)
+        events, acknowledged = await self._run(lease, one_statement=True)
         if acknowledged:
-            self.on_acknowledged([created_at for _, created_at in acknowledged])
+            self.on_acknowledged(acknowledged)
         return events
 
     async def poll(
