@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import asyncpg
 
 from herald.errors import InvalidInput, StoreUnavailable
 from herald.store.postgres.errors import DRIVER_ERRORS, describe, without_password
+from herald.store.postgres.rows import Connection
 from herald.store.postgres.schema import migrate
 
 MIN_CONNECTIONS = 1
@@ -38,6 +41,9 @@ async def open_pool(url: str, schema: str | None = None) -> asyncpg.Pool[asyncpg
             max_size=MAX_CONNECTIONS,
             server_settings=session_settings(schema, "herald"),
             reset=_keep_session,
+            # No timer to close a connection left idle: asyncpg arms one at every release and
+            # cancels it at the next acquire, work done for each operation; the pool is small.
+            max_inactive_connection_lifetime=0,
         )
     except ValueError as exc:  # a malformed URL: asyncpg parses it only now
         raise InvalidInput(f"cannot open PostgreSQL store {where}: {describe(exc)}") from exc
@@ -53,6 +59,30 @@ async def open_pool(url: str, schema: str | None = None) -> asyncpg.Pool[asyncpg
         pool.terminate()
         raise
     return pool
+
+
+class HeldConnection:
+    """A connection taken from the pool once and kept by a user that runs one operation at a
+    time (the writer's group commit), so that it does not take one from the pool and give it
+    back for each operation, work that costs about a third of a lone append's. It goes back to
+    the pool when an operation on it fails (it may be broken, or still cancelling a query),
+    and a fresh one is taken for the next."""
+
+    def __init__(self) -> None:
+        self._conn: Connection | None = None
+
+    async def take(self, pool: asyncpg.Pool[asyncpg.Record]) -> Connection:
+        if self._conn is not None and self._conn.is_closed():
+            await self.give_back(pool)
+        if self._conn is None:
+            self._conn = await pool.acquire()
+        return self._conn
+
+    async def give_back(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(*DRIVER_ERRORS):  # the pool drops a connection it cannot reset
+                await pool.release(conn)
 
 
 async def holds_a_store(url: str, schema: str | None = None) -> bool:

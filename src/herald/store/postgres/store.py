@@ -37,7 +37,7 @@ from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.journal import JournalStore, write
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
-from herald.store.postgres.pool import open_pool
+from herald.store.postgres.pool import HeldConnection, open_pool
 from herald.store.postgres.publisher_keys import PublisherKeyStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
@@ -83,7 +83,8 @@ class PostgresStore(
         super().__init__(clock)
         self.url, self.schema = split_schema(url)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
-        self._writer = Writer(self._run)
+        self._held = HeldConnection()
+        self._writer = Writer(self._run_held)
         self._listener: Listener | None = None
         self._claimants: dict[str, Claimant] = {}
 
@@ -119,6 +120,7 @@ class PostgresStore(
         pool, self._pool = self._pool, None
         if pool is None:
             return
+        await self._held.give_back(pool)
         try:
             await pool.close()
         except DRIVER_ERRORS:  # a broken connection needs no goodbye
@@ -131,6 +133,18 @@ class PostgresStore(
         errors to StoreUnavailable; once it is committed, tell the journal listeners if it
         wrote a journal row. An operation that is ``one_statement`` is its own transaction: it
         is run again, as a transaction is, when Postgres chose it as a deadlock victim."""
+        return await self._run_on(operation, transaction, one_statement, held=False)
+
+    async def _run_held(
+        self, operation: Operation[T], *, transaction: bool = False, one_statement: bool = False
+    ) -> T:
+        """``_run`` on the connection the store keeps for its writer, which runs one operation
+        at a time."""
+        return await self._run_on(operation, transaction, one_statement, held=True)
+
+    async def _run_on(
+        self, operation: Operation[T], transaction: bool, one_statement: bool, *, held: bool
+    ) -> T:
         pool = self._pool
         if pool is None:
             raise StoreUnavailable("the store is not open: call open() first")
@@ -139,12 +153,18 @@ class PostgresStore(
             tries += 1
             watch = start_watching()
             try:
-                async with pool.acquire() as conn:
-                    if not transaction:
-                        result = await operation(conn)
-                    else:
-                        async with conn.transaction():
-                            result = await operation(conn)
+                if not held:
+                    async with pool.acquire() as conn:
+                        result = await _on(conn, operation, transaction)
+                else:
+                    conn = await self._held.take(pool)
+                    try:
+                        result = await _on(conn, operation, transaction)
+                    except HeraldError:
+                        raise
+                    except BaseException:
+                        await self._held.give_back(pool)
+                        raise
             except HeraldError:
                 raise
             except DRIVER_ERRORS as exc:
@@ -552,3 +572,11 @@ class PostgresStore(
             return count(await conn.execute(queries.PRUNE, finished_before_ms))
 
         return await self._run(delete)
+
+
+async def _on(conn: Connection, operation: Operation[T], transaction: bool) -> T:
+    """Run ``operation`` on ``conn``, in a transaction if asked."""
+    if not transaction:
+        return await operation(conn)
+    async with conn.transaction():
+        return await operation(conn)
