@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import asyncpg
 
@@ -66,23 +67,37 @@ class HeldConnection:
     time (the writer's group commit), so that it does not take one from the pool and give it
     back for each operation, work that costs about a third of a lone append's. It goes back to
     the pool when an operation on it fails (it may be broken, or still cancelling a query),
-    and a fresh one is taken for the next."""
+    and a fresh one is taken for the next; one the server ended is forgotten as soon as asyncpg
+    sees it end (the pool has taken it back by then)."""
 
     def __init__(self) -> None:
         self._conn: Connection | None = None
+        self._on_end: Callable[[object], None] | None = None
 
     async def take(self, pool: asyncpg.Pool[asyncpg.Record]) -> Connection:
-        if self._conn is not None and self._conn.is_closed():
-            await self.give_back(pool)
         if self._conn is None:
-            self._conn = await pool.acquire()
+            conn = await pool.acquire()
+            ended = self._forget_when(conn)
+            conn.add_termination_listener(ended)
+            self._conn, self._on_end = conn, ended
         return self._conn
 
     async def give_back(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(*DRIVER_ERRORS):  # the pool drops a connection it cannot reset
+        conn, on_end, self._conn, self._on_end = self._conn, self._on_end, None, None
+        if conn is not None and on_end is not None:
+            # Either fails on a connection the pool has taken back already: nothing to do then.
+            with contextlib.suppress(*DRIVER_ERRORS):
+                conn.remove_termination_listener(on_end)
                 await pool.release(conn)
+
+    def _forget_when(self, conn: Connection) -> Callable[[object], None]:
+        """What forgets ``conn`` when it ends, if it is still the one held by then."""
+
+        def ended(_: object) -> None:
+            if self._conn is conn:
+                self._conn, self._on_end = None, None
+
+        return ended
 
 
 async def holds_a_store(url: str, schema: str | None = None) -> bool:
