@@ -139,17 +139,20 @@ SELECT false AS created, {EVENT_COLUMNS} FROM earlier
 # in transaction id order (``journal.py``), so an id taken before waiting for another publisher
 # would put this one's events, numbered after the other's, before them in the feed. Keys are
 # taken in the order given (ascending), so that publishers to several agents cannot deadlock.
-# $1 the keys.
+# $2 the keys (a part of LOCK_AGENTS).
 PUBLISH_LOCKS = f"""
-SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($1::int[]) AS key
+SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($2::int[]) AS key
 """
 # Append a batch: lock the addressees (in id order, so that batches to several agents cannot
 # deadlock; the triggers that count events lock them in that order too), find the dedupe keys
 # already used, take the next seqs (counting the events pending, and when the first of each
 # agent's was published: its oldest open event, if it had none), insert the new events at once.
-LOCK_AGENTS = """
+# $1 the handles, $2 the keys of their publish locks: taken first, by the statement's one
+# evaluation of its condition on no column (an InitPlan, run before any row is locked), so that
+# the two are one round trip.
+LOCK_AGENTS = f"""
 SELECT id, handle FROM agents
-WHERE handle = ANY($1::text[])
+WHERE handle = ANY($1::text[]) AND (SELECT count(*) FROM ({PUBLISH_LOCKS}) AS locked) >= 0
 ORDER BY id
 FOR UPDATE
 """
