@@ -34,12 +34,24 @@ def run(
     grace_s: int = 5,
 ) -> None:
     """Parse ``--host`` and ``--port`` and serve ``create_app()`` until interrupted."""
+    args = parser(description).parse_args()
+    serve(name, create_app(), args.host, args.port, backlog=backlog, grace_s=grace_s)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """A command line with ``--host`` and ``--port``, for a baseline to add its own to."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
+    return parser
+
+
+def serve(
+    name: str, app: Starlette, host: str, port: int, *, backlog: int = 100, grace_s: int = 5
+) -> None:
+    """Serve ``app`` on uvloop until interrupted."""
     with (
         contextlib.suppress(KeyboardInterrupt),
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
-        runner.run(_serve(name, create_app(), args.host, args.port, backlog, grace_s))
+        runner.run(_serve(name, app, host, port, backlog, grace_s))

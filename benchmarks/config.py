@@ -17,6 +17,7 @@ class Sizes:
     http_requests: int
     http_seconds: float
     http_connections: int
+    http_rounds: int
     warmup_seconds: float
     batch_size: int
     batch_connections: int
@@ -68,6 +69,7 @@ FULL = Sizes(
     http_requests=100_000,
     http_seconds=6.0,
     http_connections=64,
+    http_rounds=3,
     warmup_seconds=1.0,
     batch_size=1000,
     batch_connections=4,
@@ -116,6 +118,7 @@ QUICK = Sizes(
     http_requests=5_000,
     http_seconds=1.5,
     http_connections=64,
+    http_rounds=1,
     warmup_seconds=0.3,
     batch_size=1000,
     batch_connections=4,

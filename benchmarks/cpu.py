@@ -80,6 +80,21 @@ class Usage:
         }
 
 
+def combined(usages: list[Usage]) -> Usage:
+    """Several measured windows as one: their times added up (shares are over all of them)."""
+
+    def total(values: list[float | None]) -> float | None:
+        return None if None in values else sum(v for v in values if v is not None)
+
+    return Usage(
+        sum(u.wall_s for u in usages),
+        sum(u.generator_s for u in usages),
+        total([u.server_s for u in usages]),
+        total([u.server_main_s for u in usages]),
+        total([u.machine_s for u in usages]),
+    )
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 

@@ -26,14 +26,8 @@ from benchmarks.events_client import (
     poll_request,
     stream_request,
 )
-from benchmarks.fig_http import (
-    SERVER_METHOD,
-    Drain,
-    _drain,
-    _event,
-    _http_notes,
-    _prefill,
-)
+from benchmarks.fig_drain import Drain, _drain, prefill
+from benchmarks.fig_http import SERVER_METHOD, _event, _http_notes
 from benchmarks.fig_mcp import _create_agents
 from benchmarks.fig_stream import Side, open_loop_latency
 from benchmarks.loadgen import Connection, percentile
@@ -41,7 +35,7 @@ from benchmarks.mcp_client import Inbox, StreamProtocol
 from benchmarks.measure import Run, Stopwatch
 from benchmarks.paired import ALPHA, compare
 from benchmarks.profiling import Profiler
-from benchmarks.results import Figure, Measurement, Target
+from benchmarks.results import Figure, Measurement, Target, per_event_us
 from benchmarks.server import Server, herald_server
 from herald import Hub
 from herald.inputs.events import parse_new_event
@@ -110,7 +104,7 @@ async def _poll_rounds(
     polls: list[Drain] = []
     async with herald_server(workdir, "events-poll") as server:
         keys = dict(zip(backlog, await _create_agents(server, list(backlog)), strict=True))
-        await _prefill(server, backlog, sizes.batch_size)
+        await prefill(server, backlog, sizes.batch_size)
         # Not measured: so that the first round's first side does not meet a cold server.
         await _drain(server, [keys["warm-hb"]], limit, seconds)
         await _poll_drain(server, keys["warm-poll"], limit, seconds)
@@ -182,7 +176,13 @@ def _drain_rounds(label: str, drains: list[Drain], backlog: int, requests: str) 
         "backlog": backlog,
         "rounds": [f"{drain.rate:,.0f}" for drain in drains],
     }
-    return Measurement(label, median.rate, "events/s", usage=median.usage, details=details)
+    server_s = [drain.usage.server_s for drain in drains]
+    cpu_us = None
+    if None not in server_s:
+        cpu_us = per_event_us(sum(s for s in server_s if s), sum(d.events for d in drains))
+    return Measurement(
+        label, median.rate, "events/s", usage=median.usage, details=details, cpu_us=cpu_us
+    )
 
 
 async def poll_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = None) -> Figure:
@@ -215,6 +215,8 @@ async def poll_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = N
             f" an unmeasured warm-up drain of {WARM_UP_BACKLOG:,} events each way.",
             "Diagnostics: Hub.drain and Hub.poll in process on one SQLite file (no HTTP, no"
             " MCP): the store's share of the gap.",
+            "CPU µs/event: the server's CPU time over the events of all its rounds; in process,"
+            " this process's.",
         ],
     )
     usages = [drain.usage for drain in heartbeats + polls]
@@ -235,7 +237,8 @@ async def poll_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = N
 
 
 def _run(label: str, run: Run) -> Measurement:
-    return Measurement(label, run.rate, "events/s", details=run.details())
+    cpu_us = per_event_us(run.cpu_s, run.events)
+    return Measurement(label, run.rate, "events/s", details=run.details(), cpu_us=cpu_us)
 
 
 def _round_ratios(ratios: list[float]) -> list[str]:

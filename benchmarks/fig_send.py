@@ -40,7 +40,14 @@ from benchmarks.cpu import Probe, Usage
 from benchmarks.fig_events import _median, _orders
 from benchmarks.fig_http import OK, SERVER_METHOD, _batch_body, _event
 from benchmarks.loadgen import Connection, closed_loop, encode_request, send_all
-from benchmarks.results import Figure, Measurement, Target, noise_note, saturation_note
+from benchmarks.results import (
+    Figure,
+    Measurement,
+    Target,
+    noise_note,
+    per_event_us,
+    saturation_note,
+)
 from benchmarks.server import Server, ServerFailure, create_agent, herald_server
 from herald.operator.send import BATCH, in_batches, read_lines
 
@@ -188,7 +195,13 @@ def _measurement(label: str, rounds: list[Sent], client: str) -> Measurement:
         "rounds": " / ".join(f"{sent.rate:,.0f}" for sent in rounds),
         f"{client} CPU share": round(shown.client_cpu_s / shown.wall_s, 2),
     }
-    return Measurement(label, shown.rate, "events/s", usage=shown.usage, details=details)
+    server_s = [sent.usage.server_s for sent in rounds]
+    cpu_us = None
+    if None not in server_s:
+        cpu_us = per_event_us(sum(s for s in server_s if s), sum(sent.events for sent in rounds))
+    return Measurement(
+        label, shown.rate, "events/s", usage=shown.usage, details=details, cpu_us=cpu_us
+    )
 
 
 async def send_file_figure(sizes: Sizes, workdir: Path) -> Figure:
@@ -234,6 +247,8 @@ async def send_file_figure(sizes: Sizes, workdir: Path) -> Figure:
             "Diagnostic: the command's own request bodies (its events with their dedupe keys),"
             " sent by the same raw client on one connection: what the dedupe keys cost the"
             " server, apart from the command's client.",
+            "CPU µs/event: the server's CPU time over the events of all its rounds (the"
+            " command's own CPU is the generator's).",
             f"Rounds: {sizes.send_file_rounds}, the order of herald and the baseline alternating;"
             " each side shows its median round.",
         ],

@@ -24,7 +24,7 @@ from benchmarks.fig_webhooks import (
     _run_until,
     receiver,
 )
-from benchmarks.results import Figure, Measurement, Target
+from benchmarks.results import Figure, Measurement, Target, per_event_us
 from herald import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput
@@ -63,7 +63,8 @@ async def _subscriptions(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
         await hub.__aexit__(None, None, None)
     details = {"delivered": done, "events": total, "seconds": round(elapsed, 3)}
     return Measurement("herald events/subscribe webhooks", done / elapsed, "events/s",
-                       usage=usage, details=details)  # fmt: skip
+                       usage=usage, details=details,
+                       cpu_us=per_event_us(usage.generator_s, done))  # fmt: skip
 
 
 async def subscription_figure(sizes: Sizes, workdir: Path) -> Figure:
@@ -123,6 +124,8 @@ async def subscription_figure(sizes: Sizes, workdir: Path) -> Figure:
             f"After an unmeasured warm-up of {WARM_UP_PER_ENDPOINT} events per agent each way,"
             f" {rounds} round(s) of the two, interleaved with the order alternating, each side"
             " showing its median round (every round's rate in the details).",
+            "CPU µs/event: this process's CPU time (the worker and its sender) over the"
+            " deliveries of the median round.",
         ],
         notes=notes,
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Usage
-from benchmarks.fig_http import SINGLE_EVENT, _answered, _closed_rate, _http_notes, _measure_closed
+from benchmarks.fig_http import SINGLE_EVENT, _http_notes, _measure_closed, answered, closed_rate
 from benchmarks.loadgen import (
     ClosedLoopResult,
     close_connections,
@@ -87,12 +87,12 @@ def _cpu_per_publish_us(rounds: list[Measured]) -> list[float]:
     return [
         usage.server_s / ok * 1e6
         for result, usage in rounds
-        if usage.server_s is not None and (ok := _answered(result))
+        if usage.server_s is not None and (ok := answered(result))
     ]
 
 
 def _median(rounds: list[Measured], connections: int, label: str) -> Measurement:
-    rates = [_closed_rate(label, result, usage, connections) for result, usage in rounds]
+    rates = [closed_rate(label, result, usage, connections) for result, usage in rounds]
     middle = sorted(rates, key=lambda m: m.value)[len(rates) // 2]
     middle.details["rounds"] = [f"{m.value:,.0f}" for m in rates]
     return middle
@@ -139,7 +139,7 @@ async def tail_figure(sizes: Sizes, workdir: Path) -> Figure:
     for side, measure in (("with", herald), ("every item", everything)):
         measure.details["feed items read per round"] = [f"{r.published:,}" for r in readers[side]]
     ratios = [
-        _closed_rate("", *w, n).value / max(_closed_rate("", *o, n).value, 1.0)
+        closed_rate("", *w, n).value / max(closed_rate("", *o, n).value, 1.0)
         for w, o in zip(measured["with"], measured["without"], strict=True)
     ]
     figure = Figure(

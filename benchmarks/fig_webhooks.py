@@ -25,7 +25,7 @@ from standardwebhooks import Webhook
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe
-from benchmarks.results import Figure, Measurement, Target
+from benchmarks.results import Figure, Measurement, Target, per_event_us
 from herald import Hub
 from herald.addresses import AddressPolicy
 from herald.inputs.events import parse_new_event
@@ -138,7 +138,7 @@ async def _herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
         await hub.__aexit__(None, None, None)
     details = {"delivered": done, "events": total, "seconds": round(elapsed, 3)}
     return Measurement("herald WebhookWorker", done / elapsed, "events/s", usage=usage,
-                       details=details)  # fmt: skip
+                       details=details, cpu_us=per_event_us(usage.generator_s, done))  # fmt: skip
 
 
 async def _run_until(
@@ -201,7 +201,7 @@ async def _plain_posts(sizes: Sizes, base: str, pid: int, signed: bool = False) 
     details = {"delivered": done, "concurrency": concurrency, "seconds": round(elapsed, 3)}
     label = "signed httpx2 POST loop (no store)" if signed else "plain httpx2 POST loop"
     return Measurement(label, done / elapsed, "events/s", usage=usage,
-                       details=details)  # fmt: skip
+                       details=details, cpu_us=per_event_us(usage.generator_s, done))  # fmt: skip
 
 
 async def delivery_figure(sizes: Sizes, workdir: Path) -> Figure:
@@ -219,7 +219,7 @@ async def delivery_figure(sizes: Sizes, workdir: Path) -> Figure:
         "9",
         "signed webhook deliveries to a local receiver",
         baseline,
-        Target("≥ 0.7x the plain POST loop", "ratio_at_least", 0.7),
+        Target("≥ 0.9x the plain POST loop", "ratio_at_least", 0.9),
         herald=herald,
         diagnostics=[signed],
         method=[
@@ -238,7 +238,8 @@ async def delivery_figure(sizes: Sizes, workdir: Path) -> Figure:
         ],
         notes=[
             'Both sides run in this process ("generator CPU" is the worker or the POST loop'
-            ' with its client); "server" is the receiver subprocess.'
+            ' with its client); "server" is the receiver subprocess. CPU µs/event is this'
+            " process's CPU time over the deliveries."
         ],
     )
     return figure
@@ -259,15 +260,17 @@ async def _healthy_rate(sizes: Sizes, workdir: Path, base: str, failing: str | N
     )
     urls = {url for _, url in healthy}
     total = per_agent * len(healthy)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         done, finished = await _run_until(worker, sender, urls, total, sizes)
-        elapsed = finished - started
+        elapsed, cpu = finished - started, time.process_time() - cpu
     finally:
         await hub.__aexit__(None, None, None)
     label = f"healthy endpoints, one {failing}ing" if failing else "healthy endpoints alone"
     details = {"delivered": done, "events": total, "seconds": round(elapsed, 3)}
-    return Measurement(label, done / elapsed, "events/s", details=details)
+    return Measurement(
+        label, done / elapsed, "events/s", details=details, cpu_us=per_event_us(cpu, done)
+    )
 
 
 async def failing_endpoint_figure(sizes: Sizes, workdir: Path) -> Figure:
@@ -299,5 +302,7 @@ async def failing_endpoint_figure(sizes: Sizes, workdir: Path) -> Figure:
             " (sender timeout 60 s); the diagnostic has it answer 500 instead. Baseline: no"
             f" failing agent, same run, same receiver subprocess; {ROUNDS} rounds of the three,"
             " interleaved, each side showing its median round.",
+            "CPU µs/event: this process's CPU time (the worker and its sender) over the healthy"
+            " endpoints' deliveries.",
         ],
     )

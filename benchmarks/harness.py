@@ -22,6 +22,7 @@ from typing import Any
 import uvloop
 
 from benchmarks import (
+    fig_drain,
     fig_events,
     fig_http,
     fig_listing,
@@ -124,7 +125,8 @@ def _steps(
         return [await fig_http.batch_publish_figure(sizes, workdir, profiler)]
 
     async def drain() -> list[Figure]:
-        return [await fig_http.drain_figure(sizes, workdir, profiler)]
+        postgres = None if args.no_postgres else args.postgres_url
+        return await fig_drain.drain_figures(sizes, workdir, profiler, postgres)
 
     async def latency() -> list[Figure]:
         return [await fig_http.latency_figure(sizes, workdir, profiler)]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.cpu import machine_busy_s
 
 Publish = Callable[[], Awaitable[Any]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,21 @@ async def concurrent(publish: Publish, workers: int, count: int, seconds: float)
 
     counts = await asyncio.gather(*(worker() for _ in range(workers)))
     return watch.run(sum(counts))
+
+
+async def alternate(
+    sides: dict[str, Callable[[], Awaitable[T]]], rounds: int
+) -> dict[str, list[T]]:
+    """Each side once a round, in the order given, then in the reverse order the next round: a
+    slow spell of the machine falls on every side rather than on one."""
+    done: dict[str, list[T]] = {name: [] for name in sides}
+    for index in range(rounds):
+        order = list(sides) if index % 2 == 0 else list(reversed(sides))
+        for name in order:
+            done[name].append(await sides[name]())
+    return done
+
+
+def median_round(rounds: Sequence[T], key: Callable[[T], float]) -> T:
+    """The median round by ``key`` (the lower middle one of an even count)."""
+    return sorted(rounds, key=key)[(len(rounds) - 1) // 2]

@@ -1,4 +1,5 @@
-"""PostgreSQL: a scratch database, and the plain-asyncpg baseline (one INSERT per event).
+"""PostgreSQL: a scratch database, and the plain-asyncpg baselines (one INSERT per event; herald's
+statement for one publish).
 
 Each INSERT runs outside an explicit transaction, so it is its own commit, at the server's
 durability settings (``synchronous_commit`` as configured, normally on): the same promise herald
@@ -38,11 +39,25 @@ CREATE TABLE bench_events (
 );
 CREATE INDEX bench_events_open ON bench_events (agent_id, seq)
     WHERE status IN ('pending', 'sent');
+CREATE TABLE bench_agents (
+    id TEXT PRIMARY KEY, handle TEXT NOT NULL UNIQUE, last_seq BIGINT NOT NULL
+);
+INSERT INTO bench_agents VALUES ('agt_bench', 'bench', 0);
 """
 INSERT = (
     "INSERT INTO bench_events (id, agent_id, seq, type, text, data, created_at, status, status_at)"
     " VALUES ($1, 'agt_bench', $2, 'bench.tick', $3, $4::jsonb, $5, 'pending', $5)"
 )
+# What herald runs for one publish, without its journal row, counts, dedupe lookup or publish
+# lock: the agent's next seq taken from its row and the event inserted, in one statement (its
+# own commit), as herald does.
+SHAPED_INSERT = """
+WITH advanced AS (
+    UPDATE bench_agents SET last_seq = last_seq + 1 WHERE handle = 'bench' RETURNING id, last_seq
+)
+INSERT INTO bench_events (id, agent_id, seq, type, text, data, created_at, status, status_at)
+SELECT $1, id, last_seq, 'bench.tick', $2, $3::jsonb, $4, 'pending', $4 FROM advanced
+"""
 TEXT = "hello from the benchmark"
 DATA = '{"n":1}'
 
@@ -78,12 +93,42 @@ async def _insert(conn: asyncpg.Connection, seq: int) -> None:
     await conn.execute(INSERT, f"evt_{seq:026d}", seq, TEXT, DATA, int(time.time() * 1000))
 
 
+async def _fresh_tables(conn: asyncpg.Connection) -> None:
+    await conn.execute("DROP TABLE IF EXISTS bench_events, bench_agents")
+    await conn.execute(SCHEMA)
+
+
+async def shaped_inserts(url: str, count: int, seconds: float) -> Run:
+    """Diagnostic or baseline, not the driver's ceiling: herald's statement for one publish
+    without herald around it (``SHAPED_INSERT``), one after another on one connection."""
+    conn = await asyncpg.connect(url)
+    try:
+        await _fresh_tables(conn)
+        done = 0
+
+        async def insert() -> None:
+            nonlocal done
+            done += 1
+            now = int(time.time() * 1000)
+            await conn.execute(SHAPED_INSERT, f"evt_{done:026d}", TEXT, DATA, now)
+
+        for _ in range(50):  # warm-up
+            await insert()
+        watch = Stopwatch()
+        deadline = watch.wall + seconds
+        start = done
+        while done - start < count and time.perf_counter() < deadline:
+            await insert()
+        return watch.run(done - start)
+    finally:
+        await conn.close()
+
+
 async def inserts(url: str, workers: int, count: int, seconds: float) -> Run:
     """``workers`` connections inserting one event per statement, ``count`` events in all."""
     connections = [await asyncpg.connect(url) for _ in range(workers)]
     try:
-        await connections[0].execute("DROP TABLE IF EXISTS bench_events")
-        await connections[0].execute(SCHEMA)
+        await _fresh_tables(connections[0])
         for warmup in range(1, 51):
             await _insert(connections[0], -warmup)
         watch = Stopwatch()

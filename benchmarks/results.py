@@ -27,6 +27,9 @@ class Measurement:
     text: str | None = None
     usage: Usage | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    cpu_us: float | None = None
+    """CPU microseconds per event of the process doing the work (the server; this process for
+    work done in it): unlike a rate, it hardly moves when the machine is busy."""
 
     def shown(self) -> str:
         return self.text if self.text is not None else format_value(self.value, self.unit)
@@ -38,6 +41,7 @@ class Measurement:
             "unit": self.unit,
             "text": self.shown(),
             "cpu": self.usage.to_json() if self.usage else None,
+            "cpu_us_per_event": None if self.cpu_us is None else round(self.cpu_us, 1),
             "details": self.details,
         }
 
@@ -109,6 +113,8 @@ class Figure:
             "herald": self.herald.to_json() if self.herald else None,
             "baseline": self.baseline.to_json(),
             "herald_over_baseline": None if self.ratio is None else round(self.ratio, 3),
+            "baseline_over_herald_cpu_per_event": None if (r := _cpu_ratio(self)) is None
+            else round(r, 3),
             "diagnostics": [m.to_json() for m in self.diagnostics],
             "method": self.method,
             "notes": self.notes,
@@ -141,6 +147,29 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}"
 
 
+def per_event_us(cpu_s: float | None, events: float) -> float | None:
+    """CPU microseconds per event, when there were events and the CPU time is known."""
+    if cpu_s is None or events <= 0:
+        return None
+    return cpu_s * 1e6 / events
+
+
+def _cpu_ratio(fig: Figure) -> float | None:
+    """For a rate beside a rate, both with their CPU per event: the baseline's over herald's."""
+    herald, baseline = fig.herald, fig.baseline
+    if herald is None or herald.cpu_us is None or baseline.cpu_us is None or not herald.cpu_us:
+        return None
+    if herald.unit == "ms" or baseline.unit == "ms":
+        return None
+    return baseline.cpu_us / herald.cpu_us
+
+
+def _cpu_us_text(measurement: Measurement | None) -> str:
+    if measurement is None or measurement.cpu_us is None:
+        return "–"
+    return f"{measurement.cpu_us:,.0f}"
+
+
 def cpu_text(usage: Usage | None) -> str:
     if usage is None:
         return ""
@@ -156,8 +185,9 @@ def cpu_text(usage: Usage | None) -> str:
 
 def _table(figures: list[Figure]) -> list[str]:
     rows = [
-        "| # | figure | herald | baseline | herald / baseline | target | result |",
-        "|---|---|---|---|---|---|---|",
+        "| # | figure | herald | baseline | herald / baseline | CPU µs/event, herald / baseline"
+        " | target | result |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for fig in figures:
         herald = fig.herald.shown() if fig.herald else f"skipped: {fig.skipped}"
@@ -165,8 +195,11 @@ def _table(figures: list[Figure]) -> list[str]:
             herald = f"failed: {fig.error}"
         ratio = "" if fig.ratio is None else f"{fig.ratio:.2f}x"
         baseline = f"{fig.baseline.shown()} ({fig.baseline.label})"
+        cpu = ""
+        if fig.baseline.cpu_us is not None or (fig.herald and fig.herald.cpu_us is not None):
+            cpu = f"{_cpu_us_text(fig.herald)} / {_cpu_us_text(fig.baseline)}"
         rows.append(
-            f"| {fig.number} | {fig.title} | {herald} | {baseline} | {ratio} "
+            f"| {fig.number} | {fig.title} | {herald} | {baseline} | {ratio} | {cpu} "
             f"| {fig.target.text} | **{fig.verdict}** |"
         )
     return rows
@@ -174,6 +207,8 @@ def _table(figures: list[Figure]) -> list[str]:
 
 def _measurement_line(kind: str, measurement: Measurement) -> str:
     extra = cpu_text(measurement.usage)
+    if measurement.cpu_us is not None:
+        extra = f"CPU {measurement.cpu_us:,.0f} µs/event" + (f", {extra}" if extra else "")
     details = ", ".join(f"{key} {value}" for key, value in measurement.details.items())
     tail = "; ".join(part for part in (details, extra) if part)
     return f"- {kind} **{measurement.label}**: {measurement.shown()}" + (
@@ -188,6 +223,12 @@ def _section(fig: Figure) -> list[str]:
         lines.append(_measurement_line("herald", fig.herald))
     lines.append(_measurement_line("baseline", fig.baseline))
     lines += [_measurement_line("diagnostic", m) for m in fig.diagnostics]
+    by_cpu = _cpu_ratio(fig)
+    if by_cpu is not None:
+        lines.append(
+            f"- By CPU per event: the baseline's cost over herald's is {by_cpu:.2f}x (what the"
+            " ratio of rates would be if each side were bound by its own CPU alone)."
+        )
     lines += [f"- {note}" for note in fig.notes]
     if fig.error is not None:
         lines.append(f"- ERROR: the benchmark failed: {fig.error}")

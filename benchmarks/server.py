@@ -1,5 +1,6 @@
 """A real ``herald serve`` subprocess on a scratch SQLite file (or a store it is given), and the
-bare-SDK MCP baseline server, each bound to 127.0.0.1 only."""
+baseline servers (the bare publish and drain endpoint, the bare-SDK MCP server, the bare SSE
+broadcast), each bound to 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -131,6 +132,21 @@ async def stream_server(workdir: Path, name: str) -> AsyncIterator[Server]:
     """Run the bare SSE broadcast of ``stream_baseline.py`` (no herald, no store)."""
     log_path = workdir / f"{name}.log"
     command = [sys.executable, "-m", "benchmarks.stream_baseline", "--host", HOST, "--port", "0"]
+    async with _subprocess(command, _baseline_env(), log_path) as (address, pid):
+        yield Server(address, "", pid, log_path)
+
+
+@contextlib.asynccontextmanager
+async def bare_server(workdir: Path, name: str, store: str | None = None) -> AsyncIterator[Server]:
+    """Run the bare publish and drain endpoint of ``bare_server.py`` on ``store`` (default: a
+    fresh ``workdir/name.db``); it checks no key (``admin_key`` is empty: an agent's key is its
+    handle)."""
+    store = store or f"sqlite:///{workdir / f'{name}.db'}"
+    log_path = workdir / f"{name}.log"
+    command = [
+        sys.executable, "-m", "benchmarks.bare_server",
+        "--store", store, "--host", HOST, "--port", "0",
+    ]  # fmt: skip
     async with _subprocess(command, _baseline_env(), log_path) as (address, pid):
         yield Server(address, "", pid, log_path)
 

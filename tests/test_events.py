@@ -56,3 +56,17 @@ def test_a_valid_reply_form_makes_the_event_interactive() -> None:
 def test_ids_made_in_one_process_always_increase() -> None:
     ids = [new_id("evt_") for _ in range(5000)]
     assert ids == sorted(ids) and len(set(ids)) == 5000
+
+
+def test_an_id_reads_as_its_millisecond_and_random_bits_in_crockford_base32() -> None:
+    before = time.time_ns() // 1_000_000
+    body = new_id("evt_")[4:]
+    after = time.time_ns() // 1_000_000
+    value = int(body.translate(str.maketrans(CROCKFORD, BASE32)), 32) >> 2
+    assert before <= value >> 80 <= after
+    assert body[-1] in "048CGMRW"  # the last digit's two low bits are padding
+
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+BASE32 = "0123456789ABCDEFGHIJKLMNOPQRSTUV"
+"""Crockford's digits, and Python's ``int(..., 32)``'s for the same values."""

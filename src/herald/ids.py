@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import threading
 import time
 
-# base32 digits mapped in order onto Crockford's alphabet, whose order is also ASCII order.
-_CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+# Crockford's base32 digits, whose order is also ASCII order; each 10 bits as two of them.
+_DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [high + low for high in _DIGITS for low in _DIGITS]
 
 
 _last_id = [0, 0]
@@ -27,8 +27,15 @@ def new_id(prefix: str) -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count up
         _last_id[0], _last_id[1] = millis, rand
-    raw = millis.to_bytes(6, "big") + rand.to_bytes(10, "big")
-    return prefix + base64.b32encode(raw)[:26].decode().translate(_CROCKFORD)
+    return prefix + _base32(millis << 80 | rand)
+
+
+def _base32(value: int) -> str:
+    """A 128-bit number in 26 digits, most significant first, the last padded with two zero
+    bits (as RFC 4648's base32 of its 16 bytes, in Crockford's digits; a table of digit pairs
+    makes it a third of the cost of ``base64.b32encode``, which an event pays as it is stored)."""
+    padded = value << 2
+    return "".join([_PAIRS[(padded >> shift) & 1023] for shift in range(120, -1, -10)])
 
 
 _ID_BODY = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")

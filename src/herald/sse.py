@@ -10,7 +10,6 @@ line, and an unfinished event at the end of the stream is dropped.
 from __future__ import annotations
 
 import codecs
-import itertools
 import re
 from typing import NamedTuple
 
@@ -82,48 +81,18 @@ class SSEDecoder:
             text = text[1:]  # the LF of a CRLF whose CR ended the previous chunk
         self._after_cr = text.endswith("\r")
         lines = _lines(text)
-        rest = lines.pop()
+        rest = lines.pop()  # the start of a line still coming
         events: list[ServerSentEvent] = []
-        limit = self.max_event_chars
-        first = 0
-        if lines and (self._line or self._skipping_line):
-            # Only the first line can be the end of one begun in an earlier chunk.
-            event = self._take(lines[0])
+        for line in lines:
+            event = self._take(line)
             if event is not None:
                 events.append(event)
-            first = 1
-        data = self._data
-        # The common case is inlined (benchmarks read thousands of streams with this): a whole
-        # line, within the limit; a line over it goes through ``_take``.
-        for line in itertools.islice(lines, first, None):
-            if limit is not None and (self._oversized or self._data_chars + len(line) > limit):
-                event = self._take(line)
-                if event is not None:
-                    events.append(event)
-                data = self._data
-            elif line.startswith("data:"):
-                value = line[6:] if line.startswith(" ", 5) else line[5:]
-                data.append(value)
-                self._data_chars += len(value) + 1
-            elif not line:
-                if data:
-                    text = data[0] if len(data) == 1 else "\n".join(data)
-                    kind = self._type or "message"
-                    events.append(ServerSentEvent(kind, text, self.last_event_id))
-                    data = self._data = []
-                    self._data_chars = 0
-                self._type = ""
-            elif line.startswith("id:"):
-                value = line[4:] if line.startswith(" ", 3) else line[3:]
-                if "\0" not in value:
-                    self.last_event_id = value
-            else:
-                self._field(line)
         self._extend_line(rest)
         return events
 
     def _take(self, piece: str) -> ServerSentEvent | None:
-        """The end of a line, which may have begun in an earlier chunk or be over the limit."""
+        """The end of a line (its start may have come in earlier chunks): the event it
+        dispatches, if it is a blank line ending one."""
         self._extend_line(piece)
         line = self._finish_line()
         if line is None:

@@ -4,7 +4,10 @@ The port is bound once, here, and each worker (a fork) serves that socket as a w
 ``herald serve`` would: its own hub, sessions, streams and webhook worker. They share the work as
 separate ``herald serve`` processes on one database already do: the store's claims send each
 delivery once, and LISTEN/NOTIFY tells every worker what the others committed. The kernel hands
-each new connection to one of them.
+each new connection to one of them: connections that arrive together are spread unevenly, often
+most of them to the worker that wakes first, and a keep-alive connection stays with the worker
+that accepted it (measured in docs/scaling.md). A worker that is stuck takes no new connection,
+since it does not accept.
 
 The first process manages them: a worker that ends while herald is not stopping (killed, the
 OOM killer, a crash) is logged in one line (its pid, and the signal or exit code it ended by)

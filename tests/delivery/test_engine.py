@@ -177,13 +177,14 @@ async def test_a_session_that_can_be_pushed_to_is_flagged_only_of_overdue_events
 
 
 async def test_unacknowledged_pushes_escalate_when_their_deadline_passes_and_are_flagged(
-    hub: Hub, notifier: Notifier, clock: ManualClock
+    hub: Hub, notifier: Notifier, clock: ManualClock, reports: asyncio.Queue[PushReport]
 ) -> None:
     alice = await agent(hub)
     peer = RecordingPeer()
     notifier.connect("s1", alice, caps("claude-code", ack_timeout_s=ACK_TIMEOUT_S), peer)
     published = await hub.publish("alice", "t", "are you there?")
     assert (await peer.next())[0] == "notifications/claude/channel"
+    await next_report(reports)  # the push is recorded (the event sent) before time moves on
     clock.advance(ACK_TIMEOUT_S - 1)
     await hub.publish("alice", "t", "a second one")  # wakes the session: the first is not due
     method, params = await peer.next()

@@ -278,7 +278,7 @@ async def test_a_refused_poll_gets_the_same_error_on_the_short_way_as_through_th
     assert bad_cursor.status_code == 400
     assert bad_cursor.json()["id"] == 9 and bad_cursor.json()["error"]["code"] == -32602
     assert "cursor" in bad_cursor.json()["error"]["message"]
-    # Refused by the SDK's own checks, which the short way leaves to it.
+    # Refused by the SDK's own checks of the envelope and the routing headers.
     assert no_meta.status_code == 400 and no_meta.json()["error"]["code"] == -32602
     assert wrong_header.status_code == 400 and wrong_header.json()["error"]["code"] == -32020
     for refused in (twice, other_version):

@@ -1,14 +1,18 @@
 """A PostgreSQL store in a schema of its own (``?schema=NAME``): herald's tables land there,
-not in ``public``, and two schemas of one database are two separate hubs."""
+not in ``public``, and two schemas of one database are two separate hubs. The connection the
+writer keeps is replaced once the server ends it."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable
 
 import asyncpg
 import pytest
 
 from herald import Hub
-from herald.errors import InvalidInput
+from herald.errors import InvalidInput, StoreUnavailable
 from herald.store import store_from_url
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +46,42 @@ async def test_herald_makes_and_keeps_its_tables_in_the_schema_named(
 def test_a_schema_that_is_not_a_plain_name_is_refused(schema: str) -> None:
     with pytest.raises(InvalidInput, match="schema="):
         store_from_url(f"postgresql://postgres@127.0.0.1:5432/postgres?schema={schema}")
+
+
+async def test_publishing_goes_on_once_the_server_ended_the_writer_s_connection(
+    postgres_database_url: str,
+) -> None:
+    async def herald_sessions(conn: asyncpg.Connection) -> int:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = 'herald'"
+            )
+        )
+
+    async def publish_again() -> bool:
+        try:
+            await hub.publish("alice", "t", "after")
+        except StoreUnavailable:  # the end of its connection was not seen yet: a pooled one's too
+            return False
+        return True
+
+    admin = await asyncpg.connect(postgres_database_url)
+    try:
+        async with Hub.from_url(postgres_database_url) as hub:
+            alice, _ = await hub.create_agent("alice")
+            await hub.publish("alice", "t", "before")  # the writer holds a connection now
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = 'herald'"
+            )
+            await until(lambda: _none(herald_sessions(admin)), "herald's sessions to end")
+            await until(publish_again, "a publish after its connection ended")
+            texts = [e.text for e in (await hub.drain(alice, limit=10)).events]
+    finally:
+        await admin.close()
+    assert texts == ["before", "after"]
+
+
+async def _none(sessions: Awaitable[int]) -> bool:
+    return await sessions == 0

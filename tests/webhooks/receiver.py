@@ -46,6 +46,10 @@ class Receiver:
     answers_challenges: bool = False
     """Answer an MCP Events ``verification`` POST as a subscriber's endpoint does: with its
     challenge (the script still decides the status)."""
+    host: str = "127.0.0.1"
+    """The loopback address to listen on (127.0.0.2 is another address of the same host)."""
+    bind_port: int = 0
+    """The port to listen on; 0: any free one."""
 
     def __post_init__(self) -> None:
         receiver = self
@@ -80,7 +84,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((self.host, self.bind_port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         scheme = "http"
@@ -90,7 +94,7 @@ class Receiver:
             scheme = "https"
         # Polled often for its shutdown: closing a receiver then takes milliseconds, not 0.5 s.
         threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True).start()
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://{self.host}:{self.port}"
 
     def close(self) -> None:
         self.release.set()

@@ -122,6 +122,26 @@ async def test_a_hosts_checked_addresses_are_kept_ten_seconds_of_the_clock() -> 
     assert resolver.asked == ["hooks.test"] * 3
 
 
+async def test_a_host_that_resolves_elsewhere_once_its_answer_runs_out_is_sent_there() -> None:
+    first, clock = Receiver(), ManualClock()
+    second = Receiver(host="127.0.0.2", bind_port=first.port)
+    resolver = Rebinding("127.0.0.1", then="127.0.0.2")
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=resolver, clock=clock)
+    hook = endpoint("a", f"http://hooks.test:{first.port}/hook")
+    agent = Agent("agt_x", "x", "hash", 0)
+    try:
+        assert (await sender.send(hook, agent, event(1), 0)).ok
+        clock.advance(ADDRESS_CHECK_TTL_S + 1)
+        assert (await sender.send(hook, agent, event(2), 0)).ok
+    finally:
+        await sender.close()
+        first.close()
+        second.close()
+    assert [request.json["id"] for request in first.requests] == ["evt_1"]
+    assert [request.json["id"] for request in second.requests] == ["evt_2"]
+    assert second.requests[0].headers["host"] == f"hooks.test:{first.port}"
+
+
 @pytest.fixture
 def certificate_authority(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> trustme.CA:
     """A CA that senders created from now on trust (as they would the system's)."""

@@ -32,7 +32,7 @@ from herald.models import Agent, Kind
 from herald.testing import ManualClock
 from herald.webhooks import subscriptions
 from herald.webhooks.sender import MAX_BODY_BYTES, SUBSCRIPTION_HEADER, Sender
-from herald.webhooks.worker import WebhookWorker
+from herald.webhooks.worker import HOLD, WebhookWorker
 from tests.webhooks.receiver import HANG, Received, Receiver
 
 pytestmark = pytest.mark.anyio
@@ -477,15 +477,15 @@ async def test_each_body_carries_a_cursor_past_the_events_delivered_before_it(
 ) -> None:
     agent = await alice(hub)
     await subscribe(hub, sender, agent, receiver.url)
-    for n in range(4):
-        await hub.publish("alice", "dm.received", f"dm {n}")  # seqs 1 to 4
+    for n in range(HOLD + 1):
+        await hub.publish("alice", "dm.received", f"dm {n}")  # seqs 1 to HOLD + 1
     worker = WebhookWorker(hub, sender, per_endpoint=1)  # one request at a time, in seq order
-    assert await deliver(worker) == 3  # as many as one endpoint holds: the fourth comes next
+    assert await deliver(worker) == HOLD  # as many as one endpoint holds: the last comes next
     assert await deliver(worker) == 1
     # Each body's cursor passes its own event and those before it, though the store hears of
     # their deliveries only later: a client that keeps the newest cursor has seen all of them.
     assert [r.json["cursor"] for r in events_of(receiver)] == [
-        f"{agent.id}~{await hub.history()}~{seq}" for seq in (1, 2, 3, 4)
+        f"{agent.id}~{await hub.history()}~{seq}" for seq in range(1, HOLD + 2)
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -362,6 +363,28 @@ async def test_nothing_is_dropped_after_any_mix_of_failures(
         undeliverable = any(a.outcome == "undeliverable" and a.error for a in attempts)
         assert webhook_done or event_id in drained, event_id
         assert webhook_done or undeliverable or event.status.is_open
+
+
+async def test_each_attempt_is_recorded_and_visible_however_the_results_were_grouped(
+    hub: Hub, receiver: Receiver, clock: ManualClock
+) -> None:
+    handles = ["ann", "bob", "cy"]
+    for handle in handles:
+        agent, _ = await hub.create_agent(handle)
+        await manage.set_webhook(hub, agent.id, f"{receiver.url}/{handle}")
+    receiver.script = [(500, {})] * 30  # then 200s: each event fails once at most
+    ids = [(await hub.publish(h, "t", f"{h}{n}")).event.id for n in range(40) for h in handles]
+    work = worker(hub, timeout_s=10, per_endpoint=4)
+    while await round_trip(work):  # more than one claim's worth, recorded as they come
+        clock.advance(40_000)  # past each retry's delay
+    requests = Counter(request.json["id"] for request in receiver.requests)
+    assert requests.total() == len(ids) + 30
+    for event_id in ids:
+        event, attempts = await hub.get_event(event_id)
+        tries = requests[event_id]
+        assert [a.outcome for a in attempts] == ["failed"] * (tries - 1) + ["delivered"], event_id
+        assert all(a.mechanism == "webhook" for a in attempts)
+        assert event.status is EventStatus.DELIVERED
 
 
 async def test_an_agent_with_a_live_session_gets_the_webhook_only_after_the_ack_timeout(

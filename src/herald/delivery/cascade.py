@@ -6,6 +6,7 @@ whether it waits for an answer, how it tells of a backlog) and never names one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,8 +172,13 @@ class Cascade:
     async def flush(self, session: LiveSession, writes: PendingWrites) -> None:
         """Write a round's attempts and sent marks at once, then tell the observers."""
         if writes.sent:
-            await self.hub.mark_sent(session.agent.id, writes.sent)
-        if writes.attempts:
+            # Asked for together, the two go to the store in one trip (one group, one commit):
+            # the session's next push waits for this write.
+            await asyncio.gather(
+                self.hub.mark_sent(session.agent.id, writes.sent),
+                self.hub.record_attempts(writes.attempts),
+            )
+        elif writes.attempts:
             await self.hub.record_attempts(writes.attempts)
         reports, writes.reports = writes.reports, []
         writes.attempts, writes.sent = [], []

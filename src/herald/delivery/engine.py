@@ -53,6 +53,9 @@ class Notifier:
         self.ack_timeout_s = ack_timeout_s
         self.presence = PresenceKeeper(hub, presence_ttl_s)
         self.sessions = SessionRegistry(hub.clock, self._serve, self.presence)
+        # New events of this process are handed to the sessions as they commit, before the
+        # wake-up: a session worker pushes them without reading them back from the store.
+        hub.add_commit_listener(self.sessions.hand)
         hub.add_listener(self.wake_agents)
 
     @property
@@ -119,6 +122,8 @@ class Notifier:
         await self.presence.close()
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self.wake_agents)
+        with contextlib.suppress(ValueError):
+            self.hub.remove_commit_listener(self.sessions.hand)
 
     async def unread_notice(self, agent: Agent, session_id: str | None = None) -> str | None:
         """The line flagged on an agent's tool results while events wait unread: those pushed

@@ -2,19 +2,24 @@
 pushes not acknowledged in time.
 
 The store is the truth: the worker reads open events after what it has offered, so a lost
-wake-up costs latency (until the next poll), never an event. Deadlines are kept by the hub's
-clock; only the worker's waits between looks are real time, and bounded.
+wake-up costs latency (until the next poll), never an event. The events this process commits
+are handed to the session as they are stored (``LiveSession.hand``), so in the common case the
+worker pushes them without reading them back: a read waited behind the store's next group of
+writes. Whenever the store may hold events it was not handed (its first look, a wake-up from
+elsewhere, a handover that did not follow on, a poll tick), it reads the store. Deadlines are
+kept by the hub's clock; only the worker's waits between looks are real time, and bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
 import logging
 
 from herald.delivery.cascade import Cascade, PendingWrites
 from herald.delivery.sessions import LiveSession
 from herald.hub import Hub
+from herald.models import Event
 
 log = logging.getLogger("herald.delivery")
 
@@ -61,9 +66,11 @@ class SessionWorker:
                         backlog_offered = True
                     await self.offer_new()
                     await self.escalate()
-                with contextlib.suppress(TimeoutError):
+                try:
                     async with asyncio.timeout(self.next_wait()):
                         await session.wake.wait()
+                except TimeoutError:
+                    session.must_read = True  # the slow poll: a lost wake-up costs only latency
                 session.wake.clear()
         except Exception:  # the worker's top level: log, and leave the events in the store
             log.exception("delivery to session %s stopped", session.id)
@@ -72,10 +79,9 @@ class SessionWorker:
         """Real seconds until the next look: the poll interval, or less when a push falls due
         (by the hub's clock) sooner."""
         wait = self.poll_interval_s
-        now = self.hub.clock()
-        timeout = self.session.caps.ack_timeout_s
-        for pushed in self.session.unconfirmed.values():
-            wait = min(wait, pushed.at + timeout - now)
+        oldest = next(iter(self.session.unconfirmed.values()), None)
+        if oldest is not None:  # the first pushed falls due first
+            wait = min(wait, oldest.at + self.session.caps.ack_timeout_s - self.hub.clock())
         return max(wait, 0.0)
 
     async def offer_backlog(self) -> None:
@@ -93,22 +99,39 @@ class SessionWorker:
         session.offered_through = last.seq
 
     async def offer_new(self) -> None:
+        """Offer the events after ``offered_through``: those handed over as they were committed
+        here, else (when the store may hold others) those read from the store."""
         session = self.session
-        while events := await self.hub.open_events(
-            session.agent.id, session.offered_through, OFFER_PAGE
-        ):
+        while events := session.take_handed() or await self._read_new():
             writes = PendingWrites()
             for event in events:
+                if event.seq <= session.offered_through:
+                    continue  # read from the store and handed over both
                 await self.cascade.offer(session, event, writes)
                 session.offered_through = event.seq
             await self.cascade.flush(session, writes)
+
+    async def _read_new(self) -> list[Event]:
+        session = self.session
+        if not session.must_read:
+            return []
+        session.must_read = False
+        events = await self.hub.open_events(session.agent.id, session.offered_through, OFFER_PAGE)
+        if events:
+            session.handed_through = max(session.handed_through, events[-1].seq)
+            session.must_read = True  # until a read finds nothing more
+        return events
 
     async def escalate(self) -> None:
         """Events sent but not acknowledged in time go on down the cascade."""
         session = self.session
         now = self.hub.clock()
         timeout = session.caps.ack_timeout_s
-        due = [p for p in session.unconfirmed.values() if now - p.at >= timeout]
+        # ``unconfirmed`` is in the order of the pushes, so of their deadlines too: a session
+        # whose client never acknowledges holds thousands, and only the first few are due.
+        due = list(
+            itertools.takewhile(lambda p: now - p.at >= timeout, session.unconfirmed.values())
+        )
         writes = PendingWrites()
         for pushed in due:
             del session.unconfirmed[pushed.event.id]

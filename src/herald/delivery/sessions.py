@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -16,6 +17,11 @@ from herald.models import Agent, Event
 from herald.times import Clock
 
 log = logging.getLogger("herald.delivery")
+
+
+HANDED_MAX = 100
+"""The most new events a session holds handed over: past it (a session that cannot keep up),
+its worker reads them from the store."""
 
 
 @dataclass
@@ -40,6 +46,15 @@ class LiveSession:
     connected_at: float
     """When it connected, by the hub's clock (seconds)."""
     offered_through: int = 0
+    handed: list[Event] = field(default_factory=list)
+    """New events committed in this process, handed over as they were stored, that follow
+    ``handed_through``: the worker takes them without reading them back from the store."""
+    handed_through: int = 0
+    """The newest seq the worker has taken or been handed: an event that does not follow it is
+    not handed over, and the store is read instead (``must_read``)."""
+    must_read: bool = True
+    """Whether the store may hold open events the worker was not handed (its first look, a
+    wake-up from elsewhere, a handover that did not follow on, a poll tick)."""
     unconfirmed: dict[str, Unconfirmed] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -48,6 +63,25 @@ class LiveSession:
 
     def to_json(self) -> dict[str, object]:
         return {"id": self.id, "agent": self.agent.id, "capabilities": self.caps.to_json()}
+
+    def hand(self, events: list[Event]) -> None:
+        """Take the agent's events just committed here (in seq order), if they follow on from
+        what the worker has; otherwise have it read the store."""
+        if (
+            not self.must_read
+            and self.peer.ready()
+            and events[0].seq == self.handed_through + 1
+            and len(self.handed) + len(events) <= HANDED_MAX
+            and all(b.seq == a.seq + 1 for a, b in itertools.pairwise(events))
+        ):
+            self.handed.extend(events)
+            self.handed_through = events[-1].seq
+        else:
+            self.must_read = True
+
+    def take_handed(self) -> list[Event]:
+        handed, self.handed = self.handed, []
+        return handed
 
     def run_beside(self, work: Awaitable[None]) -> None:
         """Run ``work`` beside the session's loop; it ends with the session."""
@@ -87,6 +121,9 @@ class SessionRegistry:
         self._by_agent: dict[str, set[str]] = {}
         self._presence = asyncio.Condition()
         self._background: set[asyncio.Task[None]] = set()
+        self._handed: set[str] = set()
+        """Agents whose new events were just handed to their sessions: the wake-up that follows
+        has nothing more for them to read."""
 
     def connect(
         self, session_id: str, agent: Agent, caps: DeliveryCapabilities, peer: Peer
@@ -164,13 +201,32 @@ class SessionRegistry:
         return [self._sessions[i] for i in self._by_agent.get(agent_id, ())]
 
     def wake_session(self, session_id: str) -> None:
-        """Have a session look again now (its stream opened, say)."""
+        """Have a session look again now, at the store too (its stream opened, say)."""
         session = self._sessions.get(session_id)
         if session is not None:
+            session.must_read = True
             session.wake.set()
 
+    def hand(self, events: list[Event]) -> None:
+        """Hand events this process just committed (each agent's in seq order) to their agents'
+        sessions that can be pushed to, before the wake-up (``wake_agents``) that follows."""
+        by_agent: dict[str, list[Event]] = {}
+        for event in events:
+            by_agent.setdefault(event.agent_id, []).append(event)
+        for agent_id, its in by_agent.items():
+            sessions = [s for s in self.sessions_of(agent_id) if s.peer.push_paths]
+            for session in sessions:
+                session.hand(its)
+            if sessions:
+                self._handed.add(agent_id)
+
     def wake_agents(self, agent_ids: set[str]) -> None:
-        """Have every session of these agents look again now (they have new events)."""
+        """Have every session of these agents look again now (they have new events: handed
+        over just before, or to be read from the store)."""
         for agent_id in agent_ids:
+            handed = agent_id in self._handed
+            self._handed.discard(agent_id)
             for session in self.sessions_of(agent_id):
+                if not handed:
+                    session.must_read = True
                 session.wake.set()

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -23,7 +22,6 @@ from herald.config import DEFAULTS, EventsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError, RateLimited
-from herald.http import mcp_short
 from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, JSON, Answer, described
 from herald.http.mcp_refusals import refuse, request_id_of
@@ -259,7 +257,6 @@ class McpRoute:
     async def _serve(
         self, agent: Agent, revocation: KeyRevocation, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        message: Any = json_input.NOT_JSON
         if scope.get("method") == "POST":
             if not _sends_json(scope):
                 await NOT_JSON(scope, receive, send)
@@ -267,24 +264,9 @@ class McpRoute:
             # The SDK parses the message itself, keeping the last of a key given twice: a
             # message that holds one is refused before it does.
             body, receive = await _whole_body(scope, receive)
-            message, fault = json_input.decoded(body)
+            _, fault = json_input.decoded(body)
             if fault is not None:
                 await _duplicate_key(fault, body)(scope, receive, send)
-                return
-        method = mcp_short.short_method(scope)
-        if method is not None:
-            request, receive = await mcp_short.take(scope, receive, method, message)
-            if request is not None:
-                info = self.server.server_info_stamp
-                if method == mcp_short.POLL:
-                    hub, config = self.notifier.hub, self.events_config
-                    await mcp_short.answer_poll(
-                        hub, agent, config, info, request, scope, receive, send, self.poll_admit
-                    )
-                else:
-                    await mcp_short.answer_stream(
-                        self.event_streams, agent, info, request, scope, receive, send, revocation
-                    )
                 return
         scope[AGENT_SCOPE_KEY] = agent
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])

@@ -67,16 +67,20 @@ class Feed:
         self._store = store
         self._history: str | None = None
         self._changed = asyncio.Event()
+        self._taken = False
         store.add_journal_listener(self.wake)
 
     def wake(self) -> None:
-        """Something was journaled: wake every reader waiting on ``changed()``."""
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        """Something was journaled: wake every reader waiting on ``changed()``. Called after
+        every commit that journals: with no reader since the last, there is no one to wake."""
+        if self._taken:
+            changed, self._changed, self._taken = self._changed, asyncio.Event(), False
+            changed.set()
 
     def changed(self) -> asyncio.Event:
         """Set at the next wake-up. Take it before a read, wait on it once the read found
         nothing more: a commit in between is not missed."""
+        self._taken = True
         return self._changed
 
     async def history(self) -> str:

@@ -245,8 +245,7 @@ async def poll_answer(
 
 
 class Streams:
-    """What serves each ``events/stream``, whichever way its request came (through the SDK, or
-    the short way of ``herald.http.mcp_stream``)."""
+    """What serves each ``events/stream``: its slot, its params, the stream, and how it ends."""
 
     def __init__(
         self,

@@ -175,44 +175,48 @@ SETTINGS = (
         "streams_per_key",
         "limits.streams",
         integer(0),
-        "open GET /channel/stream per key at most (0: no limit)",
+        "open GET /channel/stream per key at most, counted by each process alone (0: no limit)",
     ),
     Setting(
         "requests_per_key",
         "limits.requests",
         integer(0),
-        "requests one key may have in flight at once, streams included (default: a quarter of"
-        " the open connections herald can hold; 0: no limit)",
+        "requests one key may have in flight at once, streams included, counted by each"
+        " process alone (default: a quarter of the open connections it can hold; 0: no limit)",
     ),
     Setting(
         "sessions_per_key",
         "limits.sessions",
         integer(0),
-        "live MCP sessions per key at most (0: no limit)",
+        "live MCP sessions per key at most, counted by each process alone (0: no limit)",
     ),
     Setting(
         "publish_rate",
         "limits.publish_rate",
         number(0),
-        "events per second one key may publish, each event of a batch counted (0: no limit)",
+        "events per second one key may publish, each event of a batch counted (0: no limit);"
+        " each process counts alone, in memory so that a publish costs no extra write: N"
+        " processes (--workers N, or N hosts) let a key publish up to N times this",
     ),
     Setting(
         "publish_burst",
         "limits.publish_burst",
         integer(1),
-        "events one key may publish at once, beyond its rate",
+        "events one key may publish at once, beyond its rate, in each process alone",
     ),
     Setting(
         "poll_rate",
         "limits.poll_rate",
         number(0),
-        "events one key's events/poll calls may look at per second, matching or not (0: no limit)",
+        "events one key's events/poll calls may look at per second, matching or not, counted"
+        " by each process alone (0: no limit)",
     ),
     Setting(
         "poll_burst",
         "limits.poll_burst",
         integer(1),
-        "events one key's events/poll calls may look at at once, beyond its rate",
+        "events one key's events/poll calls may look at at once, beyond its rate, in each"
+        " process alone",
     ),
     Setting(
         "subscription_ttl",
@@ -251,7 +255,10 @@ SETTINGS = (
         "subscription_limit",
         "subscriptions.max_per_agent",
         integer(0),
-        _subscriptions("how many one agent may hold at once (0: no limit)"),
+        _subscriptions(
+            "how many one agent may hold at once, in the store: every process counts them all"
+            " (0: no limit)"
+        ),
     ),
     Setting(
         "metrics_token",

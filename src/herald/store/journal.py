@@ -10,7 +10,8 @@ A row's detail is one JSON object; each key is optional::
      "endpoints": [{"id", "agent", "kind", "state", "reason"?}, ...]}
 
 (The PostgreSQL store builds the ``published`` of one event alone in SQL, in the statement
-that stores it: ``queries.APPEND_ONE``.)
+that stores it: ``queries.APPEND_ONE``; and the ``attempts`` of a claim in the statement that
+makes it: ``queries.CLAIM``.)
 
 A backend says that a transaction wrote a row with ``note_written``; the one that ran it tells
 the store's journal listeners once it is committed (``written_in``)."""

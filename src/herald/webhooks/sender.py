@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+import pydantic_core
 from standardwebhooks import Webhook
 
 from herald.addresses import (
@@ -38,6 +39,8 @@ MAX_RETRY_AFTER_S = 24 * 3600.0
 MAX_ERROR_CHARS = 300
 ADDRESS_CHECK_TTL_S = 10.0
 IDLE_CLIENT_S = 120.0
+MAX_KEPT = 10_000
+"""Checked hosts, pinned URLs and signers kept at most (then all of a kind are forgotten)."""
 MAX_BODY_BYTES = 256 * 1024
 """The largest body sent to an Events webhook subscription (SEP-3415's bound)."""
 MAX_ANSWER_BYTES = 64 * 1024
@@ -62,6 +65,27 @@ class _Answer:
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a URL's requests go while its host's checked addresses are kept: the URL pinned to
+    each address, in turn, and what keeps the host's name (the Host header; for HTTPS the SNI,
+    which the certificate is checked against). Built once per URL and answer: pinning a URL
+    parses it again, which costs more than the rest of a request's own work."""
+
+    pinned: tuple[httpx2.URL, ...]
+    headers: dict[str, str]
+    extensions: dict[str, Any]
+
+    @staticmethod
+    def of(url: str, addresses: list[Address]) -> _Target:
+        target = httpx2.URL(url)
+        # Uncompressed: what is read of the answer is bounded as it comes over the wire.
+        headers = {"host": target.netloc.decode("ascii"), "accept-encoding": "identity"}
+        sni = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
+        pinned = tuple(target.copy_with(host=str(address)) for address in addresses)
+        return _Target(pinned, headers, sni)
 
 
 @dataclass(frozen=True)
@@ -110,6 +134,10 @@ class Sender:
         self.clock = clock
         self._clients = _Clients(timeout_s, clock)
         self._checked: dict[str, tuple[list[Address] | str, float]] = {}
+        self._targets: dict[str, tuple[list[Address], _Target]] = {}
+        """Each URL's target, with the checked answer it was built from."""
+        self._signers: dict[str, Webhook] = {}
+        """A ``Webhook`` per secret: each decodes its secret once, not once per request."""
 
     @property
     def policy(self) -> AddressPolicy:
@@ -137,12 +165,45 @@ class Sender:
             answer: list[Address] | str = await self.guard.addresses(url)
         except AddressRefused as exc:
             answer = exc.message
-        if len(self._checked) > 10_000:
+        if len(self._checked) > MAX_KEPT:
             self._checked.clear()
         self._checked[host] = (answer, now + ADDRESS_CHECK_TTL_S)
         if isinstance(answer, str):
             raise AddressRefused(answer)
         return answer
+
+    async def _target(self, url: str) -> _Target:
+        """Where the URL's requests go (see ``_addresses``, which raises the same)."""
+        addresses = await self._addresses(url)
+        kept = self._targets.get(url)
+        if kept is not None and kept[0] is addresses:  # the same answer, still kept
+            return kept[1]
+        if len(self._targets) > MAX_KEPT:
+            self._targets.clear()
+        target = _Target.of(url, addresses)
+        self._targets[url] = (addresses, target)
+        return target
+
+    def _signed(
+        self, endpoint: Endpoint, message_id: str, body: bytes, now_ms: int
+    ) -> dict[str, str]:
+        """The headers of a Standard Webhooks message: its id, time and the body's signature by
+        each secret that signs now (two during a rotation)."""
+        moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
+        signatures = []
+        for secret in endpoint.signing_secrets(now_ms):
+            signer = self._signers.get(secret)
+            if signer is None:
+                if len(self._signers) > MAX_KEPT:
+                    self._signers.clear()
+                signer = self._signers[secret] = Webhook(secret)
+            signatures.append(signer.sign(message_id, moment, body))
+        return {
+            "content-type": "application/json",
+            "webhook-id": message_id,
+            "webhook-timestamp": str(int(moment.timestamp())),
+            "webhook-signature": " ".join(signatures),
+        }
 
     async def send(
         self, endpoint: Endpoint, agent: Agent, event: Event, now_ms: int
@@ -154,13 +215,13 @@ class Sender:
         else:
             url, body, headers = self._openclaw(endpoint, agent, event)
         try:
-            addresses = await self._addresses(url)
+            target = await self._target(url)
         except AddressRefused as exc:
             return SendOutcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
         except Unresolvable as exc:
             return SendOutcome(False, exc.message)  # DNS may be back by the next try
         try:
-            response = await self._post(endpoint.id, url, addresses, body, headers)
+            response = await self._post(endpoint.id, target, body, headers)
         except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timed out")
         except httpx2.HTTPError as exc:
@@ -181,7 +242,7 @@ class Sender:
         ``message_id`` at ``now_ms`` and tagged with its id. Each error starts with the kind
         SEP-3415 reports (``timeout``, ``http_5xx``...), a colon and the detail (see
         ``failure_kind``)."""
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body = pydantic_core.to_json(payload)  # compact UTF-8 JSON, in one pass
         if len(body) > MAX_BODY_BYTES:
             return SendOutcome(
                 False,
@@ -232,28 +293,17 @@ class Sender:
         self, endpoint: Endpoint, message_id: str, body: bytes, now_ms: int
     ) -> _Answer | SendOutcome:
         """One signed POST to a subscription's URL: its answer, or what kept it from coming."""
-        moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
-        text = body.decode()
-        signatures = " ".join(
-            Webhook(secret).sign(message_id, moment, text)
-            for secret in endpoint.signing_secrets(now_ms)
-        )
-        headers = {
-            "content-type": "application/json",
-            "webhook-id": message_id,
-            "webhook-timestamp": str(int(moment.timestamp())),
-            "webhook-signature": signatures,
-            SUBSCRIPTION_HEADER: endpoint.id,
-        }
+        headers = self._signed(endpoint, message_id, body, now_ms)
+        headers[SUBSCRIPTION_HEADER] = endpoint.id
         try:
-            addresses = await self._addresses(endpoint.url)
+            target = await self._target(endpoint.url)
         except AddressRefused as exc:
             # Kept as the endpoint's disabled_reason, by which it is enabled again later.
             return SendOutcome(False, REFUSED_PREFIX + exc.message, disable=True, refused=True)
         except Unresolvable as exc:
             return SendOutcome(False, f"connection_refused: {exc.message}")
         try:
-            return await self._post(endpoint.id, endpoint.url, addresses, body, headers)
+            return await self._post(endpoint.id, target, body, headers)
         except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timeout: timed out")
         except httpx2.HTTPError as exc:
@@ -261,12 +311,7 @@ class Sender:
             return SendOutcome(False, f"{kind}: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
 
     async def _post(
-        self,
-        endpoint_id: str,
-        url: str,
-        addresses: list[Address],
-        body: bytes,
-        headers: dict[str, str],
+        self, endpoint_id: str, target: _Target, body: bytes, headers: dict[str, str]
     ) -> _Answer:
         """POST to the checked addresses in turn, until one takes the connection; the whole
         exchange, answer included, within ``timeout_s`` (httpx's timeouts are per read: an
@@ -275,35 +320,20 @@ class Sender:
         Raises:
             httpx2.HTTPError: the last address failed. TimeoutError: ``timeout_s`` ran out.
         """
-        target = httpx2.URL(url)
-        # Uncompressed: what is read of the answer is bounded as it comes over the wire.
-        headers = {**headers, "host": target.netloc.decode("ascii"), "accept-encoding": "identity"}
-        # The certificate is checked against the host's name, which is also the SNI.
-        sni = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
+        headers = {**headers, **target.headers}
+        sni = target.extensions
         async with asyncio.timeout(self.timeout_s), self._clients.use(endpoint_id) as http:
-            for address in addresses[:-1]:
+            for pinned in target.pinned[:-1]:
                 with contextlib.suppress(httpx2.ConnectError):
-                    return await _answer(http, target.copy_with(host=str(address)), body,
-                                         headers, sni)  # fmt: skip
-            pinned = target.copy_with(host=str(addresses[-1]))
-            return await _answer(http, pinned, body, headers, sni)
+                    return await _answer(http, pinned, body, headers, sni)
+            return await _answer(http, target.pinned[-1], body, headers, sni)
 
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
     ) -> tuple[str, bytes, dict[str, str]]:
-        body = json.dumps(event.to_agent_json(), separators=(",", ":"), ensure_ascii=False)
-        moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
-        signatures = " ".join(
-            Webhook(secret).sign(event.id, moment, body)
-            for secret in endpoint.signing_secrets(now_ms)
-        )
-        headers = {
-            "content-type": "application/json",
-            "webhook-id": event.id,
-            "webhook-timestamp": str(int(moment.timestamp())),
-            "webhook-signature": signatures,
-        }
-        return endpoint.url, body.encode(), headers
+        # Compact UTF-8 JSON, encoded in one pass (signed and sent as these bytes).
+        body = pydantic_core.to_json(event.to_agent_json())
+        return endpoint.url, body, self._signed(endpoint, event.id, body, now_ms)
 
     def _openclaw(
         self, endpoint: Endpoint, agent: Agent, event: Event

@@ -18,9 +18,10 @@ from herald.models import Endpoint, OwedEvents
 ReadOwed = Callable[[str, int], Awaitable[OwedEvents | None]]
 """What a subscription owes (``hub.subscriptions.owed``): its id, at most how many events."""
 
-READ_AHEAD = 32
+READ_AHEAD = 128
 """Each reading takes at least this many owed events: the deliveries claimed next are among
-them."""
+them, for several claims (24 at most each, by default), so that a busy subscription is read about
+once per hundred deliveries, not once per claim."""
 MAX_READINGS = 10_000
 """Readings of at most this many subscriptions are kept (then all are forgotten at once)."""
 

@@ -4,8 +4,9 @@ store.
 
 Each endpoint has a few lanes, each sending one request at a time from the endpoint's queue of
 claimed deliveries, so a slow or dead endpoint never holds up the others. The queue is refilled
-by claims a little ahead of need, and results are recorded in batches in the background: the
-store is off the path from one request to the next.
+ahead of need, by a claim once half of it is sent (so each claim takes many deliveries), and
+results are recorded in batches in the background: the store is off the path from one request
+to the next.
 
 Time is the hub's (``hub.now()``, milliseconds by its clock), the one the store keeps every
 schedule and claim in: when to schedule again, whether a claim still outlasts a request, when
@@ -54,8 +55,11 @@ log = logging.getLogger("herald.webhooks")
 
 CLAIM_LIMIT = 100
 LEASE_MARGIN_S = 30.0
-HOLD = 3
-"""Deliveries held per request slot of an endpoint: the one in flight and those queued behind it."""
+HOLD = 6
+"""Deliveries held per request slot of an endpoint: the one in flight and those queued behind it.
+Enough for the lanes to go on while the next claim is answered: a claim shares its transaction
+with the results being recorded, and under load that takes tens of milliseconds, in which a
+healthy local endpoint takes a few requests per lane."""
 SCHEDULE_EVERY_S = 1.0
 JITTER = 0.1
 GONE_CHECK_EVERY_S = 2.0
@@ -300,7 +304,7 @@ class WebhookWorker:
     async def _let_go_of_claims(self) -> None:
         """What this worker claimed and did not finish (dropped in flight, or still queued) is
         freed for the next claim, here or in another process, instead of waiting for its claim
-        to run out (``lease_s``: 75 s by default). A request dropped in flight may have reached
+        to run out (``lease_s``: 120 s by default). A request dropped in flight may have reached
         its endpoint: it is sent again with the same ``webhook-id``, as after any timeout."""
         try:
             freed = await self.hub.endpoints.release_claims(self.claimant)
@@ -366,8 +370,18 @@ class WebhookWorker:
     async def _round(self, schedule: bool) -> int:
         if self._catalogue_changed:
             await self.end_removed_entries()
+        claimed = 0
         if schedule:
+            if self._held:
+                # Deliveries are under way: their lanes are refilled first, so that they do not
+                # run dry while a schedule of many events is written.
+                claimed += await self._claim()
             await self._schedule()
+        return claimed + await self._claim()
+
+    async def _claim(self) -> int:
+        """Claim due deliveries, up to what each endpoint may hold, and start their lanes;
+        returns how many were claimed."""
         holding = await self._holding()
         if holding is None:
             # Claims this process may not keep (its connection to the store is lost): none.
@@ -453,8 +467,11 @@ class WebhookWorker:
                             queue.clear()
                 finally:
                     self._held[endpoint_id] -= 1
-                    self._freed = True
-                    self._wake.set()
+                    if self._held[endpoint_id] <= HOLD * self.per_endpoint // 2:
+                        # Half of what it may hold is left: time to claim for it again. The
+                        # rest keeps its lanes going meanwhile, and a claim fills half of it.
+                        self._freed = True
+                        self._wake.set()
         finally:
             self._lanes[endpoint_id] -= 1
             if self._lanes[endpoint_id] <= 0:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from herald import open_store
+from herald.errors import NotFound
 from herald.ids import new_id
 from herald.models import Agent, NewEvent
-from herald.store.sqlite.append import append
+from herald.store.sqlite.append import append, append_all
 
 
 @pytest.fixture
@@ -78,3 +80,47 @@ def test_a_batch_repeating_stored_keys_reads_them_at_once_and_numbers_only_the_r
     assert len(event_reads(statements)) == 1
     (count,) = conn.execute("SELECT count(*) FROM events").fetchone()
     assert count == 1500
+
+
+def plain(to: str, n: int, key: str | None = None) -> NewEvent:
+    return NewEvent(to=to, type="note", text=f"{n}", data_json="null", dedupe_key=key)
+
+
+def test_publishes_stored_together_take_the_statements_of_one_batch(
+    conn: sqlite3.Connection,
+) -> None:
+    conn.execute(
+        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
+    )
+    statements = traced(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes = append_all(
+        conn,
+        [
+            ([plain("alice", 0)], 10),
+            ([plain("bob", 1), plain("alice", 2, key="k")], 11),
+            ([plain("nobody", 3), plain("alice", 4)], 12),  # refused alone
+            ([plain("alice", 5, key="k")], 13),  # answered with the event stored before it
+        ],
+    )
+    conn.execute("COMMIT")
+    around = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+    writes = [s.split()[0] for s in statements if not s.startswith(around)]
+    # The addressees read at once, one seq reservation per agent, one insert, one journal row.
+    assert writes == ["SELECT", "UPDATE", "UPDATE", "INSERT", "INSERT"]
+    assert [ok for ok, _ in outcomes] == [True, True, False, True]
+    assert isinstance(outcomes[2][1], NotFound)
+    first, second, _, fourth = (answer for _, answer in outcomes)
+    assert [(p.event.text, p.event.seq, p.event.created_at) for p in first + second] == [
+        ("0", 1, 10),
+        ("1", 1, 11),
+        ("2", 2, 11),
+    ]
+    assert [(p.event.id, p.created) for p in fourth] == [(second[1].event.id, False)]
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 3
+    alice = first[0].event.agent_id
+    journal = conn.execute("SELECT at, agent_id, detail FROM journal WHERE kind = 'append'")
+    (at, agent_id, detail), *others = journal.fetchall()
+    assert others == []
+    assert (at, agent_id) == (11, None)  # the newest publish's time; two agents
+    assert sorted(json.loads(detail)["published"]) == sorted([["agt_b", 1, 1], [alice, 1, 2]])

@@ -1,28 +1,39 @@
-"""The SQLite worker's order of work: what may wait (``durable=False``, a push's record) waits
-for what is queued beside it, and is never dropped."""
+"""The SQLite worker: operations queued together run in one transaction, in order, each answered
+with its own outcome; operations of a joinable kind queued one after another run as one; and
+nothing queued is dropped when it stops."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from herald.store.sqlite.worker import Worker
+from herald.errors import NotFound
+from herald.store.sqlite.worker import Joinable, Outcome, Worker
 
 pytestmark = pytest.mark.anyio
 
 
-def _noting(ran: list[str], name: str) -> Callable[[sqlite3.Connection], None]:
-    def operation(conn: sqlite3.Connection) -> None:
+def _noting(ran: list[str], name: str) -> Callable[[sqlite3.Connection], str]:
+    def operation(conn: sqlite3.Connection) -> str:
         conn.execute("CREATE TABLE IF NOT EXISTS notes (name TEXT)")
         conn.execute("INSERT INTO notes VALUES (?)", (name,))
         ran.append(name)
+        return name
 
     return operation
+
+
+def _notes(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [name for (name,) in conn.execute("SELECT name FROM notes ORDER BY rowid")]
+    finally:
+        conn.close()
 
 
 async def _holding(worker: Worker) -> tuple[asyncio.Future[None], threading.Event]:
@@ -39,13 +50,39 @@ async def _holding(worker: Worker) -> tuple[asyncio.Future[None], threading.Even
     return holding, gate
 
 
-async def _queued(*operations: asyncio.Task[None]) -> None:
+async def _queued(*operations: asyncio.Future[object]) -> None:
     """Let each task run to its first wait: its job is then in the worker's queue."""
     await asyncio.sleep(0)
     assert not any(task.done() for task in operations)
 
 
-async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
+class Notes:
+    """A joinable kind of operation that notes names, and records how it was called."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self.kind = Joinable(self.alone, self.together)
+
+    def alone(self, conn: sqlite3.Connection, name: str) -> str:
+        self.calls.append(("alone", [name]))
+        if name.startswith("bad"):
+            raise ValueError(name)
+        return _noting([], name)(conn)
+
+    def together(self, conn: sqlite3.Connection, names: Sequence[str]) -> list[Outcome]:
+        self.calls.append(("together", list(names)))
+        if any(name.startswith("bad") for name in names):
+            _noting([], "half done")(conn)  # undone: the worker runs each alone
+            raise ValueError("one of them")
+        return [
+            (False, NotFound(name))
+            if name.startswith("refused")
+            else (True, _noting([], name)(conn))
+            for name in names
+        ]
+
+
+async def test_operations_queued_together_run_in_order_each_with_its_own_outcome(
     tmp_path: Path,
 ) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
@@ -53,93 +90,116 @@ async def test_an_operation_that_may_wait_runs_after_those_queued_beside_it(
     try:
         ran: list[str] = []
         holding, gate = await _holding(worker)
-        record = asyncio.ensure_future(worker.run(_noting(ran, "record"), durable=False))
-        publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
-        await _queued(record, publish)
+
+        def failing(conn: sqlite3.Connection) -> None:
+            _noting(ran, "failed")(conn)
+            raise NotFound("nothing here")
+
+        first = asyncio.ensure_future(worker.run(_noting(ran, "first")))
+        failed = asyncio.ensure_future(worker.run(failing))
+        second = asyncio.ensure_future(worker.run(_noting(ran, "second")))
+        await _queued(first, failed, second)
         gate.set()
-        await asyncio.wait_for(asyncio.gather(holding, record, publish), 10)
-        assert ran == ["publish", "record"]
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(first, 10) == "first"
+        with pytest.raises(NotFound):
+            await asyncio.wait_for(failed, 10)
+        assert await asyncio.wait_for(second, 10) == "second"
+        assert ran == ["first", "failed", "second"]
     finally:
         await worker.stop()
+    assert _notes(tmp_path / "w.db") == ["first", "second"]  # the failure undid its own alone
 
 
-async def test_an_operation_that_may_wait_lets_the_loop_queue_work_before_it_starts(
-    tmp_path: Path,
-) -> None:
-    # The worker's pause hands the event loop the GIL; here the loop publishes meanwhile.
-    loop = asyncio.get_running_loop()
-    ran: list[str] = []
-    pauses: list[str] = []
-    publishes: list[asyncio.Future[None]] = []
-    queued = threading.Event()
-
-    def publish(worker: Worker) -> None:
-        publishes.append(asyncio.ensure_future(worker.run(_noting(ran, "publish"))))
-        loop.call_soon(queued.set)  # after the task's first step, which queues its job
-
-    def publishing_meanwhile() -> None:
-        pauses.append("pause")
-        if len(pauses) == 1:
-            loop.call_soon_threadsafe(publish, worker)
-            assert queued.wait(10)
-
-    worker = Worker(str(tmp_path / "w.db"), "FULL", pause=publishing_meanwhile)
+async def test_joinable_operations_queued_one_after_another_run_as_one(tmp_path: Path) -> None:
+    notes = Notes()
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
     try:
-        await asyncio.wait_for(worker.run(_noting(ran, "record"), durable=False), 10)
-        await asyncio.wait_for(asyncio.gather(*publishes), 10)
-        # Paused again after the publish, with nothing queued then: the record ran.
-        assert ran == ["publish", "record"]
-        assert pauses == ["pause", "pause"]
+        ran: list[str] = []
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, name))
+            for name in ("a", "refused b", "c")
+        ]
+        between = asyncio.ensure_future(worker.run(_noting(ran, "between")))
+        after = asyncio.ensure_future(worker.run_joinable(notes.kind, "d"))
+        await _queued(*joined, between, after)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        outcomes = await asyncio.gather(*joined, between, after, return_exceptions=True)
     finally:
         await worker.stop()
+    assert outcomes[0] == "a" and outcomes[2] == "c"
+    assert isinstance(outcomes[1], NotFound)  # refused to its own caller alone
+    assert outcomes[3:] == ["between", "d"]
+    # An operation of another kind between them ends a run: the order is kept.
+    assert notes.calls == [("together", ["a", "refused b", "c"]), ("alone", ["d"])]
+    assert _notes(tmp_path / "w.db") == ["a", "c", "between", "d"]
 
 
-async def test_an_operation_that_may_wait_runs_though_every_pause_brings_more_work(
+async def test_a_joined_run_that_fails_runs_each_alone_and_fails_only_its_cause(
     tmp_path: Path,
 ) -> None:
-    # A flood: the loop publishes during every pause. The record still runs, once overdue.
-    loop = asyncio.get_running_loop()
-    ran: list[str] = []
-    publishes: list[asyncio.Future[None]] = []
-
-    def publish(worker: Worker, queued: threading.Event) -> None:
-        publishes.append(asyncio.ensure_future(worker.run(_noting(ran, "publish"))))
-        loop.call_soon(queued.set)
-
-    def publishing_every_time() -> None:
-        queued = threading.Event()
-        loop.call_soon_threadsafe(publish, worker, queued)
-        assert queued.wait(10)
-
-    worker = Worker(str(tmp_path / "w.db"), "FULL", pause=publishing_every_time)
+    notes = Notes()
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
     try:
-        await asyncio.wait_for(worker.run(_noting(ran, "record"), durable=False), 10)
-        assert ran.count("record") == 1
-        assert ran.index("record") > 0  # the publishes that came first went first
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, name))
+            for name in ("a", "bad b", "c")
+        ]
+        await _queued(*joined)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        outcomes = await asyncio.gather(*joined, return_exceptions=True)
     finally:
         await worker.stop()
-        await asyncio.gather(*publishes, return_exceptions=True)
+    assert outcomes[0] == "a" and outcomes[2] == "c"
+    assert isinstance(outcomes[1], ValueError)
+    assert notes.calls == [
+        ("together", ["a", "bad b", "c"]),
+        ("alone", ["a"]),
+        ("alone", ["bad b"]),
+        ("alone", ["c"]),
+    ]
+    assert _notes(tmp_path / "w.db") == ["a", "c"]  # nothing of the failed run is left
 
 
-async def test_what_was_put_off_runs_before_the_worker_stops(tmp_path: Path) -> None:
+async def test_callers_are_answered_though_a_journal_listener_fails(tmp_path: Path) -> None:
+    def failing_listener() -> None:
+        raise RuntimeError("a listener's bug")
+
+    loop = asyncio.get_running_loop()
+    reported: list[object] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context.get("exception")))
+    worker = Worker(str(tmp_path / "w.db"), "FULL", on_journal=failing_listener)
+    await worker.start()
+    try:
+
+        def journaled(conn: sqlite3.Connection) -> str:
+            from herald.store.journal import note_written
+
+            note_written()
+            return "done"
+
+        assert await asyncio.wait_for(worker.run(journaled), 10) == "done"
+    finally:
+        await worker.stop()
+        loop.set_exception_handler(None)
+    assert [type(error) for error in reported] == [RuntimeError]
+
+
+async def test_what_was_queued_runs_before_the_worker_stops(tmp_path: Path) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()
     ran: list[str] = []
     holding, gate = await _holding(worker)
-    records = [
-        asyncio.ensure_future(worker.run(_noting(ran, f"record {n}"), durable=False))
-        for n in range(3)
-    ]
-    publish = asyncio.ensure_future(worker.run(_noting(ran, "publish")))
-    await _queued(*records, publish)
+    queued = [asyncio.ensure_future(worker.run(_noting(ran, f"op {n}"))) for n in range(3)]
+    await _queued(*queued)
     stopping = asyncio.ensure_future(worker.stop())
     gate.set()
-    await asyncio.wait_for(asyncio.gather(holding, *records, publish, stopping), 10)
-    assert ran == ["publish", "record 0", "record 1", "record 2"]
-    conn = sqlite3.connect(tmp_path / "w.db")
-    try:
-        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (4,)
-    finally:
-        conn.close()
+    await asyncio.wait_for(asyncio.gather(holding, *queued, stopping), 10)
+    assert ran == ["op 0", "op 1", "op 2"]
+    assert _notes(tmp_path / "w.db") == ["op 0", "op 1", "op 2"]

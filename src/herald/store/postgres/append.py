@@ -84,10 +84,12 @@ def publish_lock(handle: str) -> int:
 
 
 async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
-    """Take the addressees' publish locks, then lock their rows; returns their ids by handle."""
+    """Take the addressees' publish locks, then lock their rows (one statement); returns their
+    ids by handle."""
     handles = list(dict.fromkeys(new.to for new in events))
-    await conn.execute(queries.PUBLISH_LOCKS, sorted({publish_lock(h) for h in handles}))
-    return {row["handle"]: row["id"] for row in await conn.fetch(queries.LOCK_AGENTS, handles)}
+    keys = sorted({publish_lock(h) for h in handles})
+    rows = await conn.fetch(queries.LOCK_AGENTS, handles, keys)
+    return {row["handle"]: row["id"] for row in rows}
 
 
 async def _insert(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from herald.store import rules
 from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
 from herald.store.rules import NO_SEQ_LIMIT
 from herald.store.tables import (
@@ -138,17 +139,20 @@ SELECT false AS created, {EVENT_COLUMNS} FROM earlier
 # in transaction id order (``journal.py``), so an id taken before waiting for another publisher
 # would put this one's events, numbered after the other's, before them in the feed. Keys are
 # taken in the order given (ascending), so that publishers to several agents cannot deadlock.
-# $1 the keys.
+# $2 the keys (a part of LOCK_AGENTS).
 PUBLISH_LOCKS = f"""
-SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($1::int[]) AS key
+SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($2::int[]) AS key
 """
 # Append a batch: lock the addressees (in id order, so that batches to several agents cannot
 # deadlock; the triggers that count events lock them in that order too), find the dedupe keys
 # already used, take the next seqs (counting the events pending, and when the first of each
 # agent's was published: its oldest open event, if it had none), insert the new events at once.
-LOCK_AGENTS = """
+# $1 the handles, $2 the keys of their publish locks: taken first, by the statement's one
+# evaluation of its condition on no column (an InitPlan, run before any row is locked), so that
+# the two are one round trip.
+LOCK_AGENTS = f"""
 SELECT id, handle FROM agents
-WHERE handle = ANY($1::text[])
+WHERE handle = ANY($1::text[]) AND (SELECT count(*) FROM ({PUBLISH_LOCKS}) AS locked) >= 0
 ORDER BY id
 FOR UPDATE
 """
@@ -236,6 +240,75 @@ claimed AS (
 UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
 WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
+"""
+# A claim in one statement, its own transaction (a drain step: one round trip). $1 to $10 as in
+# LEASE, $11 the way the events leased are recorded under. First the cursor $6 (NULL: none)
+# acknowledges what it acknowledges as ``ACK_HELD`` does, unless it is past the agent's newest seq
+# (then nothing changes, and the answer's ``newest`` says why); the lease then takes the next
+# events, those acknowledged left out (their new versions are not in the statement's snapshot);
+# an attempt is recorded for each event acknowledged and each leased, and the journal row names
+# them (its detail as ``herald.store.journal`` writes it). The answer: one row per event leased
+# (a row of NULL events if none), each with the agent's newest seq and when the events
+# acknowledged were created; no row if there is no such agent.
+CLAIM = f"""
+WITH head AS (SELECT last_seq FROM agents WHERE id = $1),
+acked AS (
+    UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
+    WHERE agent_id = $1 AND {OPEN} AND lease_owner = $2::text AND seq <= $6::bigint
+      AND (lease_cursor IS NULL OR lease_cursor <> $6::bigint OR seq = $6::bigint){MATCHING}
+      AND $6::bigint <= (SELECT last_seq FROM head)
+    RETURNING id, seq, created_at
+),
+found AS MATERIALIZED (
+    {
+    CLAIMABLE.format(
+        limit="$4 + 1",
+        matching=MATCHING,
+        after=AFTER_THROUGH
+        + " AND ($6::bigint IS NULL OR $6::bigint <= (SELECT last_seq FROM head))"
+        + " AND id NOT IN (SELECT id FROM acked)",
+    )
+}
+),
+claimed AS (
+    SELECT id FROM found
+    WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
+    ORDER BY seq
+    LIMIT $4
+),
+leased AS (
+    UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
+    WHERE id IN (SELECT id FROM claimed)
+    RETURNING {EVENT_COLUMNS}
+),
+attempted AS (
+    INSERT INTO attempts (event_id, at, mechanism, outcome, session)
+    SELECT id, $3, '{rules.ACK}', '{rules.DELIVERED}', $2::text FROM acked
+    UNION ALL
+    SELECT id, $3, $11::text, '{rules.LEASED}', $2::text FROM leased
+),
+attempt_groups AS (
+    SELECT 1 AS position, json_build_object(
+        'way', '{rules.ACK}', 'outcome', '{rules.DELIVERED}', 'events', json_agg(id ORDER BY seq),
+        'session', $2::text
+    ) AS attempt_group
+    FROM acked HAVING count(*) > 0
+    UNION ALL
+    SELECT 2, json_build_object(
+        'way', $11::text, 'outcome', '{rules.LEASED}', 'events', json_agg(id ORDER BY seq),
+        'session', $2::text
+    )
+    FROM leased HAVING count(*) > 0
+),
+journaled AS (
+    INSERT INTO journal (at, kind, agent_id, detail)
+    SELECT $3, 'claim', $1,
+        json_build_object('attempts', json_agg(attempt_group ORDER BY position))::text
+    FROM attempt_groups HAVING count(*) > 0
+)
+SELECT head.last_seq AS newest, (SELECT array_agg(created_at) FROM acked) AS acknowledged,
+    leased.*
+FROM head LEFT JOIN leased ON true
 """
 DELIVER = f"""
 WITH taken AS MATERIALIZED ({CLAIMABLE.format(limit="$4", matching="", after="")})

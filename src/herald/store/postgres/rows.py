@@ -20,9 +20,12 @@ Operation: TypeAlias = Callable[[Connection], Awaitable[T]]
 
 
 class Runner(Protocol):
-    """Runs an operation on a pooled connection, in a transaction if asked."""
+    """Runs an operation on a pooled connection, in a transaction if asked (or run again, as a
+    transaction is, if it is one statement)."""
 
-    async def __call__(self, operation: Operation[T], *, transaction: bool = False) -> T: ...
+    async def __call__(
+        self, operation: Operation[T], *, transaction: bool = False, one_statement: bool = False
+    ) -> T: ...
 
 
 def column_list(table: Table[Any], alias: str = "", prefix: str = "") -> str:

@@ -26,7 +26,7 @@ from herald.models import (
     StartPosition,
 )
 from herald.store.base import DEFAULT_SCAN, Store
-from herald.store.journal import one_agent, record, start_watching, written_in
+from herald.store.journal import note_written, one_agent, record, start_watching, written_in
 from herald.store.postgres import queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, matching, write_attempts
@@ -37,7 +37,7 @@ from herald.store.postgres.event_types import EventTypeStore
 from herald.store.postgres.journal import JournalStore, write
 from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
-from herald.store.postgres.pool import open_pool
+from herald.store.postgres.pool import HeldConnection, open_pool
 from herald.store.postgres.publisher_keys import PublisherKeyStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
@@ -46,6 +46,7 @@ from herald.store.postgres.writer import Writer
 from herald.store.rules import (
     NO_SEQ_LIMIT,
     ack_attempts,
+    check_cursor,
     first_unhanded,
     lease_attempts,
     looked_through,
@@ -82,7 +83,8 @@ class PostgresStore(
         super().__init__(clock)
         self.url, self.schema = split_schema(url)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
-        self._writer = Writer(self._run)
+        self._held = HeldConnection()
+        self._writer = Writer(self._run_held)
         self._listener: Listener | None = None
         self._claimants: dict[str, Claimant] = {}
 
@@ -118,15 +120,31 @@ class PostgresStore(
         pool, self._pool = self._pool, None
         if pool is None:
             return
+        await self._held.give_back(pool)
         try:
             await pool.close()
         except DRIVER_ERRORS:  # a broken connection needs no goodbye
             pool.terminate()
 
-    async def _run(self, operation: Operation[T], *, transaction: bool = False) -> T:
+    async def _run(
+        self, operation: Operation[T], *, transaction: bool = False, one_statement: bool = False
+    ) -> T:
         """Run ``operation`` on a pooled connection (in a transaction if asked), mapping driver
         errors to StoreUnavailable; once it is committed, tell the journal listeners if it
-        wrote a journal row."""
+        wrote a journal row. An operation that is ``one_statement`` is its own transaction: it
+        is run again, as a transaction is, when Postgres chose it as a deadlock victim."""
+        return await self._run_on(operation, transaction, one_statement, held=False)
+
+    async def _run_held(
+        self, operation: Operation[T], *, transaction: bool = False, one_statement: bool = False
+    ) -> T:
+        """``_run`` on the connection the store keeps for its writer, which runs one operation
+        at a time."""
+        return await self._run_on(operation, transaction, one_statement, held=True)
+
+    async def _run_on(
+        self, operation: Operation[T], transaction: bool, one_statement: bool, *, held: bool
+    ) -> T:
         pool = self._pool
         if pool is None:
             raise StoreUnavailable("the store is not open: call open() first")
@@ -135,16 +153,22 @@ class PostgresStore(
             tries += 1
             watch = start_watching()
             try:
-                async with pool.acquire() as conn:
-                    if not transaction:
-                        result = await operation(conn)
-                    else:
-                        async with conn.transaction():
-                            result = await operation(conn)
+                if not held:
+                    async with pool.acquire() as conn:
+                        result = await _on(conn, operation, transaction)
+                else:
+                    conn = await self._held.take(pool)
+                    try:
+                        result = await _on(conn, operation, transaction)
+                    except HeraldError:
+                        raise
+                    except BaseException:
+                        await self._held.give_back(pool)
+                        raise
             except HeraldError:
                 raise
             except DRIVER_ERRORS as exc:
-                if tries >= TRANSACTION_TRIES or not retryable(exc, transaction):
+                if tries >= TRANSACTION_TRIES or not retryable(exc, transaction or one_statement):
                     raise StoreUnavailable(f"PostgreSQL store failed: {describe(exc)}") from exc
                 continue
             finally:
@@ -282,34 +306,25 @@ class PostgresStore(
         after: int | None = None,
     ) -> list[Event]:
         now = self.now()
-        acknowledged: list[tuple[str, int]] = []
 
-        async def lease(conn: Connection) -> list[Event]:
-            if ack_up_to is not None:
-                acknowledged[:] = await acknowledge(
-                    conn, agent_id, [], ack_up_to, consumer, now, False, match
-                )
+        async def lease(conn: Connection) -> tuple[list[Event], list[int]]:
             rows = await conn.fetch(
-                queries.LEASE,
-                agent_id,
-                consumer,
-                now,
-                limit,
-                now + lease_ms,
-                ack_up_to,
-                *matching(match),
-                after or 0,
-                NO_SEQ_LIMIT,
+                queries.CLAIM,
+                *(agent_id, consumer, now, limit, now + lease_ms, ack_up_to),
+                *(*matching(match), after or 0, NO_SEQ_LIMIT, mechanism),
             )
-            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
-            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
-            attempts += lease_attempts(events, now, mechanism, consumer)
-            await write_attempts(conn, attempts, now, "claim", agent_id)
-            return events
+            if ack_up_to is not None and rows:
+                check_cursor(ack_up_to, rows[0]["newest"])  # if ahead, nothing was changed
+            acknowledged = list(rows[0]["acknowledged"] or ()) if rows else []
+            leased = (event(row) for row in rows if row["id"] is not None)
+            events = sorted(leased, key=lambda e: e.seq)
+            if acknowledged or events:
+                note_written()  # by the statement itself
+            return events, acknowledged
 
-        events = await self._run(lease, transaction=True)
+        events, acknowledged = await self._run(lease, one_statement=True)
         if acknowledged:
-            self.on_acknowledged([created_at for _, created_at in acknowledged])
+            self.on_acknowledged(acknowledged)
         return events
 
     async def poll(
@@ -557,3 +572,11 @@ class PostgresStore(
             return count(await conn.execute(queries.PRUNE, finished_before_ms))
 
         return await self._run(delete)
+
+
+async def _on(conn: Connection, operation: Operation[T], transaction: bool) -> T:
+    """Run ``operation`` on ``conn``, in a transaction if asked."""
+    if not transaction:
+        return await operation(conn)
+    async with conn.transaction():
+        return await operation(conn)

@@ -1,5 +1,9 @@
 """Storing events on SQLite: the batch planned by ``herald.store.appends``, one seq reservation
-per agent, one multi-row insert for what is new.
+per agent, one multi-row insert for what is new, one journal row.
+
+Publishes queued together are stored as one batch (``APPENDS``, joined by the worker): the
+statements are those of one batch, whatever the number of publishes. A publish to an agent that
+does not exist is refused alone, and writes nothing.
 
 A batch with dedupe keys is first stored as if none of its keys were: that is the usual batch
 (``herald send --file`` sending a file once), and the unique index of keys checks it as the rows
@@ -19,12 +23,13 @@ from herald.store.appends import (
     DedupeKey,
     dedupe_keys,
     first_seqs,
-    no_agent,
     plan_append,
+    unknown_addressee,
 )
 from herald.store.journal import one_agent, published, record
 from herald.store.sqlite.journal import write
-from herald.store.sqlite.rows import EVENT_COLUMNS, INSERT_EVENT, event
+from herald.store.sqlite.rows import EVENT_COLUMNS, as_json, event, insert_rows
+from herald.store.sqlite.worker import Joinable, Outcome
 from herald.store.tables import EVENTS
 
 FIND_STORED_KEYS = f"""
@@ -33,17 +38,61 @@ WHERE agent_id = ? AND dedupe_key IN (SELECT value FROM json_each(?))
 """
 REPEATED_KEY = "UNIQUE constraint failed: events.agent_id, events.dedupe_key"
 """What SQLite says when a row repeats a stored dedupe key (index ``events_dedupe``)."""
+RESERVE_SEQS = (
+    "UPDATE agents SET last_seq = last_seq + :n, pending_events = pending_events + :n,"
+    " oldest_open_at = coalesce(oldest_open_at, :now) WHERE id = :agent RETURNING last_seq"
+)
+
+Batch = tuple[Sequence[NewEvent], int]
+"""One publish: its events, and when it was published."""
 
 
 def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
     """Store a batch: duplicates answered with the first event, the rest given each agent's next
-    seqs and inserted at once."""
-    agents = _agent_ids(conn, {new.to for new in events})
+    seqs and inserted at once.
+
+    Raises:
+        NotFound: an addressee does not exist; nothing is stored.
+    """
+    ((ok, answer),) = append_all(conn, [(events, now)])
+    if not ok:
+        raise answer
+    result: list[Published] = answer
+    return result
+
+
+def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outcome]:
+    """Store several publishes' batches as one, in order; each answered with its events'
+    answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
+    agents = _agent_ids(conn, {new.to for events, _ in batches for new in events})
+    refusals = [unknown_addressee(events, agents) for events, _ in batches]
+    kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
+    events = [new for batch, _ in kept for new in batch]
+    nows = [now for batch, now in kept for _ in batch]
+    answers = iter(_store(conn, events, nows, agents) if events else [])
+    return [
+        (False, refusal) if refusal is not None else (True, [next(answers) for _ in batch])
+        for (batch, _), refusal in zip(batches, refusals, strict=True)
+    ]
+
+
+APPENDS: Joinable[Batch, list[Published]] = Joinable(
+    alone=lambda conn, batch: append(conn, *batch), together=append_all
+)
+"""Publishes, which the worker stores together when they are queued one after another."""
+
+
+def _store(
+    conn: sqlite3.Connection,
+    events: Sequence[NewEvent],
+    nows: Sequence[int],
+    agents: Mapping[str, str],
+) -> list[Published]:
     if all(new.dedupe_key is None for new in events):
-        return _insert(conn, events, agents, now, {})
+        return _insert(conn, events, nows, agents, {})
     conn.execute("SAVEPOINT keyed_append")
     try:
-        return _insert(conn, events, agents, now, {})
+        return _insert(conn, events, nows, agents, {})
     except BaseException as exc:
         conn.execute("ROLLBACK TO keyed_append")
         if not (isinstance(exc, sqlite3.IntegrityError) and str(exc) == REPEATED_KEY):
@@ -51,33 +100,42 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     finally:
         conn.execute("RELEASE keyed_append")
     keys = {key for key in dedupe_keys(events, agents) if key is not None}
-    return _insert(conn, events, agents, now, _stored(conn, keys))
+    return _insert(conn, events, nows, agents, _stored(conn, keys))
 
 
 def _insert(
     conn: sqlite3.Connection,
     events: Sequence[NewEvent],
+    nows: Sequence[int],
     agents: Mapping[str, str],
-    now: int,
     earlier: Mapping[DedupeKey, Event],
 ) -> list[Published]:
-    """Store the events but those whose keys are ``earlier``'s or repeat one of the batch."""
+    """Store the events (each published at its time in ``nows``) but those whose keys are
+    ``earlier``'s or repeat one of the batch."""
     plan = plan_append(events, agents, earlier)
-    stored = plan.numbered(events, _reserve_seqs(conn, plan.added, now), [now] * len(events))
-    conn.executemany(INSERT_EVENT, [EVENTS.values(e) for e in stored])
-    entry = JournalEntry(published=published(stored))
-    write(conn, record(now, "append", one_agent(e.agent_id for e in stored), entry))
+    first_at: dict[str, int] = {}
+    for index, agent_id in plan.fresh:
+        first_at.setdefault(agent_id, nows[index])
+    stored = plan.numbered(events, _reserve_seqs(conn, plan.added, first_at), nows)
+    if stored:
+        insert_rows(conn, EVENTS, [EVENTS.values(e) for e in stored])
+        entry = JournalEntry(published=published(stored))
+        at = max(e.created_at for e in stored)
+        write(conn, record(at, "append", one_agent(e.agent_id for e in stored), entry))
     return plan.answers(stored, earlier)
 
 
-def _agent_ids(conn: sqlite3.Connection, handles: set[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for handle in sorted(handles):
-        row = conn.execute("SELECT id FROM agents WHERE handle = ?", (handle,)).fetchone()
-        if row is None:
-            raise no_agent(handle)
-        found[handle] = row[0]
-    return found
+def _agent_ids(conn: sqlite3.Connection, handles: Collection[str]) -> dict[str, str]:
+    """The ids of the agents with those handles (those that exist), by handle."""
+    if len(handles) == 1:
+        (handle,) = handles
+        rows = conn.execute("SELECT handle, id FROM agents WHERE handle = ?", (handle,))
+    else:
+        rows = conn.execute(
+            "SELECT handle, id FROM agents WHERE handle IN (SELECT value FROM json_each(?))",
+            (as_json(list(handles)),),
+        )
+    return {handle: agent_id for handle, agent_id in rows}
 
 
 def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[DedupeKey, Event]:
@@ -94,15 +152,14 @@ def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[Dedup
     return found
 
 
-def _reserve_seqs(conn: sqlite3.Connection, added: Mapping[str, int], now: int) -> dict[str, int]:
-    """Advance each agent's last seq by its count, and count the events pending (published
-    ``now``: its oldest open event, if it had none); returns the first seq reserved for each."""
+def _reserve_seqs(
+    conn: sqlite3.Connection, added: Mapping[str, int], first_at: Mapping[str, int]
+) -> dict[str, int]:
+    """Advance each agent's last seq by its count, and count the events pending (published at
+    ``first_at``: its oldest open event, if it had none); returns the first seq reserved for
+    each."""
     last_seqs = {}
     for agent_id, count in added.items():
-        (last_seqs[agent_id],) = conn.execute(
-            "UPDATE agents SET last_seq = last_seq + :n, pending_events = pending_events + :n,"
-            " oldest_open_at = coalesce(oldest_open_at, :now)"
-            " WHERE id = :agent RETURNING last_seq",
-            {"n": count, "now": now, "agent": agent_id},
-        ).fetchone()
+        params = {"n": count, "now": first_at[agent_id], "agent": agent_id}
+        (last_seqs[agent_id],) = conn.execute(RESERVE_SEQS, params).fetchone()
     return first_seqs(last_seqs, added)

@@ -4,12 +4,13 @@ the transaction's journal row)."""
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from herald.errors import NotFound
-from herald.feed import JournalEntry
+from herald.feed import AttemptGroup, JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.journal import JournalRecord, attempt_groups, record
 from herald.store.rules import NO_SEQ_LIMIT, check_cursor, looked_through
@@ -225,6 +226,48 @@ def mark_pushed(conn: sqlite3.Connection, pushed: str, now: int) -> None:
     # open: the agent's oldest open event stays what it was.
     conn.execute(COUNT_SENT, params)
     conn.execute(MARK_SENT, params)
+
+
+@dataclass(frozen=True)
+class AttemptRun:
+    """Attempts alike but for their events, as a claim, a take or an ack records them: one way,
+    one outcome, one session, no error."""
+
+    way: str
+    outcome: str
+    session: str | None
+    event_ids: list[str]
+
+
+# The rows of a run are made in SQL from its events' ids, so that a step of a drain makes no
+# object and no JSON row per event for its attempts.
+INSERT_RUN = """
+INSERT INTO attempts (event_id, at, mechanism, outcome, session)
+SELECT value, :now, :way, :outcome, :session FROM json_each(:ids)
+"""
+
+
+def write_runs(
+    conn: sqlite3.Connection,
+    runs: Sequence[AttemptRun],
+    now: int,
+    kind: str,
+    agent_id: str | None,
+) -> None:
+    """Insert the attempts of an operation, run by run, count them, and write its journal row,
+    which names them (as ``write_attempts`` would the same attempts one by one)."""
+    runs = [run for run in runs if run.event_ids]
+    counted = Counter[tuple[str, str]]()
+    for run in runs:
+        params = {"now": now, "way": run.way, "outcome": run.outcome, "session": run.session}
+        conn.execute(INSERT_RUN, params | {"ids": as_json(run.event_ids)})
+        counted[run.way, run.outcome] += len(run.event_ids)
+    if counted:
+        conn.executemany(ADD_ATTEMPTS, [(w, o, n) for (w, o), n in sorted(counted.items())])
+    groups = tuple(
+        AttemptGroup(r.way, r.outcome, tuple(r.event_ids), session=r.session) for r in runs
+    )
+    write(conn, record(now, kind, agent_id, JournalEntry(attempts=groups)))
 
 
 def insert_attempts(conn: sqlite3.Connection, attempts: Sequence[Attempt]) -> None:

@@ -225,15 +225,22 @@ class EndpointStore:
                 " WHERE rowid IN (SELECT value FROM json_each(?))",
                 (worker, now + lease_ms, as_json(taken)),
             )
-            return [
-                (
-                    DELIVERIES.record(row["d"]),
-                    ENDPOINTS.record(row["w"]),
-                    EVENTS.record(row["e"]),
-                    AGENTS.record(row["a"]),
+            # A claim holds many deliveries of each endpoint: its endpoint and agent are read
+            # into records once each, not once per delivery.
+            endpoints: dict[str, Endpoint] = {}
+            agents: dict[str, Agent] = {}
+            claimed = []
+            for row in _claimed_rows(conn, taken):
+                endpoint_id, agent_id = row["w"]["id"], row["a"]["id"]
+                if endpoint_id not in endpoints:
+                    endpoints[endpoint_id] = ENDPOINTS.record(row["w"])
+                if agent_id not in agents:
+                    agents[agent_id] = AGENTS.record(row["a"])
+                endpoint, agent = endpoints[endpoint_id], agents[agent_id]
+                claimed.append(
+                    (DELIVERIES.record(row["d"]), endpoint, EVENTS.record(row["e"]), agent)
                 )
-                for row in _claimed_rows(conn, taken)
-            ]
+            return claimed
 
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result

@@ -25,18 +25,19 @@ from herald.models import (
 from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import one_agent, record
 from herald.store.rules import (
+    ACK,
+    DELIVERED,
+    LEASED,
     NO_SEQ_LIMIT,
-    ack_attempts,
     first_unhanded,
-    lease_attempts,
     looked_through,
     missing,
     polled,
     push_holders,
-    take_attempts,
 )
-from herald.store.sqlite.append import append
+from herald.store.sqlite.append import APPENDS, append
 from herald.store.sqlite.attempts import (
+    AttemptRun,
     acknowledge,
     attempt_rows,
     claimable,
@@ -47,6 +48,7 @@ from herald.store.sqlite.attempts import (
     newest_seq,
     start_position,
     write_attempts,
+    write_runs,
 )
 from herald.store.sqlite.counts import StatusChanges, changes_of
 from herald.store.sqlite.endpoints import EndpointStore
@@ -233,8 +235,7 @@ class SQLiteStore(
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
-        now = self.now()
-        return await self._run(lambda conn: append(conn, events, now))
+        return await self._worker.run_joinable(APPENDS, (events, self.now()))
 
     async def get_event(self, event_id: str) -> Event | None:
         def select(conn: sqlite3.Connection) -> Event | None:
@@ -280,9 +281,11 @@ class SQLiteStore(
                 )
             events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match, after)
             lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
-            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
-            attempts += lease_attempts(events, now, mechanism, consumer)
-            write_attempts(conn, attempts, now, "claim", agent_id)
+            runs = [
+                AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                AttemptRun(mechanism, LEASED, consumer, [e.id for e in events]),
+            ]
+            write_runs(conn, runs, now, "claim", agent_id)
             return events
 
         events = await self._run(leased)
@@ -314,9 +317,11 @@ class SQLiteStore(
             if through < newest and len(events) < limit:
                 seqs = matching_seqs(conn, agent_id, cursor, through, match, now, len(events) + 1)
                 unhanded = first_unhanded(seqs, events)
-            attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
-            attempts += lease_attempts(events, now, "poll", consumer)
-            write_attempts(conn, attempts, now, "claim", agent_id)
+            runs = [
+                AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                AttemptRun("poll", LEASED, consumer, [e.id for e in events]),
+            ]
+            write_runs(conn, runs, now, "claim", agent_id)
             return polled(cursor, events, limit, through, newest, unhanded)
 
         drained = await self._run(leased)
@@ -329,14 +334,16 @@ class SQLiteStore(
 
         def deliver(conn: sqlite3.Connection) -> list[Event]:
             events = claimable(conn, agent_id, session, limit, now)
-            conn.executemany(
+            ids = [event.id for event in events]
+            conn.execute(
                 "UPDATE events SET status = 'delivered', is_open = 0, status_at = ?,"
-                " lease_owner = NULL, lease_until = NULL WHERE id = ?",
-                [(now, event.id) for event in events],
+                " lease_owner = NULL, lease_until = NULL"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (now, as_json(ids)),
             )
             changes_of([(e.agent_id, e.status, 1) for e in events], "delivered").apply(conn)
-            attempts = take_attempts(events, now, mechanism, session)
-            write_attempts(conn, attempts, now, "take", agent_id)
+            run = AttemptRun(mechanism, DELIVERED, session, ids)
+            write_runs(conn, [run], now, "take", agent_id)
             return [delivered(event, now) for event in events]
 
         return await self._run(deliver)
@@ -356,8 +363,8 @@ class SQLiteStore(
 
         def finish(conn: sqlite3.Connection) -> list[tuple[str, int]]:
             acked = acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
-            attempts = ack_attempts([event_id for event_id, _ in acked], now, consumer)
-            write_attempts(conn, attempts, now, "ack", agent_id)
+            done = [event_id for event_id, _ in acked]
+            write_runs(conn, [AttemptRun(ACK, DELIVERED, consumer, done)], now, "ack", agent_id)
             return acked
 
         acknowledged = await self._run(finish)
@@ -501,8 +508,7 @@ class SQLiteStore(
             mark_pushed(conn, pushed, now)
             insert_attempt_rows(conn, attempts)
 
-        # Lost in a crash, the records cost nothing: their events stay pending, offered again.
-        await self._worker.run(record, durable=False)
+        await self._run(record)
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:

@@ -4,18 +4,14 @@ The worker takes all the operations waiting at that moment and runs them in one 
 inside its own savepoint, then commits once: under load many publishes share one fsync, and each
 caller still gets its answer only after the commit that made its write durable.
 
-An operation whose loss in a crash costs nothing (the record of a push: its event stays pending
-and is offered again) runs with ``durable=False``, and may wait: while other operations are
-queued it is put off (for at most ``PUT_OFF_AT_MOST_S``), then runs in a group of its own, so
-that a publish waits behind it only if it comes while it runs. Such a group commits without
-waiting for the disk (WAL with synchronous=NORMAL): it does not hold the publishes queued behind
-it for an fsync of its own, and the next durable commit syncs its pages too.
+Operations of one kind that can be written together (``Joinable``: publishes) and are queued one
+after another run as one: a group of publishes is stored by a few statements for all of them, not
+a few for each. Each caller still gets its own answer or its own error: what the joined operation
+refuses it refuses to that caller alone, and if it fails as a whole, each of its callers' operations
+runs again alone, in its own savepoint, so that a failure lands only on the caller that caused it.
 
-Before it starts such a group, the worker lets the event loop run first (``pause``): the group's
-first statement would hand the loop the GIL anyway, and wait for it back while holding the
-writer, so that whatever the loop published meanwhile waited behind the whole group. Paused
-first, what the loop queues meanwhile goes first, and the group starts once a pause brings
-nothing (or it is overdue).
+A group is answered in one call to the event loop: the journal's listeners first, then every
+caller, so that the hand-back costs the loop one wake-up per group, not one per operation.
 """
 
 from __future__ import annotations
@@ -24,11 +20,9 @@ import asyncio
 import queue
 import sqlite3
 import threading
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from herald.errors import HeraldError, StoreUnavailable
 from herald.store.journal import start_watching, written_in
@@ -36,8 +30,26 @@ from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
 MAX_GROUP = 512
-PUT_OFF_AT_MOST_S = 0.25
-"""The longest an operation with ``durable=False`` is put off while others keep coming."""
+CACHED_STATEMENTS = 256
+"""Prepared statements the connection keeps: room for every statement herald runs, and for the
+multi-row inserts of each size up to ``rows.ROWS_PER_INSERT``."""
+
+Item = TypeVar("Item")
+Outcome = tuple[bool, Any]
+"""An operation's outcome: (True, its result) or (False, the error its caller gets)."""
+
+
+@dataclass(frozen=True)
+class Joinable(Generic[Item, T]):
+    """A kind of operation that the worker may run for several callers at once.
+
+    ``alone`` does one caller's (given its ``item``); ``together`` does those of several callers,
+    queued one after another, and answers each: (True, its result), or (False, its error) having
+    written nothing for it. If ``together`` raises, the worker undoes it and runs each ``alone``.
+    """
+
+    alone: Callable[[sqlite3.Connection, Item], T]
+    together: Callable[[sqlite3.Connection, Sequence[Item]], list[Outcome]]
 
 
 @dataclass
@@ -45,27 +57,20 @@ class _Job:
     operation: Operation[Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
-    durable: bool = True
-    queued_at: float = field(default_factory=time.monotonic)
+    kind: Joinable[Any, Any] | None = None
+    item: Any = None
 
 
 class Worker:
     """The thread that runs operations on a SQLite file, a group of them per transaction."""
 
     def __init__(
-        self,
-        path: str,
-        synchronous: str,
-        on_journal: Callable[[], None] = lambda: None,
-        pause: Callable[[], None] = lambda: time.sleep(0),
+        self, path: str, synchronous: str, on_journal: Callable[[], None] = lambda: None
     ) -> None:
         self.path = path
         self.synchronous = synchronous
         self.on_journal = on_journal
         """Called in the event loop after a commit that wrote a journal row."""
-        self.pause = pause
-        """Called in the worker's thread before it starts an operation that can wait: gives
-        the event loop the GIL (``time.sleep(0)`` releases it) so that it can queue work."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -93,18 +98,26 @@ class Worker:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
 
-    async def run(self, operation: Operation[T], *, durable: bool = True) -> T:
-        """Run an operation on the connection; answers once the transaction is committed (with
-        ``durable=False``, maybe not yet on disk: see the module's docstring).
+    async def run(self, operation: Operation[T]) -> T:
+        """Run an operation on the connection; answers once the transaction is committed.
 
         Raises:
             StoreUnavailable: the worker is not started, or SQLite failed.
         """
+        return await self._queue(operation)
+
+    async def run_joinable(self, kind: Joinable[Item, T], item: Item) -> T:
+        """Run ``kind.alone`` on ``item``, or join it with the same kind's queued beside it."""
+        return await self._queue(lambda conn: kind.alone(conn, item), kind, item)
+
+    async def _queue(
+        self, operation: Operation[T], kind: Joinable[Any, Any] | None = None, item: Any = None
+    ) -> T:
         if self._thread is None:
             raise StoreUnavailable("the store is not open: call open() first")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(operation, future, loop, durable))
+        self._jobs.put(_Job(operation, future, loop, kind, item))
         try:
             return await future
         except HeraldError:
@@ -115,7 +128,12 @@ class Worker:
     # The worker thread
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=CACHED_STATEMENTS,
+        )
         conn.row_factory = sqlite3.Row  # rows are read by column name
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -132,35 +150,21 @@ class Worker:
             self._ready.set()
             return
         self._ready.set()
-        put_off: deque[_Job] = deque()
-        stopping = paused = False
+        stopping = False
         try:
-            while not stopping or put_off:
-                jobs, told_to_stop = self._take(wait=not (put_off or stopping))
-                stopping = stopping or told_to_stop
-                group = [job for job in jobs if job.durable]
-                put_off.extend(job for job in jobs if not job.durable)
-                if put_off and not (group or paused or stopping or _overdue(put_off[0])):
-                    self.pause()  # then take what came meanwhile: it goes first
-                    paused = True
-                    continue
-                paused = False
-                if put_off and (not group or stopping or _overdue(put_off[0])):
-                    group.append(put_off.popleft())
+            while not stopping:
+                group, stopping = self._take()
                 if group:
                     self._serve_group(conn, group)
-                del jobs, group  # held while waiting for the next, they would keep answers alive
+                del group  # held while waiting for the next, it would keep answers alive
         finally:
             conn.close()
 
-    def _take(self, *, wait: bool) -> tuple[list[_Job], bool]:
-        """The jobs queued now (waiting for one if ``wait``), up to ``MAX_GROUP``; and whether
-        the worker was told to stop."""
+    def _take(self) -> tuple[list[_Job], bool]:
+        """The jobs queued now (waiting for one), up to ``MAX_GROUP``; and whether the worker
+        was told to stop."""
         jobs: list[_Job] = []
-        try:
-            job = self._jobs.get(block=wait)
-        except queue.Empty:
-            return jobs, False
+        job = self._jobs.get()
         while job is not None:
             jobs.append(job)
             if len(jobs) == MAX_GROUP:
@@ -174,34 +178,19 @@ class Worker:
     def _serve_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
         """Run the group in one transaction and answer each of its jobs."""
         watch = start_watching()
-        outcomes = _run_group(conn, group, self.synchronous)
-        if written_in(watch):  # told before the callers get their answers
-            group[0].loop.call_soon_threadsafe(self.on_journal)
-        for job, (ok, value) in zip(group, outcomes, strict=True):
-            job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+        outcomes = _run_jobs(conn, group)
+        on_journal = self.on_journal if written_in(watch) else None
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+        for job, outcome in zip(group, outcomes, strict=True):
+            answers.setdefault(job.loop, []).append((job.future, outcome))
+        for loop, settled in answers.items():
+            loop.call_soon_threadsafe(_answer, on_journal, settled)
+            on_journal = None  # told once
 
 
-def _overdue(job: _Job) -> bool:
-    return time.monotonic() - job.queued_at >= PUT_OFF_AT_MOST_S
-
-
-def _run_group(
-    conn: sqlite3.Connection, group: list[_Job], synchronous: str
-) -> list[tuple[bool, Any]]:
-    relaxed = synchronous.upper() in {"FULL", "EXTRA"} and not any(j.durable for j in group)
-    if relaxed:
-        conn.execute("PRAGMA synchronous=NORMAL")
-    try:
-        return _run_jobs(conn, group)
-    finally:
-        if relaxed:
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-
-
-def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, Any]]:
-    """Run the group in one transaction; each job's outcome: (True, its result) or (False, its
-    error)."""
-    outcomes: list[tuple[bool, Any]] = []
+def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[Outcome]:
+    """Run the group in one transaction; each job's outcome."""
+    outcomes: list[Outcome] = []
     try:
         conn.execute("BEGIN IMMEDIATE")
         if len(group) == 1:  # alone in its transaction: no savepoint needed
@@ -211,7 +200,8 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, A
                 conn.execute("ROLLBACK")
                 outcomes.append((False, exc))
         else:
-            outcomes.extend(_run_saved(conn, job) for job in group)
+            for run in _runs(group):
+                outcomes += _run_joined(conn, run) if len(run) > 1 else [_run_saved(conn, run[0])]
         if conn.in_transaction:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -221,7 +211,34 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[tuple[bool, A
     return outcomes
 
 
-def _run_saved(conn: sqlite3.Connection, job: _Job) -> tuple[bool, Any]:
+def _runs(group: list[_Job]) -> Iterator[list[_Job]]:
+    """The group in order, jobs of one joinable kind queued one after another taken together."""
+    run: list[_Job] = []
+    for job in group:
+        if run and (job.kind is None or job.kind is not run[0].kind):
+            yield run
+            run = []
+        run.append(job)
+    if run:
+        yield run
+
+
+def _run_joined(conn: sqlite3.Connection, run: list[_Job]) -> list[Outcome]:
+    """Run jobs of one kind as one, inside a savepoint; if that fails, each alone."""
+    kind = run[0].kind
+    assert kind is not None
+    conn.execute("SAVEPOINT joined")
+    try:
+        outcomes = kind.together(conn, [job.item for job in run])
+    except Exception:  # one of them is at fault: each alone finds which
+        conn.execute("ROLLBACK TO joined")
+        conn.execute("RELEASE joined")
+        return [_run_saved(conn, job) for job in run]
+    conn.execute("RELEASE joined")
+    return outcomes
+
+
+def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
     """Run one job of a group inside a savepoint: its failure undoes only its own work."""
     conn.execute("SAVEPOINT job")
     try:
@@ -234,10 +251,20 @@ def _run_saved(conn: sqlite3.Connection, job: _Job) -> tuple[bool, Any]:
     return True, result
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():  # the caller was cancelled; the work is committed all the same
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
+def _answer(
+    on_journal: Callable[[], None] | None,
+    settled: list[tuple[asyncio.Future[Any], Outcome]],
+) -> None:
+    """In the event loop: tell the journal's listeners, then answer each caller (even if a
+    listener fails: the loop reports its error)."""
+    try:
+        if on_journal is not None:
+            on_journal()
+    finally:
+        for future, (ok, value) in settled:
+            if future.done():  # the caller was cancelled; the work is committed all the same
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
