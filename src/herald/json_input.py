@@ -32,7 +32,15 @@ MAX_INT_DIGITS = 4300
 
 _CONTAINERS = frozenset({dict, list})
 _SAFE = frozenset({int, bool, type(None), dict, list})
+_PARSED = frozenset({int, bool, type(None), dict, list, str, float})
+"""What a JSON parser makes of JSON text."""
 _RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+_UNSURE_ESCAPE = re.compile(rb"\\u(?:0000|003[aA])")
+"""NUL, or a colon, spelled as an escape (which ``keys_once`` cannot count)."""
+_MAX_INT_BITS = 14_000
+"""Under ``MAX_INT_DIGITS`` decimal digits (4,300 digits take 14,282 bits or more)."""
+SHORTEST_LONG_INT = 4_000
+"""Fewer characters than an integer over ``_MAX_INT_BITS`` bits takes (4,215 digits)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _MAX_PATH_CHARS = 160
 
@@ -85,6 +93,74 @@ def loads(body: bytes, where: str = "$") -> Any:
     if _has_fault(value, strings=strings):
         _name_fault(value, where)
     return value
+
+
+def unsure(body: bytes) -> bool:
+    """Whether a JSON text may hold what only ``loads`` tells apart, whatever a parser that does
+    not check it makes of it: NUL (written as an escape: raw, it is not JSON), NaN or Infinity
+    (which some parsers take), or a colon written as an escape. (Any text that merely holds
+    such letters is unsure too: ``loads`` decides.) A surrogate half alone is refused by
+    pydantic's parser itself (a pair of them is a character beyond the BMP, as ``loads``
+    takes it)."""
+    return (
+        b"NaN" in body
+        or b"Infinity" in body
+        or (b"\\u" in body and _UNSURE_ESCAPE.search(body) is not None)
+    )
+
+
+def plain(values: list[Any], most: int, *, long_ints: bool = True) -> tuple[int, list[str]] | None:
+    """Values a JSON parser made (which checks none of this module's rules), looked at level by
+    level with few steps in Python per value: None if anything in them may break a rule (a
+    number JSON cannot carry, a long integer) or nests more than ``most`` levels (a container
+    is one level, its containers two); else how many keys their objects hold in all and the
+    strings in them (keys too), for ``keys_once``. Without ``long_ints`` (a text shorter than
+    ``SHORTEST_LONG_INT``), integers are not looked at."""
+    keys = 0
+    strings: list[str] = []
+    depth = 0
+    while values:
+        kinds = set(map(type, values))
+        if not kinds <= _PARSED:
+            return None
+        if float in kinds and not all(
+            math.isfinite(item) for item in values if type(item) is float
+        ):
+            return None
+        if (
+            long_ints
+            and int in kinds
+            and max(item.bit_length() for item in values if type(item) is int) > _MAX_INT_BITS
+        ):
+            return None
+        if str in kinds:
+            strings += [item for item in values if type(item) is str]
+        if not kinds & _CONTAINERS:
+            break
+        depth += 1
+        if depth > most:
+            return None
+        objects = [item for item in values if type(item) is dict]
+        keys += sum(map(len, objects))
+        strings += chain.from_iterable(objects)
+        values = list(
+            chain.from_iterable(
+                item.values() if type(item) is dict else item
+                for item in values
+                if type(item) in _CONTAINERS
+            )
+        )
+    return keys, strings
+
+
+def keys_once(body: bytes, keys: int, strings: Iterable[str]) -> bool:
+    """Whether a JSON text that ``unsure`` passed, parsed by a parser that keeps one member of a
+    key given twice, held each key once per object: ``keys`` are the keys of what it made,
+    ``strings`` every string in it (keys too). Every colon of the text ends a key, or is in a
+    string: the text holds ``keys`` colons and those of the strings exactly when no key was
+    dropped (a member dropped takes its key's colon, and its strings' colons, with it)."""
+    colons = body.count(b":")
+    return colons == keys or colons == keys + "\n".join(strings).count(":")
 
 
 def check(value: Any, where: str) -> None:

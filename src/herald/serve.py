@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import FrameType
 
 import uvicorn
-from starlette.applications import Starlette
 
 from herald.config import DEFAULTS, ServeConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
 from herald.errors import HeraldError
 from herald.http import create_app
+from herald.http.app import HeraldApp
 from herald.http.connections import (
     MAX_HEAD_BYTES,
     ConnectionBudget,
@@ -104,6 +104,9 @@ async def serve(
                 # --log-format), not through uvicorn's own handlers.
                 log_config=None,
                 access_log=config.access_log,
+                # A proxy's X-Forwarded-For and -Proto name the client and scheme for uvicorn's
+                # access log alone (herald reads neither): without it, no layer for them.
+                proxy_headers=config.access_log,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=guarded_protocol(guard),
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
@@ -238,7 +241,7 @@ def build_hub(config: ServeConfig) -> Hub:
 
 def build_app(
     hub: Hub, config: ServeConfig, public_url: str, requests_per_key: int = 0
-) -> tuple[Starlette, Callable[[], Awaitable[None]]]:
+) -> tuple[HeraldApp, Callable[[], Awaitable[None]]]:
     """The HTTP app over an opened hub, with the delivery engine, the stream fan-out and the
     webhook worker set as ``config`` says; and what to call when the server begins to stop,
     before it waits for its requests to end: the streams are closed (they never end by

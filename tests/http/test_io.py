@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,7 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from herald.http.io import AnswerUnexpectedErrors, json_response
+from herald.http.io import json_response
+from herald.http.middleware import HeraldMiddleware
+from herald.metrics import Metrics
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +71,17 @@ async def test_an_unexpected_error_is_a_500_in_heralds_shape_and_the_connection_
 ) -> None:
     app = Starlette(
         routes=[Route("/broken", broken), Route("/fine", fine)],
-        middleware=[Middleware(AnswerUnexpectedErrors)],
+        middleware=[
+            Middleware(
+                HeraldMiddleware,
+                metrics=Metrics(),
+                templates={},
+                requests_per_key=0,
+                body_idle_s=10.0,
+                body_total_s=60.0,
+                clock=time.monotonic,
+            )
+        ],
     )
     with caplog.at_level(logging.ERROR, logger="herald.http"):
         async with serving(app) as port:

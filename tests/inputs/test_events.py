@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from herald.inputs.events import CheckedBatches, parse_batch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from herald import json_input
+from herald.errors import InvalidInput, TooLarge
+from herald.inputs.events import (
+    CheckedBatches,
+    parse_batch,
+    parse_new_event,
+    read_publish,
+)
+from herald.models import NewEvent
+from tests.http.hostile import bodies, datas, either, forms, objects, ttls
 
 FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 VARIED: list[dict[str, Any]] = [
@@ -29,7 +43,9 @@ def test_a_batch_a_dry_run_passed_is_taken_again_as_its_check_made_it() -> None:
     for body in (json.dumps(VARIED).encode(), json.dumps(VARIED, ensure_ascii=False).encode()):
         checked = CheckedBatches()
         checked.remember(body)
-        assert checked.parsed(body) == parse_batch(json.loads(body))  # data_json and all
+        dry_run = read_publish(body)  # what the dry run made of it
+        assert dry_run is not None
+        assert checked.parsed(body) == dry_run[0]  # data_json and all
 
 
 def test_only_the_same_bytes_lately_checked_are_taken_without_a_check() -> None:
@@ -43,3 +59,104 @@ def test_only_the_same_bytes_lately_checked_are_taken_without_a_check() -> None:
     checked.remember(bodies[2])
     assert checked.parsed(bodies[1]) is None  # the oldest of three, forgotten
     assert checked.parsed(bodies[0]) is not None and checked.parsed(bodies[2]) is not None
+
+
+# One pass over a publish body, beside the full checks that name every fault.
+
+ONE_PASS_EVENTS = objects(
+    {
+        "to": either(st.sampled_from(["a", "b-1"])),
+        "type": either(st.sampled_from(["t", "dm.received", "a:b"])),
+        "text": either(st.text(min_size=1, max_size=12)),
+        "data": datas,
+        "dedupe_key": either(st.text(min_size=1, max_size=10)),
+        "ttl_s": ttls(),
+        "reply": forms(),
+        "from": either(st.sampled_from(["a", "x:y"])),
+    },
+    required=("to", "type", "text"),
+)
+
+
+def _fully_checked(body: bytes) -> tuple[list[NewEvent], bool]:
+    value = json_input.loads(body)
+    if isinstance(value, list):
+        return parse_batch(value), True
+    return [parse_new_event(value)], False
+
+
+def _same_events(one_pass: list[NewEvent], full: list[NewEvent]) -> None:
+    assert len(one_pass) == len(full)
+    for fast, checked in zip(one_pass, full, strict=True):
+        # The same event; its data's JSON text may be spelled otherwise (1e-7, 1e-07).
+        assert replace(fast, data_json="", reply_schema_json="") == replace(
+            checked, data_json="", reply_schema_json=""
+        )
+        assert json.loads(fast.data_json) == json.loads(checked.data_json)
+        assert json.loads(fast.reply_schema_json or "null") == json.loads(
+            checked.reply_schema_json or "null"
+        )
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies(st.one_of(ONE_PASS_EVENTS, st.lists(ONE_PASS_EVENTS, max_size=4))))
+def test_one_pass_takes_only_what_the_full_checks_take_as_the_same_events(body: bytes) -> None:
+    one_pass = read_publish(body)
+    try:
+        full = _fully_checked(body)
+    except (InvalidInput, TooLarge):
+        assert one_pass is None
+        return
+    if one_pass is not None:
+        assert one_pass[1] == full[1]
+        _same_events(one_pass[0], full[0])
+
+
+EVENT = '{"to": "a", "type": "t", "text": "hi", "data": %s}'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"to": "a", "to": "b", "type": "t", "text": "hi"}',
+        EVENT % '{"k": 1, "k": 2}',
+        EVENT % '{"k": "a:b", "k": "c"}',  # a colon in a string does not hide the key twice
+        EVENT % '{"k": 1, "\\u006b": 2}',
+        "[" + EVENT % '{"k": {"x": 1, "x": 1}}' + "]",
+        EVENT % ("[" * 65 + "]" * 65),
+        "[" + EVENT % ("[" * 99 + "]" * 99) + "]",  # 101 levels deep in all
+        EVENT % '{"k": NaN}',
+        EVENT % '{"k": 1e400}',
+        EVENT % '{"k": "\\u0000"}',
+        EVENT % '{"k": "\\ud800"}',
+        EVENT % ('{"k": ' + "9" * 4301 + "}"),
+    ],
+)
+def test_one_pass_leaves_to_the_full_checks_what_they_refuse(body: str) -> None:
+    raw = body.encode()
+    assert read_publish(raw) is None
+    with pytest.raises(InvalidInput):
+        _fully_checked(raw)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        EVENT % '{"url": "https://example.com:8080/a", "at": "12:30"}',
+        EVENT % ("[" * 64 + "]" * 64),  # as deep as data may be
+        "[" + EVENT % ("[" * 64 + "]" * 64) + "]",
+        EVENT % '{"é": "😀", "n": [1, 2.5, -0.0, 1e-7, 10000000000000000000000]}',
+        '{"to": "a", "type": "a:b", "text": "x:y", "from": "a", "dedupe_key": "k:1"}',
+    ],
+)
+def test_one_pass_takes_well_formed_bodies_as_the_full_checks_do(body: str) -> None:
+    raw = body.encode()
+    one_pass = read_publish(raw)
+    assert one_pass is not None
+    _same_events(one_pass[0], _fully_checked(raw)[0])
+
+
+def test_a_body_after_a_byte_order_mark_is_left_to_the_full_checks_which_take_it() -> None:
+    raw = ("\ufeff" + EVENT % "{}").encode()
+    assert read_publish(raw) is None
+    assert _fully_checked(raw)[0][0].text == "hi"

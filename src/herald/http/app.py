@@ -1,4 +1,4 @@
-"""The Starlette application that ``herald serve`` runs: the routes of each resource (agents,
+"""The ASGI application that ``herald serve`` runs: the routes of each resource (agents,
 events, the channel, endpoints, event types, publisher keys, health), the streams (an agent's,
 the admin's feed) and ``/mcp`` endpoints, the web console, the API's own description
 (``/openapi.json``, ``/docs``), and what runs beside them for as long as the app does."""
@@ -6,18 +6,20 @@ the admin's feed) and ``/mcp`` endpoints, the web console, the API's own descrip
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.routing import Route
+from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from herald.addresses import AddressGuard
 from herald.config import DEFAULTS, EventsConfig, HttpConfig, MetricsConfig, SubscriptionConfig
 from herald.delivery.engine import Notifier
 from herald.delivery.fanout import Fanout
-from herald.errors import HeraldError
 from herald.http import (
     agents,
     channel,
@@ -33,13 +35,11 @@ from herald.http import (
     stats,
 )
 from herald.http.auth import MetricsAccess
-from herald.http.bodies import BodyDeadlines
-from herald.http.connections import ConnectionWatch
 from herald.http.feed import FeedRoute
-from herald.http.io import AnswerUnexpectedErrors, herald_error, http_error
-from herald.http.limits import KeyLimits, Limits, RequestsPerKey
+from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
-from herald.http.metrics import CountRequests, route_templates
+from herald.http.metrics import route_templates
+from herald.http.middleware import HeraldMiddleware
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
@@ -62,7 +62,7 @@ def create_app(
     metrics_config: MetricsConfig = DEFAULTS.metrics,
     http_config: HttpConfig = DEFAULTS.http,
     requests_per_key: int = 0,
-) -> Starlette:
+) -> HeraldApp:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
     key may hold or do at once (the defaults of ``KeyLimits`` when not given); ``mcp_era`` is
@@ -90,7 +90,7 @@ def create_app(
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: HeraldApp) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if maintenance:
@@ -120,24 +120,64 @@ def create_app(
         *openapi.ROUTES,
         *reference.ROUTES,
     ]
-    app = Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        middleware=[
-            Middleware(ConnectionWatch),
-            Middleware(CountRequests, metrics=hub.metrics, templates=route_templates(routes)),
-            Middleware(AnswerUnexpectedErrors),
-            Middleware(RequestsPerKey, limit=requests_per_key),
-            Middleware(
-                BodyDeadlines,
-                idle_s=http_config.body_idle_timeout_s,
-                total_s=http_config.body_timeout_s,
-                clock=hub.clock,
-            ),
-        ],
-        exception_handlers={HeraldError: herald_error, HTTPException: http_error},
+    routes = [_direct(route) for route in routes]
+    router = Router(routes=routes, lifespan=lifespan)
+    app = HeraldApp(
+        router,
+        HeraldMiddleware(
+            router,
+            metrics=hub.metrics,
+            templates=route_templates(routes),
+            requests_per_key=requests_per_key,
+            body_idle_s=http_config.body_idle_timeout_s,
+            body_total_s=http_config.body_timeout_s,
+            clock=hub.clock,
+        ),
     )
     app.state.services = Services(
         hub, notifier, per_key, guard, MetricsAccess.of(metrics_config), CheckedBatches()
     )
     return app
+
+
+class HeraldApp:
+    """herald's ASGI app: its routes (a Starlette ``Router``, which runs the lifespan too) in
+    herald's one middleware, which answers every error in herald's shape. (Starlette's own app
+    class would put two layers of its own around each request, a last-resort 500 and its
+    exception handlers, for what that middleware does already.) Like it, it has a ``state``, its
+    ``router`` and ``routes``, and is each request's ``request.app``."""
+
+    def __init__(self, router: Router, serve: ASGIApp) -> None:
+        self.router = router
+        self.state = State()
+        self._serve = serve
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        return self.router.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self._serve(scope, receive, send)
+
+
+class Handler:
+    """A handler (``request -> response``) as the ASGI endpoint of its route. Starlette wraps a
+    handler given as a function in a layer that looks for exception handlers, and herald has
+    none there: its middleware answers every error. It carries the handler's name, module and
+    description (``__wrapped__``)."""
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.handler = handler
+        functools.update_wrapper(self, handler)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handler(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def _direct(route: Route) -> Route:
+    """The route with its handler as its ASGI endpoint (``Handler``)."""
+    if not inspect.iscoroutinefunction(route.endpoint):
+        return route
+    return Route(route.path, Handler(route.endpoint), methods=route.methods, name=route.name)

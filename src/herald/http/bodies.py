@@ -5,7 +5,7 @@ While herald waits for more of a body, at most ``idle_s`` may pass with nothing 
 the whole body must have arrived ``total_s`` after herald began to read it. Past either, the
 request is answered 408 ``body_timeout`` in herald's error shape and its connection closed.
 
-This is ASGI middleware around ``receive``: it bounds only what the app waits for. A body left
+This bounds ``receive`` (``herald.http.middleware``): only what the app waits for. A body left
 unread behind an early answer (a 401 before the body is read, say) is the server's to discard;
 ``herald.http.connections`` bounds that with the same total deadline.
 """
@@ -13,52 +13,33 @@ unread behind an early answer (a 401 before the body is read, say) is the server
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive
 
 from herald.errors import BodyTimeout
 from herald.http.io import error_response
 
 
 class BodyDeadlines:
-    """ASGI middleware: each request body arrives without a pause over ``idle_s`` and whole
-    within ``total_s`` of its first read (by ``clock``, in seconds), or the request is answered
-    408 and its connection closed."""
+    """Each request body arrives without a pause over ``idle_s`` and whole within ``total_s`` of
+    its first read (by ``clock``, in seconds), or the request is answered 408 and its connection
+    closed (``herald.http.middleware`` keeps them around each request)."""
 
-    def __init__(
-        self, app: ASGIApp, *, idle_s: float, total_s: float, clock: Callable[[], float]
-    ) -> None:
-        self.app = app
+    def __init__(self, *, idle_s: float, total_s: float, clock: Callable[[], float]) -> None:
         self.idle_s = idle_s
         self.total_s = total_s
         self.clock = clock
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _has_body(scope):
-            # Nothing to wait for: a stream's answer (every push on it) goes out unwrapped.
-            await self.app(scope, receive, send)
-            return
-        body = _Body(self, receive)
-        answer = _Answer(send, body)
-        with contextlib.suppress(BodyTimeout):  # an app that let it through unanswered
-            await self.app(scope, body.receive, answer.send)
-        if body.late is not None and not answer.started:
-            await answer.send({"type": "http.response.start", "status": 408})
-
-
-def _has_body(scope: Scope) -> bool:
-    """Whether the request's head announces a body: a request with neither ``Content-Length``
-    (other than 0) nor ``Transfer-Encoding`` has none (RFC 9112, section 6.3)."""
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
-            return True
-    return False
+    def of(self, receive: Receive) -> _Body:
+        """The bounded ``receive`` of one request whose head announces a body."""
+        return _Body(self, receive)
 
 
 class _Body:
     """The ``receive`` of one request, bounded while the body is still coming."""
+
+    __slots__ = ("_deadlines", "_first_read", "_receive", "_whole", "answered", "late")
 
     def __init__(self, deadlines: BodyDeadlines, receive: Receive) -> None:
         self._deadlines = deadlines
@@ -104,29 +85,12 @@ class _Body:
         return self.late
 
 
-class _Answer:
-    """The ``send`` of one request: once its body ran out of time, the answer is herald's 408
-    (whatever the app answers instead) and the connection is closed after it."""
-
-    def __init__(self, send: Send, body: _Body) -> None:
-        self._send = send
-        self._body = body
-        self.started = False
-        self._replaced = False
-
-    async def send(self, message: Message) -> None:
-        if self._replaced:
-            return  # the rest of an answer the 408 replaced
-        if message["type"] == "http.response.start":
-            self.started = self._body.answered = True
-            if self._body.late is not None:
-                self._replaced = True
-                await self._refuse(self._body.late)
-                return
-        await self._send(message)
-
-    async def _refuse(self, late: BodyTimeout) -> None:
-        answer = error_response(late.code, late.message, late.http_status)
-        headers = [*answer.raw_headers, (b"connection", b"close")]
-        await self._send({"type": "http.response.start", "status": 408, "headers": headers})
-        await self._send({"type": "http.response.body", "body": answer.body})
+def body_refusal(late: BodyTimeout) -> list[Message]:
+    """The answer that replaces the app's once a body ran out of time: herald's 408, and the
+    connection closed after it."""
+    answer = error_response(late.code, late.message, late.http_status)
+    headers = [*answer.raw_headers, (b"connection", b"close")]
+    return [
+        {"type": "http.response.start", "status": 408, "headers": headers},
+        {"type": "http.response.body", "body": answer.body},
+    ]

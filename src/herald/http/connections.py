@@ -30,9 +30,10 @@ request in time, send a request head without end, or take the last file the proc
 
 Built on public interfaces only: uvicorn's HTTP protocol is wrapped, not subclassed, by an
 ``asyncio.Protocol`` (``uvicorn.Config(http=...)`` takes one) that sees every byte and event of
-the connection and gives uvicorn's protocol a transport of its own; an ASGI middleware
-(``ConnectionWatch``) tells it when each answer is sent. The wrapper finds where a request head
-ends itself (the blank line after it), and counts a body by its ``content-length``.
+the connection and gives uvicorn's protocol a transport of its own; herald's ASGI middleware
+(``herald.http.middleware``) tells it when each answer is sent. The wrapper finds where a
+request head ends itself (the blank line after it), and counts a body by its
+``content-length``.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ head read); answered, with the rest of its body still to come (to be discarded).
 _SERVING: ContextVar[GuardedConnection | None] = ContextVar("herald_connection", default=None)
 """The connection whose bytes the server is reading. The server starts each request's task
 while it reads them, and a task keeps the context it was started in: the app
-(``ConnectionWatch``) finds its connection here."""
+(``serving_connection``) finds its connection here."""
 
 
 class GuardedConnection(asyncio.Protocol):
@@ -210,12 +211,15 @@ class GuardedConnection(asyncio.Protocol):
         self.probes_only = False
         """The connection is in the probes' reserve, beyond the cap."""
         self.sending = False
-        """The app's answer is being written (``ConnectionWatch``)."""
+        """The app's answer is being written (``sending_answer``)."""
         self.answering = False
         """The app's answer has begun and not ended."""
         self.closes_for_body = False
         """The answer closes the connection for a body of unknown length left unread
-        (``ConnectionWatch``): the rest of the body is read and dropped first."""
+        (``sending_answer``): the rest of the body is read and dropped first."""
+        self.holds_head = False
+        """The next write is the head of an answer whose body follows at once (``hold``)."""
+        self._head: bytes | None = None
         self._served = False
         self._discarding = False
         """uvicorn closed the connection with a body still coming: it is read and dropped."""
@@ -323,15 +327,64 @@ class GuardedConnection(asyncio.Protocol):
         return rest
 
     def request_began(self) -> None:
-        """The app got a request (``ConnectionWatch``): a pipelined one's head was read while
-        the request before it was in flight."""
+        """The app got a request: a pipelined one's head was read while the request before it
+        was in flight."""
         if self.phase == "head":
             self._stop_head_clock()
             self.phase, self.body_bytes = "request", 0
             self.guard.busy(self)
 
+    def has_body_bytes(self, length: int | None) -> bool:
+        """Whether the request in flight has ``length`` bytes of body here already (None: a
+        chunked body, whose end only the parser knows)."""
+        return length is not None and self.phase == "request" and self.body_bytes >= length
+
+    def probes_only_refuses(self, path: str) -> bool:
+        """Whether a request for ``path`` is refused (``busy_refusal``): the connection is in
+        the probes' reserve, and the request is not a probe."""
+        return self.probes_only and path not in PROBES
+
+    def sending_answer(self, message: Message, body_read: bool, length: int | None) -> Message:
+        """A message of the app's answer, as it is to be written now (``sending`` until it is):
+        an answer on the probes' reserve, or one that leaves a body of unknown length unread,
+        closes the connection. ``body_read``: the request's body was read to its end;
+        ``length``: the body's length by the request's head (None: chunked)."""
+        if message["type"] == "http.response.start":
+            self.closes_for_body = not body_read and length is None
+            if self.probes_only or self.closes_for_body:  # a probe on the reserve: one only
+                headers = [*message.get("headers", []), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            self.answering = True
+            # An answer of known length is whole at once (its body is sent next): its head is
+            # written with its body, in one write rather than two.
+            self.holds_head = any(
+                name == b"content-length" for name, _ in message.get("headers", ())
+            )
+        else:
+            self.holds_head = False  # whatever was to be held has been written, or never was
+        self.sending = True
+        return message
+
+    def hold(self, head: bytes) -> None:
+        """Keep the answer's head (``holds_head``) to write with what follows it."""
+        self.holds_head = False
+        self._head = head
+
+    def held(self) -> bytes | None:
+        """The answer's head kept to be written, if any; it is the caller's to write now."""
+        head, self._head = self._head, None
+        return head
+
+    def write_held(self) -> None:
+        """Write the answer's head kept for its body, which was not written (an answer to HEAD
+        has none; an app may fail before it)."""
+        self.holds_head = False
+        head = self.held()
+        if head is not None and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(head)
+
     def answered(self, body_read: bool, body_length: int | None) -> None:
-        """The app's answer was sent (``ConnectionWatch``): the connection waits for its next
+        """The app's answer was sent: the connection waits for its next
         request. A body not read to its end (an early answer, say) is discarded as it comes,
         by uvicorn, and must end within the body timeout; ``body_length`` is its length when
         known (``content-length``), else its answer closed the connection."""
@@ -453,6 +506,13 @@ class _Relay(asyncio.Transport):
             # here, outside any answer of the app.
             connection.refused_by_server()
             return
+        if connection.holds_head:
+            connection.hold(bytes(data))
+            return
+        head = connection.held()
+        if head is not None:
+            self._transport.writelines((head, data))
+            return
         self._transport.write(data)
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
@@ -463,6 +523,7 @@ class _Relay(asyncio.Transport):
         if self._closing:
             self._transport.close()  # again: uvicorn shuts down, it waits no longer
             return
+        self._guarded.write_held()
         self._closing = True
         if not self._guarded.discard():
             self._transport.close()
@@ -502,65 +563,10 @@ class _Relay(asyncio.Transport):
         self._transport.set_write_buffer_limits(high, low)
 
 
-class ConnectionWatch:
-    """ASGI middleware: tells the request's connection (``GuardedConnection``) when its answer
-    is sent and whether its body was read to the end; on a connection in the probes' reserve,
-    answers only a probe, and closes the connection after it. Served otherwise than by a
-    ``GuardedConnection`` (a test's transport), it passes requests through."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        connection = _SERVING.get()
-        if connection is None or scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        connection.request_began()
-        length = _body_length(scope)
-        body_read = length == 0
-        told = False
-
-        async def watched_receive() -> Message:
-            nonlocal body_read
-            message = await receive()
-            if message["type"] == "http.disconnect" or not message.get("more_body", False):
-                body_read = True
-            return message
-
-        async def watched_send(message: Message) -> None:
-            nonlocal told
-            if message["type"] == "http.response.start":
-                # A probe on the reserve: one, then its place is free again.
-                connection.closes_for_body = not body_read and length is None
-                if connection.probes_only or connection.closes_for_body:
-                    headers = [*message.get("headers", []), (b"connection", b"close")]
-                    message = {**message, "headers": headers}
-                connection.answering = True
-            last = message["type"] == "http.response.body" and not message.get("more_body", False)
-            connection.sending = True
-            try:
-                await send(message)
-            finally:
-                connection.sending = False
-            if last:
-                connection.answering, told = False, True
-                connection.answered(body_read, length)
-
-        app = self.app
-        if connection.probes_only and scope["path"] not in PROBES:
-            app = _refusal(503, "server_busy", _BUSY, _BUSY_HEADERS)
-        try:
-            await app(scope, watched_receive, watched_send)
-        finally:
-            if not told:  # no answer, or not whole: uvicorn ends it
-                connection.answering = False
-                connection.answered(body_read, length)
-
-
 def guarded_protocol(guard: ConnectionGuard) -> type[GuardedConnection]:
     """The protocol class to give ``uvicorn.Config(http=...)``, bound to ``guard``; the app it
-    serves has ``ConnectionWatch`` (``create_app`` puts it in)."""
+    serves tells each connection of its answers (``herald.http.middleware``; ``create_app``
+    puts it in)."""
     return type("GuardedConnection", (GuardedConnection,), {"guard": guard})
 
 
@@ -576,7 +582,13 @@ _NOT_HTTP = (
 )
 
 
-def _body_length(scope: Scope) -> int | None:
+def serving_connection() -> GuardedConnection | None:
+    """The connection of the request being served (None: served otherwise than by a
+    ``GuardedConnection``, by a test's transport, say)."""
+    return _SERVING.get()
+
+
+def body_length(scope: Scope) -> int | None:
     """The request body's length by its head: 0 without one, None when chunked."""
     length = 0
     for name, value in scope["headers"]:
@@ -621,3 +633,7 @@ def _refusal(
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     return refuse
+
+
+busy_refusal = _refusal(503, "server_busy", _BUSY, _BUSY_HEADERS)
+"""The answer to a request other than a probe on a connection in the probes' reserve."""

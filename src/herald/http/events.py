@@ -17,7 +17,14 @@ from herald.http.limits import ADMIN, PublishRate
 from herald.http.services import services
 from herald.hub import Hub
 from herald.hub.publisher_keys import check_scope
-from herald.inputs.events import PublishInput, PublishQuery, parse_batch, parse_new_event
+from herald.inputs.events import (
+    CheckedBatches,
+    PublishInput,
+    PublishQuery,
+    parse_batch,
+    parse_new_event,
+    read_publish,
+)
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
 from herald.models import EventStatus, NewEvent
@@ -49,41 +56,53 @@ from herald.overview import EventQuery, why_waiting
     ),
 )
 async def publish(request: Request) -> Response:
-    hub, limits = services(request).hub, services(request).limits
+    found = services(request)
+    hub, limits = found.hub, found.limits
     publisher = await admin_or_publisher(hub, request)
     caller = ADMIN if publisher is None else publisher.id
     dry_run = _dry_run(request)
-    checked_batches = services(request).checked_batches
     raw = await read_body(request)
-    batch = checked_batches.parsed(raw)  # a batch a dry run passed: its fields are as they were
-    body = None
-    if batch is None:
-        body = json_of(raw)
-        if isinstance(body, list):
-            batch = parse_batch(body)
-            if dry_run:  # its publish, if it follows, need not check the fields again
-                checked_batches.remember(raw)
-    if batch is not None:
-        if publisher is not None:
-            check_scope(publisher, batch, batch=True)
-        if dry_run:
-            return await _checked(hub, limits.publish, batch)
-        limits.publish.take(caller, len(batch))
-        results = await hub.publish_many(batch)
-        status = 202 if any(r.created for r in results) else 200
-        receipts: answers.Receipts = {
-            "events": [_receipt(r.event.id, r.event.seq, r.created) for r in results]
-        }
-        return json_response(receipts, status)
-    event = parse_new_event(body)
+    events, batch = _events_of(raw, dry_run, found.checked_batches)
     if publisher is not None:
-        check_scope(publisher, [event], batch=False)
+        check_scope(publisher, events, batch=batch)
     if dry_run:
-        return await _checked(hub, limits.publish, [event])
-    limits.publish.take(caller, 1)
-    (published,) = await hub.publish_many([event])
-    receipt = _receipt(published.event.id, published.event.seq, published.created)
-    return json_response(receipt, 202 if published.created else 200)
+        return await _checked(hub, limits.publish, events)
+    limits.publish.take(caller, len(events))
+    results = await hub.publish_many(events)
+    if not batch:
+        (published,) = results
+        receipt = _receipt(published.event.id, published.event.seq, published.created)
+        return json_response(receipt, 202 if published.created else 200)
+    status = 202 if any(r.created for r in results) else 200
+    receipts: answers.Receipts = {
+        # Written out, not a call of _receipt per event: the call costs more than the dict.
+        "events": [
+            {"id": r.event.id, "seq": r.event.seq, "duplicate": not r.created} for r in results
+        ]
+    }
+    return json_response(receipts, status)
+
+
+def _events_of(raw: bytes, dry_run: bool, checked: CheckedBatches) -> tuple[list[NewEvent], bool]:
+    """A publish body's events, checked, and whether it is a batch.
+
+    Raises:
+        InvalidInput, TooLarge: as ``json_of`` and ``parse_new_event`` or ``parse_batch``.
+    """
+    remembered = checked.parsed(raw)  # a batch a dry run passed: its fields are as they were
+    if remembered is not None:
+        return remembered, True
+    read = read_publish(raw)
+    if read is None:  # the full checks, which name what is wrong
+        body = json_of(raw)
+        read = (
+            (parse_batch(body), True)
+            if isinstance(body, list)
+            else ([parse_new_event(body)], False)
+        )
+    if read[1] and dry_run:  # its publish, if it follows, need not check the fields again
+        checked.remember(raw)
+    return read
 
 
 def _dry_run(request: Request) -> bool:

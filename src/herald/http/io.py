@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive
 
 from herald import json_input
 from herald.errors import HeraldError, InvalidInput, RateLimited, TooLarge, UnknownKey
-
-log = logging.getLogger("herald.http")
 
 # A full batch of large events is far over this; such publishers split their batches.
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -102,11 +100,12 @@ async def cancel_on_disconnect(receive: Receive, task: asyncio.Task[Any] | None)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
-    return Response(
-        json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
-        status_code=status,
-        media_type="application/json",
-    )
+    """An answer in JSON, encoded once, compactly, in UTF-8."""
+    try:
+        body = to_json(payload)
+    except PydanticSerializationError:  # nesting past its depth: data an older herald took
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def error_response(
@@ -164,36 +163,3 @@ def allowed_methods(request: Request) -> str:
             if match is not Match.NONE:
                 methods |= route.methods
     return ", ".join(sorted(methods))
-
-
-class AnswerUnexpectedErrors:
-    """ASGI middleware for the errors no handler expected: each is logged and answered with a
-    500 in herald's shape, and the connection stays open for the requests behind it. (Starlette's
-    last-resort handler raises again after its answer, and uvicorn then drops the connection.)
-    An error after the answer has begun cannot be answered: it is raised, and the connection,
-    whose answer is cut short, closes."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        except Exception:  # the last boundary of a request: log it, answer it, carry on
-            if started:
-                raise
-            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
-            answer = error_response(
-                "internal", "herald failed on this request; the error is logged", 500
-            )
-            await answer(scope, receive, send)

@@ -13,7 +13,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Scope
 
 from herald.config import KeyLimits as KeyLimits  # re-exported: the app takes them from here
 from herald.errors import RateLimited, TooLarge
@@ -161,44 +162,52 @@ SHARE_RETRY_AFTER_S = 1.0
 """Most requests end within a second; the ones that hold a share longer are streams."""
 
 
-class RequestsPerKey:
-    """ASGI middleware: no key holds more than ``limit`` requests in flight at once (0: no
-    limit), so that one key cannot take every connection herald can hold, with slow bodies or
-    any other way. A request is the key's once its head is read (its ``Authorization: Bearer``
-    key, valid or not: the count needs no store); one over the limit gets 429 at once, its body
-    unread. Requests without a key (``/healthz``, ``/readyz``, the console's files) are not
-    counted."""
+class KeyShares:
+    """No key holds more than ``limit`` requests in flight at once (0: no limit), so that one
+    key cannot take every connection herald can hold, with slow bodies or any other way. A
+    request is the key's once its head is read (its ``Authorization: Bearer`` key, valid or not:
+    the count needs no store); one over the limit gets 429 at once, its body unread. Requests
+    without a key (``/healthz``, ``/readyz``, the console's files) are not counted. (Kept around
+    each request by ``herald.http.middleware``.)"""
 
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app = app
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self._held: Counter[str] = Counter()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        key = _bearer(scope) if self.limit and scope["type"] == "http" else None
+    def take(self, scope: Scope) -> Callable[[], None] | None:
+        """Count the request in its key's share; call what it returns when the request ends.
+        None: the key holds its share already (answer it with ``refusal``)."""
+        key = _bearer(scope) if self.limit else None
         if key is None:
-            await self.app(scope, receive, send)
-            return
-        held = self._held[key]
-        if held >= self.limit:
-            message = (
-                f"this key has {held} requests in flight, the most one key may hold at once"
-                " (herald serve --requests-per-key; by default a quarter of the connections it"
-                " can hold); wait for one to end"
-            )
-            refusal = RateLimited(message, SHARE_RETRY_AFTER_S)
-            answer = error_response(
-                refusal.code, refusal.message, refusal.http_status, error_headers(refusal)
-            )
-            await answer(scope, receive, send)
-            return
+            return _nothing
+        if self._held[key] >= self.limit:
+            return None
         self._held[key] += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
+
+        def release() -> None:
             self._held[key] -= 1
             if self._held[key] <= 0:
                 del self._held[key]
+
+        return release
+
+    def refusal(self, scope: Scope) -> Response:
+        """The answer to a request its key's share has no room for."""
+        key = _bearer(scope)
+        held = self._held[key] if key is not None else 0
+        message = (
+            f"this key has {held} requests in flight, the most one key may hold at once"
+            " (herald serve --requests-per-key; by default a quarter of the connections it"
+            " can hold); wait for one to end"
+        )
+        refusal = RateLimited(message, SHARE_RETRY_AFTER_S)
+        return error_response(
+            refusal.code, refusal.message, refusal.http_status, error_headers(refusal)
+        )
+
+
+def _nothing() -> None:
+    pass
 
 
 def _bearer(scope: Scope) -> str | None:

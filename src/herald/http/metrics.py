@@ -1,26 +1,23 @@
 """``GET /metrics``: the hub's metrics in Prometheus text format (``herald.metrics``), for the
-admin key, the metrics token, or anyone when left open; and the middleware that counts every
-HTTP request by its route's template."""
+admin key, the metrics token, or anyone when left open; and the route templates every HTTP
+request is counted by (``herald.http.middleware`` counts them)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.errors import StoreUnavailable
 from herald.http.auth import require_metrics_reader
 from herald.http.described import Answer, described
 from herald.http.services import services
 from herald.hub import Hub
-from herald.metrics import Metrics
 from herald.overview import Gauges
 
 log = logging.getLogger("herald.http")
@@ -76,32 +73,3 @@ def route_templates(routes: Iterable[BaseRoute]) -> dict[Any, str]:
     """Each route's path template by its endpoint, which the router puts in the request's scope:
     ``/v1/agents/{agent}/events``, never the path that was asked for."""
     return {route.endpoint: route.path for route in routes if isinstance(route, Route)}
-
-
-class CountRequests:
-    """ASGI middleware: each HTTP request answered is counted by method, route template and
-    status class, and timed to its answer's status line (``Metrics.http_request``)."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics, templates: Mapping[Any, str]) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.templates = templates
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        counted = False
-
-        async def count(message: Message) -> None:
-            nonlocal counted
-            if not counted and message["type"] == "http.response.start":
-                counted = True
-                template = self.templates.get(scope.get("endpoint"), UNMATCHED)
-                self.metrics.http_request(
-                    scope["method"], template, message["status"], time.perf_counter() - started
-                )
-            await send(message)
-
-        await self.app(scope, receive, count)

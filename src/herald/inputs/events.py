@@ -6,15 +6,30 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
+from itertools import chain
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, TypeAdapter
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
+from herald import json_input
 from herald.errors import InvalidInput, TooLarge
-from herald.inputs.fields import DedupeKey, EventData, EventType, Form, Handle, Text, Ttl
+from herald.inputs.fields import (
+    DEPTH_CHECKED,
+    DedupeKey,
+    EventData,
+    EventType,
+    Form,
+    Handle,
+    Text,
+    Ttl,
+)
 from herald.inputs.refusals import Input, Says, checked, refuse
 from herald.models import NewEvent
-from herald.validation import MAX_BATCH, MAX_EVENT_BYTES
+from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BYTES
+
+assert MAX_DEPTH + 2 <= json_input.MAX_DEPTH, "data within its depth is within the body's"
 
 
 class EventInput(Input):
@@ -136,21 +151,98 @@ def parse_batch(raw: list[Any]) -> list[NewEvent]:
     return checked(_BATCH, EventInput, raw, "events")
 
 
+_ONE_PASS: TypeAdapter[EventInput] = TypeAdapter(EventInput)
+_BATCH_PASS: TypeAdapter[list[EventInput]] = TypeAdapter(
+    Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
+)
+_SURE_BYTES = MAX_EVENT_BYTES // 2
+"""An event's size that its fields' lengths alone show to be within the limit; a larger one is
+measured by the full check (its data is spelled as ``_storable`` spells it)."""
+_MOST_NAME_CHARS = 2 * 64 + 128 + MAX_DEDUPE_KEY
+"""At most the characters of an event's two handles (``HANDLE_PATTERN``: 64 each), its type
+(``TYPE_PATTERN``: 128) and its dedupe key together."""
+
+
+def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
+    """A publish body (its bytes, as sent) parsed and checked in one pass: its events, and
+    whether it is a batch (an array). None when this pass cannot tell that the body is taken
+    whole: the full checks (``json_input.loads``, then ``parse_new_event`` or ``parse_batch``)
+    then take it, and name its fault if it has one. What this pass takes, they take too, as the
+    same events (the JSON text of their data may be spelled otherwise, with the same value)."""
+    if json_input.unsure(body):
+        return None
+    batch = body.lstrip()[:1] == b"["
+    try:
+        if batch:
+            items = _BATCH_PASS.validate_json(body, context=DEPTH_CHECKED)
+        else:
+            items = [_ONE_PASS.validate_json(body, context=DEPTH_CHECKED)]
+    except ValidationError:
+        return None
+    # The parser is pydantic's: it keeps the last of a key given twice and does not bound
+    # nesting or numbers as herald does, so what it made is looked at for those here, the
+    # depth of the data too (the body's, which is two levels more, is then within its own).
+    found = json_input.plain(
+        [part for item in items for part in (item.data, item.reply) if part is not None],
+        MAX_DEPTH,
+        long_ints=len(body) > json_input.SHORTEST_LONG_INT,
+    )
+    if found is None:
+        return None
+    keys, strings = found
+    keys += sum(len(item.model_fields_set) for item in items)
+    if not json_input.keys_once(body, keys, chain(strings, _field_strings(items))):
+        return None
+    events = []
+    for item in items:
+        event = _sure_storable(item)
+        if event is None:
+            return None
+        events.append(event)
+    return events, batch
+
+
+def _field_strings(items: list[EventInput]) -> Iterator[str]:
+    for item in items:
+        yield from (item.to, item.type, item.text)
+        if item.dedupe_key is not None:
+            yield item.dedupe_key
+        if item.sender is not None:
+            yield item.sender
+
+
+def _sure_storable(event: EventInput) -> NewEvent | None:
+    """``_storable`` for an event whose strings are known to hold no NUL and to be Unicode (its
+    body passed ``json_input.unsure``); None if its size is not surely within the limit."""
+    data_json = b"null" if event.data is None else to_json(event.data)
+    reply_json = None if event.reply is None else to_json(event.reply)
+    # At most 4 bytes a character in UTF-8.
+    most = len(data_json) + len(reply_json or b"") + 4 * (len(event.text) + _MOST_NAME_CHARS)
+    if most > _SURE_BYTES:
+        return None
+    return NewEvent(  # in order: a keyword costs a tenth of the rest of this function
+        event.to,
+        event.type,
+        event.text,
+        event.data,
+        event.dedupe_key,
+        event.ttl_s,
+        data_json.decode(),
+        None if reply_json is None else reply_json.decode(),
+        event.sender,
+    )
+
+
 def _json(value: Any, refusal: str) -> str:
     try:
-        text = _compact(value, allow_nan=False)
+        text = _COMPACT_FINITE.encode(value)
         text.encode()
     except (ValueError, UnicodeEncodeError) as exc:
         raise refuse(f"{refusal}: {exc}") from exc
     return text
 
 
-def _compact(value: Any, *, allow_nan: bool = True) -> str:
-    return (_COMPACT if allow_nan else _COMPACT_FINITE).encode(value)
-
-
 # Made once: json.dumps makes an encoder at each call given any option (a third of its time here).
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _COMPACT_FINITE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -177,14 +269,14 @@ class CheckedBatches:
     def parsed(self, body: bytes) -> list[NewEvent] | None:
         """The events of ``body`` if it is a batch remembered, as ``parse_batch`` made them;
         None otherwise (check it in full)."""
-        if hashlib.sha256(body).digest() not in self._digests:
+        if not self._digests or hashlib.sha256(body).digest() not in self._digests:
             return None
         return [_well_formed(item) for item in json.loads(body.decode("utf-8-sig"))]
 
 
 def _well_formed(item: dict[str, Any]) -> NewEvent:
     """The event of an item of a batch that passed ``parse_batch``: its fields as given (strict
-    checks convert none), its data and form as ``_storable`` writes them."""
+    checks convert none), its data and form as the one pass (``read_publish``) writes them."""
     data, reply = item.get("data"), item.get("reply")
     return NewEvent(
         item["to"],
@@ -193,7 +285,7 @@ def _well_formed(item: dict[str, Any]) -> NewEvent:
         data,
         item.get("dedupe_key"),
         item.get("ttl_s"),
-        "null" if data is None else _compact(data),
-        None if reply is None else _compact(reply),
-        sender=item.get("from"),
+        "null" if data is None else to_json(data).decode(),
+        None if reply is None else to_json(reply).decode(),
+        item.get("from"),
     )

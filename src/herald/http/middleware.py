@@ -1,0 +1,216 @@
+"""herald's one ASGI middleware: everything done around each HTTP request, in one layer rather
+than one layer each (every layer is a call and a wrapped ``send`` more per request).
+
+Around each request, from the outside in:
+
+- its connection (``herald.http.connections``) is told when the request begins, whether its
+  body was read to the end, and when its answer is sent; on a connection in the probes'
+  reserve, a request other than a probe is answered 503 and the connection closed;
+- it is counted by method, route template and status class, timed to its answer's status line
+  (``Metrics.http_request``);
+- a refusal (a ``HeraldError``, or the router's 404 or 405) is answered in herald's error shape;
+- an error no handler expected is logged and answered with a 500 in herald's shape, and the
+  connection stays open for the requests behind it (Starlette's last-resort handler raises again
+  after its answer, and uvicorn then drops the connection); an error after the answer has begun
+  cannot be answered: it is raised, and the connection, whose answer is cut short, closes;
+- no key holds more than ``requests_per_key`` requests in flight (``herald.http.limits``);
+- its body has deadlines (``herald.http.bodies``): past one, the answer is herald's 408.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herald.errors import HeraldError
+from herald.http.bodies import BodyDeadlines, body_refusal
+from herald.http.connections import (
+    GuardedConnection,
+    body_length,
+    busy_refusal,
+    serving_connection,
+)
+from herald.http.io import error_response, herald_error, http_error
+from herald.http.limits import KeyShares
+from herald.http.metrics import UNMATCHED
+from herald.metrics import Metrics
+
+log = logging.getLogger("herald.http")
+
+
+class HeraldMiddleware:
+    """The ASGI middleware of herald's app (see the module)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        templates: Mapping[Any, str],
+        requests_per_key: int,
+        body_idle_s: float,
+        body_total_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.templates = templates
+        self.shares = KeyShares(requests_per_key)
+        self.deadlines = BodyDeadlines(idle_s=body_idle_s, total_s=body_total_s, clock=clock)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        connection = serving_connection()
+        exchange = _Exchange(self, scope, receive, send, connection)
+        try:
+            if connection is not None and connection.probes_only_refuses(scope["path"]):
+                exchange.counted = True  # it never reaches the app: not counted
+                await busy_refusal(scope, exchange.receive, exchange.to_connection)
+            else:
+                await exchange.run()
+        finally:
+            exchange.finished()
+
+
+class _Exchange:
+    """One request and its answer, as the middleware watches them."""
+
+    __slots__ = (
+        "_body", "_connection", "_length", "_middleware", "_receive", "_replaced",
+        "_scope", "_send", "_started_at", "body_read", "counted", "started", "told",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        middleware: HeraldMiddleware,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        connection: GuardedConnection | None,
+    ) -> None:
+        self._middleware = middleware
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._connection = connection
+        self._started_at = time.perf_counter()
+        if connection is not None:
+            connection.request_began()
+        length = self._length = body_length(scope)
+        # A body that has come whole already cannot run out of time: it has no deadline.
+        whole = connection is not None and connection.has_body_bytes(length)
+        self._body = (
+            None if length == 0 or whole else middleware.deadlines.of(self._watched_receive)
+        )
+        self._replaced = False
+        self.body_read = length == 0
+        self.counted = False
+        self.started = False
+        self.told = False
+
+    async def run(self) -> None:
+        """The app's answer, within the key's share of requests; an error no handler expected
+        answered 500 while no answer has begun."""
+        scope = self._scope
+        release = self._middleware.shares.take(scope)
+        if release is None:  # over the key's share: refused, its body unread
+            refusal = self._middleware.shares.refusal(scope)
+            await refusal(scope, self.receive, self.send)
+            return
+        try:
+            await self._answer()
+        except Exception:  # the last boundary of a request: log it, answer it, carry on
+            if self.started:
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            answer = error_response(
+                "internal", "herald failed on this request; the error is logged", 500
+            )
+            await answer(scope, self.receive, self.to_connection)
+        finally:
+            release()
+
+    async def _answer(self) -> None:
+        """The app's answer; a refusal (``HeraldError``, or Starlette's 404 or 405) it raised
+        answered in herald's shape while no answer has begun."""
+        scope = self._scope
+        try:
+            await self._middleware.app(scope, self.receive, self.send)
+        except (HeraldError, HTTPException) as exc:
+            if self.started:
+                raise
+            request = Request(scope)
+            if isinstance(exc, HeraldError):
+                answer = await herald_error(request, exc)
+            else:
+                answer = await http_error(request, exc)
+            await answer(scope, self.receive, self.send)
+        body = self._body
+        if body is not None and body.late is not None and not self.started:
+            await self.send({"type": "http.response.start", "status": 408})
+
+    async def receive(self) -> Message:
+        body = self._body
+        if body is None:
+            return await self._watched_receive()
+        return await body.receive()
+
+    async def _watched_receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            self.body_read = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        """What the app sends: herald's 408 instead once the body ran out of time."""
+        if self._replaced:
+            return  # the rest of an answer the 408 replaced
+        if message["type"] == "http.response.start":
+            self.started = True
+            body = self._body
+            if body is not None:
+                body.answered = True
+                if body.late is not None:
+                    self._replaced = True
+                    for refusal in body_refusal(body.late):
+                        await self.to_connection(refusal)
+                    return
+        await self.to_connection(message)
+
+    async def to_connection(self, message: Message) -> None:
+        """A message of the answer, counted and told to the connection, to the server."""
+        if message["type"] == "http.response.start" and not self.counted:
+            self.counted = True
+            scope = self._scope
+            template = self._middleware.templates.get(scope.get("endpoint"), UNMATCHED)
+            self._middleware.metrics.http_request(
+                scope["method"], template, message["status"], time.perf_counter() - self._started_at
+            )
+        connection = self._connection
+        if connection is None:
+            await self._send(message)
+            return
+        message = connection.sending_answer(message, self.body_read, self._length)
+        try:
+            await self._send(message)
+        finally:
+            connection.sending = False
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            connection.write_held()  # a head whose body was never written (an answer to HEAD)
+            connection.answering, self.told = False, True
+            connection.answered(self.body_read, self._length)
+
+    def finished(self) -> None:
+        connection = self._connection
+        if connection is not None and not self.told:  # no answer, or not whole: uvicorn ends it
+            connection.write_held()
+            connection.answering = False
+            connection.answered(self.body_read, self._length)
