@@ -23,7 +23,7 @@ from herald.store.sqlite.rows import (
     records,
     select_list,
 )
-from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, Table
+from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS
 
 ENDPOINT_COLUMNS = select_list(ENDPOINTS)
 DELIVERY_COLUMNS = select_list(DELIVERIES)
@@ -43,16 +43,20 @@ RELEASE_CLAIMS = (
     " AND (:endpoint IS NULL OR (endpoint_id = :endpoint AND event_id = :event))"
     " AND (:until IS NULL OR claimed_until <= :until)"
 )
-# Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
-CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
+# Claimed deliveries (row ids in a JSON array), as one row of three JSON values: each delivery
+# with its event, and each of their endpoints and agents once, by id (a claim holds many
+# deliveries of each endpoint: their records are read and made once each).
+CLAIMED_IDS = "SELECT value FROM json_each(:rowids)"
 CLAIMED_ROWS = (
-    "SELECT json_group_array(json_object("
-    + ", ".join(f"'{alias}', {json_object(table, alias)}" for alias, table in CLAIMED.items())
-    + ")) FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
-    " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
-    " WHERE d.rowid IN (SELECT value FROM json_each(?))"
+    f"SELECT (SELECT json_group_array(json_object('d', {json_object(DELIVERIES, 'd')},"
+    f" 'e', {json_object(EVENTS, 'e')})) FROM deliveries d JOIN events e ON e.id = d.event_id"
+    f" WHERE d.rowid IN ({CLAIMED_IDS})),"
+    f" (SELECT json_group_object(w.id, {json_object(ENDPOINTS, 'w')}) FROM endpoints w"
+    f" WHERE w.id IN (SELECT endpoint_id FROM deliveries WHERE rowid IN ({CLAIMED_IDS}))),"
+    f" (SELECT json_group_object(a.id, {json_object(AGENTS, 'a')}) FROM agents a"
+    " WHERE a.id IN (SELECT e.agent_id FROM deliveries d JOIN events e ON e.id = d.event_id"
+    f" WHERE d.rowid IN ({CLAIMED_IDS})))"
 )
-
 ENDPOINT_LOOKS = (
     "SELECT json_group_array(json_array("
     "id, agent_id, kind, state, failing_since, disabled_reason, last_error))"
@@ -279,22 +283,7 @@ class EndpointStore:
                 " WHERE rowid IN (SELECT value FROM json_each(?))",
                 (worker, now + lease_ms, as_json(taken)),
             )
-            # A claim holds many deliveries of each endpoint: its endpoint and agent are read
-            # into records once each, not once per delivery.
-            endpoints: dict[str, Endpoint] = {}
-            agents: dict[str, Agent] = {}
-            claimed = []
-            for row in _claimed_rows(conn, taken):
-                endpoint_id, agent_id = row["w"]["id"], row["a"]["id"]
-                if endpoint_id not in endpoints:
-                    endpoints[endpoint_id] = ENDPOINTS.record(row["w"])
-                if agent_id not in agents:
-                    agents[agent_id] = AGENTS.record(row["a"])
-                endpoint, agent = endpoints[endpoint_id], agents[agent_id]
-                claimed.append(
-                    (DELIVERIES.record(row["d"]), endpoint, EVENTS.record(row["e"]), agent)
-                )
-            return claimed
+            return _claimed(conn, taken)
 
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
@@ -405,15 +394,25 @@ def _due(
     return [(rowid, endpoint_id) for rowid, endpoint_id, _, _ in found]
 
 
-def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
+def _claimed(
+    conn: sqlite3.Connection, rowids: list[int]
+) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
     """The deliveries with those row ids, each with its endpoint, event and agent, in due order
-    (read as one JSON array: see ``as_json``)."""
+    (read as one row of JSON: see ``as_json``)."""
     if not rowids:
         return []
-    (rows,) = conn.execute(CLAIMED_ROWS, (as_json(rowids),)).fetchone()
+    rows, endpoint_rows, agent_rows = conn.execute(
+        CLAIMED_ROWS, {"rowids": as_json(rowids)}
+    ).fetchone()
+    endpoints = {id_: ENDPOINTS.record(row) for id_, row in json.loads(endpoint_rows).items()}
+    agents = {id_: AGENTS.record(row) for id_, row in json.loads(agent_rows).items()}
     found: list[Any] = json.loads(rows)
     found.sort(key=lambda row: (row["d"]["next_at"], row["d"]["event_id"]))
-    return found
+    claimed = []
+    for row in found:
+        delivery, event = DELIVERIES.record(row["d"]), EVENTS.record(row["e"])
+        claimed.append((delivery, endpoints[delivery.endpoint_id], event, agents[event.agent_id]))
+    return claimed
 
 
 def _looks(conn: sqlite3.Connection, endpoint_ids: list[str]) -> list[EndpointLook]:
