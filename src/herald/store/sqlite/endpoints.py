@@ -350,9 +350,13 @@ class EndpointStore:
                 ),
             )
             insert_attempts(conn, [item.attempt for item in items])
+            # Endpoints that were not failing and only succeeded, none disabled, changed no
+            # state the journal tells (``endpoint_changes``): not looked at again.
+            unchanged = not disables and all(note.ok for note in notes)
+            unchanged = unchanged and all(look.failing_since is None for look in before)
+            after = [] if unchanged else _looks(conn, looked_at)
             entry = JournalEntry(
-                attempts=finished_groups(items),
-                endpoints=endpoint_changes(before, _looks(conn, looked_at)),
+                attempts=finished_groups(items), endpoints=endpoint_changes(before, after)
             )
             write(conn, record(now, "deliveries", None, entry))
 
