@@ -160,20 +160,25 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
     await store.ack(carol.id, ids=carols[:1])  # sent, then delivered
     await check("a sent event acknowledged")
 
-    # A webhook delivers two of carol's events in one batch of the worker's.
-    endpoint = Endpoint(new_id("end_"), carol.id, Kind.WEBHOOK, "https://x", "s", store.now())
-    await store.put_endpoint(endpoint)
-    await store.schedule_deliveries(store.now(), 10)
-    claimed = await store.claim_deliveries("w", 10, 60_000)
+    # One batch of the worker's: a webhook delivers two of carol's events (sent ones) and all of
+    # alice's (pending and sent); carol's others become sent (pending ones, as OpenClaw's do).
+    for agent in (carol, alice):
+        endpoint = Endpoint(new_id("end_"), agent.id, Kind.WEBHOOK, "https://x", "s", store.now())
+        await store.put_endpoint(endpoint)
+    await store.schedule_deliveries(store.now(), 20)
+    claimed = await store.claim_deliveries("w", 20, 60_000, per_endpoint=20)
+    carols_claimed = [item for item in claimed if item[2].agent_id == carol.id]
+    alices_claimed = [item for item in claimed if item[2].agent_id == alice.id]
+    assert len(carols_claimed) > 2 and alices_claimed
     finished = [
         Finished(
             delivery,
             Attempt(event.id, store.now(), "webhook", "ok", None, None),
             None,
-            "delivered",
+            "delivered" if n < 2 or event.agent_id == alice.id else "sent",
             True,
         )
-        for delivery, _, event, _ in claimed[:2]
+        for n, (delivery, _, event, _) in enumerate(carols_claimed + alices_claimed)
     ]
     await store.finish_deliveries(finished)
     await check("delivered by a webhook")

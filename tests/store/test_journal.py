@@ -15,7 +15,7 @@ from herald.feed import (
     PublishedRange,
 )
 from herald.ids import new_id
-from herald.models import Agent, Attempt, Endpoint, Finished, Kind, NewEvent
+from herald.models import Agent, Attempt, Endpoint, Finished, Kind, NewEvent, State
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -165,6 +165,35 @@ async def test_an_endpoint_that_begins_to_fail_and_recovers_is_journaled_once_ea
     assert changes == ["failing", "recovered"]
     next_attempts = [group.next_at for row in rows for group in row.entry.attempts]
     assert next_attempts[:2] != [None, None] and next_attempts[2] is None
+
+
+async def test_an_endpoint_refusing_for_good_is_journaled_disabled_whatever_follows_in_the_batch(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    endpoint = Endpoint(
+        new_id("end_"), alice.id, Kind.WEBHOOK, "https://example.com/hook", "whsec_x", store.now()
+    )
+    await store.put_endpoint(endpoint)
+    await store.append([event("alice") for _ in range(2)])
+    await store.schedule_deliveries(store.now(), 10)
+    first, second = [item[0] for item in await store.claim_deliveries("w", 10, 60_000)]
+    start = await head(store)
+    # 410 Gone, then (a request that was in flight at the same time) a success: one batch.
+    gone = Attempt(first.event_id, store.now(), "webhook", "undeliverable", endpoint.id, "410")
+    ok = Attempt(second.event_id, store.now(), "webhook", "delivered", endpoint.id)
+    await store.finish_deliveries(
+        [
+            Finished(first, gone, None, None, endpoint_ok=False, disable_reason="HTTP 410"),
+            Finished(second, ok, None, "delivered", endpoint_ok=True),
+        ]
+    )
+    (disabled,) = await store.endpoints(alice.id)
+    assert disabled.state is State.DISABLED and disabled.disabled_reason == "HTTP 410"
+    (row,) = await rows_after(store, start)
+    assert row.entry.endpoints == (
+        EndpointChange(endpoint.id, alice.id, "webhook", "disabled", "HTTP 410"),
+    )
 
 
 async def test_rows_are_read_in_pages_from_a_position_and_narrowed_to_an_agent(

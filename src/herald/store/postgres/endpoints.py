@@ -147,26 +147,28 @@ class EndpointStore:
         notes = endpoint_notes(finished)
         statuses = event_statuses(finished)
         deliveries = delivery_updates(finished)
-
+        disables = [
+            n for n in notes if n.disable_reason is not None or n.disable_failing_since is not None
+        ]
         looked_at = [note.endpoint_id for note in notes]
 
         async def finish(conn: Connection) -> None:
             before = _looks(await conn.fetch(queries.LOCK_ENDPOINT_LOOKS, looked_at))
-            await conn.executemany(
-                queries.NOTE_ENDPOINT,
-                [(n.endpoint_id, now, n.ok, n.recovered, n.error) for n in notes],
+            await conn.execute(
+                queries.NOTE_ENDPOINTS,
+                looked_at,
+                now,
+                [n.ok for n in notes],
+                [n.recovered for n in notes],
+                [n.error for n in notes],
             )
-            for note in notes:
-                if note.disable_reason is not None:
-                    await conn.execute(
-                        queries.DISABLE_ENDPOINT, note.endpoint_id, note.disable_reason
-                    )
-                elif note.disable_failing_since is not None:
-                    await conn.execute(
-                        queries.DISABLE_FAILING_ENDPOINT,
-                        note.endpoint_id,
-                        note.disable_failing_since,
-                    )
+            if disables:
+                await conn.execute(
+                    queries.DISABLE_ENDPOINTS,
+                    [n.endpoint_id for n in disables],
+                    [n.disable_reason for n in disables],
+                    [n.disable_failing_since for n in disables],
+                )
             if statuses:
                 await conn.execute(
                     queries.FINISH_DELIVERY_EVENTS,
@@ -174,9 +176,13 @@ class EndpointStore:
                     [status for _, status in statuses],
                     now,
                 )
-            await conn.executemany(
-                queries.FINISH_DELIVERY,
-                [(d.endpoint_id, d.event_id, d.next_at, d.state, d.error) for d in deliveries],
+            await conn.execute(
+                queries.FINISH_DELIVERIES,
+                [d.endpoint_id for d in deliveries],
+                [d.event_id for d in deliveries],
+                [d.next_at for d in deliveries],
+                [d.state for d in deliveries],
+                [d.error for d in deliveries],
             )
             after = _looks(await conn.fetch(queries.ENDPOINT_LOOKS, looked_at))
             entry = JournalEntry(

@@ -633,21 +633,26 @@ WHERE id = ANY($1::text[]) ORDER BY id COLLATE "C"
 LOCK_ENDPOINT_LOOKS = ENDPOINT_LOOKS + "FOR NO KEY UPDATE"
 
 # Finish a batch of attempts, endpoints first (the order in which replacing an endpoint locks
-# rows), each table's rows in key order. The endpoint: $1 id, $2 now, $3 its last attempt
-# succeeded, $4 an attempt in the batch succeeded, $5 the last error.
-NOTE_ENDPOINT = """
+# rows), each table's rows in key order; one statement per table whatever the batch's size. The
+# endpoints (locked already, by LOCK_ENDPOINT_LOOKS): $1 their ids, $2 now, $3 whether each one's
+# last attempt succeeded, $4 whether an attempt in the batch did, $5 each one's last error.
+NOTE_ENDPOINTS = """
 UPDATE endpoints SET
-    failing_since = CASE WHEN $3 THEN NULL WHEN $4 THEN $2 ELSE coalesce(failing_since, $2) END,
-    last_error = $5, last_attempt_at = $2,
-    last_ok_at = CASE WHEN $3 OR $4 THEN $2 ELSE last_ok_at END
-WHERE id = $1
+    failing_since = CASE WHEN n.ok THEN NULL WHEN n.recovered THEN $2
+        ELSE coalesce(failing_since, $2) END,
+    last_error = n.error, last_attempt_at = $2,
+    last_ok_at = CASE WHEN n.ok OR n.recovered THEN $2 ELSE last_ok_at END
+FROM unnest($1::text[], $3::boolean[], $4::boolean[], $5::text[]) AS n (id, ok, recovered, error)
+WHERE endpoints.id = n.id
 """
-# Disable: $1 endpoint, $2 the reason; or $2 the time it must have been failing since.
-DISABLE_ENDPOINT = "UPDATE endpoints SET state = 'disabled', disabled_reason = $2 WHERE id = $1"
-DISABLE_FAILING_ENDPOINT = """
+# Disable: $1 the endpoints, $2 each one's reason (for good), or $3 the time it must have been
+# failing since (its failing span as NOTE_ENDPOINTS left it).
+DISABLE_ENDPOINTS = """
 UPDATE endpoints SET state = 'disabled',
-    disabled_reason = 'kept failing for too long; last error: ' || last_error
-WHERE id = $1 AND failing_since IS NOT NULL AND failing_since <= $2
+    disabled_reason = coalesce(d.reason, 'kept failing for too long; last error: ' || last_error)
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS d (id, reason, since)
+WHERE endpoints.id = d.id
+  AND (d.reason IS NOT NULL OR (failing_since IS NOT NULL AND failing_since <= d.since))
 """
 # The events: $1 their ids (in key order), $2 each one's new status (sent never undoes
 # delivered), $3 now. One statement, its rows locked in key order: the trigger that counts
@@ -661,11 +666,22 @@ FROM unnest($1::text[], $2::text[]) AS finished (id, status)
 WHERE events.id = finished.id AND events.id IN (SELECT id FROM locked) AND events.{OPEN}
   AND (finished.status = 'delivered' OR events.status = 'pending')
 """
-# The delivery: $1 endpoint, $2 event, $3 next time (NULL: finished), $4 state, $5 error.
-FINISH_DELIVERY = """
-UPDATE deliveries SET attempts = attempts + 1, next_at = coalesce($3, next_at), state = $4,
-    claimed_by = NULL, claimed_until = NULL, last_error = $5
-WHERE endpoint_id = $1 AND event_id = $2
+# The deliveries, locked in key order (event, then endpoint) as every batch locks them: $1 their
+# endpoints, $2 their events, $3 each one's next time (NULL: finished), $4 state, $5 error.
+FINISH_DELIVERIES = """
+WITH finished AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])
+        AS f (endpoint_id, event_id, next_at, state, error)
+), locked AS MATERIALIZED (
+    SELECT d.endpoint_id, d.event_id FROM deliveries d
+    JOIN finished f ON f.endpoint_id = d.endpoint_id AND f.event_id = d.event_id
+    ORDER BY d.event_id COLLATE "C", d.endpoint_id COLLATE "C" FOR NO KEY UPDATE OF d
+)
+UPDATE deliveries SET attempts = attempts + 1, next_at = coalesce(f.next_at, deliveries.next_at),
+    state = f.state, claimed_by = NULL, claimed_until = NULL, last_error = f.error
+FROM finished f, locked l
+WHERE deliveries.endpoint_id = f.endpoint_id AND deliveries.event_id = f.event_id
+  AND l.endpoint_id = f.endpoint_id AND l.event_id = f.event_id
 """
 LIST_DELIVERIES = (
     f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = $1"

@@ -3,7 +3,8 @@ its row, with when its oldest open event was published (migration 0013), and att
 outcome in ``attempt_counts``.
 
 A publish counts its events in the UPDATE that takes their seqs, a record of pushes in one UPDATE of
-its own (``attempts.mark_pushed``). Every other statement that changes an event's status, or deletes
+its own (``attempts.mark_pushed``), a batch of delivery results too (``endpoints.COUNT_FINISHED``,
+with ``OLDEST_OPEN_AFTER_FINISH``). Every other statement that changes an event's status, or deletes
 finished events, tells a ``StatusChanges`` what it changed (it knows, or reads first, each event's
 status before), and ``apply`` adds that up in one UPDATE per agent. SQLite has no trigger per
 statement: the triggers per row that did this (until migration 0014) cost an acknowledgement of a

@@ -13,7 +13,6 @@ from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Fini
 from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
-from herald.store.sqlite.counts import StatusChanges
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     OPEN,
@@ -24,7 +23,7 @@ from herald.store.sqlite.rows import (
     records,
     select_list,
 )
-from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS, Table
+from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS
 
 ENDPOINT_COLUMNS = select_list(ENDPOINTS)
 DELIVERY_COLUMNS = select_list(DELIVERIES)
@@ -44,15 +43,74 @@ RELEASE_CLAIMS = (
     " AND (:endpoint IS NULL OR (endpoint_id = :endpoint AND event_id = :event))"
     " AND (:until IS NULL OR claimed_until <= :until)"
 )
-# Claimed deliveries, each as one JSON object of its delivery, endpoint, event and agent.
-CLAIMED: dict[str, Table[Any]] = {"d": DELIVERIES, "w": ENDPOINTS, "e": EVENTS, "a": AGENTS}
+# Claimed deliveries (row ids in a JSON array), as one row of three JSON values: each delivery
+# with its event, and each of their endpoints and agents once, by id (a claim holds many
+# deliveries of each endpoint: their records are read and made once each).
+CLAIMED_IDS = "SELECT value FROM json_each(:rowids)"
 CLAIMED_ROWS = (
-    "SELECT json_group_array(json_object("
-    + ", ".join(f"'{alias}', {json_object(table, alias)}" for alias, table in CLAIMED.items())
-    + ")) FROM deliveries d JOIN endpoints w ON w.id = d.endpoint_id"
-    " JOIN events e ON e.id = d.event_id JOIN agents a ON a.id = e.agent_id"
-    " WHERE d.rowid IN (SELECT value FROM json_each(?))"
+    f"SELECT (SELECT json_group_array(json_object('d', {json_object(DELIVERIES, 'd')},"
+    f" 'e', {json_object(EVENTS, 'e')})) FROM deliveries d JOIN events e ON e.id = d.event_id"
+    f" WHERE d.rowid IN ({CLAIMED_IDS})),"
+    f" (SELECT json_group_object(w.id, {json_object(ENDPOINTS, 'w')}) FROM endpoints w"
+    f" WHERE w.id IN (SELECT endpoint_id FROM deliveries WHERE rowid IN ({CLAIMED_IDS}))),"
+    f" (SELECT json_group_object(a.id, {json_object(AGENTS, 'a')}) FROM agents a"
+    " WHERE a.id IN (SELECT e.agent_id FROM deliveries d JOIN events e ON e.id = d.event_id"
+    f" WHERE d.rowid IN ({CLAIMED_IDS})))"
 )
+ENDPOINT_LOOKS = (
+    "SELECT json_group_array(json_array("
+    "id, agent_id, kind, state, failing_since, disabled_reason, last_error))"
+    " FROM endpoints WHERE id IN (SELECT value FROM json_each(?))"
+)
+# Endpoints disabled by a batch of attempts, from a JSON array of [id, reason, time]: for good
+# (a reason), or when failing since before the time (their failing span as the batch left it).
+DISABLE_ENDPOINTS = (
+    "UPDATE endpoints SET state = 'disabled', disabled_reason = coalesce(d.reason,"
+    " 'kept failing for too long; last error: ' || last_error)"
+    " FROM (SELECT value ->> 0 AS id, value ->> 1 AS reason, value ->> 2 AS since"
+    " FROM json_each(?)) AS d WHERE endpoints.id = d.id AND (d.reason IS NOT NULL"
+    " OR (failing_since IS NOT NULL AND failing_since <= d.since))"
+)
+# What the deliveries of a batch made their events, from a JSON array of [event id, status]:
+# an open event becomes delivered, or a pending one sent.
+FINISHED = "SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows)"
+FINISH_EVENTS = f"""
+UPDATE events SET status = s.new_status, is_open = s.new_status <> 'delivered', status_at = :now
+FROM ({FINISHED}) AS s
+WHERE events.id = s.id AND events.{OPEN}
+    AND (s.new_status = 'delivered' OR events.status = 'pending')
+"""
+# The agents' counts of what FINISH_EVENTS changes, read from the events before it runs.
+COUNT_FINISHED = f"""
+UPDATE agents SET
+    pending_events = pending_events - c.from_pending,
+    sent_events = sent_events - c.from_sent + c.to_sent,
+    delivered_events = delivered_events + c.to_delivered
+FROM (
+    SELECT e.agent_id,
+        count(*) FILTER (WHERE e.status = 'pending') AS from_pending,
+        count(*) FILTER (WHERE e.status = 'sent') AS from_sent,
+        count(*) FILTER (WHERE s.new_status = 'sent') AS to_sent,
+        count(*) FILTER (WHERE s.new_status = 'delivered') AS to_delivered
+    FROM ({FINISHED}) AS s JOIN events e ON e.id = s.id
+    WHERE e.{OPEN} AND (s.new_status = 'delivered' OR e.status = 'pending')
+    GROUP BY e.agent_id
+) AS c
+WHERE agents.id = c.agent_id
+"""
+# After FINISH_EVENTS, the oldest open event of each agent some event was delivered for (one
+# seek in the open events' index each; looked for again if its event had closed before).
+OLDEST_OPEN_AFTER_FINISH = f"""
+UPDATE agents SET oldest_open_at = (
+    SELECT e.created_at FROM events e INDEXED BY events_open
+    WHERE e.agent_id = agents.id AND e.{OPEN}
+    ORDER BY e.seq LIMIT 1
+)
+WHERE id IN (
+    SELECT e.agent_id FROM ({FINISHED}) AS s JOIN events e ON e.id = s.id
+    WHERE s.new_status = 'delivered'
+)
+"""
 
 
 class EndpointStore:
@@ -225,22 +283,7 @@ class EndpointStore:
                 " WHERE rowid IN (SELECT value FROM json_each(?))",
                 (worker, now + lease_ms, as_json(taken)),
             )
-            # A claim holds many deliveries of each endpoint: its endpoint and agent are read
-            # into records once each, not once per delivery.
-            endpoints: dict[str, Endpoint] = {}
-            agents: dict[str, Agent] = {}
-            claimed = []
-            for row in _claimed_rows(conn, taken):
-                endpoint_id, agent_id = row["w"]["id"], row["a"]["id"]
-                if endpoint_id not in endpoints:
-                    endpoints[endpoint_id] = ENDPOINTS.record(row["w"])
-                if agent_id not in agents:
-                    agents[agent_id] = AGENTS.record(row["a"])
-                endpoint, agent = endpoints[endpoint_id], agents[agent_id]
-                claimed.append(
-                    (DELIVERIES.record(row["d"]), endpoint, EVENTS.record(row["e"]), agent)
-                )
-            return claimed
+            return _claimed(conn, taken)
 
         result: list[tuple[Delivery, Endpoint, Event, Agent]] = await self._run(claim)
         return result
@@ -262,6 +305,12 @@ class EndpointStore:
         notes = endpoint_notes(items)
         statuses = event_statuses(items)
         deliveries = delivery_updates(items)
+        # Disabled for good (reason) or when failing since before a time: (id, reason, time).
+        disables = [
+            (n.endpoint_id, n.disable_reason, n.disable_failing_since)
+            for n in notes
+            if n.disable_reason is not None or n.disable_failing_since is not None
+        ]
 
         def finish(conn: sqlite3.Connection) -> None:
             looked_at = [note.endpoint_id for note in notes]
@@ -279,18 +328,10 @@ class EndpointStore:
                     "notes": as_json([(n.endpoint_id, n.ok, n.recovered, n.error) for n in notes]),
                 },
             )
-            for note in notes:
-                _disable(conn, note.endpoint_id, note.disable_reason, note.disable_failing_since)
-            changes = _status_changes(conn, statuses)
-            conn.execute(
-                "UPDATE events SET status = s.new_status, is_open = s.new_status <> 'delivered',"
-                " status_at = :now"
-                " FROM (SELECT value ->> 0 AS id, value ->> 1 AS new_status FROM json_each(:rows))"
-                f" AS s WHERE events.id = s.id AND events.{OPEN}"
-                " AND (s.new_status = 'delivered' OR events.status = 'pending')",
-                {"now": now, "rows": as_json(statuses)},
-            )
-            changes.apply(conn)
+            if disables:
+                conn.execute(DISABLE_ENDPOINTS, (as_json(disables),))
+            if statuses:
+                _finish_events(conn, as_json(statuses), now)
             conn.execute(
                 "UPDATE deliveries SET attempts = attempts + 1,"
                 " next_at = coalesce(r.next_at, deliveries.next_at), state = r.state,"
@@ -309,9 +350,13 @@ class EndpointStore:
                 ),
             )
             insert_attempts(conn, [item.attempt for item in items])
+            # Endpoints that were not failing and only succeeded, none disabled, changed no
+            # state the journal tells (``endpoint_changes``): not looked at again.
+            unchanged = not disables and all(note.ok for note in notes)
+            unchanged = unchanged and all(look.failing_since is None for look in before)
+            after = [] if unchanged else _looks(conn, looked_at)
             entry = JournalEntry(
-                attempts=finished_groups(items),
-                endpoints=endpoint_changes(before, _looks(conn, looked_at)),
+                attempts=finished_groups(items), endpoints=endpoint_changes(before, after)
             )
             write(conn, record(now, "deliveries", None, entry))
 
@@ -353,25 +398,32 @@ def _due(
     return [(rowid, endpoint_id) for rowid, endpoint_id, _, _ in found]
 
 
-def _claimed_rows(conn: sqlite3.Connection, rowids: list[int]) -> list[Any]:
+def _claimed(
+    conn: sqlite3.Connection, rowids: list[int]
+) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
     """The deliveries with those row ids, each with its endpoint, event and agent, in due order
-    (read as one JSON array: see ``as_json``)."""
+    (read as one row of JSON: see ``as_json``)."""
     if not rowids:
         return []
-    (rows,) = conn.execute(CLAIMED_ROWS, (as_json(rowids),)).fetchone()
+    rows, endpoint_rows, agent_rows = conn.execute(
+        CLAIMED_ROWS, {"rowids": as_json(rowids)}
+    ).fetchone()
+    endpoints = {id_: ENDPOINTS.record(row) for id_, row in json.loads(endpoint_rows).items()}
+    agents = {id_: AGENTS.record(row) for id_, row in json.loads(agent_rows).items()}
     found: list[Any] = json.loads(rows)
     found.sort(key=lambda row: (row["d"]["next_at"], row["d"]["event_id"]))
-    return found
+    claimed = []
+    for row in found:
+        delivery, event = DELIVERIES.record(row["d"]), EVENTS.record(row["e"])
+        claimed.append((delivery, endpoints[delivery.endpoint_id], event, agents[event.agent_id]))
+    return claimed
 
 
 def _looks(conn: sqlite3.Connection, endpoint_ids: list[str]) -> list[EndpointLook]:
-    """The endpoints' states, for the journal to tell what a batch of attempts changed."""
-    rows = conn.execute(
-        "SELECT id, agent_id, kind, state, failing_since, disabled_reason, last_error"
-        " FROM endpoints WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
-        (as_json(endpoint_ids),),
-    )
-    return [EndpointLook(*row) for row in rows]
+    """The endpoints' states, for the journal to tell what a batch of attempts changed (read as
+    one JSON array: see ``as_json``)."""
+    (rows,) = conn.execute(ENDPOINT_LOOKS, (as_json(endpoint_ids),)).fetchone()
+    return sorted((EndpointLook(*row) for row in json.loads(rows)), key=lambda look: look.id)
 
 
 def _journal(
@@ -384,34 +436,12 @@ def _journal(
     write(conn, record(now, "endpoint", endpoints[0][1] if endpoints else None, entry))
 
 
-def _disable(
-    conn: sqlite3.Connection, endpoint_id: str, reason: str | None, failing_since: int | None
-) -> None:
-    if reason is not None:
-        conn.execute(
-            "UPDATE endpoints SET state = 'disabled', disabled_reason = ? WHERE id = ?",
-            (reason, endpoint_id),
-        )
-    elif failing_since is not None:
-        conn.execute(
-            "UPDATE endpoints SET state = 'disabled',"
-            " disabled_reason = 'kept failing for too long; last error: ' || last_error"
-            " WHERE id = ? AND failing_since IS NOT NULL AND failing_since <= ?",
-            (endpoint_id, failing_since),
-        )
-
-
-def _status_changes(conn: sqlite3.Connection, statuses: Sequence[tuple[str, str]]) -> StatusChanges:
-    """What the statuses of finished deliveries will change, read before: an open event becomes
-    delivered, or a pending one sent (as the UPDATE of ``finish_deliveries`` does)."""
-    new_status = dict(statuses)
-    changes = StatusChanges()
-    for event_id, agent_id, old in conn.execute(
-        f"SELECT id, agent_id, status FROM events WHERE {OPEN}"
-        " AND id IN (SELECT value ->> 0 FROM json_each(?))",
-        (as_json(statuses),),
-    ):
-        new = new_status[event_id]
-        if new == "delivered" or old == "pending":
-            changes.changed(agent_id, old, new)
-    return changes
+def _finish_events(conn: sqlite3.Connection, statuses: str, now: int) -> None:
+    """Open events become what their deliveries made them (``statuses``: a JSON array of
+    [event id, new status]), counted in their agents' rows: three statements whatever the
+    number of events and agents (see ``counts``)."""
+    params = {"rows": statuses, "now": now}
+    # Counted first, while the events still say what they were.
+    conn.execute(COUNT_FINISHED, params)
+    conn.execute(FINISH_EVENTS, params)
+    conn.execute(OLDEST_OPEN_AFTER_FINISH, params)
