@@ -202,9 +202,8 @@ class _Pusher:
         matching = [e for e in events if self.subscription.match.matches(e)]
         for event in matching:
             occurrence = catalogue.occurrence(event, self.subscription.name)
-            await self.notify(
-                "notifications/events/event", {**occurrence, "cursor": self.cursor(event.seq)}
-            )
+            occurrence["cursor"] = self.cursor(event.seq)
+            await self.notify("notifications/events/event", occurrence)
         if matching:
             # Recorded in the background, for this stream and every other at once: the next
             # push does not wait for it, and the record outlives a client that leaves now.
