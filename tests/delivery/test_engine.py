@@ -4,6 +4,7 @@ hub's clock, moved by hand: a deadline passes when the test says so."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from herald.inputs.events import parse_new_event
 from herald.models import Agent, Event, Reply
 from herald.testing import ManualClock, RecordingPeer
 from tests.conftest import next_report
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -334,6 +336,49 @@ async def test_a_disconnected_session_keeps_neither_its_task_nor_what_it_pushed(
     await asyncio.wait([task])
     assert task.cancelled()
     assert session.task is None and not session.unconfirmed
+
+
+class GatedPeer(RecordingPeer):
+    """A peer whose pushes are held, once received, until the test opens ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await super().notify(method, params)
+        await self.gate.wait()
+
+
+async def test_a_push_does_not_wait_for_the_record_of_the_push_before_it(
+    hub: Hub, notifier: Notifier, reports: asyncio.Queue[PushReport], tmp_path: Path
+) -> None:
+    alice = await agent(hub)
+    peer = GatedPeer()
+    session = notifier.connect("s1", alice, caps("claude-code"), peer)
+
+    async def first_look_made() -> bool:
+        return not session.must_read
+
+    await until(first_look_made, "the session's first look at the store")
+    first = await hub.publish("alice", "t", "first")
+    assert (await peer.next())[1]["meta"]["event_id"] == first.event.id  # held in its push
+    second = await hub.publish("alice", "t", "second")  # handed over while the first is held
+    # Another writer holds the store: the first push's record cannot be written meanwhile.
+    holder = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        peer.gate.set()
+        assert (await peer.next())[1]["meta"]["event_id"] == second.event.id
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    recorded = {(await next_report(reports)).event.id for _ in range(2)}
+    assert recorded == {first.event.id, second.event.id}
+    for published in (first, second):
+        event, _ = await hub.get_event(published.event.id)
+        assert event.status is EventStatus.SENT
+        assert await attempts(hub, event.id) == [("channel", "sent")]
 
 
 def _interactive(to: str) -> Any:

@@ -49,6 +49,12 @@ class PendingWrites:
             self.sent.append(sent)
         self.reports.append(report)
 
+    def join(self, other: PendingWrites) -> None:
+        """Take ``other``'s writes after these, to be written in the same trip."""
+        self.attempts.extend(other.attempts)
+        self.sent.extend(other.sent)
+        self.reports.extend(other.reports)
+
 
 class Cascade:
     """Walks the ways, richest first, for one event to one session, and records each attempt.
@@ -62,6 +68,10 @@ class Cascade:
         self.hub = hub
         self.mechanisms = mechanisms
         self._observers: list[Callable[[PushReport], None]] = []
+        self._unwritten: dict[LiveSession, PendingWrites] = {}
+        """Each session's rounds of pushes whose records wait for its write in flight."""
+        self._writing: dict[LiveSession, asyncio.Task[None]] = {}
+        """The task writing each session's records, while there are some."""
 
     def observe(self, observer: Callable[[PushReport], None]) -> None:
         self._observers.append(observer)
@@ -169,11 +179,49 @@ class Cascade:
         marks = event.id if sent and event.status is EventStatus.PENDING else None
         return attempt, marks, PushReport(session.id, event, mechanism, result)
 
+    def record(self, session: LiveSession, writes: PendingWrites) -> None:
+        """Write a round's attempts and sent marks soon, then tell the observers; returns at
+        once. The session's next push does not wait for the store: under a steady stream of
+        events it waited a whole commit of the writer for the record of the push before it.
+        One write per session is in flight at a time; the rounds pushed meanwhile are written
+        together in the next. A record not yet written when the process dies is lost, and
+        its event stays ``pending``: offered again, never lost."""
+        if not (writes.attempts or writes.reports):
+            return
+        self._unwritten.setdefault(session, PendingWrites()).join(writes)
+        if session not in self._writing:
+            task = asyncio.create_task(self._write(session), name=f"herald-records-{session.id}")
+            self._writing[session] = task
+
+    async def written(self, session: LiveSession | None = None) -> None:
+        """Wait until what ``record`` was given (for ``session``, if given) is written, or its
+        write failed and was logged."""
+        if session is None:
+            tasks = list(self._writing.values())
+        else:
+            tasks = [self._writing[session]] if session in self._writing else []
+        if tasks:
+            # Shielded: a caller cancelled (its session ended) leaves the records to be written.
+            await asyncio.shield(asyncio.gather(*tasks, return_exceptions=True))
+
+    async def _write(self, session: LiveSession) -> None:
+        # The records outlive the session (a client that leaves right after a push): this task
+        # is not the session's, and is not cancelled with it.
+        try:
+            while (writes := self._unwritten.pop(session, None)) is not None:
+                try:
+                    await self.flush(session, writes)
+                except Exception:  # a task of its own: log; the events stay pending, re-offered
+                    log.exception(
+                        "recording %d pushes to session %s failed", len(writes.attempts), session.id
+                    )
+        finally:
+            self._writing.pop(session, None)
+
     async def flush(self, session: LiveSession, writes: PendingWrites) -> None:
         """Write a round's attempts and sent marks at once, then tell the observers."""
         if writes.sent:
-            # Asked for together, the two go to the store in one trip (one group, one commit):
-            # the session's next push waits for this write.
+            # Asked for together, the two go to the store in one trip (one group, one commit).
             await asyncio.gather(
                 self.hub.mark_sent(session.agent.id, writes.sent),
                 self.hub.record_attempts(writes.attempts),

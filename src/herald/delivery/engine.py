@@ -119,6 +119,7 @@ class Notifier:
 
     async def close(self) -> None:
         self.sessions.disconnect_all()
+        await self.cascade.written()  # what the sessions pushed is recorded before the store closes
         await self.presence.close()
         with contextlib.suppress(ValueError):
             self.hub.remove_listener(self.wake_agents)

@@ -109,7 +109,7 @@ class SessionWorker:
                     continue  # read from the store and handed over both
                 await self.cascade.offer(session, event, writes)
                 session.offered_through = event.seq
-            await self.cascade.flush(session, writes)
+            self.cascade.record(session, writes)
 
     async def _read_new(self) -> list[Event]:
         session = self.session
@@ -132,6 +132,8 @@ class SessionWorker:
         due = list(
             itertools.takewhile(lambda p: now - p.at >= timeout, session.unconfirmed.values())
         )
+        if due:  # each push's own record first, then what its escalation makes of it
+            await self.cascade.written(session)
         writes = PendingWrites()
         for pushed in due:
             del session.unconfirmed[pushed.event.id]
