@@ -148,7 +148,9 @@ class Event:
         )
 
     def to_json(self) -> answers.Event:
-        return {**self.to_agent_json(), "status": self.status.value}
+        answer = cast("answers.Event", self.to_agent_json())  # a new dict: given its status
+        answer["status"] = self.status.value
+        return answer
 
     def to_agent_json(self) -> answers.AgentEvent:
         """The event as it is pushed to its agent (a webhook's body): what the drain and the
