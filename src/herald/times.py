@@ -24,10 +24,10 @@ def iso_ms(ms: int) -> str:
     return f"{_iso_second(seconds)}.{millis:03d}Z"
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)
 def _iso_second(seconds: int) -> str:
-    """The date and time to the second: shared by the events of a drain or a page, most of them
-    published within a few seconds of each other (formatting it costs most of ``iso_ms``)."""
+    # Events drained or pushed together were mostly created within the same few seconds, and
+    # formatting a second (gmtime, then strftime) costs several times what looking it up does.
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
