@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from herald.errors import InvalidInput
-from herald.ids import new_id
+from herald.ids import new_id, new_ids
 from herald.inputs.events import parse_new_event
 
 
@@ -65,6 +65,18 @@ def test_an_id_reads_as_its_millisecond_and_random_bits_in_crockford_base32() ->
     value = int(body.translate(str.maketrans(CROCKFORD, BASE32)), 32) >> 2
     assert before <= value >> 80 <= after
     assert body[-1] in "048CGMRW"  # the last digit's two low bits are padding
+
+
+def test_ids_made_together_count_up_between_those_made_before_and_after() -> None:
+    before = new_id("evt_")
+    ids = new_ids("evt_", 1000)
+    after = new_id("evt_")
+    values = [int(i[4:].translate(str.maketrans(CROCKFORD, BASE32)), 32) >> 2 for i in ids]
+    # 1,000 in a row: the low bits wrap at least three times, each wrap a new run of digits
+    assert values == list(range(values[0], values[0] + 1000))
+    assert before < ids[0] and ids[-1] < after
+    assert all(len(i) == 30 and i.startswith("evt_") and i[-1] in "048CGMRW" for i in ids)
+    assert new_ids("evt_", 0) == []
 
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

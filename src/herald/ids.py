@@ -10,6 +10,9 @@ import time
 # Crockford's base32 digits, whose order is also ASCII order; each 10 bits as two of them.
 _DIGITS = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [high + low for high in _DIGITS for low in _DIGITS]
+_LAST_PAIRS = [_PAIRS[low << 2] for low in range(256)]
+"""The last two digits of an id by its low 8 bits: with the padding's two zero bits, they are
+its last 10 bits."""
 
 
 _last_id = [0, 0]
@@ -28,6 +31,31 @@ def new_id(prefix: str) -> str:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to count up
         _last_id[0], _last_id[1] = millis, rand
     return prefix + _base32(millis << 80 | rand)
+
+
+def new_ids(prefix: str, count: int) -> list[str]:
+    """``count`` ids, as many calls of ``new_id`` in one millisecond would make them: one clock
+    read and one draw of random bits for all, the rest counted up. (A batch of 1,000 events
+    paid a clock read, a lock, a read of random bits and an encoding of 26 digits for each.)"""
+    if count <= 0:
+        return []
+    millis = time.time_ns() // 1_000_000
+    with _id_lock:
+        if millis <= _last_id[0]:
+            millis, rand = _last_id[0], _last_id[1] + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_id[0], _last_id[1] = millis, rand + count - 1
+    # Ids counted up share all digits but the last pair, which holds the low 8 bits (and the
+    # padding) until those wrap: the shared 24 digits are encoded once per 256 ids.
+    ids: list[str] = []
+    value, end = millis << 80 | rand, (millis << 80 | rand) + count
+    while value < end:
+        head = prefix + _base32(value)[:-2]
+        last = min(end, (value | 255) + 1)
+        ids += [head + _LAST_PAIRS[low] for low in range(value & 255, ((last - 1) & 255) + 1)]
+        value = last
+    return ids
 
 
 def _base32(value: int) -> str:

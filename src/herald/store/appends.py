@@ -9,6 +9,8 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from herald.errors import NotFound
+from herald.feed import PublishedRange
+from herald.ids import new_ids
 from herald.models import Event, NewEvent, Published
 
 DedupeKey = tuple[str, str]
@@ -56,10 +58,23 @@ class AppendPlan:
         seq reserved for the agent, and published at its time in ``nows``."""
         next_seq = dict(first_seqs)
         stored = []
-        for index, agent_id in self.fresh:
+        for event_id, (index, agent_id) in zip(
+            new_ids("evt_", len(self.fresh)), self.fresh, strict=True
+        ):
             seq, next_seq[agent_id] = next_seq[agent_id], next_seq[agent_id] + 1
-            stored.append(events[index].stored(agent_id, seq, nows[index]))
+            stored.append(events[index].stored(event_id, agent_id, seq, nows[index]))
         return stored
+
+    def published(
+        self, first_seqs: Mapping[str, int], added: Mapping[str, int]
+    ) -> tuple[PublishedRange, ...]:
+        """What ``numbered`` stores, as the journal names it (``journal.published``): one run of
+        seqs per agent, its ``added`` events from its first seq reserved, read from the plan
+        rather than from each event."""
+        return tuple(
+            PublishedRange(agent_id, first, first + added[agent_id] - 1)
+            for agent_id, first in sorted(first_seqs.items())
+        )
 
     def answers(
         self, stored: Sequence[Event], earlier: Mapping[DedupeKey, Event]
@@ -68,7 +83,7 @@ class AppendPlan:
         order) are created; a repeat gets the event that has its key, stored before (``earlier``)
         or in this batch."""
         if not self.repeats:  # the usual batch: every event new, no key to look up
-            return [Published(e, created=True) for e in stored]
+            return [Published(e, True) for e in stored]  # created; a keyword costs a tenth
         by_key = dict(earlier)
         by_key.update(((e.agent_id, e.dedupe_key), e) for e in stored if e.dedupe_key is not None)
         created = iter(stored)

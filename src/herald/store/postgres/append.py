@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import asyncpg
 
 from herald.feed import JournalEntry
+from herald.ids import new_id
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
@@ -138,7 +139,9 @@ async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
 
 
 async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
-    values = dict(zip(EVENTS.names, EVENTS.values(new.stored("", 0, now)), strict=True))
+    values = dict(
+        zip(EVENTS.names, EVENTS.values(new.stored(new_id("evt_"), "", 0, now)), strict=True)
+    )
     row = await conn.fetchrow(
         queries.APPEND_ONE,
         new.to,

@@ -26,7 +26,7 @@ from herald.store.appends import (
     plan_append,
     unknown_addressee,
 )
-from herald.store.journal import one_agent, published, record
+from herald.store.journal import one_agent, record
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import EVENT_COLUMNS, as_json, event, insert_rows
 from herald.store.sqlite.worker import Joinable, Outcome
@@ -116,12 +116,14 @@ def _insert(
     first_at: dict[str, int] = {}
     for index, agent_id in plan.fresh:
         first_at.setdefault(agent_id, nows[index])
-    stored = plan.numbered(events, _reserve_seqs(conn, plan.added, first_at), nows)
+    added = plan.added
+    first_seqs = _reserve_seqs(conn, added, first_at)
+    stored = plan.numbered(events, first_seqs, nows)
     if stored:
         insert_rows(conn, EVENTS, [EVENTS.values(e) for e in stored])
-        entry = JournalEntry(published=published(stored))
+        entry = JournalEntry(published=plan.published(first_seqs, added))
         at = max(e.created_at for e in stored)
-        write(conn, record(at, "append", one_agent(e.agent_id for e in stored), entry))
+        write(conn, record(at, "append", one_agent(added), entry))
     return plan.answers(stored, earlier)
 
 
