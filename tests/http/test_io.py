@@ -75,7 +75,6 @@ async def test_an_unexpected_error_is_a_500_in_heralds_shape_and_the_connection_
             Middleware(
                 HeraldMiddleware,
                 metrics=Metrics(),
-                templates={},
                 requests_per_key=0,
                 body_idle_s=10.0,
                 body_total_s=60.0,

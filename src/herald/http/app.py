@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from starlette.datastructures import State
 from starlette.requests import Request
@@ -38,7 +39,7 @@ from herald.http.auth import MetricsAccess
 from herald.http.feed import FeedRoute
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
-from herald.http.metrics import route_templates
+from herald.http.metrics import ROUTE_TEMPLATE
 from herald.http.middleware import HeraldMiddleware
 from herald.http.services import Services
 from herald.http.stream import StreamRoute
@@ -127,7 +128,6 @@ def create_app(
         HeraldMiddleware(
             router,
             metrics=hub.metrics,
-            templates=route_templates(routes),
             requests_per_key=requests_per_key,
             body_idle_s=http_config.body_idle_timeout_s,
             body_total_s=http_config.body_timeout_s,
@@ -162,22 +162,33 @@ class HeraldApp:
 
 
 class Handler:
-    """A handler (``request -> response``) as the ASGI endpoint of its route. Starlette wraps a
-    handler given as a function in a layer that looks for exception handlers, and herald has
-    none there: its middleware answers every error. It carries the handler's name, module and
-    description (``__wrapped__``)."""
+    """A route's ASGI endpoint: it names the route's template in the request's scope
+    (``ROUTE_TEMPLATE``, for the request count), then runs the route's own endpoint, a handler
+    (``request -> response``) or an ASGI app. (Starlette wraps a handler given as a function in
+    a layer that looks for exception handlers, and herald has none there: its middleware answers
+    every error.) It carries the endpoint's name, module and description (``__wrapped__``)."""
 
-    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
-        self.handler = handler
-        functools.update_wrapper(self, handler)
+    def __init__(self, endpoint: Any, template: str) -> None:
+        functools.update_wrapper(self, endpoint, updated=())
+        self.template = template
+        self.handler: Callable[[Request], Awaitable[Response]] | None = None
+        self.app: ASGIApp | None = None
+        if inspect.iscoroutinefunction(endpoint):
+            self.handler = endpoint
+        else:
+            self.app = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[ROUTE_TEMPLATE] = self.template
+        if self.app is not None:
+            await self.app(scope, receive, send)
+            return
+        assert self.handler is not None
         response = await self.handler(Request(scope, receive, send))
         await response(scope, receive, send)
 
 
 def _direct(route: Route) -> Route:
-    """The route with its handler as its ASGI endpoint (``Handler``)."""
-    if not inspect.iscoroutinefunction(route.endpoint):
-        return route
-    return Route(route.path, Handler(route.endpoint), methods=route.methods, name=route.name)
+    """The route with ``Handler`` as its ASGI endpoint."""
+    endpoint = Handler(route.endpoint, route.path)
+    return Route(route.path, endpoint, methods=route.methods, name=route.name)

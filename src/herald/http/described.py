@@ -100,7 +100,8 @@ def described(
 def operation_of(endpoint: object, method: str) -> Operation | None:
     """The description of ``method`` on a route's endpoint (a handler, or an instance of an
     ASGI endpoint class, or one that wraps a handler: ``__wrapped__``), if it has one."""
-    for owner in (endpoint, type(endpoint), getattr(endpoint, "__wrapped__", None)):
+    wrapped = getattr(endpoint, "__wrapped__", None)
+    for owner in (endpoint, type(endpoint), wrapped, type(wrapped)):
         for key in ((owner, method), (owner, None)):
             found = _DESCRIBED.get(key)
             if found is not None:

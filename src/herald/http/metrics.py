@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import Route
 
 from herald.errors import StoreUnavailable
 from herald.http.auth import require_metrics_reader
@@ -22,6 +20,9 @@ from herald.overview import Gauges
 
 log = logging.getLogger("herald.http")
 
+ROUTE_TEMPLATE = "herald.route"
+"""The scope key of the template of the route that took a request (set by its endpoint,
+``http.app.Handler``): Starlette puts no documented name of the route it matched there."""
 UNMATCHED = "unmatched"
 """The route label of a request no route took: a raw path would be a label per path."""
 STORE_READ_S = 2.0
@@ -67,9 +68,3 @@ async def _store_gauges(hub: Hub) -> Gauges | None:
 
 
 ROUTES = [Route("/metrics", metrics, methods=["GET"])]
-
-
-def route_templates(routes: Iterable[BaseRoute]) -> dict[Any, str]:
-    """Each route's path template by its endpoint, which the router puts in the request's scope:
-    ``/v1/agents/{agent}/events``, never the path that was asked for."""
-    return {route.endpoint: route.path for route in routes if isinstance(route, Route)}

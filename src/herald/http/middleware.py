@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -38,7 +37,7 @@ from herald.http.connections import (
 )
 from herald.http.io import error_response, herald_error, http_error
 from herald.http.limits import KeyShares
-from herald.http.metrics import UNMATCHED
+from herald.http.metrics import ROUTE_TEMPLATE, UNMATCHED
 from herald.metrics import Metrics
 
 log = logging.getLogger("herald.http")
@@ -52,7 +51,6 @@ class HeraldMiddleware:
         app: ASGIApp,
         *,
         metrics: Metrics,
-        templates: Mapping[Any, str],
         requests_per_key: int,
         body_idle_s: float,
         body_total_s: float,
@@ -60,7 +58,6 @@ class HeraldMiddleware:
     ) -> None:
         self.app = app
         self.metrics = metrics
-        self.templates = templates
         self.shares = KeyShares(requests_per_key)
         self.deadlines = BodyDeadlines(idle_s=body_idle_s, total_s=body_total_s, clock=clock)
 
@@ -190,7 +187,7 @@ class _Exchange:
         if message["type"] == "http.response.start" and not self.counted:
             self.counted = True
             scope = self._scope
-            template = self._middleware.templates.get(scope.get("endpoint"), UNMATCHED)
+            template = scope.get(ROUTE_TEMPLATE, UNMATCHED)
             self._middleware.metrics.http_request(
                 scope["method"], template, message["status"], time.perf_counter() - self._started_at
             )
