@@ -13,8 +13,16 @@ from typing import Any, NamedTuple
 import pytest
 from standardwebhooks import Webhook
 
+from herald import Hub
+from herald.addresses import AddressPolicy
+from herald.config import SubscriptionConfig
+from herald.errors import InvalidInput
+from herald.inputs.refusals import parse
+from herald.inputs.subscriptions import SubscribeInput
 from herald.webhooks.receiver_document import PATH
-from herald.webhooks.sender import MAX_ANSWER_BYTES
+from herald.webhooks.sender import MAX_ANSWER_BYTES, Sender
+from herald.webhooks.subscriptions import subscribe as subscribe_here
+from herald.webhooks.verification import allowed
 from tests.backends import BACKENDS, fresh_store_url
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import new_agent, publish
@@ -173,3 +181,47 @@ async def test_a_callback_under_the_operators_allowlist_is_verified_without_a_re
     beside = await subscribe(herald, agent["api_key"], vouched.url + "/vouchedx/")
     assert beside["error"]["code"] == -32027  # the prefix ends with /: a folder, no more
     assert vouched.gets == [PATH]
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix", "under"),
+    [
+        ("https://a.example/hooks/x", "https://a.example/hooks/", True),
+        ("https://A.EXAMPLE:443/hooks/x", "https://a.example/hooks/", True),
+        ("https://a.example/hooks/x?k=1", "https://a.example", True),
+        ("https://a.example/", "https://a.example", True),
+        ("http://a.example/hooks/x", "https://a.example/hooks/", False),
+        ("https://a.example:8443/hooks/x", "https://a.example/hooks/", False),
+        ("https://a.example.evil.test/hooks/x", "https://a.example/hooks/", False),
+        ("https://b.example/hooks/x", "https://a.example/hooks/", False),
+        ("https://a.example/hooksx", "https://a.example/hooks/", False),
+        ("https://a.example/hooks/../admin", "https://a.example/hooks/", False),
+        ("https://a.example/hooks/%2E%2e/admin", "https://a.example/hooks/", False),
+        ("https://a.example/hooks/./x", "https://a.example/hooks/", False),
+    ],
+)
+def test_a_url_is_under_an_allowed_prefix_by_its_origin_and_a_plain_path(
+    url: str, prefix: str, under: bool
+) -> None:
+    assert allowed(url, [prefix]) is under
+
+
+async def test_the_allowlist_waives_verification_never_the_address_policy(hub: Hub) -> None:
+    receiver = Receiver(answers_challenges=True)
+    callback = f"https://127.0.0.1:{receiver.port}/hooks/"
+    agent, _ = await hub.create_agent("alice")
+    config = SubscriptionConfig(allow=(callback,))
+    sender = Sender("http://hub.test", AddressPolicy(), timeout_s=2, clock=hub.clock)
+    raw = {
+        "name": "herald.event",
+        "arguments": {},
+        "delivery": {"mode": "webhook", "url": callback, "secret": SECRET},
+    }
+    try:
+        with pytest.raises(InvalidInput, match=r"params\.delivery\.url is refused: .*loopback"):
+            await subscribe_here(hub, sender, agent, parse(SubscribeInput, raw, "params"), config)
+        assert await hub.subscriptions.of_agent(agent.id) == []
+        assert receiver.gets == [] and receiver.requests == []
+    finally:
+        await sender.close()
+        receiver.close()
