@@ -7,6 +7,7 @@ operator's allowlist (``--subscription-allow``)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -225,3 +226,31 @@ async def test_the_allowlist_waives_verification_never_the_address_policy(hub: H
     finally:
         await sender.close()
         receiver.close()
+
+
+@pytest.mark.parametrize(
+    ("pages", "echoes", "way"),
+    [({PATH: document("/")}, False, "receiver document"), ({}, True, "challenge")],
+)
+async def test_each_verification_is_logged_with_its_way_and_never_the_url(
+    hub: Hub, caplog: pytest.LogCaptureFixture, pages: dict[str, Page], echoes: bool, way: str
+) -> None:
+    receiver = Receiver(pages=pages, answers_challenges=echoes)
+    callback = receiver.url + "/hooks/?token=s3cret"
+    agent, _ = await hub.create_agent("alice")
+    sender = Sender("http://hub.test", AddressPolicy(allow_loopback=True), timeout_s=5)
+    raw = {
+        "name": "herald.event",
+        "arguments": {},
+        "delivery": {"mode": "webhook", "url": callback, "secret": SECRET},
+    }
+    caplog.set_level(logging.INFO, logger="herald.webhooks")
+    try:
+        made = await subscribe_here(hub, sender, agent, parse(SubscribeInput, raw, "params"))
+    finally:
+        await sender.close()
+        receiver.close()
+    (line,) = [r for r in caplog.records if getattr(r, "verified_by", None)]
+    assert (line.verified_by, line.subscription) == (way, made["id"])  # type: ignore[attr-defined]
+    assert line.getMessage() == f"subscription {made['id']}: its endpoint is verified by the {way}"
+    assert "s3cret" not in caplog.text
