@@ -17,7 +17,7 @@ BACKENDS = ["sqlite", "postgres"]
 def serving(backend: str, directory: Path, *extra_args: str) -> Iterator[HeraldProcess]:
     """``herald serve`` on a fresh store of ``backend`` ("sqlite" or "postgres"), with
     ``extra_args`` for ``herald serve``."""
-    with _store_url(backend, directory) as url:
+    with fresh_store_url(backend, directory) as url:
         process = HeraldProcess(url, extra_args=extra_args)
         try:
             yield process
@@ -26,7 +26,9 @@ def serving(backend: str, directory: Path, *extra_args: str) -> Iterator[HeraldP
 
 
 @contextlib.contextmanager
-def _store_url(backend: str, directory: Path) -> Iterator[str]:
+def fresh_store_url(backend: str, directory: Path) -> Iterator[str]:
+    """The URL of a fresh store of ``backend``, for a test that starts herald on it more than
+    once (a restart)."""
     if backend == "sqlite":
         yield f"sqlite:///{directory / 'herald.db'}"
         return

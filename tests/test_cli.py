@@ -361,6 +361,11 @@ SETTINGS = [
     (("--subscription-no-expiry",), lambda c: c.subscriptions.allow_no_expiry, True),
     (("--subscription-schedule", "0,9"), lambda c: c.subscriptions.schedule_s, (0, 9)),
     (("--subscription-limit", "0"), lambda c: c.subscriptions.max_per_agent, 0),
+    (
+        ("--subscription-allow", "https://a.example/hooks/"),
+        lambda c: c.subscriptions.allow,
+        ("https://a.example/hooks/",),
+    ),
     (("--metrics-token", "m" * 32), lambda c: c.metrics.token, "m" * 32),
     (("--metrics-open",), lambda c: c.metrics.open, True),
 ]
@@ -409,6 +414,14 @@ PRECEDENCE = [
         lambda c: str(c.webhooks.allow),
         ("loopback", "private", '"loopback,private"'),
         "",
+    ),
+    (
+        "subscription_allow",
+        "--subscription-allow",
+        "HERALD_SUBSCRIPTION_ALLOW",
+        lambda c: c.subscriptions.allow,
+        ("https://a.example/", "https://b.example/", '"https://c.example/"'),
+        (),
     ),
     (
         "subscription_max_ttl",
@@ -493,6 +506,27 @@ def test_a_bad_flag_value_is_named_with_what_to_write(
         "herald: port (flag --port): write an integer from 0 to 65535, not 'x'",
         "herald: retention (flag --retention): write a duration such as 90s, 15m, 12h or 7d"
         " (a number alone is seconds), not 'soon'",
+    ]
+
+
+def test_the_subscription_allowlist_takes_a_prefix_per_flag_and_refuses_a_bad_one_by_name(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    two = ("https://a.example/hooks/", "http://127.0.0.1:9/mcp/")
+    flags = ("--subscription-allow", two[0], "--subscription-allow", two[1])
+    assert settings_from(flags, {}, None, tmp_path).subscriptions.allow == two
+    spaced = {"HERALD_SUBSCRIPTION_ALLOW": " ".join(two)}
+    assert settings_from((), spaced, None, tmp_path).subscriptions.allow == two
+    listed = f"subscription_allow = {json.dumps(list(two))}\n"
+    assert settings_from((), {}, listed, tmp_path).subscriptions.allow == two
+    assert problems(capsys, monkeypatch, "--subscription-allow", "https://a.example/?k=1") == [
+        "herald: subscription_allow (flag --subscription-allow): the prefix"
+        " 'https://a.example/?k=1' must be an origin and a path, such as"
+        " https://hooks.example.com/mcp/, without credentials, a query or a fragment"
+    ]
+    assert problems(capsys, monkeypatch, HERALD_SUBSCRIPTION_ALLOW="hooks.example/") == [
+        "herald: subscription_allow (env HERALD_SUBSCRIPTION_ALLOW): the prefix"
+        " 'hooks.example/' must be an absolute http or https URL"
     ]
 
 

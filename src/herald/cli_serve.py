@@ -119,6 +119,14 @@ def _add_serve(serve: argparse.ArgumentParser) -> None:
             serve.add_argument(
                 setting.flag, action="store_true", default=argparse.SUPPRESS, help=told
             )
+        elif setting.kind.repeatable:
+            serve.add_argument(
+                setting.flag,
+                action="append",
+                metavar=setting.kind.metavar,
+                default=argparse.SUPPRESS,
+                help=told,
+            )
         else:
             serve.add_argument(
                 setting.flag, metavar=setting.kind.metavar, default=argparse.SUPPRESS, help=told

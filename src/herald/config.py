@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from herald.addresses import AddressPolicy
+from herald.endpoint_checks import check_url_prefix
 from herald.errors import InvalidInput
 from herald.keys import check_chosen_key
 from herald.urls import backend_of
@@ -278,8 +279,13 @@ class SubscriptionConfig:
     max_per_agent: int = 100
     """The subscriptions one agent may hold at once (a refresh of one it holds is always taken:
     each matching event is POSTed once per subscription); 0: no limit."""
+    allow: tuple[str, ...] = ()
+    """Callback URL prefixes (``https://hooks.example.com/mcp/``) whose URLs are verified
+    without a challenge or a receiver document: the operator vouches for them."""
 
     def __post_init__(self) -> None:
+        for prefix in self.allow:
+            check_url_prefix(prefix, "a subscription allowlist prefix")
         if self.max_per_agent < 0:
             raise InvalidInput("the subscription limit per agent must be 0 (no limit) or more")
         ttls = (self.min_ttl_s, self.default_ttl_s, self.max_ttl_s)

@@ -6,7 +6,7 @@ import base64
 import re
 import secrets
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 import httpx2
 
@@ -94,6 +94,46 @@ def check_url(url: Any, name: str) -> str:
     if not _HOST.fullmatch(host):
         raise InvalidInput(f"{name} {url!r} needs a host name of letters, digits, - and .")
     return url
+
+
+def check_url_prefix(prefix: Any, name: str) -> str:
+    """A prefix of callback URLs (``https://hooks.example.com/mcp/``): an absolute http(s) URL
+    as ``check_url`` takes, without credentials, a query or a fragment (it is matched against
+    a URL's origin and path, see ``under_prefix``).
+
+    Raises:
+        InvalidInput: naming ``name`` and what to write instead.
+    """
+    check_url(prefix, name)
+    parts = urlsplit(prefix)
+    if "@" in parts.netloc or "?" in prefix or "#" in prefix:
+        raise InvalidInput(
+            f"{name} {prefix!r} must be an origin and a path, such as"
+            " https://hooks.example.com/mcp/, without credentials, a query or a fragment"
+        )
+    return str(prefix)
+
+
+def under_prefix(url: str, prefix: str) -> bool:
+    """Whether ``url`` is under ``prefix`` (one ``check_url_prefix`` took): the same scheme, host
+    and port, and a path that ``path_under`` the prefix's (end the prefix with / to take one
+    folder only: ``/mcp`` is a prefix of ``/mcp-other`` too)."""
+    parts, base = urlsplit(url), urlsplit(prefix)
+    return _origin(parts) == _origin(base) and path_under(parts.path, base.path)
+
+
+def path_under(path: str, prefix: str) -> bool:
+    """Whether the URL path ``path`` starts with ``prefix`` (an empty path is ``/``), compared
+    as written: a path with a ``.`` or ``..`` segment (percent-encoded or not) is under none,
+    since the server it reaches may resolve it to somewhere else."""
+    path, prefix = path or "/", prefix or "/"
+    segments = unquote(path).split("/")
+    return "." not in segments and ".." not in segments and path.startswith(prefix)
+
+
+def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
 
 
 def _check_characters(url: str, name: str) -> None:

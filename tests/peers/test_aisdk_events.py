@@ -5,9 +5,12 @@ client (``@ai-sdk/mcp``: ``createMCPClient``'s ``experimental_events`` and
 tests/peers/aisdk/events.mjs serves the AI SDK's webhook handler on loopback, subscribes it to a
 real ``herald serve --webhook-allow loopback`` (herald verifies it with a signed challenge, which
 the handler answers), and checks that a published event reaches the handler's ``onEvent``,
-verified, then refreshes and unsubscribes. The checks are made on the Node side, one JSON line
-each. ``./scripts/test`` installs the Node side (``npm ci``: the AI SDK, and Node 24 to run it,
-since it needs 22 or newer); without them the test fails.
+verified, then refreshes and unsubscribes. Then a callback whose origin publishes
+``/.well-known/mcp-webhook-receiver.json`` beside the handler (the AI SDK serves no such
+document: its handler answers POSTs only, so the application publishes it) is verified by the
+document, with no challenge, and the handler takes its deliveries. The checks are made on the
+Node side, one JSON line each. ``./scripts/test`` installs the Node side (``npm ci``: the AI
+SDK, and Node 24 to run it, since it needs 22 or newer); without them the test fails.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def test_the_ai_sdks_events_client_subscribes_receives_refreshes_and_unsubscribe
         if isinstance(item, dict) and "check" in item
     ]
     assert_all_passed(run, herald)
-    assert len(run.checks) == 7
+    assert len(run.checks) == 9
 
 
 def _json_line(line: str) -> object:

@@ -29,6 +29,18 @@ class Received:
 
 
 @dataclass
+class Page:
+    """What a GET of one path is answered with."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    stall: bool = False
+    """Send the head and the first byte of the body, then hold the rest until the test
+    releases the receiver (or the client gives up)."""
+
+
+@dataclass
 class Receiver:
     """Answers each request with the next scripted (status, headers); 200 when the script is out."""
 
@@ -50,6 +62,10 @@ class Receiver:
     """The loopback address to listen on (127.0.0.2 is another address of the same host)."""
     bind_port: int = 0
     """The port to listen on; 0: any free one."""
+    pages: dict[str, Page] = field(default_factory=dict)
+    """What a GET of each path is answered with (404 for any other)."""
+    gets: list[str] = field(default_factory=list)
+    """The path of every GET, in order (kept apart from the POSTs in ``requests``)."""
 
     def __post_init__(self) -> None:
         receiver = self
@@ -80,6 +96,26 @@ class Receiver:
                 self.send_header("content-length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
+
+            def do_GET(self) -> None:
+                with lock:
+                    receiver.gets.append(self.path)
+                page = receiver.pages.get(self.path, Page(404))
+                self.send_response(page.status)
+                for name, value in page.headers.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(page.body)))
+                self.end_headers()
+                try:
+                    if page.stall:
+                        self.wfile.write(page.body[:1])
+                        self.wfile.flush()
+                        receiver.release.wait(timeout=30)
+                        self.wfile.write(page.body[1:])
+                    else:
+                        self.wfile.write(page.body)
+                except OSError:
+                    self.close_connection = True  # the client stopped reading: it may
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -25,7 +25,7 @@ from herald.webhooks.sender import (
     Sender,
     SendOutcome,
 )
-from tests.webhooks.receiver import Receiver
+from tests.webhooks.receiver import Page, Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -102,6 +102,24 @@ async def test_the_request_goes_to_the_address_that_was_checked() -> None:
     assert request.path == "/hook"
     assert request.headers["host"] == f"rebind.test:{receiver.port}"
     assert rebinding.asked == ["rebind.test"]  # resolved once: checked, then connected to
+
+
+async def test_a_get_goes_to_the_checked_address_and_never_to_a_refused_one() -> None:
+    receiver = Receiver(pages={"/doc": Page(200, {}, b"{}")})
+    checked = Rebinding("127.0.0.1", then="169.254.169.254")
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=checked)
+    metadata = Rebinding("169.254.169.254", then="127.0.0.1")
+    refusing = Sender("http://hub.test", LOOPBACK, timeout_s=5, resolver=metadata)
+    url = f"http://rebind.test:{receiver.port}/doc"
+    try:
+        fetched, refused = await sender.fetch(url), await refusing.fetch(url)
+    finally:
+        await sender.close()
+        await refusing.close()
+        receiver.close()
+    assert not isinstance(fetched, str) and (fetched.status_code, fetched.body) == (200, b"{}")
+    assert isinstance(refused, str) and refused.startswith("connection_refused: "), refused
+    assert receiver.gets == ["/doc"]  # once: the refused address was never called
 
 
 async def test_a_hosts_checked_addresses_are_kept_ten_seconds_of_the_clock() -> None:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from herald.addresses import AddressPolicy
-from herald.endpoint_checks import parse_schedule
+from herald.endpoint_checks import check_url_prefix, parse_schedule
 from herald.errors import InvalidInput
 from herald.times import format_duration, parse_duration
 
-Plain = str | int | float | bool | list[int]
+Plain = str | int | float | bool | list[int] | list[str]
 """A value as TOML writes it."""
 
 
@@ -31,6 +31,8 @@ class Kind:
     metavar: str | None = None
     is_switch: bool = False
     """A flag that takes no value and turns the setting on."""
+    repeatable: bool = False
+    """A flag given once per value (its values come as a list)."""
 
 
 def _same(value: Any) -> Plain:
@@ -148,3 +150,21 @@ def _addresses(value: object) -> AddressPolicy:
 
 ADDRESSES = Kind(_addresses, str, "CLASSES")
 """Address classes webhooks may go to besides public ones: ``loopback``, ``private``."""
+
+
+def _url_prefixes(value: object) -> tuple[str, ...]:
+    # Whitespace separates them in one text (a variable): a URL holds none.
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list) or not all(isinstance(prefix, str) for prefix in value):
+        raise InvalidInput(
+            'write URL prefixes, e.g. ["https://hooks.example.com/mcp/"] or'
+            f' "https://a.example/hooks/ https://b.example/", not {_shown(value)}'
+        )
+    words = [word for prefix in value for word in prefix.split()]
+    return tuple(check_url_prefix(word, "the prefix") for word in words)
+
+
+URL_PREFIXES = Kind(_url_prefixes, list, "PREFIX", repeatable=True)
+"""Callback URL prefixes: the flag once per prefix, a variable's separated by spaces, a TOML
+file's as a list."""

@@ -14,6 +14,7 @@ from herald.settings.kinds import (
     SCHEDULE,
     SWITCH,
     TEXT,
+    URL_PREFIXES,
     Kind,
     choice,
     integer,
@@ -51,7 +52,7 @@ class Setting:
 
     def shown_default(self) -> str:
         default = self.default
-        if default is None:
+        if default is None or default == ():
             return "none"
         plain = self.kind.plain(default)
         return ",".join(str(d) for d in plain) if isinstance(plain, list) else str(plain)
@@ -258,6 +259,17 @@ SETTINGS = (
         _subscriptions(
             "how many one agent may hold at once, in the store: every process counts them all"
             " (0: no limit)"
+        ),
+    ),
+    Setting(
+        "subscription_allow",
+        "subscriptions.allow",
+        URL_PREFIXES,
+        _subscriptions(
+            "a callback URL prefix the operator vouches for (https://hooks.example.com/mcp/):"
+            " a URL under it is verified without a challenge; repeat the flag for more (in the"
+            " variable, separate them by spaces). Where a URL may point is still"
+            " --webhook-allow's to say"
         ),
     ),
     Setting(

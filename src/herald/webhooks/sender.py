@@ -53,7 +53,7 @@ FINAL_STATUSES = {410, 413}
 
 
 @dataclass(frozen=True)
-class _Answer:
+class Answer:
     """An endpoint's answer: its status, its headers and at most ``MAX_ANSWER_BYTES`` of its
     body (``cut``: there was more, not read)."""
 
@@ -221,7 +221,7 @@ class Sender:
         except Unresolvable as exc:
             return SendOutcome(False, exc.message)  # DNS may be back by the next try
         try:
-            response = await self._post(endpoint.id, target, body, headers)
+            response = await self._request("POST", endpoint.id, target, body, headers)
         except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timed out")
         except httpx2.HTTPError as exc:
@@ -291,7 +291,7 @@ class Sender:
 
     async def _exchange(
         self, endpoint: Endpoint, message_id: str, body: bytes, now_ms: int
-    ) -> _Answer | SendOutcome:
+    ) -> Answer | SendOutcome:
         """One signed POST to a subscription's URL: its answer, or what kept it from coming."""
         headers = self._signed(endpoint, message_id, body, now_ms)
         headers[SUBSCRIPTION_HEADER] = endpoint.id
@@ -303,30 +303,54 @@ class Sender:
         except Unresolvable as exc:
             return SendOutcome(False, f"connection_refused: {exc.message}")
         try:
-            return await self._post(endpoint.id, target, body, headers)
+            return await self._request("POST", endpoint.id, target, body, headers)
         except (httpx2.TimeoutException, TimeoutError):
             return SendOutcome(False, "timeout: timed out")
         except httpx2.HTTPError as exc:
             kind = "tls_error" if _is_tls(exc) else "connection_refused"
             return SendOutcome(False, f"{kind}: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
 
-    async def _post(
-        self, endpoint_id: str, target: _Target, body: bytes, headers: dict[str, str]
-    ) -> _Answer:
-        """POST to the checked addresses in turn, until one takes the connection; the whole
+    async def fetch(self, url: str) -> Answer | str:
+        """GET ``url`` as a subscription's URL is POSTed to: its host's addresses checked and
+        pinned, no redirect followed, at most ``MAX_ANSWER_BYTES`` read, all within
+        ``timeout_s``. Returns the answer (whatever its status), or what kept it from coming:
+        its SEP-3415 kind, a colon and the detail (as ``send_signed``'s errors)."""
+        try:
+            target = await self._target(url)
+        except (AddressRefused, Unresolvable) as exc:
+            return f"connection_refused: {exc.message}"
+        headers = {"accept": "application/json"}
+        try:
+            return await self._request("GET", "GET " + url, target, None, headers)
+        except (httpx2.TimeoutException, TimeoutError):
+            return "timeout: timed out"
+        except httpx2.HTTPError as exc:
+            kind = "tls_error" if _is_tls(exc) else "connection_refused"
+            return f"{kind}: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+
+    async def _request(
+        self,
+        method: str,
+        client_key: str,
+        target: _Target,
+        body: bytes | None,
+        headers: dict[str, str],
+    ) -> Answer:
+        """Send to the checked addresses in turn, until one takes the connection; the whole
         exchange, answer included, within ``timeout_s`` (httpx's timeouts are per read: an
-        endpoint answering a byte at a time would hold the request for ever).
+        endpoint answering a byte at a time would hold the request for ever). ``client_key``
+        names the HTTP client whose connections it uses (an endpoint's id).
 
         Raises:
             httpx2.HTTPError: the last address failed. TimeoutError: ``timeout_s`` ran out.
         """
         headers = {**headers, **target.headers}
         sni = target.extensions
-        async with asyncio.timeout(self.timeout_s), self._clients.use(endpoint_id) as http:
+        async with asyncio.timeout(self.timeout_s), self._clients.use(client_key) as http:
             for pinned in target.pinned[:-1]:
                 with contextlib.suppress(httpx2.ConnectError):
-                    return await _answer(http, pinned, body, headers, sni)
-            return await _answer(http, target.pinned[-1], body, headers, sni)
+                    return await _answer(http, method, pinned, body, headers, sni)
+            return await _answer(http, method, target.pinned[-1], body, headers, sni)
 
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
@@ -355,24 +379,25 @@ class Sender:
 
 async def _answer(
     http: httpx2.AsyncClient,
+    method: str,
     url: httpx2.URL,
-    body: bytes,
+    body: bytes | None,
     headers: dict[str, str],
     extensions: dict[str, Any],
-) -> _Answer:
-    """POST, and read at most ``MAX_ANSWER_BYTES`` of the answer (a connection left with more
+) -> Answer:
+    """Send, and read at most ``MAX_ANSWER_BYTES`` of the answer (a connection left with more
     unread is closed, not reused)."""
-    request = http.build_request("POST", url, content=body, headers=headers, extensions=extensions)
+    request = http.build_request(method, url, content=body, headers=headers, extensions=extensions)
     response = await http.send(request, stream=True)
     try:
         read = bytearray()
         async for chunk in response.aiter_raw():
             read += chunk
             if len(read) > MAX_ANSWER_BYTES:
-                return _Answer(
+                return Answer(
                     response.status_code, response.headers, bytes(read[:MAX_ANSWER_BYTES]), True
                 )
-        return _Answer(response.status_code, response.headers, bytes(read), False)
+        return Answer(response.status_code, response.headers, bytes(read), False)
     finally:
         await response.aclose()
 
@@ -470,7 +495,7 @@ def _is_tls(exc: BaseException) -> bool:
     return False
 
 
-def _retry_after(response: _Answer, now_ms: int) -> float | None:
+def _retry_after(response: Answer, now_ms: int) -> float | None:
     """The wait an answer asks for, in seconds, at most ``MAX_RETRY_AFTER_S``; None if it asks
     none or says it in a form HTTP does not know (non-ASCII digits, say). A date is counted
     from ``now_ms``, the hub's time, which the retry is scheduled in."""

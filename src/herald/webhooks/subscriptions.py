@@ -4,8 +4,10 @@ the client's https endpoint until the grant runs out.
 A subscription is keyed by (agent, URL, entry name, arguments): subscribing again with the same
 key refreshes it (a new grant and secret, active again), and its id, derived from the key, stays
 the same across refreshes and restarts. Before anything is delivered to an (agent, URL) not yet
-verified, the endpoint must echo a signed challenge, during the subscribe call; it is then
-verified for good (kept with the subscription). Deliveries are the webhook worker's
+verified, it is verified during the subscribe call (``herald.webhooks.verification``: the
+operator's allowlist, the receiver's published document, or a signed challenge it echoes); it
+is then verified for good, kept with the subscription (a refresh or a restart does not verify
+it again). Deliveries are the webhook worker's
 (``herald.webhooks.worker``): one per matching event, at once, retried on a short schedule.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +25,6 @@ from herald.addresses import AddressRefused
 from herald.config import DEFAULTS, SubscriptionConfig
 from herald.endpoint_checks import check_url
 from herald.errors import (
-    CallbackEndpointError,
     InvalidInput,
     SubscriptionLimitReached,
     SubscriptionNotFound,
@@ -35,6 +37,9 @@ from herald.subscriptions import catalogue
 from herald.subscriptions.poll import start
 from herald.times import iso_ms
 from herald.webhooks.sender import Sender, failure_kind
+from herald.webhooks.verification import verify
+
+log = logging.getLogger("herald.webhooks")
 
 MODE = "webhook"
 ROTATION_GRACE_MS = 5 * 60_000
@@ -105,7 +110,7 @@ async def subscribe(
         sub_id, agent.id, Kind.SUBSCRIPTION, url, delivery.secret, now,
         expires_at=expiry(params, config, now),
     )  # fmt: skip
-    verified_at = await _verified(hub, sender, endpoint, held)
+    verified_at = await _verified(hub, sender, endpoint, held, config)
     if given is not None:
         await hub.acknowledge_through(agent, subscription.key, subscription.match, given)
         after, truncated = given, await hub.missing_after(agent, given) > 0
@@ -240,23 +245,23 @@ async def _verified(
     sender: Sender,
     endpoint: Endpoint,
     held: list[tuple[Endpoint, WebhookSubscription]],
+    config: SubscriptionConfig,
 ) -> int:
     """When the endpoint's URL was verified: by one of the agent's subscriptions ``held``
     (the one refreshed, or all of them for a new one), or now.
 
     Raises:
-        CallbackEndpointError: it did not answer the challenge.
+        CallbackEndpointError: no way verified it.
     """
     for known, record in held:
         if known.url == endpoint.url and record.verified_at is not None:
             return record.verified_at
-    failure = await sender.verify(endpoint, hub.now())
-    if failure is None:
-        return hub.now()
-    reason = failure_kind(failure) or "challenge_failed"
-    raise CallbackEndpointError(
-        f"params.delivery.url did not pass verification ({failure}): the endpoint must answer"
-        ' the signed {"type":"verification","challenge":...} POST with 2xx and'
-        ' {"challenge": <the same challenge>}',
-        reason,
+    way = await verify(sender, endpoint, config.allow, hub.now())
+    # The subscription's id, not its URL: a callback URL may carry a token.
+    log.info(
+        "subscription %s: its endpoint is verified by the %s",
+        endpoint.id,
+        way,
+        extra={"subscription": endpoint.id, "verified_by": way.value},
     )
+    return hub.now()

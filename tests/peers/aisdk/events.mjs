@@ -10,8 +10,11 @@
 // The AI SDK's webhook handler is served on a loopback port; the client subscribes it (herald
 // verifies it with a signed challenge, which the handler answers), an event is published through
 // herald's admin API and must reach onEvent, verified by the handler; then a refresh keeps the
-// id and an unsubscribe ends it. Prints one JSON line per check ({"check", "ok", "detail"});
-// exits 1 when a check failed, 2 when the scenario itself broke.
+// id and an unsubscribe ends it. Then the same with the callback's origin publishing
+// /.well-known/mcp-webhook-receiver.json beside the handler (the AI SDK serves no such document
+// itself: its handler answers only POSTs): herald verifies the callback by the document, sends
+// no challenge, and the handler takes the deliveries all the same. Prints one JSON line per check
+// ({"check", "ok", "detail"}); exits 1 when a check failed, 2 when the scenario itself broke.
 
 import { createServer } from "node:http";
 
@@ -100,6 +103,53 @@ async function publish(handle, type, text) {
   return (await answer.json()).id;
 }
 
+const RECEIVER_DOCUMENT = "/.well-known/mcp-webhook-receiver.json";
+
+/**
+ * The AI SDK's handler behind an origin that publishes the receiver document for /hooks/;
+ * `seen` counts the document's fetches and the challenges that reach the handler.
+ */
+function publishing(webhook, seen) {
+  return async (request) => {
+    if (request.method === "GET" && new URL(request.url).pathname === RECEIVER_DOCUMENT) {
+      seen.documents += 1;
+      return Response.json({ receivers: ["/hooks/"] });
+    }
+    const body = await request.clone().text();
+    if (body.startsWith('{"type":"verification"')) seen.challenges += 1;
+    return webhook(request);
+  };
+}
+
+/** Subscribe a callback verified by its origin's document; an event must reach onEvent. */
+async function verifiedByTheDocument(client, store) {
+  let arrived;
+  const coming = new Promise((resolve) => (arrived = resolve));
+  const webhook = createMCPEventWebhook({ store, onEvent: async ({ event }) => arrived(event) });
+  const seen = { documents: 0, challenges: 0 };
+  const server = await serve(publishing(webhook, seen));
+  try {
+    const made = await client.experimental_events.subscribe({
+      name: "herald.event",
+      arguments: { types: ["doc.*"] },
+      delivery: {
+        mode: "webhook",
+        url: `http://127.0.0.1:${server.address().port}/hooks/aisdk`,
+        allowInsecureLocalhost: true,
+      },
+      ttlMs: 600000,
+    });
+    check("the receiver document verifies the callback, without a challenge",
+      seen.documents === 1 && seen.challenges === 0 && /^sub_/.test(made.id), { seen, made });
+    const eventId = await publish(env("HERALD_AGENT_HANDLE"), "doc.received", "by the document");
+    const event = await within(coming, "event at the document-verified webhook");
+    check("the AI SDK's handler takes its deliveries", event.eventId === eventId, event);
+    await client.experimental_events.unsubscribe({ id: made.id });
+  } finally {
+    server.close();
+  }
+}
+
 async function main() {
   const store = memoryStore();
   const received = [];
@@ -155,6 +205,8 @@ async function main() {
       gone = String(error);
     }
     check("unsubscribe ends it", gone !== null && (await store.getById(made.id)) === undefined, gone);
+
+    await verifiedByTheDocument(client, store);
   } finally {
     await client.close();
     server.close();
