@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from herald import open_store
+from herald.http.mcp import answered_whole
 from herald.models import NewEvent
 from mcp import Client
 from tests.herald_process import HeraldProcess
@@ -231,3 +232,66 @@ async def test_a_refused_key_is_a_json_rpc_error_with_its_id_and_its_reason_in_t
     assert challenge.startswith('Bearer error="invalid_token", error_description="the key is not')
     assert without_key.status_code == 401 and without_key.headers["www-authenticate"] == "Bearer"
     assert without_key.json()["id"] == initialize["id"]
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "accept-test", "version": "1.0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def scope_with(headers: list[tuple[str, str]]) -> dict[str, Any]:
+    raw = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    return {"type": "http", "method": "POST", "path": "/mcp", "headers": raw}
+
+
+BOTH = ("accept", "application/json, text/event-stream")
+MODERN = ("mcp-protocol-version", "2026-07-28")
+POLL = ("mcp-method", "events/poll")
+
+
+@pytest.mark.parametrize(
+    ("headers", "whole"),
+    [
+        ([BOTH, MODERN, POLL], True),
+        ([("accept", "*/*"), MODERN, POLL], True),
+        ([BOTH, MODERN, ("mcp-method", "events/stream")], False),
+        ([BOTH, MODERN, ("mcp-method", "tools/call")], False),
+        ([BOTH, ("mcp-protocol-version", "2025-11-25"), POLL], False),
+        ([BOTH, POLL], False),
+        ([BOTH, MODERN], False),
+        ([("accept", "application/json"), MODERN, POLL], False),
+    ],
+)
+def test_only_a_2026_07_28_poll_the_sdk_would_take_is_answered_whole(
+    headers: list[tuple[str, str]], whole: bool
+) -> None:
+    assert answered_whole(scope_with(headers)) is whole
+
+
+async def test_a_2026_07_28_poll_that_cannot_take_a_stream_is_refused_as_any_request_is(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    headers = {
+        "authorization": f"Bearer {agent['api_key']}",
+        "accept": "application/json",
+        "content-type": "application/json",
+        "mcp-protocol-version": "2026-07-28",
+    }
+    async with httpx.AsyncClient(base_url=herald.url, headers=headers, timeout=30) as http:
+        answers = [
+            await http.post(
+                "/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": method,
+                    "params": {"_meta": MODERN_META, "name": "herald.event", "cursor": None},
+                },
+                headers={"mcp-method": method},
+            )
+            for method in ("events/poll", "events/list")
+        ]
+    assert [answer.status_code for answer in answers] == [406, 406]

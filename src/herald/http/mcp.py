@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator, Callable
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.jsonrpc import INVALID_REQUEST, JSONRPCError, JSONRPCMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -206,11 +208,18 @@ class McpRoute:
                 subscriptions_config,
                 webhooks.wake,
             )
+        # Every request carries an agent key, which a rebinding page cannot add.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.manager = StreamableHTTPSessionManager(
-            app=self.server,
-            # Every request carries an agent key, which a rebinding page cannot add.
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            session_idle_timeout=IDLE_TIMEOUT_S,
+            app=self.server, security_settings=security, session_idle_timeout=IDLE_TIMEOUT_S
+        )
+        # A 2026-07-28 request whose answer is never a stream (events/poll) is answered by the
+        # same server in the SDK's JSON mode: its answer is the same, without the SSE mode's
+        # per-request task group, memory stream and disconnect watcher, which wait for
+        # notifications such a request never sends (about 180 µs a request). A poll whose
+        # client leaves is not cut short: it ends, and the same cursor gets its events again.
+        self.answers = StreamableHTTPSessionManager(
+            app=self.server, json_response=True, security_settings=security
         )
         self.sessions = McpSessions(sessions_per_key, IDLE_TIMEOUT_S)
         self._app = self.streams.wrap(self.manager.handle_request)
@@ -218,7 +227,7 @@ class McpRoute:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         try:
-            async with self.manager.run():
+            async with self.manager.run(), self.answers.run():
                 yield
         finally:
             self.sessions.end_all()  # the SDK has ended them all
@@ -271,6 +280,9 @@ class McpRoute:
         scope[AGENT_SCOPE_KEY] = agent
         token = AccessToken(token=agent.key_hash, client_id=agent.id, scopes=["agent"])
         scope["user"] = AuthenticatedUser(token)
+        if answered_whole(scope):
+            await self.answers.handle_request(scope, receive, send)
+            return
         try:
             await self.sessions.serve(agent.id, self._app, scope, receive, send)
         except RateLimited as exc:  # raised before the SDK is called
@@ -312,6 +324,24 @@ def _duplicate_key(fault: str, body: bytes) -> JSONResponse:
     error = {"code": INVALID_REQUEST, "message": fault}
     request_id = request_id_of(body)
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, 400)
+
+
+ANSWERED_WHOLE = frozenset({"events/poll"})
+"""The 2026-07-28 methods whose answer is always one JSON-RPC message, never a stream."""
+
+
+def answered_whole(scope: Scope) -> bool:
+    """Whether a request is a 2026-07-28 one of a method in ``ANSWERED_WHOLE``, as its routing
+    headers say, that the SDK's SSE mode would take too (its Accept header names both media
+    types): so its answer is the same in the SDK's JSON mode. (The SDK refuses a message whose
+    method or version is not the one its headers name.)"""
+    request = Request(scope)
+    version = request.headers.get("mcp-protocol-version")
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    if request.headers.get("mcp-method") not in ANSWERED_WHOLE:
+        return False
+    return all(check_accept_headers(request))
 
 
 def _sends_json(scope: Scope) -> bool:
