@@ -248,8 +248,9 @@ RETURNING {EVENT_COLUMNS}
 # events, those acknowledged left out (their new versions are not in the statement's snapshot);
 # an attempt is recorded for each event acknowledged and each leased, and the journal row names
 # them (its detail as ``herald.store.journal`` writes it). The answer: one row per event leased
-# (a row of NULL events if none), each with the agent's newest seq and when the events
-# acknowledged were created; no row if there is no such agent.
+# (a row of NULL events if none), each with the agent's newest seq, the first also with when the
+# events acknowledged were created (in one row only: the array in each of a step's hundred rows
+# was most of what the server sent); no row if there is no such agent.
 CLAIM = f"""
 WITH head AS (SELECT last_seq FROM agents WHERE id = $1),
 acked AS (
@@ -306,7 +307,9 @@ journaled AS (
         json_build_object('attempts', json_agg(attempt_group ORDER BY position))::text
     FROM attempt_groups HAVING count(*) > 0
 )
-SELECT head.last_seq AS newest, (SELECT array_agg(created_at) FROM acked) AS acknowledged,
+SELECT head.last_seq AS newest,
+    CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(created_at) FROM acked) END
+        AS acknowledged,
     leased.*
 FROM head LEFT JOIN leased ON true
 """
