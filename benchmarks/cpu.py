@@ -123,3 +123,14 @@ class Probe:
         if before is None or after is None:
             return Usage(wall, generator, machine_s=machine)
         return Usage(wall, generator, after[0] - before[0], after[1] - before[1], machine)
+
+
+def processes_cpu_s(pids: list[int]) -> dict[int, float]:
+    """The CPU seconds each of these processes has used so far (all its threads)."""
+    return {pid: _proc_cpu_s(Path(f"/proc/{pid}/stat")) for pid in pids}
+
+
+def used_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two readings of ``processes_cpu_s``: a process that started in
+    between counts from its start; one that ended in between is not counted."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())

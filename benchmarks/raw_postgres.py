@@ -89,6 +89,20 @@ async def scratch_database(admin_url: str) -> AsyncIterator[str]:
         await admin.close()
 
 
+async def backend_pids(url: str) -> list[int]:
+    """The server processes serving the other connections to the database ``url`` names (the
+    server is on this machine: ``check_loopback``), so that their CPU can be read from /proc."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return [row["pid"] for row in rows]
+    finally:
+        await conn.close()
+
+
 async def _insert(conn: asyncpg.Connection, seq: int) -> None:
     await conn.execute(INSERT, f"evt_{seq:026d}", seq, TEXT, DATA, int(time.time() * 1000))
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from herald import open_store
-from herald.errors import Conflict, CursorAhead, NotFound
+from herald.errors import Conflict, CursorAhead, NotFound, StoreUnavailable
 from herald.ids import new_id
 from herald.models import (
     Agent,
@@ -372,6 +372,33 @@ async def test_every_attempt_is_recorded(store: Store) -> None:
         ("ack", "delivered"),
     ]
     assert attempts[0].session == "c1" and attempts[1].error == "HTTP 500"
+
+
+async def test_an_attempt_names_a_stored_event_and_goes_with_it(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
+    finished, kept = await publish(store, "alice", 2)
+    (bobs,) = await publish(store, "bob", 1)
+    await store.claim(alice.id, "c1", 1, 30_000, "heartbeat")
+    await store.claim(alice.id, "c1", 1, 30_000, "heartbeat", ack_up_to=1)  # finishes the first
+    failed = [Attempt(e, store.now(), "webhook", "failed", None, "HTTP 500") for e in (kept, bobs)]
+    await store.record_attempts(failed)
+    with pytest.raises(StoreUnavailable):  # the whole batch: one of its events is not stored
+        await store.record_attempts([*failed, Attempt("evt_none", store.now(), "webhook", "ok")])
+    assert len(await store.attempts(kept)) == 2  # its lease, and the first batch's failure
+
+    clock.advance(60)
+    assert await store.prune(store.now()) == 1
+    assert await store.attempts(finished) == []
+    assert [(a.mechanism, a.outcome) for a in await store.attempts(kept)] == [
+        ("heartbeat", "leased"),
+        ("webhook", "failed"),
+    ]
+    assert await store.delete_agent(bob.id)
+    assert await store.attempts(bobs) == []
+    with pytest.raises(StoreUnavailable):
+        await store.record_attempts([Attempt(bobs, store.now(), "webhook", "failed")])
 
 
 async def test_a_take_records_each_event_delivered_to_its_session(store: Store) -> None:

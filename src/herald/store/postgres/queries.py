@@ -103,7 +103,8 @@ def _append_one_values() -> str:
 # agent_id and seq (``APPEND_ONE_COLUMNS``), which the agent's row gives, then the key of the
 # agent's publish lock. The UPDATE takes the publish lock (``PUBLISH_LOCKS``) before it writes,
 # and so before the transaction has an id, then locks the agent's row and takes its next seq
-# (counting the event pending), unless an event already has the dedupe key. The answer is that
+# (counting the event pending, and the oldest open if none was), unless an event already has the
+# dedupe key. The answer is that
 # event or the new one; no row if there is no such agent. The statement's snapshot may miss an
 # event with the same key committed while it waited for the locks: the unique index then fails
 # the statement, and run again it finds that event. The new event's journal row is written by
@@ -114,7 +115,8 @@ WITH earlier AS (
     WHERE agents.handle = $1 AND events.dedupe_key = $2
 ), advanced AS (
     UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,
-        oldest_open_at = coalesce(oldest_open_at, ${APPEND_ONE_CREATED_AT}::bigint)
+        oldest_open_at = coalesce(oldest_open_at, ${APPEND_ONE_CREATED_AT}::bigint),
+        oldest_open_seq = coalesce(oldest_open_seq, last_seq + 1)
     WHERE handle = $1 AND NOT EXISTS (SELECT FROM earlier)
       AND (SELECT true FROM pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, ${APPEND_ONE_LOCK}::int))
     RETURNING id, last_seq
@@ -146,7 +148,8 @@ SELECT pg_advisory_xact_lock({PUBLISH_LOCK_CLASS}, key) FROM unnest($2::int[]) A
 # Append a batch: lock the addressees (in id order, so that batches to several agents cannot
 # deadlock; the triggers that count events lock them in that order too), find the dedupe keys
 # already used, take the next seqs (counting the events pending, and when the first of each
-# agent's was published: its oldest open event, if it had none), insert the new events at once.
+# agent's was published and its seq: its oldest open event, if it had none), insert the new
+# events at once.
 # $1 the handles, $2 the keys of their publish locks: taken first, by the statement's one
 # evaluation of its condition on no column (an InitPlan, run before any row is locked), so that
 # the two are one round trip.
@@ -164,7 +167,8 @@ WHERE dedupe_key IS NOT NULL
 ADVANCE_SEQS = """
 UPDATE agents SET last_seq = last_seq + batch.added,
     pending_events = pending_events + batch.added,
-    oldest_open_at = coalesce(oldest_open_at, batch.first_at)
+    oldest_open_at = coalesce(oldest_open_at, batch.first_at),
+    oldest_open_seq = coalesce(oldest_open_seq, last_seq + 1)
 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS batch (id, added, first_at)
 WHERE agents.id = batch.id
 RETURNING agents.id, agents.last_seq
@@ -242,19 +246,23 @@ WHERE id IN (SELECT id FROM claimed)
 RETURNING {EVENT_COLUMNS}
 """
 # A claim in one statement, its own transaction (a drain step: one round trip). $1 to $10 as in
-# LEASE, $11 the way the events leased are recorded under. First the cursor $6 (NULL: none)
-# acknowledges what it acknowledges as ``ACK_HELD`` does, unless it is past the agent's newest seq
-# (then nothing changes, and the answer's ``newest`` says why); the lease then takes the next
-# events, those acknowledged left out (their new versions are not in the statement's snapshot);
-# an attempt is recorded for each event acknowledged and each leased, and the journal row names
-# them (its detail as ``herald.store.journal`` writes it). The answer: one row per event leased
-# (a row of NULL events if none), each with the agent's newest seq and when the events
-# acknowledged were created; no row if there is no such agent.
+# LEASE, $11 the way the events leased are recorded under. Both its reads of open events start at
+# the agent's oldest open one (none before it is open), not at its first event: the index entries of
+# those delivered stay until a vacuum, and each step would read past them all. First the cursor $6
+# (NULL: none) acknowledges what it acknowledges as ``ACK_HELD`` does, unless it is past the agent's
+# newest seq (then nothing changes, and the answer's ``newest`` says why); the lease then takes the
+# next events, those acknowledged left out (their new versions are not in the statement's snapshot);
+# an attempt is recorded for each event acknowledged and each leased, and the journal row names them
+# (its detail as ``herald.store.journal`` writes it). The answer: one row per event leased (a row of
+# NULL events if none), each with the agent's newest seq, the first also with when the events
+# acknowledged were created (in one row only: the array in each of a step's hundred rows was most of
+# what the server sent); no row if there is no such agent.
 CLAIM = f"""
-WITH head AS (SELECT last_seq FROM agents WHERE id = $1),
+WITH head AS (SELECT last_seq, oldest_open_seq FROM agents WHERE id = $1),
 acked AS (
     UPDATE events SET status = 'delivered', status_at = $3, lease_owner = NULL, lease_until = NULL
     WHERE agent_id = $1 AND {OPEN} AND lease_owner = $2::text AND seq <= $6::bigint
+      AND seq >= (SELECT oldest_open_seq FROM head)
       AND (lease_cursor IS NULL OR lease_cursor <> $6::bigint OR seq = $6::bigint){MATCHING}
       AND $6::bigint <= (SELECT last_seq FROM head)
     RETURNING id, seq, created_at
@@ -265,6 +273,7 @@ found AS MATERIALIZED (
         limit="$4 + 1",
         matching=MATCHING,
         after=AFTER_THROUGH
+        + " AND seq >= (SELECT oldest_open_seq FROM head)"
         + " AND ($6::bigint IS NULL OR $6::bigint <= (SELECT last_seq FROM head))"
         + " AND id NOT IN (SELECT id FROM acked)",
     )
@@ -306,7 +315,9 @@ journaled AS (
         json_build_object('attempts', json_agg(attempt_group ORDER BY position))::text
     FROM attempt_groups HAVING count(*) > 0
 )
-SELECT head.last_seq AS newest, (SELECT array_agg(created_at) FROM acked) AS acknowledged,
+SELECT head.last_seq AS newest,
+    CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(created_at) FROM acked) END
+        AS acknowledged,
     leased.*
 FROM head LEFT JOIN leased ON true
 """

@@ -315,7 +315,7 @@ class PostgresStore(
             )
             if ack_up_to is not None and rows:
                 check_cursor(ack_up_to, rows[0]["newest"])  # if ahead, nothing was changed
-            acknowledged = list(rows[0]["acknowledged"] or ()) if rows else []
+            acknowledged = list(rows[0]["acknowledged"] or ()) if rows else []  # the first's
             leased = (event(row) for row in rows if row["id"] is not None)
             events = sorted(leased, key=lambda e: e.seq)
             if acknowledged or events:
