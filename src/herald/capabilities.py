@@ -12,6 +12,7 @@ session's peer says which push paths it offers (``herald.delivery.base.Peer``).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +35,16 @@ WEBHOOK_ID_MESSAGE = "message"
 """A delivery's ``webhook-id`` is an id of its own (``msg_...``), the same on every retry of it:
 what a later text of the Events extension may ask for."""
 WEBHOOK_IDS = (WEBHOOK_ID_EVENT, WEBHOOK_ID_MESSAGE)
+
+
+def delivery_webhook_id(kind: str, subscription_id: str, event_id: str) -> str:
+    """The ``webhook-id`` of the delivery of an event to a subscription, of ``kind`` (one of
+    ``WEBHOOK_IDS``). A message's own id is derived from both ids, so that every retry of it
+    carries the same one, as Standard Webhooks asks, with nothing stored."""
+    if kind != WEBHOOK_ID_MESSAGE:
+        return event_id
+    digest = hashlib.sha256(f"{subscription_id}:{event_id}".encode()).hexdigest()
+    return f"msg_{digest[:32]}"
 
 ERROR_CODES_SEP = "sep"
 """The Events extension's error codes, -32023..-32027."""
