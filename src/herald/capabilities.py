@@ -46,6 +46,7 @@ def delivery_webhook_id(kind: str, subscription_id: str, event_id: str) -> str:
     digest = hashlib.sha256(f"{subscription_id}:{event_id}".encode()).hexdigest()
     return f"msg_{digest[:32]}"
 
+
 ERROR_CODES_SEP = "sep"
 """The Events extension's error codes, -32023..-32027."""
 ERROR_CODES_SKETCH = "sketch"
