@@ -9,7 +9,20 @@ from typing import Any
 
 import pytest
 
-from herald.capabilities import DeliveryCapabilities, detect, parse_overrides
+from herald.capabilities import (
+    CLIENT_PROFILES,
+    ERROR_CODES_SEP,
+    ERROR_CODES_SKETCH,
+    WEBHOOK_ID_EVENT,
+    WEBHOOK_ID_MESSAGE,
+    WEBHOOK_IDS,
+    DeliveryCapabilities,
+    EventsProfile,
+    delivery_webhook_id,
+    detect,
+    parse_overrides,
+    profile_for,
+)
 from herald.config import DEFAULTS
 from herald.delivery.base import EVERY_PUSH_PATH, NO_PUSH_PATH
 from herald.errors import InvalidInput
@@ -135,3 +148,28 @@ def test_log_deliveries_respect_the_level_the_client_asked_for() -> None:
     assert not replace(caps, log_level="warning").logs()
     assert not replace(caps, log=False).logs()
     assert replace(caps, log_level="warning").to_json()["log_level"] == "warning"
+
+
+@pytest.mark.parametrize("name", ["ai-sdk-mcp-client", "openai-mcp", "claude-code", "unknown"])
+def test_the_deployed_clients_of_events_get_the_event_id_and_the_extensions_codes(
+    name: str,
+) -> None:
+    assert profile_for(name).events == EventsProfile(WEBHOOK_ID_EVENT, ERROR_CODES_SEP)
+
+
+def test_every_profile_asks_for_a_webhook_id_and_a_band_of_codes_herald_knows() -> None:
+    for pattern, profile in CLIENT_PROFILES.items():
+        assert profile.events.webhook_id in WEBHOOK_IDS, pattern
+        assert profile.events.error_codes in (ERROR_CODES_SEP, ERROR_CODES_SKETCH), pattern
+
+
+def test_a_message_webhook_id_is_one_per_delivery_and_the_same_on_each_retry() -> None:
+    first = delivery_webhook_id(WEBHOOK_ID_MESSAGE, "sub_0123456789abcdef", "evt_1")
+    assert first == delivery_webhook_id(WEBHOOK_ID_MESSAGE, "sub_0123456789abcdef", "evt_1")
+    assert first.startswith("msg_") and len(first) == 36
+    others = {
+        delivery_webhook_id(WEBHOOK_ID_MESSAGE, "sub_0123456789abcdef", "evt_2"),
+        delivery_webhook_id(WEBHOOK_ID_MESSAGE, "sub_fedcba9876543210", "evt_1"),
+    }
+    assert first not in others and len(others) == 2
+    assert delivery_webhook_id(WEBHOOK_ID_EVENT, "sub_0123456789abcdef", "evt_1") == "evt_1"

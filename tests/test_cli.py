@@ -335,6 +335,7 @@ SETTINGS = [
     (("--backlog-limit", "2"), lambda c: c.delivery.backlog_limit, 2),
     (("--presence-ttl", "3"), lambda c: c.delivery.presence_ttl_s, 3.0),
     (("--mcp-era", "modern"), lambda c: c.mcp.era, "modern"),
+    (("--inbox-check", "1m"), lambda c: c.events.inbox_check_s, 60.0),
     (("--stream-buffer", "50"), lambda c: c.streams.buffer_size, 50),
     (("--webhook-allow", "private"), lambda c: str(c.webhooks.allow), "private"),
     (("--webhook-schedule", "0,1"), lambda c: c.webhooks.schedule_s, (0, 1)),

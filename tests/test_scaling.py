@@ -2,7 +2,9 @@
 (each its own address, port and ``--public-url``). An event published at one reaches an agent
 connected at the other (its stream, its drain), a webhook is sent once by one of them, never
 twice; the per-key limits are counted as docs/scaling.md says: subscriptions across both
-(they are rows of the database), streams, sessions and the publish rate by each process alone."""
+(they are rows of the database, counted in the transaction that writes one, so that subscribes
+racing at both hosts never pass the limit), streams, sessions and the publish rate by each
+process alone."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp_events import agent_http
 from tests.http.test_mcp_sessions import INITIALIZE, MCP_HEADERS
-from tests.http.test_mcp_webhooks import call, subscription
+from tests.http.test_mcp_webhooks import call, held_and_refused, racing_subscribes, subscription
 from tests.sse import SSEReader
 from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
@@ -190,5 +192,18 @@ async def test_the_subscription_limit_holds_across_hosts(postgres_database_url: 
                 full = await call(http, "modern", "events/subscribe", more)
             assert full["error"]["code"] == -32025
             assert full["error"]["data"] == {"limit": "subscriptions", "max": 1}
+    finally:
+        await asyncio.to_thread(receiver.close)
+
+
+async def test_subscribes_racing_at_both_hosts_never_pass_the_limit(
+    postgres_database_url: str,
+) -> None:
+    receiver = Receiver(answers_challenges=True)
+    try:
+        with two_hosts(postgres_database_url, "--subscription-limit", "2") as (one, two):
+            agent = new_agent(one)
+            answers = await racing_subscribes([one, two] * 4, agent["api_key"], receiver.url)
+        assert held_and_refused(answers, 2) == (2, 6)
     finally:
         await asyncio.to_thread(receiver.close)

@@ -12,6 +12,7 @@ session's peer says which push paths it offers (``herald.delivery.base.Peer``).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +28,48 @@ STREAM_CAPABILITY = "herald/events"
 """An ``experimental`` client capability: the client shows ``notifications/herald/event``."""
 
 
+WEBHOOK_ID_EVENT = "event"
+"""A delivery's ``webhook-id`` is the event's id (``eventId``), the same on every retry: what the
+AI SDK's webhook handler and ChatGPT check today."""
+WEBHOOK_ID_MESSAGE = "message"
+"""A delivery's ``webhook-id`` is an id of its own (``msg_...``), the same on every retry of it:
+what a later text of the Events extension may ask for."""
+WEBHOOK_IDS = (WEBHOOK_ID_EVENT, WEBHOOK_ID_MESSAGE)
+
+
+def delivery_webhook_id(kind: str, subscription_id: str, event_id: str) -> str:
+    """The ``webhook-id`` of the delivery of an event to a subscription, of ``kind`` (one of
+    ``WEBHOOK_IDS``). A message's own id is derived from both ids, so that every retry of it
+    carries the same one, as Standard Webhooks asks, with nothing stored."""
+    if kind != WEBHOOK_ID_MESSAGE:
+        return event_id
+    digest = hashlib.sha256(f"{subscription_id}:{event_id}".encode()).hexdigest()
+    return f"msg_{digest[:32]}"
+
+
+ERROR_CODES_SEP = "sep"
+"""The Events extension's error codes, -32023..-32027."""
+ERROR_CODES_SKETCH = "sketch"
+"""The codes of the extension's earlier design sketch, -32011..-32016, for clients built on it."""
+
+
+@dataclass(frozen=True)
+class EventsProfile:
+    """What a client of the MCP Events extension checks that its requests do not say. Both
+    capability keys (``events`` and ``extensions["io.modelcontextprotocol/events"]``) are
+    advertised to every client, whichever it reads."""
+
+    webhook_id: str = WEBHOOK_ID_EVENT
+    """The ``webhook-id`` of its subscriptions' event deliveries (``WEBHOOK_IDS``); control
+    envelopes always carry one of their own."""
+    error_codes: str = ERROR_CODES_SEP
+    """Which band the codes of its ``events/*`` errors are in: ``sep`` or ``sketch``."""
+
+
+DEPLOYED = EventsProfile()
+"""What the deployed clients of the extension check (the default of every profile)."""
+
+
 @dataclass(frozen=True)
 class ClientProfile:
     """What a known client does that its handshake does not say. ``None`` leaves it to the
@@ -37,6 +80,9 @@ class ClientProfile:
     era: str | None = None
     """The protocol era to keep it on when it probes with ``server/discover``: ``legacy`` (the
     probe is refused, so that it falls back to ``initialize``), or None: 2026-07-28."""
+    events: EventsProfile = DEPLOYED
+    """What it checks of the Events extension (docs/mcp.md lists each known client's, and how
+    it is known)."""
     note: str = ""
 
 
@@ -53,6 +99,14 @@ CLIENT_PROFILES: dict[str, ClientProfile] = {
     "cursor-vscode": ClientProfile(note="declares elicitation {} (form only)"),
     "codex-mcp-client*": ClientProfile(
         elicitation=False, note="has auto-declined elicitations: do not count on a human"
+    ),
+    "ai-sdk-mcp-client": ClientProfile(
+        note="the AI SDK's MCP client (its default name): reads the top-level events"
+        " capability, its webhook handler refuses a delivery whose webhook-id is not its eventId"
+    ),
+    "openai-mcp": ClientProfile(
+        note="ChatGPT's connectors (the name public captures show): webhook subscriptions,"
+        " reported to read the top-level events capability and to check webhook-id = eventId"
     ),
 }
 

@@ -167,7 +167,8 @@ class EventsConfig:
     """The ``nextPollMs`` of a poll that found events but not a full page: more may follow."""
     inbox_check_s: float = 5.0
     """How often the inboxes of agents with a ``subscriptions/listen`` stream are read, for
-    changes no wake-up tells of (an acknowledgement in another process, an event expiring)."""
+    changes no wake-up tells of: on SQLite an event expiring, on PostgreSQL a change whose
+    notification was lost (every process hears the others' acknowledgements and expiries)."""
 
 
 MCP_ERAS = ("auto", "legacy", "modern")

@@ -529,6 +529,9 @@ class WebhookSubscription:
     sender: str | None
     after_seq: int
     verified_at: int | None = None
+    webhook_id: str = "event"
+    """What its event deliveries' ``webhook-id`` is, as its client's profile asked
+    (``herald.capabilities.WEBHOOK_IDS``): the event's id, or one of each delivery's own."""
 
     @property
     def match(self) -> EventMatch:

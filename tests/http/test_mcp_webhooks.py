@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,37 @@ async def test_the_seps_errors_come_with_their_codes(
         full = await error(subscription(receiver.url, arguments={"types": ["one.more"]}))
         assert full["code"] == -32025
         assert full["data"] == {"limit": "subscriptions", "max": LIMIT}
+
+
+async def racing_subscribes(
+    hosts: Sequence[HeraldProcess], key: str, url: str
+) -> list[dict[str, Any]]:
+    """One ``events/subscribe`` of the agent per host given, each to its own types, all at once
+    (each on its own connection); their answers."""
+
+    async def subscribe(herald: HeraldProcess, n: int) -> dict[str, Any]:
+        async with agent_http(herald, key) as http:
+            params = subscription(url, arguments={"types": [f"race{n}.*"]})
+            return await call(http, "modern", "events/subscribe", params)
+
+    return list(await asyncio.gather(*(subscribe(h, n) for n, h in enumerate(hosts))))
+
+
+def held_and_refused(answers: list[dict[str, Any]], limit: int) -> tuple[int, int]:
+    """How many subscribes succeeded, and how many were refused for the limit (nothing else)."""
+    refused = [a for a in answers if "error" in a]
+    for refusal in refused:
+        assert refusal["error"]["code"] == -32025, refusal
+        assert refusal["error"]["data"] == {"limit": "subscriptions", "max": limit}
+    return len(answers) - len(refused), len(refused)
+
+
+async def test_subscribes_racing_never_pass_the_agents_limit(
+    herald: HeraldProcess, receiver: Receiver
+) -> None:
+    agent = new_agent(herald)
+    answers = await racing_subscribes([herald] * (LIMIT * 3), agent["api_key"], receiver.url)
+    assert held_and_refused(answers, LIMIT) == (LIMIT, LIMIT * 2)
 
 
 async def test_a_subscription_outlives_a_restart_of_herald(

@@ -14,6 +14,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from herald import Hub
+from herald.capabilities import CLIENT_PROFILES, ERROR_CODES_SKETCH, ClientProfile, EventsProfile
 from herald.config import EventsConfig
 from herald.delivery.engine import Notifier
 from herald.http.limits import PollCost, StreamSlots
@@ -529,3 +530,21 @@ async def test_a_poll_passing_only_an_unmatched_event_that_expired_is_not_trunca
     assert [e["data"]["text"] for e in page["events"]] == ["matched"]
     # Nothing this subscription takes was lost: an event of another type expiring is no gap.
     assert page["truncated"] is False
+
+
+@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize(("name", "code"), [("sketch-client", -32011), ("sep-client", NOT_FOUND)])
+async def test_errors_come_in_the_band_of_codes_the_clients_profile_expects(
+    notifier: Notifier, monkeypatch: pytest.MonkeyPatch, mode: str, name: str, code: int
+) -> None:
+    sketch = ClientProfile(events=EventsProfile(error_codes=ERROR_CODES_SKETCH))
+    monkeypatch.setitem(CLIENT_PROFILES, "sketch-client", sketch)
+    agent, _ = await notifier.hub.create_agent("alice")
+    async with connect(notifier, agent, mode=mode, name=name) as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await call(client, "events/poll", name="no.such", arguments={}, cursor=None)
+        assert refused.value.code == code
+        assert "events/list" in refused.value.message
+        with pytest.raises(MCPError) as invalid:  # not the extension's: the same in every band
+            await poll(client, None, maxEvents=0)
+        assert invalid.value.code == -32602

@@ -17,6 +17,7 @@ from standardwebhooks import Webhook
 
 from herald import EventStatus, Hub
 from herald.addresses import AddressPolicy
+from herald.capabilities import WEBHOOK_ID_MESSAGE
 from herald.config import SubscriptionConfig
 from herald.errors import (
     CallbackEndpointError,
@@ -610,3 +611,35 @@ async def test_a_subscription_made_anew_under_the_same_id_gets_cursors_from_its_
     (delivery,) = await hub.endpoints.deliveries(second.event.id)
     assert delivery.state == "waiting"
     assert bodies[first.event.id] == f"{agent.id}~{await hub.history()}~1"
+
+
+async def test_a_subscription_for_a_client_that_checks_message_ids_gets_one_per_delivery(
+    hub: Hub, sender: Sender, worker: WebhookWorker, clock: ManualClock
+) -> None:
+    # The challenge is answered; the first delivery fails once and is sent again.
+    receiver = Receiver(answers_challenges=True, script=[(200, {}), (503, {})])
+    try:
+        agent = await alice(hub)
+        made = await subscriptions.subscribe(
+            hub, sender, agent, params(receiver.url), webhook_id=WEBHOOK_ID_MESSAGE
+        )
+        dm = await hub.publish("alice", "dm.received", "sent twice")
+        await deliver(worker)
+        clock.advance(10)
+        await deliver(worker)
+        failed, sent = events_of(receiver)
+        message_id = sent.headers["webhook-id"]
+        assert message_id.startswith("msg_") and message_id != dm.event.id
+        assert failed.headers["webhook-id"] == message_id  # a retry is the same message
+        assert Webhook(SECRET).verify(sent.body, sent.headers)["eventId"] == dm.event.id
+        # A refresh keeps the subscription's kind of id, whatever the refreshing client asks.
+        again = await subscriptions.subscribe(hub, sender, agent, params(receiver.url))
+        assert again["id"] == made["id"]
+        later = await hub.publish("alice", "dm.received", "after the refresh")
+        await deliver(worker)
+        last = events_of(receiver)[-1]
+        assert last.json["eventId"] == later.event.id
+        assert last.headers["webhook-id"].startswith("msg_")
+        assert last.headers["webhook-id"] not in (later.event.id, message_id)
+    finally:
+        receiver.close()

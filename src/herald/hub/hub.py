@@ -173,6 +173,7 @@ class Hub:
             self._announce,
             self.event_types.heard,
             on_subscription_deleted=self.subscriptions.deleted,
+            on_inbox=self._inbox_changed,
         )
         await self.event_types.open()
 
@@ -581,8 +582,10 @@ class Hub:
 
     def add_inbox_listener(self, listener: Callable[[set[str]], None]) -> None:
         """Call ``listener(agent_ids)`` (it must not block) after their inboxes changed: events
-        committed for them (as ``add_listener``, other processes' included on PostgreSQL), and
-        events of theirs acknowledged in this process."""
+        committed for them (as ``add_listener``, other processes' included on PostgreSQL),
+        events of theirs acknowledged in this process, and on PostgreSQL events of theirs
+        closed (acknowledged, delivered, expired) or opened again by any process. Hints: the
+        same change may be told twice (here, and as the store heard it)."""
         self._inbox_listeners.append(listener)
 
     def remove_inbox_listener(self, listener: Callable[[set[str]], None]) -> None:
@@ -601,9 +604,12 @@ class Hub:
                 listener(events)
 
     def _acknowledged(self, agent_id: str) -> None:
+        self._inbox_changed({agent_id})
+
+    def _inbox_changed(self, agent_ids: set[str]) -> None:
         # Only the inbox listeners: what waits for new events has nothing to do on an ack.
         for listener in self._inbox_listeners:
-            listener({agent_id})
+            listener(agent_ids)
 
     async def inbox(self, agent: Agent, limit: int = 20, session: str = "inbox") -> list[Event]:
         """The agent's open events, oldest first, held (leased) for the reader ``session``.

@@ -20,6 +20,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from herald import json_input
+from herald.capabilities import DEPLOYED, EventsProfile, profile_for
 from herald.config import DEFAULTS, EventsConfig
 from herald.delivery.fanout import Fanout
 from herald.errors import (
@@ -40,7 +41,7 @@ from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import ListInput, PollInput, StreamInput
 from herald.mcp.peer import Notification
 from herald.models import Agent
-from herald.subscriptions import catalogue
+from herald.subscriptions import catalogue, codes
 from herald.subscriptions.codes import CALLBACK_ENDPOINT_ERROR as CALLBACK_ENDPOINT_ERROR
 from herald.subscriptions.codes import FORBIDDEN as FORBIDDEN
 from herald.subscriptions.codes import NOT_FOUND as NOT_FOUND
@@ -168,12 +169,14 @@ def attach(
         assert ctx.request_id is not None  # a request, not a notification
         agent = await agent_of(ctx)
         revocation = revocation_of(ctx)
-        return await streams.run(agent, ctx.params, ctx.request_id, send, revocation)
+        profile = events_profile(ctx)
+        return await streams.run(agent, ctx.params, ctx.request_id, send, revocation, profile)
 
     server.add_request_handler("events/list", types.RequestParams, list_events)
     server.add_request_handler("events/poll", types.RequestParams, poll_events)
     server.add_request_handler("events/stream", types.RequestParams, stream_events)
     server.middleware.insert(0, advertised)
+    server.middleware.insert(0, in_the_clients_codes)
 
 
 REVOCATION_SCOPE_KEY = "herald.key_revocation"
@@ -266,9 +269,11 @@ class Streams:
         request_id: str | int,
         send: Callable[[str, dict[str, Any]], Awaitable[None]],
         revocation: KeyRevocation | None = None,
+        profile: EventsProfile = DEPLOYED,
     ) -> dict[str, Any]:
         """Push the stream through ``send`` until it ends (``revocation``: once the request's
-        key stops working); return its last answer.
+        key stops working); return its last answer. A ``terminated`` error's code is in the
+        band of the client's ``profile``.
 
         Raises:
             MCPError: the request is refused (before anything is sent).
@@ -300,11 +305,45 @@ class Streams:
         except HeraldError as exc:
             if not started:
                 raise refusal(exc) from exc
-            error = refusal(exc).error.model_dump(exclude_none=True)
+            error = in_codes(refusal(exc), profile).error.model_dump(exclude_none=True)
             await notify("notifications/events/terminated", {"error": error})
         finally:
             release()
         return {"_meta": tag}
+
+
+def events_profile(ctx: ServerRequestContext[Any]) -> EventsProfile:
+    """The Events profile of the client a request comes from: named in the request's ``_meta``
+    (2026-07-28), or in its session's ``initialize``."""
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    meta = params.get("_meta")
+    info = meta.get(types.CLIENT_INFO_META_KEY) if isinstance(meta, Mapping) else None
+    name = info.get("name") if isinstance(info, Mapping) else None
+    if not isinstance(name, str):
+        client = ctx.session.client_params
+        name = client.client_info.name if client is not None else None
+    return profile_for(name).events
+
+
+def in_codes(error: MCPError, profile: EventsProfile) -> MCPError:
+    """``error`` with its code in the band ``profile`` expects (the same error if it is)."""
+    subscription = isinstance(error.data, Mapping) and error.data.get("kind") == "subscription"
+    code = codes.for_client(error.code, profile, subscription=subscription)
+    return error if code == error.code else MCPError(code, error.message, error.data)
+
+
+async def in_the_clients_codes(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+    """The middleware that answers an ``events/*`` error in the client's band of codes
+    (``EventsProfile.error_codes``): the extension's, or its earlier design sketch's."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        if not ctx.method.startswith("events/"):
+            raise
+        renumbered = in_codes(exc, events_profile(ctx))
+        if renumbered is exc:
+            raise
+        raise renumbered from exc
 
 
 async def advertised(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:

@@ -9,10 +9,11 @@ nothing sent that was not asked for, and a bounded backlog. The backlog is a set
 changed since the last frame), so a burst of changes becomes one update and a slow reader never
 holds more than one frame of each kind.
 
-What the hub wakes streams for is what this process sees (events committed for an agent here or
-in another process on PostgreSQL, acknowledgements here). Beneath that, the inboxes of listening
-agents are read every few seconds, and a change no wake-up told of (an acknowledgement in
-another process, an event expiring) is told then.
+What the hub wakes streams for: events committed for an agent, here or (PostgreSQL) in another
+process; acknowledgements here; and on PostgreSQL events closed (acknowledged, delivered,
+expired by maintenance) or opened again in any process, heard through the store. Beneath that,
+the inboxes of listening agents are read every few seconds, and a change no wake-up told of
+(on SQLite an event expiring; on PostgreSQL a notification lost) is told then.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ class _Stream:
 class ListenStreams:
     """This process's listen streams, woken by the hub: an agent's inbox changed (events
     committed for it, here or in another process on PostgreSQL; events of its acknowledged
-    here), or the event-type catalogue did; and by a look at their inboxes every
-    ``check_s``, for the changes no wake-up tells of.
+    here, or on PostgreSQL closed or opened again anywhere), or the event-type catalogue did
+    (in any process); and by a look at their inboxes every ``check_s``, for the changes no
+    wake-up tells of.
 
     Args:
         hub: whose changes are told.

@@ -16,7 +16,13 @@ from herald.errors import HeraldError
 from herald.hub import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
-from herald.mcp.events import Identify, agent_or_refusal, checked_params, refusal
+from herald.mcp.events import (
+    Identify,
+    agent_or_refusal,
+    checked_params,
+    events_profile,
+    refusal,
+)
 from herald.models import Agent
 from herald.webhooks import subscriptions
 from herald.webhooks.sender import Sender
@@ -42,7 +48,8 @@ def attach(
         agent = await agent_of(ctx)
         try:
             body = parse(SubscribeInput, checked_params(ctx))
-            result = await subscriptions.subscribe(hub, sender, agent, body, config)
+            webhook_id = events_profile(ctx).webhook_id
+            result = await subscriptions.subscribe(hub, sender, agent, body, config, webhook_id)
         except HeraldError as exc:
             raise refusal(exc) from exc
         wake()

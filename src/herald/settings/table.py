@@ -137,6 +137,14 @@ SETTINGS = (
         " others get 2026-07-28), legacy (the probe is refused) or modern (it is answered)",
     ),
     Setting(
+        "inbox_check",
+        "events.inbox_check_s",
+        DURATION,
+        "how often subscriptions/listen streams read their agents' inboxes for a change no"
+        " wake-up told of (on SQLite an event expiring; on PostgreSQL one whose notification"
+        " was lost)",
+    ),
+    Setting(
         "stream_buffer",
         "streams.buffer_size",
         integer(1),

@@ -108,11 +108,14 @@ class Store(ABC):
         on_catalogue: Callable[[], None] | None = None,
         *,
         on_subscription_deleted: Callable[[str], None] | None = None,
+        on_inbox: Callable[[set[str]], None] | None = None,
     ) -> None:
         """Call ``on_agents`` (it must not block) with the agents that got events committed by
         other processes, ``on_catalogue`` after a process changed the event types, as hints,
-        and ``on_subscription_deleted`` with the id of each webhook subscription another
-        process deleted. A backend shared by one process only has nothing to do."""
+        ``on_subscription_deleted`` with the id of each webhook subscription another process
+        deleted, and ``on_inbox`` with the agents whose open events a process closed
+        (acknowledged, delivered, expired) or opened again, as hints. A backend shared by one
+        process only has nothing to do."""
 
     @abstractmethod
     async def close(self) -> None:

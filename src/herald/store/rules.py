@@ -196,7 +196,8 @@ def refreshed_subscription(
     """A subscription subscribed to again (SEP-3415's upsert): its new secret signs, the one it
     replaces too until ``rotation_until``; its new expiry; active again (a suspended one's
     failing span starts afresh); its start moves up to the one given, never back; its
-    verification is kept."""
+    verification is kept, and so is its kind of ``webhook-id`` (a receiver dedupes retries by
+    it: it never changes under a subscription)."""
     old_endpoint, old = before
     rotated = old_endpoint.secret != endpoint.secret
     suspended = old_endpoint.state is State.DISABLED

@@ -279,6 +279,7 @@ SUBSCRIPTIONS = Table(
         Column("match_sender", field="sender"),
         Column("after_seq", Type.INT),
         Column("verified_at", Type.INT),
+        Column("webhook_id"),
     ),
 )
 

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from herald import cursors
 from herald.addresses import AddressRefused
+from herald.capabilities import WEBHOOK_ID_EVENT
 from herald.config import DEFAULTS, SubscriptionConfig
 from herald.endpoint_checks import check_url
 from herald.errors import (
@@ -75,10 +76,12 @@ async def subscribe(
     agent: Agent,
     params: SubscribeInput,
     config: SubscriptionConfig = DEFAULTS.subscriptions,
+    webhook_id: str = WEBHOOK_ID_EVENT,
 ) -> dict[str, Any]:
     """The ``events/subscribe`` result for ``agent``, wire-shaped: its id, ``refreshBefore``,
     the cursor every matching event up to which is done, ``truncated``, and on a refresh the
-    ``deliveryStatus`` it had.
+    ``deliveryStatus`` it had. Its event deliveries carry the ``webhook-id`` its client checks
+    (``webhook_id``: see ``herald.capabilities.WEBHOOK_IDS``).
 
     Raises:
         Unsupported: a delivery mode other than webhook.
@@ -132,6 +135,7 @@ async def subscribe(
         subscription.match.sender,
         after,
         verified_at,
+        webhook_id,
     )
     previous = await hub.subscriptions.put(
         endpoint, record, now + ROTATION_GRACE_MS, max_live=config.max_per_agent or None

@@ -28,6 +28,7 @@ from typing import Any
 
 from herald import cursors
 from herald.addresses import AddressRefused, Unresolvable
+from herald.capabilities import delivery_webhook_id
 from herald.config import DEFAULTS
 from herald.errors import InvalidInput
 from herald.hub import Hub
@@ -140,7 +141,7 @@ class WebhookWorker:
         # behind them, at most ``HOLD * per_endpoint``. The queue lets a lane go on as soon as
         # its request is answered, without waiting for the store.
         self._held: Counter[str] = Counter()
-        self._entry_names: dict[str, str] = {}
+        self._entry_names: dict[str, tuple[str, str]] = {}
         self._watermarks = Watermarks(hub.subscriptions.owed)
         self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
         self._lanes: Counter[str] = Counter()
@@ -534,22 +535,25 @@ class WebhookWorker:
         endpoint, event = claimed.endpoint, claimed.event
         if endpoint.expires_at is not None and endpoint.expires_at <= self.hub.now():
             return None  # expired: it is reclaimed with its deliveries
-        name = self._entry_names.get(endpoint.id)
-        if name is None:
+        known = self._entry_names.get(endpoint.id)
+        if known is None:
             found = await self.hub.subscriptions.get(endpoint.id)
             if found is None:
                 return None
             if len(self._entry_names) >= MAX_KNOWN_NAMES:
                 self._entry_names.clear()
-            # A subscription's entry is part of its identity: it never changes under its id.
-            name = self._entry_names[endpoint.id] = found[1].name
+            # A subscription's entry is part of its identity, and its kind of webhook-id is kept
+            # by every refresh: neither changes under its id.
+            known = self._entry_names[endpoint.id] = (found[1].name, found[1].webhook_id)
+        name, webhook_id = known
         cursor = await self._watermarks.cursor(endpoint, event.id, self._held[endpoint.id])
         if cursor is None:
             self._entry_names.pop(endpoint.id, None)
             return None
         payload = catalogue.occurrence(event, name)
         payload["cursor"] = cursors.encode(claimed.agent, await self.hub.history(), cursor)
-        return await self.sender.send_signed(endpoint, event.id, payload, self.hub.now())
+        message_id = delivery_webhook_id(webhook_id, endpoint.id, event.id)
+        return await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
 
     async def _send_gap(self, claimed: _Claimed) -> None:
         """Tell a subscription's endpoint that herald gave up on one of its events, with a cursor

@@ -1,5 +1,6 @@
 """LISTEN for other processes' events (a hint that wakes local streams and sessions sooner),
-changes of the event-type catalogue, and webhook subscriptions deleted. A lost notification
+inboxes changed by an acknowledgement or an expiry (any process's), changes of the event-type
+catalogue, and webhook subscriptions deleted. A lost notification
 costs latency only, since every reader also polls the table, and the catalogue is read again
 once its copy is a few seconds old; a deletion not heard of leaves the deliveries this process
 holds of it to be sent (at most a few per subscription, until its next claim).
@@ -23,6 +24,7 @@ from herald.store.postgres.errors import DRIVER_ERRORS
 log = logging.getLogger("herald.store.postgres")
 
 CHANNEL = "herald_events"
+INBOX_CHANNEL = "herald_inbox"
 CATALOGUE_CHANNEL = "herald_catalogue"
 SUBSCRIPTIONS_CHANNEL = "herald_subscriptions"
 MAX_BACKOFF_S = 30.0
@@ -46,11 +48,13 @@ class Listener:
         on_catalogue: Callable[[], None] | None = None,
         *,
         on_subscription_deleted: Callable[[str], None] | None = None,
+        on_inbox: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.url = url
         self.on_agents = on_agents
         self.on_catalogue = on_catalogue
         self.on_subscription_deleted = on_subscription_deleted
+        self.on_inbox = on_inbox
         self._task: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
         self._conn: asyncpg.Connection[Any] | None = None
@@ -162,6 +166,8 @@ class Listener:
                 await conn.add_listener(CATALOGUE_CHANNEL, self._catalogue_changed)
             if self.on_subscription_deleted is not None:
                 await conn.add_listener(SUBSCRIPTIONS_CHANNEL, self._subscription_deleted)
+            if self.on_inbox is not None:
+                await conn.add_listener(INBOX_CHANNEL, self._inbox_changed)
             async with self._using:
                 self._held, self._refused = set(), set()
                 for key in sorted(self._keys):
@@ -197,3 +203,7 @@ class Listener:
     def _subscription_deleted(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if self.on_subscription_deleted is not None:
             self.on_subscription_deleted(str(payload))
+
+    def _inbox_changed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if self.on_inbox is not None:
+            self.on_inbox({str(payload)})

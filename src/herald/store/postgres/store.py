@@ -99,13 +99,19 @@ class PostgresStore(
         on_catalogue: Callable[[], None] | None = None,
         *,
         on_subscription_deleted: Callable[[str], None] | None = None,
+        on_inbox: Callable[[set[str]], None] | None = None,
     ) -> None:
         """Call ``on_agents`` with the agents that got events committed, ``on_catalogue`` after
-        the event types changed, and ``on_subscription_deleted`` with the id of each webhook
-        subscription deleted, by any process."""
+        the event types changed, ``on_subscription_deleted`` with the id of each webhook
+        subscription deleted, and ``on_inbox`` with the agents whose open events were closed
+        (acknowledged, delivered, expired) or opened again, by any process."""
         if self._listener is None:
             self._listener = Listener(
-                self.url, on_agents, on_catalogue, on_subscription_deleted=on_subscription_deleted
+                self.url,
+                on_agents,
+                on_catalogue,
+                on_subscription_deleted=on_subscription_deleted,
+                on_inbox=on_inbox,
             )
             self._listener.start()
             with contextlib.suppress(TimeoutError):
