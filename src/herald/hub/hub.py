@@ -101,6 +101,9 @@ class Hub:
         self._store = store
         self.metrics = Metrics()
         store.on_acknowledged = self._count_acknowledged
+        # Told by the store as each commit of new events is made, before their publishes are
+        # answered: the events' pushes and streams do not wait behind those answers.
+        store.on_appended = self._committed
         self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
         self.overview = Overview(store, scan_events)
         self.presence = Presence(store)
@@ -431,8 +434,6 @@ class Hub:
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
-        self._committed(created)
-        self._announce({e.agent_id for e in created})
         return published
 
     async def send_message(
@@ -514,7 +515,6 @@ class Hub:
             self._acknowledged(agent.id)
         if published is not None:
             self._committed([published.event])
-            self._announce({published.event.agent_id})
         else:
             for handler in self._reply_handlers:
                 try:
@@ -596,9 +596,11 @@ class Hub:
                 listener(agent_ids)
 
     def _committed(self, events: list[Event]) -> None:
+        """New events this process stored: the commit listeners, then the wake-ups."""
         if events:
             for listener in self._commit_listeners:
                 listener(events)
+            self._announce({event.agent_id for event in events})
 
     def _acknowledged(self, agent_id: str) -> None:
         # Only the inbox listeners: what waits for new events has nothing to do on an ack.

@@ -2,7 +2,8 @@
 
 Every backend keeps the same promises, proven by one test suite run against each:
 - ``append`` is one transaction, idempotent on ``(agent, dedupe_key)``, and gives each event the
-  next ``seq`` of its agent (strictly increasing, without gaps);
+  next ``seq`` of its agent (strictly increasing, without gaps); once it is committed it tells
+  ``on_appended`` the events it created, before it answers;
 - ``claim`` leases open events to one consumer atomically: two consumers never hold the same
   event at once, and an event whose lease ran out is offered again;
 - ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
@@ -62,9 +63,15 @@ Clock = Callable[[], float]
 DEFAULT_SCAN = DEFAULTS.hub.scan_events
 AckObserver = Callable[[Sequence[int]], None]
 """Told the ``created_at`` of each event an acknowledgement finished, once it is committed."""
+AppendObserver = Callable[[list[Event]], None]
+"""Told the events an ``append`` created, once they are committed."""
 
 
 def _unobserved(_created_at: Sequence[int]) -> None:
+    pass
+
+
+def _unseen(_events: list[Event]) -> None:
     pass
 
 
@@ -81,6 +88,12 @@ class Store(ABC):
         """Called after every commit of ``ack``, or of a ``claim`` whose cursor acknowledged
         events, with the ``created_at`` of each event it finished (the hub's metrics time
         publish to acknowledgement with it); never called for none."""
+        self.on_appended: AppendObserver = _unseen
+        """Called in the event loop after every commit of ``append`` that created events, with
+        them (each agent's in seq order), before that ``append`` or any other answered by the
+        same commit returns: what follows new events (pushes to live sessions, streams) is
+        under way before the answers to their publishes are made. Never called for none; it
+        must not block, and what it raises is the event loop's to report."""
         self._journal_listeners: list[Callable[[], None]] = []
 
     def now(self) -> int:

@@ -138,6 +138,34 @@ async def test_joinable_operations_queued_one_after_another_run_as_one(tmp_path:
     assert _notes(tmp_path / "w.db") == ["a", "c", "between", "d"]
 
 
+async def test_each_job_of_a_group_is_told_its_committed_result_before_any_is_answered(
+    tmp_path: Path,
+) -> None:
+    """A publish's events reach the live sessions and streams before any publish committed with
+    it is answered: their pushes do not wait behind those answers."""
+    notes = Notes()
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        told: list[str] = []
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, name, told.append))
+            for name in ("a", "refused b", "c")
+        ]
+        await _queued(*joined)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        first, *_ = await asyncio.wait(joined, return_when=asyncio.FIRST_COMPLETED)
+        told_when_first_answered = list(told)
+        await asyncio.gather(*joined, return_exceptions=True)
+    finally:
+        await worker.stop()
+    assert first  # one was answered, and by then every committed result was told
+    assert told_when_first_answered == ["a", "c"]  # not the refused one
+    assert told == ["a", "c"]
+
+
 async def test_a_joined_run_that_fails_runs_each_alone_and_fails_only_its_cause(
     tmp_path: Path,
 ) -> None:

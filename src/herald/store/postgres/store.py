@@ -84,7 +84,7 @@ class PostgresStore(
         self.url, self.schema = split_schema(url)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._held = HeldConnection()
-        self._writer = Writer(self._run_held)
+        self._writer = Writer(self._run_held, self._appended)
         self._listener: Listener | None = None
         self._claimants: dict[str, Claimant] = {}
 
@@ -276,6 +276,11 @@ class PostgresStore(
         if not events:
             return []
         return await self._writer.append(events, self.now())
+
+    def _appended(self, published: list[Published]) -> None:
+        created = [p.event for p in published if p.created]
+        if created:
+            self.on_appended(created)
 
     async def get_event(self, event_id: str) -> Event | None:
         async def select(conn: Connection) -> Event | None:

@@ -235,7 +235,12 @@ class SQLiteStore(
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
-        return await self._worker.run_joinable(APPENDS, (events, self.now()))
+        return await self._worker.run_joinable(APPENDS, (events, self.now()), self._appended)
+
+    def _appended(self, published: list[Published]) -> None:
+        created = [p.event for p in published if p.created]
+        if created:
+            self.on_appended(created)
 
     async def get_event(self, event_id: str) -> Event | None:
         def select(conn: sqlite3.Connection) -> Event | None:

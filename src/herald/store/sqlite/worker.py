@@ -10,8 +10,11 @@ a few for each. Each caller still gets its own answer or its own error: what the
 refuses it refuses to that caller alone, and if it fails as a whole, each of its callers' operations
 runs again alone, in its own savepoint, so that a failure lands only on the caller that caused it.
 
-A group is answered in one call to the event loop: the journal's listeners first, then every
-caller, so that the hand-back costs the loop one wake-up per group, not one per operation.
+A group is answered in one call to the event loop: the journal's listeners first, then what
+each operation asked to be told of its committed result (``then``: the events a publish created,
+for the live sessions and streams), then every caller, so that the hand-back costs the loop one
+wake-up per group, not one per operation, and the pushes of a group's events are under way
+before the answers to its publishes.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     kind: Joinable[Any, Any] | None = None
     item: Any = None
+    then: Callable[[Any], None] | None = None
 
 
 class Worker:
@@ -106,18 +110,26 @@ class Worker:
         """
         return await self._queue(operation)
 
-    async def run_joinable(self, kind: Joinable[Item, T], item: Item) -> T:
-        """Run ``kind.alone`` on ``item``, or join it with the same kind's queued beside it."""
-        return await self._queue(lambda conn: kind.alone(conn, item), kind, item)
+    async def run_joinable(
+        self, kind: Joinable[Item, T], item: Item, then: Callable[[T], None] | None = None
+    ) -> T:
+        """Run ``kind.alone`` on ``item``, or join it with the same kind's queued beside it.
+        ``then`` is called in the event loop with the result once it is committed, before any
+        caller of that commit is answered."""
+        return await self._queue(lambda conn: kind.alone(conn, item), kind, item, then)
 
     async def _queue(
-        self, operation: Operation[T], kind: Joinable[Any, Any] | None = None, item: Any = None
+        self,
+        operation: Operation[T],
+        kind: Joinable[Any, Any] | None = None,
+        item: Any = None,
+        then: Callable[[T], None] | None = None,
     ) -> T:
         if self._thread is None:
             raise StoreUnavailable("the store is not open: call open() first")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(operation, future, loop, kind, item))
+        self._jobs.put(_Job(operation, future, loop, kind, item, then))
         try:
             return await future
         except HeraldError:
@@ -180,9 +192,9 @@ class Worker:
         watch = start_watching()
         outcomes = _run_jobs(conn, group)
         on_journal = self.on_journal if written_in(watch) else None
-        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[_Job, Outcome]]] = {}
         for job, outcome in zip(group, outcomes, strict=True):
-            answers.setdefault(job.loop, []).append((job.future, outcome))
+            answers.setdefault(job.loop, []).append((job, outcome))
         for loop, settled in answers.items():
             loop.call_soon_threadsafe(_answer, on_journal, settled)
             on_journal = None  # told once
@@ -251,17 +263,18 @@ def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
     return True, result
 
 
-def _answer(
-    on_journal: Callable[[], None] | None,
-    settled: list[tuple[asyncio.Future[Any], Outcome]],
-) -> None:
-    """In the event loop: tell the journal's listeners, then answer each caller (even if a
-    listener fails: the loop reports its error)."""
+def _answer(on_journal: Callable[[], None] | None, settled: list[tuple[_Job, Outcome]]) -> None:
+    """In the event loop: tell the journal's listeners and each job's ``then``, then answer each
+    caller (even if a listener fails: the loop reports its error)."""
     try:
         if on_journal is not None:
             on_journal()
+        for job, (ok, value) in settled:
+            if ok and job.then is not None:  # also if its caller was cancelled: it is committed
+                job.then(value)
     finally:
-        for future, (ok, value) in settled:
+        for job, (ok, value) in settled:
+            future = job.future
             if future.done():  # the caller was cancelled; the work is committed all the same
                 continue
             if ok:
