@@ -826,8 +826,9 @@ class Hub:
     async def agent_exists(self, agent_id: str) -> bool:
         return is_id(agent_id, "agt_") and await self._store.get_agent(agent_id) is not None
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        await self._store.record_attempts(attempts)
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
+        """Record delivery attempts; ``durable=False``: see ``Store.record_attempts``."""
+        await self._store.record_attempts(attempts, durable=durable)
         for attempt in attempts:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
@@ -838,9 +839,10 @@ class Hub:
         for _, attempt in pushes:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
-        """Pushed through a way that cannot confirm: pending events become ``sent``."""
-        return await self._store.mark_sent(agent_id, ids)
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
+        """Pushed through a way that cannot confirm: pending events become ``sent``
+        (``durable=False``: see ``Store.record_attempts``)."""
+        return await self._store.mark_sent(agent_id, ids, durable=durable)
 
     async def confirm(self, agent_id: str, event_id: str, session: str) -> int:
         """A way that confirms (an answered form) got the event through to ``session``."""

@@ -335,9 +335,10 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         """Mark pending events of the agent ``sent`` (pushed through a way that cannot confirm);
-        delivered ones stay delivered. Returns how many changed."""
+        delivered ones stay delivered. Returns how many changed. ``durable=False``: the write
+        may be lost in a power cut, never in a crash of herald alone (``record_attempts``)."""
 
     @abstractmethod
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
@@ -385,7 +386,13 @@ class Store(ABC):
         """The replies to an event, oldest first."""
 
     @abstractmethod
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None: ...
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
+        """Record delivery attempts. ``durable=False`` is for records whose loss costs only a
+        push sent again (its event stays pending): on SQLite its commit does not wait for the
+        disk (``synchronous=NORMAL`` for a transaction of such writes alone), so it survives a
+        crash of herald but maybe not a power cut, and it does not hold the one writer (and the
+        publishes queued behind it) for a flush. PostgreSQL commits it as any other write: its
+        writes do not queue behind one another."""
 
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:

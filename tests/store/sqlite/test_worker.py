@@ -195,6 +195,40 @@ async def test_a_joined_run_that_fails_runs_each_alone_and_fails_only_its_cause(
     assert _notes(tmp_path / "w.db") == ["a", "c"]  # nothing of the failed run is left
 
 
+def _synchronous(conn: sqlite3.Connection) -> int:
+    """The ``synchronous`` mode the transaction commits with: 1 NORMAL, 2 FULL."""
+    return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+
+async def test_writes_that_need_not_wait_for_the_disk_commit_without_a_flush_alone(
+    tmp_path: Path,
+) -> None:
+    """Records whose loss costs only a push sent again hold the writer for no flush, unless a
+    write that must last is in the same transaction; then the store's mode is back."""
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        holding, gate = await _holding(worker)
+        light = [asyncio.ensure_future(worker.run(_synchronous, durable=False)) for _ in "ab"]
+        await _queued(*light)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*light), 10) == [1, 1]
+
+        holding, gate = await _holding(worker)
+        mixed = [
+            asyncio.ensure_future(worker.run(_synchronous, durable=False)),
+            asyncio.ensure_future(worker.run(_synchronous)),
+        ]
+        await _queued(*mixed)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*mixed), 10) == [2, 2]
+        assert await asyncio.wait_for(worker.run(_synchronous), 10) == 2
+    finally:
+        await worker.stop()
+
+
 async def test_callers_are_answered_though_a_journal_listener_fails(tmp_path: Path) -> None:
     def failing_listener() -> None:
         raise RuntimeError("a listener's bug")

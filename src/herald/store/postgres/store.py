@@ -454,7 +454,7 @@ class PostgresStore(
 
         return await self._run(select)
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         now = self.now()
         ids = list(ids)
 
@@ -534,7 +534,7 @@ class PostgresStore(
 
         return await self._run(select)
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
         now = self.now()
         await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 

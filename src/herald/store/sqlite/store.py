@@ -390,7 +390,7 @@ class SQLiteStore(
             lambda conn: start_position(conn, agent_id, match, not_before_ms, now, scan)
         )
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         now = self.now()
         ids = list(ids)
 
@@ -406,7 +406,7 @@ class SQLiteStore(
             changes_of([(agent_id, "pending", changed)], "sent").apply(conn)
             return changed
 
-        return await self._run(mark)
+        return await self._worker.run(mark, durable=durable)
 
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
         params = {"agent": agent_id, "before": before_ms, "now": self.now()}
@@ -495,9 +495,11 @@ class SQLiteStore(
 
         return await self._run(select)
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
         now = self.now()
-        await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
+        await self._worker.run(
+            lambda conn: write_attempts(conn, attempts, now, "attempts", None), durable=durable
+        )
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         # Streams push while the store writes their publishes: what can be made before the
