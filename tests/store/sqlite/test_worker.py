@@ -253,6 +253,39 @@ async def test_callers_are_answered_though_a_journal_listener_fails(tmp_path: Pa
     assert [type(error) for error in reported] == [RuntimeError]
 
 
+async def test_a_failing_then_keeps_no_other_job_untold_nor_any_caller_unanswered(
+    tmp_path: Path,
+) -> None:
+    """One publish's listener that fails must not keep the events of the others committed with
+    it from their sessions and streams."""
+    loop = asyncio.get_running_loop()
+    reported: list[object] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context.get("exception")))
+    notes = Notes()
+    told: list[str] = []
+
+    def failing(_name: str) -> None:
+        raise RuntimeError("a listener's bug")
+
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, "a", failing)),
+            asyncio.ensure_future(worker.run_joinable(notes.kind, "b", told.append)),
+        ]
+        await _queued(*joined)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*joined), 10) == ["a", "b"]
+    finally:
+        await worker.stop()
+        loop.set_exception_handler(None)
+    assert told == ["b"]
+    assert [type(error) for error in reported] == [RuntimeError]
+
+
 async def test_what_was_queued_runs_before_the_worker_stops(tmp_path: Path) -> None:
     worker = Worker(str(tmp_path / "w.db"), "FULL")
     await worker.start()

@@ -20,6 +20,7 @@ before the answers to its publishes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import sqlite3
 import threading
@@ -284,19 +285,25 @@ def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
 
 def _answer(on_journal: Callable[[], None] | None, settled: list[tuple[_Job, Outcome]]) -> None:
     """In the event loop: tell the journal's listeners and each job's ``then``, then answer each
-    caller (even if a listener fails: the loop reports its error)."""
-    try:
-        if on_journal is not None:
-            on_journal()
-        for job, (ok, value) in settled:
-            if ok and job.then is not None:  # also if its caller was cancelled: it is committed
-                job.then(value)
-    finally:
-        for job, (ok, value) in settled:
-            future = job.future
-            if future.done():  # the caller was cancelled; the work is committed all the same
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+    caller. A listener that fails keeps neither the others from being told nor any caller from
+    its answer: its error is raised last, for the loop to report."""
+    tellings: list[Callable[[], None]] = [on_journal] if on_journal is not None else []
+    for job, (ok, value) in settled:
+        if ok and job.then is not None:  # also if its caller was cancelled: it is committed
+            tellings.append(functools.partial(job.then, value))
+    failed: Exception | None = None
+    for tell in tellings:
+        try:
+            tell()
+        except Exception as exc:  # raised once every caller is answered
+            failed = failed or exc
+    for job, (ok, value) in settled:
+        future = job.future
+        if future.done():  # the caller was cancelled; the work is committed all the same
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+    if failed is not None:
+        raise failed
