@@ -571,9 +571,10 @@ class Hub:
 
     def add_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Call ``listener(events)`` (it must not block) with the events this process has just
-        stored, each agent's in seq order, before the ``add_listener`` callbacks for them: what
-        keeps new events in memory takes them as they are rather than reading them back. Other
-        processes' events (PostgreSQL) are only announced, as are events that become open again."""
+        stored, each agent's in seq order, as their commit is made (before their publishes are
+        answered) and before the ``add_listener`` callbacks for them: what keeps new events in
+        memory takes them as they are rather than reading them back. Other processes' events
+        (PostgreSQL) are only announced, as are events that become open again."""
         self._commit_listeners.append(listener)
 
     def remove_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:

@@ -93,7 +93,8 @@ class Store(ABC):
         them (each agent's in seq order), before that ``append`` or any other answered by the
         same commit returns: what follows new events (pushes to live sessions, streams) is
         under way before the answers to their publishes are made. Never called for none; it
-        must not block, and what it raises is the event loop's to report."""
+        must not block, and what it raises is reported (logged) and keeps no caller from its
+        answer."""
         self._journal_listeners: list[Callable[[], None]] = []
 
     def now(self) -> int:
