@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from herald import Hub
+from herald import Hub, open_store
 from herald.delivery.fanout import Fanout, Subscription, TooSlow, event_bytes
 from herald.inputs.events import parse_new_event
 
@@ -80,13 +81,17 @@ async def test_an_event_published_here_is_in_the_buffer_once_its_publish_returns
         assert [event.id for event in newer] == [p.event.id for p in published]
 
 
-async def test_events_a_handover_cannot_follow_on_are_read_from_the_store(hub: Hub) -> None:
+async def test_events_a_handover_cannot_follow_on_are_read_from_the_store(
+    hub: Hub, tmp_path: Path
+) -> None:
     """Events committed without the hub's handover (another process's, on PostgreSQL) leave a
     gap: the next handover is not kept after it, and the reader of the store brings them all,
     in order, each once."""
     async with following_alice(hub) as (_, subscription):
-        # Straight into the store, as another process would: no handover, no announcement.
-        await hub.store.append([parse_new_event({"to": "alice", "type": "t", "text": "2"})])
+        # Through a store of its own on the same file, as another process would: no handover,
+        # no announcement.
+        async with await open_store(f"sqlite:///{tmp_path / 'h.db'}") as other:
+            await other.append([parse_new_event({"to": "alice", "type": "t", "text": "2"})])
         await hub.publish("alice", "t", "3")
         seen: list[str] = []
         last = 1

@@ -133,6 +133,21 @@ async def test_publish_is_idempotent_on_agent_and_dedupe_key(store: Store) -> No
     assert [e.text for e in await store.read_open(alice.id, 0, 10)] == ["one"]
 
 
+async def test_an_append_tells_the_events_it_created_before_it_returns(store: Store) -> None:
+    """What follows new events (pushes, streams) is told of them as their commit is made,
+    before the publishes are answered; a repeat creates nothing and tells nothing."""
+    told: list[list[str]] = []
+    store.on_appended = lambda events: told.append([e.text for e in events])
+    await add_agent(store, "alice")
+    await add_agent(store, "bob")
+    await store.append([event("alice", "one", dedupe_key="k"), event("bob", "two")])
+    assert told == [["one", "two"]]
+    await store.append([event("alice", "again", dedupe_key="k")])
+    assert told == [["one", "two"]]
+    await store.append([event("alice", "again", dedupe_key="k"), event("alice", "three")])
+    assert told == [["one", "two"], ["three"]]
+
+
 async def test_a_repeated_dedupe_key_inside_one_batch_stores_once(store: Store) -> None:
     alice = await add_agent(store, "alice")
     results = await store.append(

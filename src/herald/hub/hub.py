@@ -101,6 +101,9 @@ class Hub:
         self._store = store
         self.metrics = Metrics()
         store.on_acknowledged = self._count_acknowledged
+        # Told by the store as each commit of new events is made, before their publishes are
+        # answered: the events' pushes and streams do not wait behind those answers.
+        store.on_appended = self._committed
         self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
         self.overview = Overview(store, scan_events)
         self.presence = Presence(store)
@@ -432,8 +435,6 @@ class Hub:
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
-        self._committed(created)
-        self._announce({e.agent_id for e in created})
         return published
 
     async def send_message(
@@ -515,7 +516,6 @@ class Hub:
             self._acknowledged(agent.id)
         if published is not None:
             self._committed([published.event])
-            self._announce({published.event.agent_id})
         else:
             for handler in self._reply_handlers:
                 try:
@@ -572,9 +572,10 @@ class Hub:
 
     def add_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Call ``listener(events)`` (it must not block) with the events this process has just
-        stored, each agent's in seq order, before the ``add_listener`` callbacks for them: what
-        keeps new events in memory takes them as they are rather than reading them back. Other
-        processes' events (PostgreSQL) are only announced, as are events that become open again."""
+        stored, each agent's in seq order, as their commit is made (before their publishes are
+        answered) and before the ``add_listener`` callbacks for them: what keeps new events in
+        memory takes them as they are rather than reading them back. Other processes' events
+        (PostgreSQL) are only announced, as are events that become open again."""
         self._commit_listeners.append(listener)
 
     def remove_commit_listener(self, listener: Callable[[list[Event]], None]) -> None:
@@ -599,9 +600,11 @@ class Hub:
                 listener(agent_ids)
 
     def _committed(self, events: list[Event]) -> None:
+        """New events this process stored: the commit listeners, then the wake-ups."""
         if events:
             for listener in self._commit_listeners:
                 listener(events)
+            self._announce({event.agent_id for event in events})
 
     def _acknowledged(self, agent_id: str) -> None:
         self._inbox_changed({agent_id})
@@ -830,8 +833,9 @@ class Hub:
     async def agent_exists(self, agent_id: str) -> bool:
         return is_id(agent_id, "agt_") and await self._store.get_agent(agent_id) is not None
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        await self._store.record_attempts(attempts)
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
+        """Record delivery attempts; ``durable=False``: see ``Store.record_attempts``."""
+        await self._store.record_attempts(attempts, durable=durable)
         for attempt in attempts:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
@@ -842,9 +846,10 @@ class Hub:
         for _, attempt in pushes:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
-        """Pushed through a way that cannot confirm: pending events become ``sent``."""
-        return await self._store.mark_sent(agent_id, ids)
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
+        """Pushed through a way that cannot confirm: pending events become ``sent``
+        (``durable=False``: see ``Store.record_attempts``)."""
+        return await self._store.mark_sent(agent_id, ids, durable=durable)
 
     async def confirm(self, agent_id: str, event_id: str, session: str) -> int:
         """A way that confirms (an answered form) got the event through to ``session``."""

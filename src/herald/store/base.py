@@ -2,7 +2,8 @@
 
 Every backend keeps the same promises, proven by one test suite run against each:
 - ``append`` is one transaction, idempotent on ``(agent, dedupe_key)``, and gives each event the
-  next ``seq`` of its agent (strictly increasing, without gaps);
+  next ``seq`` of its agent (strictly increasing, without gaps); once it is committed it tells
+  ``on_appended`` the events it created, before it answers;
 - ``claim`` leases open events to one consumer atomically: two consumers never hold the same
   event at once, and an event whose lease ran out is offered again;
 - ``ack`` marks events delivered, by id or up to a cursor (only what that cursor's consumer
@@ -62,9 +63,15 @@ Clock = Callable[[], float]
 DEFAULT_SCAN = DEFAULTS.hub.scan_events
 AckObserver = Callable[[Sequence[int]], None]
 """Told the ``created_at`` of each event an acknowledgement finished, once it is committed."""
+AppendObserver = Callable[[list[Event]], None]
+"""Told the events an ``append`` created, once they are committed."""
 
 
 def _unobserved(_created_at: Sequence[int]) -> None:
+    pass
+
+
+def _unseen(_events: list[Event]) -> None:
     pass
 
 
@@ -81,6 +88,13 @@ class Store(ABC):
         """Called after every commit of ``ack``, or of a ``claim`` whose cursor acknowledged
         events, with the ``created_at`` of each event it finished (the hub's metrics time
         publish to acknowledgement with it); never called for none."""
+        self.on_appended: AppendObserver = _unseen
+        """Called in the event loop after every commit of ``append`` that created events, with
+        them (each agent's in seq order), before that ``append`` or any other answered by the
+        same commit returns: what follows new events (pushes to live sessions, streams) is
+        under way before the answers to their publishes are made. Never called for none; it
+        must not block, and what it raises is reported (logged) and keeps no caller from its
+        answer."""
         self._journal_listeners: list[Callable[[], None]] = []
 
     def now(self) -> int:
@@ -325,9 +339,10 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         """Mark pending events of the agent ``sent`` (pushed through a way that cannot confirm);
-        delivered ones stay delivered. Returns how many changed."""
+        delivered ones stay delivered. Returns how many changed. ``durable=False``: the write
+        may be lost in a power cut, never in a crash of herald alone (``record_attempts``)."""
 
     @abstractmethod
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
@@ -375,7 +390,13 @@ class Store(ABC):
         """The replies to an event, oldest first."""
 
     @abstractmethod
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None: ...
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
+        """Record delivery attempts. ``durable=False`` is for records whose loss costs only a
+        push sent again (its event stays pending): on SQLite its commit does not wait for the
+        disk (``synchronous=NORMAL`` for a transaction of such writes alone), so it survives a
+        crash of herald but maybe not a power cut, and it does not hold the one writer (and the
+        publishes queued behind it) for a flush. PostgreSQL commits it as any other write: its
+        writes do not queue behind one another."""
 
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:

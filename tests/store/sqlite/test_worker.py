@@ -138,6 +138,34 @@ async def test_joinable_operations_queued_one_after_another_run_as_one(tmp_path:
     assert _notes(tmp_path / "w.db") == ["a", "c", "between", "d"]
 
 
+async def test_each_job_of_a_group_is_told_its_committed_result_before_any_is_answered(
+    tmp_path: Path,
+) -> None:
+    """A publish's events reach the live sessions and streams before any publish committed with
+    it is answered: their pushes do not wait behind those answers."""
+    notes = Notes()
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        told: list[str] = []
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, name, told.append))
+            for name in ("a", "refused b", "c")
+        ]
+        await _queued(*joined)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        first, *_ = await asyncio.wait(joined, return_when=asyncio.FIRST_COMPLETED)
+        told_when_first_answered = list(told)
+        await asyncio.gather(*joined, return_exceptions=True)
+    finally:
+        await worker.stop()
+    assert first  # one was answered, and by then every committed result was told
+    assert told_when_first_answered == ["a", "c"]  # not the refused one
+    assert told == ["a", "c"]
+
+
 async def test_a_joined_run_that_fails_runs_each_alone_and_fails_only_its_cause(
     tmp_path: Path,
 ) -> None:
@@ -167,6 +195,40 @@ async def test_a_joined_run_that_fails_runs_each_alone_and_fails_only_its_cause(
     assert _notes(tmp_path / "w.db") == ["a", "c"]  # nothing of the failed run is left
 
 
+def _synchronous(conn: sqlite3.Connection) -> int:
+    """The ``synchronous`` mode the transaction commits with: 1 NORMAL, 2 FULL."""
+    return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+
+async def test_writes_that_need_not_wait_for_the_disk_commit_without_a_flush_alone(
+    tmp_path: Path,
+) -> None:
+    """Records whose loss costs only a push sent again hold the writer for no flush, unless a
+    write that must last is in the same transaction; then the store's mode is back."""
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        holding, gate = await _holding(worker)
+        light = [asyncio.ensure_future(worker.run(_synchronous, durable=False)) for _ in "ab"]
+        await _queued(*light)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*light), 10) == [1, 1]
+
+        holding, gate = await _holding(worker)
+        mixed = [
+            asyncio.ensure_future(worker.run(_synchronous, durable=False)),
+            asyncio.ensure_future(worker.run(_synchronous)),
+        ]
+        await _queued(*mixed)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*mixed), 10) == [2, 2]
+        assert await asyncio.wait_for(worker.run(_synchronous), 10) == 2
+    finally:
+        await worker.stop()
+
+
 async def test_callers_are_answered_though_a_journal_listener_fails(tmp_path: Path) -> None:
     def failing_listener() -> None:
         raise RuntimeError("a listener's bug")
@@ -188,6 +250,39 @@ async def test_callers_are_answered_though_a_journal_listener_fails(tmp_path: Pa
     finally:
         await worker.stop()
         loop.set_exception_handler(None)
+    assert [type(error) for error in reported] == [RuntimeError]
+
+
+async def test_a_failing_then_keeps_no_other_job_untold_nor_any_caller_unanswered(
+    tmp_path: Path,
+) -> None:
+    """One publish's listener that fails must not keep the events of the others committed with
+    it from their sessions and streams."""
+    loop = asyncio.get_running_loop()
+    reported: list[object] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context.get("exception")))
+    notes = Notes()
+    told: list[str] = []
+
+    def failing(_name: str) -> None:
+        raise RuntimeError("a listener's bug")
+
+    worker = Worker(str(tmp_path / "w.db"), "FULL")
+    await worker.start()
+    try:
+        holding, gate = await _holding(worker)
+        joined = [
+            asyncio.ensure_future(worker.run_joinable(notes.kind, "a", failing)),
+            asyncio.ensure_future(worker.run_joinable(notes.kind, "b", told.append)),
+        ]
+        await _queued(*joined)
+        gate.set()
+        await asyncio.wait_for(holding, 10)
+        assert await asyncio.wait_for(asyncio.gather(*joined), 10) == ["a", "b"]
+    finally:
+        await worker.stop()
+        loop.set_exception_handler(None)
+    assert told == ["b"]
     assert [type(error) for error in reported] == [RuntimeError]
 
 

@@ -84,7 +84,7 @@ class PostgresStore(
         self.url, self.schema = split_schema(url)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._held = HeldConnection()
-        self._writer = Writer(self._run_held)
+        self._writer = Writer(self._run_held, self._appended)
         self._listener: Listener | None = None
         self._claimants: dict[str, Claimant] = {}
 
@@ -283,6 +283,11 @@ class PostgresStore(
             return []
         return await self._writer.append(events, self.now())
 
+    def _appended(self, published: list[Published]) -> None:
+        created = [p.event for p in published if p.created]
+        if created:
+            self.on_appended(created)
+
     async def get_event(self, event_id: str) -> Event | None:
         async def select(conn: Connection) -> Event | None:
             row = await conn.fetchrow(queries.GET_EVENT, event_id)
@@ -455,7 +460,7 @@ class PostgresStore(
 
         return await self._run(select)
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         now = self.now()
         ids = list(ids)
 
@@ -535,7 +540,7 @@ class PostgresStore(
 
         return await self._run(select)
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
         now = self.now()
         await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
 

@@ -1,13 +1,16 @@
 """Group commit: appends that arrive while one is in flight are stored next as one batch in one
 transaction (one lock per agent, one commit), and each caller gets its answer only after that
-commit. An append alone with one event is one statement: one round trip."""
+commit. An append alone with one event is one statement: one round trip. Once a group is
+committed, the store is told what each append created before any of their callers is answered,
+so that the pushes of the events are under way before the answers to their publishes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import asyncpg
 
@@ -17,6 +20,8 @@ from herald.store.postgres.append import PendingAppend, append, append_group
 from herald.store.postgres.errors import refused
 from herald.store.postgres.rows import Connection, Runner
 
+log = logging.getLogger("herald.store.postgres")
+
 MAX_GROUP = 1000
 """The most events that appends waiting together are committed with (unless one has more)."""
 
@@ -24,8 +29,10 @@ MAX_GROUP = 1000
 class Writer:
     """The task that commits appends, started by the first to wait and ended when none is left."""
 
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, committed: Callable[[list[Published]], None]) -> None:
         self._run = run
+        self._committed = committed
+        """Told each append's answer once it is committed, before its caller gets it."""
         self._waiting: deque[PendingAppend] = deque()
         self._task: asyncio.Task[None] | None = None
 
@@ -75,6 +82,12 @@ class Writer:
             raise
         except Exception as exc:  # the group failed as a whole: nothing of it is stored
             outcomes = [exc] * len(group)
+        for outcome in outcomes:
+            if not isinstance(outcome, Exception):
+                try:
+                    self._committed(outcome)
+                except Exception:  # a listener's fault: the writer goes on, its callers answered
+                    log.exception("telling of new events failed")
         for job, outcome in zip(group, outcomes, strict=True):
             if job.answer.done():  # its caller gave up
                 continue

@@ -235,7 +235,12 @@ class SQLiteStore(
     # Events
 
     async def append(self, events: Sequence[NewEvent]) -> list[Published]:
-        return await self._worker.run_joinable(APPENDS, (events, self.now()))
+        return await self._worker.run_joinable(APPENDS, (events, self.now()), self._appended)
+
+    def _appended(self, published: list[Published]) -> None:
+        created = [p.event for p in published if p.created]
+        if created:
+            self.on_appended(created)
 
     async def get_event(self, event_id: str) -> Event | None:
         def select(conn: sqlite3.Connection) -> Event | None:
@@ -385,7 +390,7 @@ class SQLiteStore(
             lambda conn: start_position(conn, agent_id, match, not_before_ms, now, scan)
         )
 
-    async def mark_sent(self, agent_id: str, ids: Sequence[str]) -> int:
+    async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         now = self.now()
         ids = list(ids)
 
@@ -401,7 +406,7 @@ class SQLiteStore(
             changes_of([(agent_id, "pending", changed)], "sent").apply(conn)
             return changed
 
-        return await self._run(mark)
+        return await self._worker.run(mark, durable=durable)
 
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
         params = {"agent": agent_id, "before": before_ms, "now": self.now()}
@@ -490,9 +495,11 @@ class SQLiteStore(
 
         return await self._run(select)
 
-    async def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+    async def record_attempts(self, attempts: Sequence[Attempt], *, durable: bool = True) -> None:
         now = self.now()
-        await self._run(lambda conn: write_attempts(conn, attempts, now, "attempts", None))
+        await self._worker.run(
+            lambda conn: write_attempts(conn, attempts, now, "attempts", None), durable=durable
+        )
 
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         # Streams push while the store writes their publishes: what can be made before the

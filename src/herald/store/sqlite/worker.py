@@ -10,13 +10,17 @@ a few for each. Each caller still gets its own answer or its own error: what the
 refuses it refuses to that caller alone, and if it fails as a whole, each of its callers' operations
 runs again alone, in its own savepoint, so that a failure lands only on the caller that caused it.
 
-A group is answered in one call to the event loop: the journal's listeners first, then every
-caller, so that the hand-back costs the loop one wake-up per group, not one per operation.
+A group is answered in one call to the event loop: the journal's listeners first, then what
+each operation asked to be told of its committed result (``then``: the events a publish created,
+for the live sessions and streams), then every caller, so that the hand-back costs the loop one
+wake-up per group, not one per operation, and the pushes of a group's events are under way
+before the answers to its publishes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import sqlite3
 import threading
@@ -30,6 +34,9 @@ from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
 MAX_GROUP = 512
+WAITS_FOR_DISK = ("FULL", "EXTRA")
+"""The ``synchronous`` modes whose commit waits for the disk: a group of writes that need not
+(``durable=False``) is committed with NORMAL instead."""
 CACHED_STATEMENTS = 256
 """Prepared statements the connection keeps: room for every statement herald runs, and for the
 multi-row inserts of each size up to ``rows.ROWS_PER_INSERT``."""
@@ -59,6 +66,8 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     kind: Joinable[Any, Any] | None = None
     item: Any = None
+    then: Callable[[Any], None] | None = None
+    durable: bool = True
 
 
 class Worker:
@@ -98,26 +107,39 @@ class Worker:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
 
-    async def run(self, operation: Operation[T]) -> T:
+    async def run(self, operation: Operation[T], *, durable: bool = True) -> T:
         """Run an operation on the connection; answers once the transaction is committed.
+        ``durable=False``: its commit need not wait for the disk (``synchronous=NORMAL``, if
+        every operation of its transaction says so): it survives a crash of the process, and
+        may be lost in a power cut.
 
         Raises:
             StoreUnavailable: the worker is not started, or SQLite failed.
         """
-        return await self._queue(operation)
+        return await self._queue(operation, durable=durable)
 
-    async def run_joinable(self, kind: Joinable[Item, T], item: Item) -> T:
-        """Run ``kind.alone`` on ``item``, or join it with the same kind's queued beside it."""
-        return await self._queue(lambda conn: kind.alone(conn, item), kind, item)
+    async def run_joinable(
+        self, kind: Joinable[Item, T], item: Item, then: Callable[[T], None] | None = None
+    ) -> T:
+        """Run ``kind.alone`` on ``item``, or join it with the same kind's queued beside it.
+        ``then`` is called in the event loop with the result once it is committed, before any
+        caller of that commit is answered."""
+        return await self._queue(lambda conn: kind.alone(conn, item), kind, item, then)
 
     async def _queue(
-        self, operation: Operation[T], kind: Joinable[Any, Any] | None = None, item: Any = None
+        self,
+        operation: Operation[T],
+        kind: Joinable[Any, Any] | None = None,
+        item: Any = None,
+        then: Callable[[T], None] | None = None,
+        *,
+        durable: bool = True,
     ) -> T:
         if self._thread is None:
             raise StoreUnavailable("the store is not open: call open() first")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(operation, future, loop, kind, item))
+        self._jobs.put(_Job(operation, future, loop, kind, item, then, durable))
         try:
             return await future
         except HeraldError:
@@ -178,11 +200,21 @@ class Worker:
     def _serve_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
         """Run the group in one transaction and answer each of its jobs."""
         watch = start_watching()
-        outcomes = _run_jobs(conn, group)
+        if self.synchronous in WAITS_FOR_DISK and not any(job.durable for job in group):
+            # Writes whose loss in a power cut costs only a push sent again: a commit that
+            # does not flush (WAL stays consistent; the next flushed commit makes it durable
+            # too) holds the writer, and the publishes queued behind it, for much less.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                outcomes = _run_jobs(conn, group)
+            finally:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        else:
+            outcomes = _run_jobs(conn, group)
         on_journal = self.on_journal if written_in(watch) else None
-        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[_Job, Outcome]]] = {}
         for job, outcome in zip(group, outcomes, strict=True):
-            answers.setdefault(job.loop, []).append((job.future, outcome))
+            answers.setdefault(job.loop, []).append((job, outcome))
         for loop, settled in answers.items():
             loop.call_soon_threadsafe(_answer, on_journal, settled)
             on_journal = None  # told once
@@ -251,20 +283,27 @@ def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
     return True, result
 
 
-def _answer(
-    on_journal: Callable[[], None] | None,
-    settled: list[tuple[asyncio.Future[Any], Outcome]],
-) -> None:
-    """In the event loop: tell the journal's listeners, then answer each caller (even if a
-    listener fails: the loop reports its error)."""
-    try:
-        if on_journal is not None:
-            on_journal()
-    finally:
-        for future, (ok, value) in settled:
-            if future.done():  # the caller was cancelled; the work is committed all the same
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+def _answer(on_journal: Callable[[], None] | None, settled: list[tuple[_Job, Outcome]]) -> None:
+    """In the event loop: tell the journal's listeners and each job's ``then``, then answer each
+    caller. A listener that fails keeps neither the others from being told nor any caller from
+    its answer: its error is raised last, for the loop to report."""
+    tellings: list[Callable[[], None]] = [on_journal] if on_journal is not None else []
+    for job, (ok, value) in settled:
+        if ok and job.then is not None:  # also if its caller was cancelled: it is committed
+            tellings.append(functools.partial(job.then, value))
+    failed: Exception | None = None
+    for tell in tellings:
+        try:
+            tell()
+        except Exception as exc:  # raised once every caller is answered
+            failed = failed or exc
+    for job, (ok, value) in settled:
+        future = job.future
+        if future.done():  # the caller was cancelled; the work is committed all the same
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+    if failed is not None:
+        raise failed
