@@ -58,6 +58,20 @@ async def test_a_drain_loop_with_a_cursor_gets_everything_once(herald: HeraldPro
     assert seen == [f"e{n}" for n in range(5)]
 
 
+async def test_history_reads_back_acknowledged_events_page_by_page(herald: HeraldProcess) -> None:
+    key = agent(herald, "historian")
+    older, newer = publish(herald, "historian", "older"), publish(herald, "historian", "newer")
+    publish(herald, "historian", "a build", type="build.passed")
+    async with HeraldClient(herald.url, key) as client:
+        await client.ack([older, newer])
+        first = await client.history(limit=1, type="t")
+        assert [e.id for e in first.events] == [newer] and first.next is not None
+        rest = await client.history(before=first.next, limit=1, type="t")
+        with pytest.raises(InvalidInput, match=r"query\.before is not a cursor herald gave"):
+            await client.history(before="17")
+    assert [e.id for e in rest.events] == [older]
+
+
 async def test_messages_replies_and_the_stream(herald: HeraldProcess) -> None:
     ann, ben = agent(herald, "ann"), agent(herald, "ben")
     async with HeraldClient(herald.url, ann) as as_ann, HeraldClient(herald.url, ben) as as_ben:

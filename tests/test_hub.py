@@ -44,6 +44,22 @@ async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(
     ]
 
 
+async def test_history_shows_acknowledged_events_until_retention_prunes_them(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent, _ = await hub.create_agent("alice")
+    done = await hub.publish("alice", "t", "done")
+    await hub.publish("alice", "t", "open")
+    await hub.ack(agent, ids=[done.event.id])
+    clock.advance(hub.retention_ms / 1000 - 1)
+    await hub.maintain_once()
+    kept = await hub.acknowledged_events(agent)
+    assert [e.id for e in kept.events] == [done.event.id] and kept.next is None
+    clock.advance(2)
+    await hub.maintain_once()
+    assert (await hub.acknowledged_events(agent)).events == []
+
+
 async def test_maintenance_expires_and_prunes(hub: Hub, clock: ManualClock) -> None:
     agent, _ = await hub.create_agent("alice")
     short = await hub.publish("alice", "t", "short", ttl_s=5)

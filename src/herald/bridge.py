@@ -3,7 +3,7 @@ turns each event into a ``<channel>`` tag in the session.
 
 Claude Code takes channel events only from a local stdio server named in ``--channels``. The
 bridge speaks the 2025-11-25 era (it refuses ``server/discover``, so Claude Code falls back to
-``initialize``), declares ``claude/channel``, and sends its tools (inbox, ack, reply,
+``initialize``), declares ``claude/channel``, and sends its tools (inbox, ack, history, reply,
 send_message) to the hub. It completes the handshake even while the hub is down, and keeps
 reconnecting with ``Last-Event-ID``: events published meanwhile arrive once it is back, in order.
 """

@@ -1,4 +1,5 @@
-"""A client of a herald hub's agent API over HTTP: drain, acknowledge, reply, send, stream.
+"""A client of a herald hub's agent API over HTTP: drain, acknowledge, read back what was
+acknowledged, reply, send, stream.
 
 Used by ``herald bridge``, and by any program that wants an agent's events without writing HTTP
 code. Errors come back as herald's own (``HubUnreachable`` when the hub cannot be reached).
@@ -18,7 +19,7 @@ from typing import Any
 import httpx2
 
 from herald import errors
-from herald.models import Acknowledged, Drained, Event, Published, Reply
+from herald.models import Acknowledged, Drained, Event, History, Published, Reply
 from herald.sse import ServerSentEvent, SSEDecoder
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {
@@ -186,6 +187,19 @@ class HeraldClient:
             body["cursor"] = cursor
         return Acknowledged.from_json(await self._post("/channel/ack", body))
 
+    async def history(
+        self, before: str | None = None, type: str | None = None, limit: int = 50
+    ) -> History:
+        """A page of the agent's acknowledged events that the hub still keeps, newest first;
+        ``before``: the ``next`` of the page before (None: the newest), ``type``: a type or a
+        glob of one. Reading changes nothing."""
+        asked: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            asked["before"] = before
+        if type is not None:
+            asked["type"] = type
+        return History.from_json(await self._send("GET", "/channel/history", params=asked))
+
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None = None) -> Reply:
         body = {"event_id": event_id, "text": text, "data": data}
         return Reply.from_json(await self._post("/channel/reply", body))
@@ -299,8 +313,11 @@ class HeraldClient:
             raise errors.HubUnreachable(f"the MCP request to {self.url} broke: {exc}") from exc
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        return await self._send("POST", path, json=body)
+
+    async def _send(self, method: str, path: str, **request: Any) -> Any:
         try:
-            response = await self._http.post(path, json=body)
+            response = await self._http.request(method, path, **request)
         except httpx2.HTTPError as exc:
             raise errors.HubUnreachable(
                 f"the herald hub at {self.url} cannot be reached"

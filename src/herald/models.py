@@ -401,6 +401,23 @@ class Acknowledged:
 
 
 @dataclass(frozen=True)
+class History:
+    """A page of an agent's acknowledged events, newest first, and the cursor of the page
+    after (``next``; None: this is the last). A page looks through a bounded number of events
+    (``HubConfig.scan_events``): it may be short, even empty, and still have a ``next``."""
+
+    events: list[Event]
+    next: str | None
+
+    def to_json(self) -> answers.EventPage:
+        return {"events": [event.to_json() for event in self.events], "next": self.next}
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> History:
+        return History([Event.from_json(e) for e in raw["events"]], raw["next"])
+
+
+@dataclass(frozen=True)
 class EventMatch:
     """Which of an agent's events a subscription takes: those whose type matches one of
     ``types`` (globs where ``*`` is any run of characters and ``?`` one character; none: every

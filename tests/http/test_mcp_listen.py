@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from herald.mcp.events import SUBSCRIPTION_ID
-from herald.mcp.resources import INBOX_URI
+from herald.mcp.resources import HISTORY_URI, INBOX_URI
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import CLIENTS, new_agent, publish, session
 from tests.http.test_mcp_events import MODERN, agent_http, answer, stream_messages
@@ -59,7 +59,7 @@ async def test_the_inbox_resource_is_listed_and_read_on_both_eras_and_delivers_n
     async with session(herald, agent["api_key"], client_name) as (client, _):
         assert (client.protocol_version == MODERN) == (client_name != "claude-code")
         listed = (await client.list_resources()).resources
-        assert [str(r.uri) for r in listed] == [INBOX_URI]
+        assert [str(r.uri) for r in listed] == [INBOX_URI, HISTORY_URI]
         (contents,) = (await client.read_resource(INBOX_URI)).contents
     shown = json.loads(contents.text)  # type: ignore[union-attr]
     assert [e["id"] for e in shown["events"]] == [event_id]

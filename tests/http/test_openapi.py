@@ -321,6 +321,9 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     permission = {"to": bob["handle"], "request_id": "abcde", "tool_name": "Bash"}
     walk("POST", "/channel/permission", key, 202, json=permission)
     walk("POST", "/channel/ack", key, 200, json={"cursor": drained["cursor"]})
+    read = walk("GET", "/channel/history", key, 200, params={"limit": "1"})
+    walk("GET", "/channel/history", key, 200, params={"before": read["next"], "type": "t*"})
+    walk("GET", "/channel/history", key, 422, params={"before": "17"})
     again = "/v1/events/{event_id}/redeliver"
     walk("POST", again, admin, 200, event_id=one["id"])
     walk("POST", again, admin, 409, event_id=one["id"])

@@ -1,5 +1,5 @@
 """The ``herald://inbox`` resource on both eras, in process: listed, read as JSON oldest first,
-and reading it delivers nothing."""
+and reading it delivers nothing; and ``herald://history``, the acknowledged events newest first."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from herald import Hub
 from herald.delivery.engine import Notifier
-from herald.mcp.resources import INBOX_URI
+from herald.mcp.resources import HISTORY_URI, INBOX_URI
 from herald.models import EventStatus
 from mcp import Client
 from tests.mcp.conftest import connect
@@ -34,9 +34,30 @@ async def test_the_inbox_is_listed_and_says_reading_it_is_no_delivery(
 ) -> None:
     alice, _ = await notifier.hub.create_agent("alice")
     async with connect(notifier, alice, mode=mode) as (client, _):
-        (listed,) = (await client.list_resources()).resources
+        listed, history = (await client.list_resources()).resources
     assert str(listed.uri) == INBOX_URI
     assert listed.description is not None and "not a delivery" in listed.description
+    assert str(history.uri) == HISTORY_URI
+    assert history.description is not None and "changes nothing" in history.description
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_history_shows_acknowledged_events_newest_first_on_both_eras(
+    hub: Hub, notifier: Notifier, mode: str
+) -> None:
+    alice, _ = await notifier.hub.create_agent("alice")
+    first = await hub.publish("alice", "t", "first")
+    second = await hub.publish("alice", "t", "second")
+    pending = await hub.publish("alice", "t", "pending")
+    await hub.ack(alice, ids=[first.event.id, second.event.id])
+    async with connect(notifier, alice, mode=mode) as (client, _):
+        (contents,) = (await client.read_resource(HISTORY_URI)).contents
+    assert isinstance(contents, types.TextResourceContents)
+    shown = json.loads(contents.text)
+    assert [e["id"] for e in shown["events"]] == [second.event.id, first.event.id]
+    assert shown["next"] is None
+    event, attempts = await hub.get_event(pending.event.id)
+    assert event.status is EventStatus.PENDING and attempts == []
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -1,5 +1,6 @@
-"""An agent's own routes: drain (heartbeat), acknowledge, reply, write to another agent, relay a
-permission prompt. Each body is the model an MCP tool takes for the same thing."""
+"""An agent's own routes: drain (heartbeat), acknowledge, read back what it acknowledged, reply,
+write to another agent, relay a permission prompt. Each body (or query) is the model an MCP tool
+takes for the same thing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from herald.http.services import services
 from herald.inputs.channel import (
     ChannelAckInput,
     HeartbeatInput,
+    HistoryQuery,
     PermissionInput,
     ReplyInput,
     SendMessageInput,
@@ -67,6 +69,30 @@ async def ack(request: Request) -> Response:
     body = parse(ChannelAckInput, await read_json(request))
     acked = await hub.ack(agent, ids=body.ids or [], cursor=body.cursor, consumer=body.consumer)
     return json_response(acked.to_json())
+
+
+@described(
+    "Read the agent's acknowledged events",
+    keys=AGENT_ONLY,
+    query=HistoryQuery,
+    answers={200: answers.EventPage},
+    description=(
+        "The agent's own acknowledged (delivered) events that retention still keeps, newest"
+        " first, a page at a time, as GET /v1/events pages them: before takes the next of the"
+        " page before (an opaque cursor, not a seq or an event id; null next: the last page),"
+        " type an event type or a glob of one. A page looks through a bounded number of events"
+        " (herald serve --scan-events): it may be short, even empty, and still have a next."
+        " Reading changes nothing: no event is leased, acknowledged or attempted."
+    ),
+)
+async def history(request: Request) -> Response:
+    hub = services(request).hub
+    agent = await require_agent(hub, request)
+    asked = parse(HistoryQuery, dict(request.query_params))
+    page = await hub.acknowledged_events(
+        agent, before=asked.before, type=asked.type, limit=asked.limit
+    )
+    return json_response(page.to_json())
 
 
 @described(
@@ -135,6 +161,7 @@ async def ask_permission(request: Request) -> Response:
 ROUTES = [
     Route("/channel/heartbeat", heartbeat, methods=["POST"]),
     Route("/channel/ack", ack, methods=["POST"]),
+    Route("/channel/history", history, methods=["GET"]),
     Route("/channel/reply", reply, methods=["POST"]),
     Route("/channel/send", send_message, methods=["POST"]),
     Route("/channel/permission", ask_permission, methods=["POST"]),

@@ -174,17 +174,12 @@ async def list_events(request: Request) -> Response:
         since_ms=asked.since,
         until_ms=asked.until,
         before=asked.cursor,
-        limit=asked.limit + 1,  # one more tells whether a page follows
+        limit=asked.limit,
     )
-    listed = await hub.overview.events(query)
-    page = listed.events[: asked.limit]
-    if len(listed.events) > asked.limit:
-        following: str | None = page_cursor(page[-1].created_at, page[-1].id)
-    else:  # a short page: the last, unless its look stopped before the end
-        following = page_cursor(*listed.looked_to) if listed.looked_to is not None else None
+    page, following = await hub.overview.page(query)
     answer: answers.EventPage = {
         "events": [event.to_json() for event in page],
-        "next": following,
+        "next": page_cursor(*following) if following is not None else None,
     }
     return json_response(answer)
 

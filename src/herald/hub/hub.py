@@ -36,6 +36,7 @@ from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
 from herald.inputs.channel import PermissionInput, permission_request
 from herald.inputs.events import parse_new_event
+from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
 from herald.metrics import Metrics
@@ -47,11 +48,14 @@ from herald.models import (
     Drained,
     Event,
     EventMatch,
+    EventStatus,
+    History,
     NewEvent,
     Published,
     Reply,
     StartPosition,
 )
+from herald.overview import EventQuery
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
@@ -819,6 +823,29 @@ class Hub:
         if acked:
             self._acknowledged(agent.id)
         return Acknowledged(acked, truncated)
+
+    async def acknowledged_events(
+        self,
+        agent: Agent,
+        *,
+        before: tuple[int, str] | None = None,
+        type: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> History:
+        """A page of the agent's acknowledged (delivered) events still kept, newest first, read
+        as the operator's listing reads them (``Overview.page``): ``before`` is the position the
+        page before ended at, ``type`` an exact type or a glob. A read only: nothing is leased,
+        acknowledged or attempted. Only this agent's events are read, whatever ``before`` says:
+        a position of another agent's event is a place in the order, never a way in."""
+        query = EventQuery(
+            agent_id=agent.id,
+            status=EventStatus.DELIVERED,
+            type=type,
+            before=before,
+            limit=limit,
+        )
+        events, following = await self.overview.page(query)
+        return History(events, page_cursor(*following) if following is not None else None)
 
     # Delivery: what the ways that push (session workers, streams) read and record
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 
 from herald.config import DEFAULTS
+from herald.models import Event
 from herald.overview import AgentSummary, EventPage, EventQuery, Gauges, Stats
 from herald.store import Store
 
@@ -36,6 +37,16 @@ class Overview:
         bound = await self._store.listing_bound(query, self._scan)
         events = await self._store.list_events(replace(query, through=bound))
         return EventPage(events, bound if len(events) < query.limit else None)
+
+    async def page(self, query: EventQuery) -> tuple[list[Event], tuple[int, str] | None]:
+        """At most ``query.limit`` events of ``query`` (``events``), and the position the page
+        after starts from: after its last event when more follow, where its look ended when it
+        stopped short (a narrowed query), None when this is the last page."""
+        listed = await self.events(replace(query, limit=query.limit + 1))  # one more: a next?
+        page = listed.events[: query.limit]
+        if len(listed.events) > query.limit:
+            return page, (page[-1].created_at, page[-1].id)
+        return page, listed.looked_to
 
     async def agents(
         self,

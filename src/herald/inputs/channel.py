@@ -25,6 +25,7 @@ from herald.inputs.fields import (
     Text,
     whole,
 )
+from herald.inputs.listing import DEFAULT_PAGE, Page, PageCursor, TypeFilter
 from herald.inputs.refusals import Input, Says, refuse, refused_by
 from herald.models import NewEvent
 from herald.reserved import (
@@ -60,6 +61,41 @@ class InboxInput(Input):
     where: ClassVar[str] = "inbox"
 
     limit: Limit = 20
+
+
+class HistoryInput(Input):
+    """The ``history`` tool: a page of the agent's acknowledged events, newest first, as
+    ``GET /v1/events`` pages them (``before``: the ``next`` of the page before)."""
+
+    where: ClassVar[str] = "history"
+
+    before: (
+        Annotated[
+            PageCursor,
+            Field(
+                description=(
+                    "Where the page starts: the next of the page before (an opaque cursor, not"
+                    " a seq or an event id); left out, the newest"
+                )
+            ),
+        ]
+        | None
+    ) = None
+    type: (
+        Annotated[
+            TypeFilter,
+            Field(description="only events of this type, or of a glob of it (* and ?)"),
+        ]
+        | None
+    ) = None
+    limit: Page = DEFAULT_PAGE
+
+
+class HistoryQuery(HistoryInput):
+    """``GET /channel/history``'s query: the ``history`` tool's arguments."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
 
 
 AckCursor = Annotated[

@@ -1,5 +1,5 @@
-"""herald's MCP tools: inbox, ack, reply, send_message. They run against an ``AgentApi``: the
-hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
+"""herald's MCP tools: inbox, ack, history, reply, send_message. They run against an
+``AgentApi``: the hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ from herald.hub import Hub
 from herald.inputs.channel import (
     DEFAULT_MESSAGE_TYPE,
     AckInput,
+    HistoryInput,
     InboxInput,
     ReplyInput,
     SendMessageInput,
 )
 from herald.inputs.refusals import Input, parse
 from herald.inputs.schema import tool_schema
-from herald.models import Acknowledged, Agent, Event, EventStatus, Published, Reply
+from herald.models import Acknowledged, Agent, Event, EventStatus, History, Published, Reply
 
 log = logging.getLogger("herald.mcp")
 
@@ -37,6 +38,10 @@ class AgentApi(Protocol):
         ...
 
     async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged: ...
+
+    async def history(self, before: str | None, type: str | None, limit: int) -> History:
+        """A page of the acknowledged events, newest first; reading it changes nothing."""
+        ...
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply: ...
 
@@ -64,6 +69,14 @@ class LocalApi:
 
     async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged:
         return await self.hub.ack(self.agent, ids=ids, cursor=cursor)
+
+    async def history(self, before: str | None, type: str | None, limit: int) -> History:
+        # The cursor read as GET /channel/history reads it (the tool hands it on as given,
+        # which is what the stdio bridge sends the route).
+        position = parse(HistoryInput, {"before": before}).before if before is not None else None
+        return await self.hub.acknowledged_events(
+            self.agent, before=position, type=type, limit=limit
+        )
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply:
         return await self.hub.reply(self.agent, event_id, text, data)
@@ -99,6 +112,14 @@ TOOLS = [
         input_schema=tool_schema(AckInput),
     ),
     types.Tool(
+        name="history",
+        description=(
+            "Read herald events you have already acknowledged, newest first, a page at a time:"
+            " pass the next of one answer as before to read on. Reading changes nothing."
+        ),
+        input_schema=tool_schema(HistoryInput),
+    ),
+    types.Tool(
         name="reply",
         description="Answer a herald event; the answer goes back to whoever sent it.",
         input_schema=tool_schema(ReplyInput),
@@ -115,6 +136,7 @@ TOOLS = [
 TOOL_INPUTS: dict[str, type[Input]] = {
     "inbox": InboxInput,
     "ack": AckInput,
+    "history": HistoryInput,
     "reply": ReplyInput,
     "send_message": SendMessageInput,
 }
@@ -163,6 +185,10 @@ async def _dispatch(
     if isinstance(checked, AckInput):
         acked = await api.ack(checked.ids or [], checked.cursor)
         return text_result(_acknowledged(acked, checked.cursor), acked.to_json())
+    if isinstance(checked, HistoryInput):
+        before = args.get("before")  # as given: the API reads it as the route does
+        page = await api.history(before, checked.type, checked.limit)
+        return _history(page)
     if isinstance(checked, ReplyInput):
         reply = await api.reply(checked.event_id, checked.text, checked.data)
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
@@ -191,6 +217,30 @@ def _acknowledged(acked: Acknowledged, cursor: int | str | None) -> str:
             " with the cursor of their notification, or by event ids."
         )
     return text
+
+
+def _history(page: History) -> types.CallToolResult:
+    """The page for the model, each event as a line with its id, then where to read on (the
+    whole events are in the structured content). One that cannot be shown is named instead,
+    as ``inbox`` does, so that the answer can still be sent."""
+    texts: list[str] = []
+    views: list[answers.Event] = []
+    for event in page.events:
+        try:
+            view = event.to_json()
+            pydantic_core.to_json(view)  # what the SDK does to the answer, event by event
+        except (ValueError, RecursionError) as exc:
+            texts.append(
+                f"Event {event.id} (seq {event.seq}) cannot be shown here ({exc}): read it with"
+                f" GET /v1/events/{event.id}."
+            )
+            continue
+        views.append(view)
+        texts.append(f"{render.headline(event)}\n(event {event.id}, seq {event.seq})")
+    if page.next is not None:
+        texts.append(f"Older ones may follow: call history with before={page.next}.")
+    text = "\n\n".join(texts) if texts else "No acknowledged events."
+    return text_result(text, {"events": views, "next": page.next})
 
 
 async def _inbox(

@@ -20,7 +20,7 @@ import {
 
 const WAIT_MS = Number(process.env.HERALD_WAIT_MS ?? 15000);
 const NEUTRAL = { name: "herald-ts-peer", version: "1.0.0" };
-const HERALD_TOOLS = ["ack", "inbox", "reply", "send_message"];
+const HERALD_TOOLS = ["ack", "history", "inbox", "reply", "send_message"];
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 let failed = 0;
