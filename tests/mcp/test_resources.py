@@ -50,14 +50,17 @@ async def test_the_history_shows_acknowledged_events_newest_first_on_both_eras(
     second = await hub.publish("alice", "t", "second")
     pending = await hub.publish("alice", "t", "pending")
     await hub.ack(alice, ids=[first.event.id, second.event.id])
+    before = [await hub.get_event(e.event.id) for e in (first, second)]
     async with connect(notifier, alice, mode=mode) as (client, _):
         (contents,) = (await client.read_resource(HISTORY_URI)).contents
     assert isinstance(contents, types.TextResourceContents)
     shown = json.loads(contents.text)
     assert [e["id"] for e in shown["events"]] == [second.event.id, first.event.id]
+    assert pending.event.id not in {e["id"] for e in shown["events"]}
     assert shown["next"] is None
-    event, attempts = await hub.get_event(pending.event.id)
-    assert event.status is EventStatus.PENDING and attempts == []
+    # Reading changes nothing: the acknowledged events are as they were. (The pending one is not
+    # compared: on the legacy era, the session's connect pushes it, as it should.)
+    assert [await hub.get_event(e.event.id) for e in (first, second)] == before
 
 
 @pytest.mark.parametrize("mode", ERAS)
