@@ -529,6 +529,11 @@ class WebhookSubscription:
     sender: str | None
     after_seq: int
     verified_at: int | None = None
+    gap_at: int | None = None
+    """When a gap arose that its endpoint has not been told of yet (events it was owed expired
+    or were pruned, or one was given up on); None: none is owed."""
+    held_until: int | None = None
+    """Until when a delivery is held back because the receiver asked (``Retry-After``)."""
 
     @property
     def match(self) -> EventMatch:
@@ -609,6 +614,10 @@ class Finished:
     """Disable the endpoint for good (410 Gone, a forbidden address)."""
     disable_failing_since: int | None = None
     """Disable the endpoint if it has been failing since before this time."""
+    subscription: bool = False
+    """An MCP Events webhook subscription's attempt: counted in its rolling window."""
+    held_until: int | None = None
+    """The receiver asked herald to wait (``Retry-After``) until then."""
 
     @property
     def state(self) -> str:

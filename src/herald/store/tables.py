@@ -279,6 +279,8 @@ SUBSCRIPTIONS = Table(
         Column("match_sender", field="sender"),
         Column("after_seq", Type.INT),
         Column("verified_at", Type.INT),
+        Column("gap_at", Type.INT),
+        Column("held_until", Type.INT),
     ),
 )
 
