@@ -1045,11 +1045,12 @@ FORGET_OLD_MINUTES = "DELETE FROM subscription_minutes WHERE minute < $1"
 # Gaps. Before events expire ($1 now): the subscriptions still owed one no delivery was made of
 # (one made is sent all the same).
 GAPS_OF_EXPIRY = f"""
-UPDATE subscriptions s SET gap_at = $1
-WHERE s.gap_at IS NULL AND EXISTS (
-    SELECT FROM events e
-    WHERE e.agent_id = s.agent_id AND e.seq > s.after_seq AND e.{OPEN}
-      AND e.expires_at IS NOT NULL AND e.expires_at <= $1{SUBSCRIPTION_MATCHES}
+UPDATE subscriptions SET gap_at = $1
+WHERE gap_at IS NULL AND id IN (
+    -- Read from the overdue events (their index), not from each subscription's backlog.
+    SELECT s.id FROM events e JOIN subscriptions s ON s.agent_id = e.agent_id
+    WHERE e.{OPEN} AND e.expires_at IS NOT NULL AND e.expires_at <= $1
+      AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
       AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))
 """
 # Before pruning ($1 now, $2 the time before which finished events go): the subscriptions whose

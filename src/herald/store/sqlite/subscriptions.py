@@ -74,10 +74,11 @@ FORGET_MINUTES = "DELETE FROM subscription_minutes WHERE subscription_id = ?"
 # The subscriptions still owed expired events ``e`` (:now) no delivery was made of (one made
 # is sent all the same): their endpoints are told of the gap.
 GAPS_OF_EXPIRY = (
-    "UPDATE subscriptions AS s SET gap_at = :now WHERE s.gap_at IS NULL AND EXISTS ("
-    " SELECT 1 FROM events e WHERE e.agent_id = s.agent_id"
-    f" AND e.seq > s.after_seq AND e.{OPEN}"
-    f" AND e.expires_at IS NOT NULL AND e.expires_at <= :now{MATCHES}"
+    "UPDATE subscriptions SET gap_at = :now WHERE gap_at IS NULL AND id IN ("
+    " SELECT s.id FROM events e JOIN subscriptions s ON s.agent_id = e.agent_id"
+    # Read from the overdue events (their index), not from each subscription's backlog.
+    f" WHERE e.{OPEN} AND e.expires_at IS NOT NULL AND e.expires_at <= :now"
+    f" AND e.seq > s.after_seq{MATCHES}"
     " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))"
 )
 # The subscriptions whose waiting deliveries go with the events pruned (:before).
