@@ -177,6 +177,26 @@ async def test_a_gap_given_up_while_the_receiver_was_down_is_told_signed_once_it
                 back.close()
 
 
+async def test_every_control_envelope_carries_a_webhook_id_of_its_type_and_a_random_part(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    async with serving(own_store_url) as served:
+        agent, http = await served.agent()
+        async with http:
+            await call(http, "events/subscribe", subscription(receiver.url))
+        challenge = await next_arrival(receiver, "verification")
+        deleted = await served.admin.delete(f"/v1/agents/{agent['id']}")
+        assert deleted.status_code == 204, deleted.text
+        terminated = await next_arrival(receiver, "terminated")
+    ids = []
+    for envelope in (challenge, terminated):
+        Webhook(SECRET).verify(envelope.body, envelope.headers)
+        kind = envelope.json["type"]
+        ids.append(envelope.headers["webhook-id"])
+        assert re.fullmatch(f"msg_{kind}_[0-9a-f]{{24}}", ids[-1]), ids[-1]
+    assert terminated.json["error"]["code"] == -32024
+
+
 async def test_a_poll_whose_cursor_passes_expired_and_pruned_events_says_truncated(
     own_store_url: str,
 ) -> None:
