@@ -549,6 +549,11 @@ class WebhookSubscription:
     webhook_id: str = "event"
     """What its event deliveries' ``webhook-id`` is, as its client's profile asked
     (``herald.capabilities.WEBHOOK_IDS``): the event's id, or one of each delivery's own."""
+    gap_at: int | None = None
+    """When a gap arose that its endpoint has not been told of yet (events it was owed expired
+    or were pruned, or one was given up on); None: none is owed."""
+    held_until: int | None = None
+    """Until when a delivery is held back because the receiver asked (``Retry-After``)."""
 
     @property
     def match(self) -> EventMatch:
@@ -629,6 +634,10 @@ class Finished:
     """Disable the endpoint for good (410 Gone, a forbidden address)."""
     disable_failing_since: int | None = None
     """Disable the endpoint if it has been failing since before this time."""
+    subscription: bool = False
+    """An MCP Events webhook subscription's attempt: counted in its rolling window."""
+    held_until: int | None = None
+    """The receiver asked herald to wait (``Retry-After``) until then."""
 
     @property
     def state(self) -> str:

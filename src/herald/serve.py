@@ -11,6 +11,7 @@ import errno
 import signal
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import FrameType
 
@@ -33,6 +34,7 @@ from herald.hub import Hub
 from herald.logs import webhook_deliveries
 from herald.serving_lock import hold_store
 from herald.settings import masked_url
+from herald.times import Clock
 from herald.urls import backend_of, sqlite_path
 from herald.webhooks.sender import Sender
 from herald.webhooks.worker import WebhookWorker
@@ -54,6 +56,7 @@ async def serve(
     announce: Callable[[str], None] = _say,
     stop: asyncio.Event | None = None,
     sock: socket.socket | None = None,
+    clock: Clock | None = None,
 ) -> None:
     """Serve the hub until the process is told to stop (SIGINT or SIGTERM), or ``stop`` is set;
     either way open streams are ended first, then requests in flight get a few seconds.
@@ -64,7 +67,8 @@ async def serve(
     ``admin_key`` replaces the stored admin key for good; without one, a first start generates
     one and announces it once. ``announce`` gets the lines an operator should see (by default
     they are printed). ``sock``: a socket already listening (``herald.workers``), served
-    instead of binding one.
+    instead of binding one. ``clock``: the hub's time (seconds, as ``time.time``); a test
+    moves one by hand (``herald.testing.ManualClock``).
 
     Raises:
         HeraldError: a setting is invalid (the store URL, the head timeout, the webhook
@@ -72,7 +76,7 @@ async def serve(
         StoreInUse: another process serves the SQLite store.
         StoreUnavailable: the store cannot be opened.
     """
-    hub = build_hub(config)
+    hub = build_hub(config, clock)
     caught: list[int] = []
     budget = ConnectionBudget.for_files(raise_file_limit())
     guard = ConnectionGuard(
@@ -222,8 +226,8 @@ async def _stopping_with(
             await watcher
 
 
-def build_hub(config: ServeConfig) -> Hub:
-    """An unopened hub on the configured store.
+def build_hub(config: ServeConfig, clock: Clock | None = None) -> Hub:
+    """An unopened hub on the configured store, on ``clock`` (by default the system's).
 
     Raises:
         InvalidInput: the store URL names no backend herald has.
@@ -236,6 +240,7 @@ def build_hub(config: ServeConfig) -> Hub:
         maintenance_interval_s=settings.maintenance_interval_s,
         payload_check_s=settings.payload_check_s,
         scan_events=settings.scan_events,
+        clock=clock or time.time,
     )
 
 

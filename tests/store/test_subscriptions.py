@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -15,6 +16,7 @@ from herald.ids import new_id
 from herald.models import (
     Agent,
     Attempt,
+    Delivery,
     Endpoint,
     EventStatus,
     Finished,
@@ -24,6 +26,7 @@ from herald.models import (
     WebhookSubscription,
 )
 from herald.store import Store, open_store
+from herald.store.rules import SUSPENDED
 from herald.testing import ManualClock
 from tests.waiting import until
 
@@ -307,3 +310,100 @@ async def test_a_subscription_deleted_while_deliveries_are_scheduled_fails_no_sc
         await holder.close()
         await watcher.close()
         await store.close()
+
+
+def tries(
+    endpoint: Endpoint, event_id: str, at: int, *, failed: int = 0, ok: int = 0
+) -> list[Finished]:
+    """A subscription's attempts at ``at``: ``failed`` failures then ``ok`` successes."""
+    delivery = Delivery(endpoint.id, event_id, 0, at, "waiting")
+    failure = Attempt(event_id, at, "subscription", "failed", endpoint.id, "http_5xx: HTTP 500")
+    success = Attempt(event_id, at, "subscription", "delivered", endpoint.id)
+    return [Finished(delivery, failure, at + 1, None, False, subscription=True)] * failed + [
+        Finished(delivery, success, None, "delivered", True, subscription=True)
+    ] * ok
+
+
+async def state_of(store: Store, endpoint: Endpoint) -> State:
+    ((stored, _),) = await store.subscriptions(ids=[endpoint.id])
+    return stored.state
+
+
+async def test_more_than_95_percent_failing_over_at_least_100_attempts_suspends(
+    store: Store,
+) -> None:
+    agent = await agent_of(store)
+    (event_id,) = await publish(store, "alice", "t")
+    few, share = subscription(store, agent, 1), subscription(store, agent, 2)
+    for endpoint, record in (few, share):
+        await store.put_subscription(endpoint, record, 0)
+    now = store.now()
+    endpoint_few = few[0]
+    await store.finish_deliveries(tries(endpoint_few, event_id, now, failed=99))
+    await store.finish_deliveries(tries(share[0], event_id, now, failed=95, ok=5))
+    assert await state_of(store, endpoint_few) is State.ACTIVE  # 99 attempts: too few
+    assert await state_of(store, share[0]) is State.ACTIVE  # exactly 95%: not more
+    await store.finish_deliveries(tries(endpoint_few, event_id, now, failed=1))
+    await store.finish_deliveries(tries(share[0], event_id, now, failed=1))
+    for endpoint in (endpoint_few, share[0]):
+        ((stored, _),) = await store.subscriptions(ids=[endpoint.id])
+        assert stored.state is State.DISABLED
+        assert stored.disabled_reason is not None and stored.disabled_reason.startswith(SUSPENDED)
+
+
+async def test_the_window_rolls_over_an_hour_and_a_refresh_starts_it_afresh(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    (event_id,) = await publish(store, "alice", "t")
+    endpoint, record = subscription(store, agent, 1)
+    await store.put_subscription(endpoint, record, 0)
+    await store.finish_deliveries(tries(endpoint, event_id, store.now(), failed=60))
+    clock.advance(61 * 60)
+    await store.expire()  # maintenance forgets the minutes that left every window
+    await store.finish_deliveries(tries(endpoint, event_id, store.now(), failed=60))
+    assert await state_of(store, endpoint) is State.ACTIVE  # the first 60 left the window
+    await store.finish_deliveries(tries(endpoint, event_id, store.now(), failed=40))
+    assert await state_of(store, endpoint) is State.DISABLED
+    await store.put_subscription(endpoint, record, 0)  # a refresh reactivates
+    assert await state_of(store, endpoint) is State.ACTIVE
+    await store.finish_deliveries(tries(endpoint, event_id, store.now(), failed=1))
+    assert await state_of(store, endpoint) is State.ACTIVE  # its old failures are forgotten
+
+
+async def test_a_receivers_retry_after_is_kept_and_is_no_failure(store: Store) -> None:
+    agent = await agent_of(store)
+    (event_id,) = await publish(store, "alice", "t")
+    endpoint, record = subscription(store, agent, 1)
+    await store.put_subscription(endpoint, record, 0)
+    now = store.now()
+    (held,) = tries(endpoint, event_id, now, failed=1)
+    throttled = replace(held, held_until=now + 120_000)
+    await store.finish_deliveries([throttled] * 200)
+    ((stored, kept),) = await store.subscriptions(ids=[endpoint.id])
+    assert kept.held_until == now + 120_000 and stored.state is State.ACTIVE
+
+
+async def test_events_that_expire_or_are_pruned_while_owed_leave_a_gap_until_told(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    endpoint, record = subscription(store, agent, 1)
+    await store.put_subscription(endpoint, record, 0)
+    expiring = await store.append([NewEvent(to="alice", type="t", text="t", ttl_s=60)])
+    assert await store.subscription_gaps() == []
+    clock.advance(61)
+    await store.expire()
+    ((_, owed),) = await store.subscription_gaps()
+    assert owed.gap_at == store.now() and expiring
+    assert not await store.gap_told(endpoint.id, owed.gap_at - 1)  # not the gap it was told
+    assert await store.gap_told(endpoint.id, owed.gap_at)
+    assert await store.subscription_gaps() == []
+    # A waiting delivery of an event delivered another way goes when the event is pruned.
+    (kept,) = await publish(store, "alice", "t")
+    await store.schedule_subscription_deliveries(10)
+    await store.ack(agent.id, ids=[kept])
+    clock.advance(10)
+    await store.prune(store.now())
+    ((_, pruned),) = await store.subscription_gaps()
+    assert pruned.gap_at == store.now()

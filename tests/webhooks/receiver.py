@@ -58,6 +58,9 @@ class Receiver:
     answers_challenges: bool = False
     """Answer an MCP Events ``verification`` POST as a subscriber's endpoint does: with its
     challenge (the script still decides the status)."""
+    controls_ok: bool = False
+    """Answer control envelopes (a body with a ``type``: gap, terminated, verification) with
+    200, leaving the script to the events."""
     host: str = "127.0.0.1"
     """The loopback address to listen on (127.0.0.2 is another address of the same host)."""
     bind_port: int = 0
@@ -80,7 +83,9 @@ class Receiver:
                 got = Received(self.path, headers, body, self.client_address[1])
                 with lock:
                     receiver.requests.append(got)
-                    status, headers = receiver.script.pop(0) if receiver.script else (200, {})
+                    control = receiver.controls_ok and body.startswith(b'{"type":')
+                    scripted = receiver.script and not control
+                    status, headers = receiver.script.pop(0) if scripted else (200, {})
                 if receiver.on_request is not None:
                     receiver.on_request(got)
                 receiver.arrived.put(got)

@@ -128,6 +128,19 @@ class SubscriptionBook:
             return None
         return await self._store.subscription_cursor(subscription_id, sending)
 
+    async def owe_gap(self, subscription_id: str) -> None:
+        """Its endpoint is owed a ``gap`` until one is told (``Store.owe_gap``)."""
+        if SUBSCRIPTION_ID.fullmatch(subscription_id):
+            await self._store.owe_gap(subscription_id)
+
+    async def gaps(self) -> list[Subscribed]:
+        """The live, active subscriptions owed a ``gap``."""
+        return await self._store.subscription_gaps()
+
+    async def gap_told(self, subscription_id: str, gap_at: int) -> bool:
+        """The gap owed since ``gap_at`` was told (``Store.gap_told``)."""
+        return await self._store.gap_told(subscription_id, gap_at)
+
     async def schedule(self, limit: int) -> int:
         """Give live subscriptions their deliveries of the events they match, at once."""
         return await self._store.schedule_subscription_deliveries(limit)

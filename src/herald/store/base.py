@@ -413,11 +413,13 @@ class Store(ABC):
     async def expire(self) -> int:
         """Mark open events whose time ran out as expired; returns how many. Sessions and
         webhook subscriptions whose expiry passed are deleted too (not counted), the
-        subscriptions with their waiting deliveries."""
+        subscriptions with their waiting deliveries. A subscription still owed one of the
+        events (none of its deliveries made) is owed a ``gap``."""
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
-        """Delete delivered and expired events finished before the given time; returns how many."""
+        """Delete delivered and expired events finished before the given time; returns how many.
+        A subscription whose waiting delivery goes with one is owed a ``gap``."""
 
     # Live sessions: presence, across the processes that share the store
 
@@ -553,7 +555,10 @@ class Store(ABC):
         """Record attempts, in one transaction: each delivery waits again (``next_at``) or is
         finished; each event becomes ``event_status`` (delivered or sent) if it is still open;
         each endpoint notes its last success or failure, and is disabled with a
-        ``disable_reason``, or when it has been failing since before ``disable_failing_since``."""
+        ``disable_reason``, or when it has been failing since before ``disable_failing_since``.
+        A subscription's attempts add to its rolling window (``rules.minute_counts``): one
+        whose window is more than 95% failures over at least 100 attempts is suspended; a
+        ``held_until`` is kept for its deliveryStatus."""
 
     @abstractmethod
     async def deliveries(self, event_id: str) -> list[Delivery]: ...
@@ -607,6 +612,21 @@ class Store(ABC):
         its body carries). None: no such subscription."""
         owed = await self.subscription_owed(subscription_id, 2)
         return None if owed is None else owed.cursor(sending)
+
+    @abstractmethod
+    async def owe_gap(self, subscription_id: str) -> None:
+        """The subscription's endpoint is owed a ``gap`` (a delivery was given up on and the
+        gap could not be told at once); kept until ``gap_told``. Expiry and pruning mark the
+        gaps they make themselves."""
+
+    @abstractmethod
+    async def subscription_gaps(self) -> list[tuple[Endpoint, WebhookSubscription]]:
+        """The live, active subscriptions owed a ``gap`` (``gap_at`` set)."""
+
+    @abstractmethod
+    async def gap_told(self, subscription_id: str, gap_at: int) -> bool:
+        """The gap that arose at ``gap_at`` was told: none is owed now, unless another arose
+        since (then it stays). Whether it was cleared."""
 
     @abstractmethod
     async def schedule_subscription_deliveries(self, limit: int) -> int:

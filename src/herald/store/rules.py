@@ -219,6 +219,66 @@ def refreshed_subscription(
     return new_endpoint, new
 
 
+SUSPEND_WINDOW_MINUTES = 60
+"""SEP-3415's suspension: over a rolling hour (counted per minute)..."""
+SUSPEND_MIN_ATTEMPTS = 100
+"""...with at least this many attempts..."""
+SUSPEND_FAILING_SHARE = 0.95
+"""...of which more than this share failed, a subscription's deliveries are suspended."""
+SUSPENDED = "suspended"
+"""How a suspended subscription's ``disabled_reason`` begins: a refresh reactivates it."""
+MINUTE_MS = 60_000
+
+
+def minute_counts(finished: Sequence[Finished]) -> list[tuple[str, int, int, int]]:
+    """The subscriptions' attempts of a batch, as (subscription id, minute, attempts,
+    failures): what their rolling windows add."""
+    counts: dict[tuple[str, int], list[int]] = {}
+    for item in finished:
+        if item.subscription:
+            key = (item.delivery.endpoint_id, item.attempt.at // MINUTE_MS)
+            tally = counts.setdefault(key, [0, 0])
+            tally[0] += 1
+            # A receiver asking to wait (Retry-After) delays; it does not fail (SEP-3415).
+            tally[1] += not item.endpoint_ok and item.held_until is None
+    return [(sub, minute, a, f) for (sub, minute), (a, f) in sorted(counts.items())]
+
+
+def failing_subscriptions(finished: Sequence[Finished]) -> list[str]:
+    """The subscriptions with a failed attempt in the batch: only these may be suspended by it
+    (their windows are read; a batch of successes reads none)."""
+    return sorted(
+        {i.delivery.endpoint_id for i in finished if i.subscription and not i.endpoint_ok}
+    )
+
+
+def window_start(now: int) -> int:
+    """The first minute of the rolling window that ends now."""
+    return now // MINUTE_MS - SUSPEND_WINDOW_MINUTES + 1
+
+
+def to_suspend(attempts: int, failures: int) -> bool:
+    """Whether a window of ``attempts`` with ``failures`` among them suspends a subscription."""
+    return attempts >= SUSPEND_MIN_ATTEMPTS and failures > SUSPEND_FAILING_SHARE * attempts
+
+
+def suspension_reason(attempts: int, failures: int) -> str:
+    return (
+        f"{SUSPENDED}: {failures} of its {attempts} deliveries in the last"
+        f" {SUSPEND_WINDOW_MINUTES} minutes failed; subscribe again to resume"
+    )
+
+
+def held_subscriptions(finished: Sequence[Finished]) -> list[tuple[str, int]]:
+    """The subscriptions a receiver asked to wait in the batch, with the latest moment asked."""
+    held: dict[str, int] = {}
+    for item in finished:
+        if item.subscription and item.held_until is not None:
+            endpoint_id = item.delivery.endpoint_id
+            held[endpoint_id] = max(held.get(endpoint_id, 0), item.held_until)
+    return sorted(held.items())
+
+
 def owed_events(
     events: Sequence[tuple[int, str]], last_seq: int, limit: int
 ) -> tuple[OwedEvents, int]:

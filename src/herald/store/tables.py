@@ -280,6 +280,8 @@ SUBSCRIPTIONS = Table(
         Column("after_seq", Type.INT),
         Column("verified_at", Type.INT),
         Column("webhook_id"),
+        Column("gap_at", Type.INT),
+        Column("held_until", Type.INT),
     ),
 )
 

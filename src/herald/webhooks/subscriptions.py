@@ -148,7 +148,7 @@ async def subscribe(
         "truncated": truncated,
     }
     if previous is not None:
-        result["deliveryStatus"] = delivery_status(previous[0])
+        result["deliveryStatus"] = delivery_status(*previous, now)
     return result
 
 
@@ -168,8 +168,13 @@ async def unsubscribe(hub: Hub, agent: Agent, params: UnsubscribeInput) -> dict[
     return {}
 
 
-def delivery_status(endpoint: Endpoint) -> dict[str, Any]:
-    """How a subscription's deliveries were going, as SEP-3415's ``deliveryStatus`` shows it."""
+def delivery_status(
+    endpoint: Endpoint, subscription: WebhookSubscription, now: int
+) -> dict[str, Any]:
+    """How a subscription's deliveries were going up to ``now``, as SEP-3415's
+    ``deliveryStatus`` shows it: ``active`` false while suspended (or disabled); the last
+    error as its kind alone (never a body or a header); ``throttled`` while a delivery waits
+    because the receiver asked (``Retry-After``), ``retryAfterMs`` how much longer."""
     status: dict[str, Any] = {
         "active": endpoint.state is State.ACTIVE,
         "lastDeliveryAt": iso_ms(endpoint.last_ok_at) if endpoint.last_ok_at else None,
@@ -177,6 +182,10 @@ def delivery_status(endpoint: Endpoint) -> dict[str, Any]:
     }
     if endpoint.failing_since is not None:
         status["failedSince"] = iso_ms(endpoint.failing_since)
+    held_for = (subscription.held_until or now) - now
+    status["throttled"] = held_for > 0
+    if held_for > 0:
+        status["retryAfterMs"] = held_for
     return status
 
 

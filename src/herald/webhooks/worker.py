@@ -69,6 +69,10 @@ GONE_AFTER_S = 6.0
 """How long a worker's process must have been gone before its claims are freed: a connection to
 the store lost and made again within it is not a death (its requests may still be in flight)."""
 
+GAP_RETRY_S = 30.0
+"""How long after a gap could not be told it is tried again (a receiver that is down is not
+called every few seconds)."""
+
 PresentAgents = Callable[[], set[str]]
 """The agents whose live sessions herald can push to: their webhooks wait for the ack timeout."""
 
@@ -142,6 +146,9 @@ class WebhookWorker:
         # its request is answered, without waiting for the store.
         self._held: Counter[str] = Counter()
         self._entry_names: dict[str, tuple[str, str]] = {}
+        self._telling_gaps: asyncio.Task[None] | None = None
+        self._gap_tried: dict[str, int] = {}
+        """When a gap that could not be told is tried again, per subscription (hub's clock)."""
         self._watermarks = Watermarks(hub.subscriptions.owed)
         self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
         self._lanes: Counter[str] = Counter()
@@ -230,6 +237,9 @@ class WebhookWorker:
                         await self.free_claims_of_the_gone()
                     except Exception:  # the loop's top level: log, look again next time
                         log.exception("looking for webhook claims of gone processes failed")
+                    if self._telling_gaps is None or self._telling_gaps.done():
+                        # In the background: an endpoint that hangs holds up no round.
+                        self._telling_gaps = self._track(self._tell_gaps_logged())
                 try:
                     await self._round(self._schedule_due())
                 except Exception:  # the loop's top level: log, keep going
@@ -569,8 +579,47 @@ class WebhookWorker:
         message_id = f"msg_gap_{secrets.token_hex(12)}"
         outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
         if not outcome.ok:
-            log.info("%s was not told of a gap in its subscription %s: %s",
+            log.info("%s was not told of a gap in its subscription %s: %s; told later",
                      password_free(endpoint.url), endpoint.id, outcome.error)  # fmt: skip
+            await self.hub.subscriptions.owe_gap(endpoint.id)
+
+    async def _tell_gaps_logged(self) -> None:
+        try:
+            await self.tell_gaps()
+        except Exception:  # a background task's top level: log, tell them next time
+            log.exception("telling webhook subscriptions of their gaps failed")
+
+    async def tell_gaps(self) -> int:
+        """Tell each live, active subscription owed a ``gap`` (events it was owed expired or
+        were pruned before they were delivered, or a gap could not be told when it arose), with
+        the cursor past them; one that is not told now stays owed, for the next time. Returns
+        how many were told. (Across processes two may tell the same gap: a client takes it
+        again as the same cursor.)"""
+        told = 0
+        history: str | None = None
+        now = self.hub.now()
+        for endpoint, subscription in await self.hub.subscriptions.gaps():
+            if subscription.gap_at is None or self._gap_tried.get(endpoint.id, now) > now:
+                continue
+            cursor = await self.hub.subscriptions.cursor(endpoint.id)
+            if cursor is None:
+                continue  # gone meanwhile
+            agent = await self.hub.get_agent(endpoint.agent_id)
+            history = history or await self.hub.history()
+            payload = {"type": "gap", "cursor": cursors.encode(agent, history, cursor)}
+            message_id = f"msg_gap_{secrets.token_hex(12)}"
+            outcome = await self.sender.send_signed(endpoint, message_id, payload, self.hub.now())
+            if outcome.ok:
+                await self.hub.subscriptions.gap_told(endpoint.id, subscription.gap_at)
+                self._gap_tried.pop(endpoint.id, None)
+                told += 1
+            else:
+                if len(self._gap_tried) >= MAX_KNOWN_NAMES:
+                    self._gap_tried.clear()
+                self._gap_tried[endpoint.id] = self.hub.now() + int(GAP_RETRY_S * 1000)
+                log.info("%s was not told of a gap in its subscription %s: %s; told later",
+                         password_free(endpoint.url), endpoint.id, outcome.error)  # fmt: skip
+        return told
 
     def _count(
         self, endpoint: Endpoint, event: Event, outcome: SendOutcome, attempt: Attempt
@@ -586,16 +635,27 @@ class WebhookWorker:
     def _finished(self, delivery: Delivery, endpoint: Endpoint, outcome: SendOutcome) -> Finished:
         now = self.hub.now()
         mechanism = endpoint.kind.value
+        subscription = endpoint.kind is Kind.SUBSCRIPTION
         if outcome.ok:
             status = "sent" if endpoint.kind is Kind.OPENCLAW else "delivered"
             attempt = Attempt(delivery.event_id, now, mechanism, status, endpoint.id)
-            return Finished(delivery, attempt, None, status, endpoint_ok=True)
+            return Finished(
+                delivery, attempt, None, status, endpoint_ok=True, subscription=subscription
+            )
         if outcome.refused:
             # Nothing was sent: the delivery waits for its endpoint to be allowed again.
             attempt = Attempt(
                 delivery.event_id, now, mechanism, "failed", endpoint.id, outcome.error
             )
-            return Finished(delivery, attempt, now, None, False, disable_reason=outcome.error)
+            return Finished(
+                delivery,
+                attempt,
+                now,
+                None,
+                False,
+                disable_reason=outcome.error,
+                subscription=subscription,
+            )
         tries = delivery.attempts + 1
         schedule = (
             self.subscription_schedule_s if endpoint.kind is Kind.SUBSCRIPTION else self.schedule_s
@@ -617,6 +677,12 @@ class WebhookWorker:
             endpoint_ok=False,
             disable_reason=outcome.error if outcome.disable else None,
             disable_failing_since=now - self.disable_after_ms,
+            subscription=subscription,
+            held_until=(
+                now + int(outcome.retry_after_s * 1000)
+                if subscription and next_at is not None and outcome.retry_after_s is not None
+                else None
+            ),
         )
 
     def _next(self, now: int, delay_s: float, outcome: SendOutcome) -> int:

@@ -13,6 +13,7 @@ from herald.store.journal import EndpointLook, endpoint_changes, finished_groups
 from herald.store.postgres import queries
 from herald.store.postgres.journal import insert_attempts, write
 from herald.store.postgres.rows import Connection, Runner, claimed_delivery, count, endpoint
+from herald.store.postgres.subscriptions import note_attempts
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.tables import DELIVERIES, ENDPOINTS
 
@@ -169,6 +170,7 @@ class EndpointStore:
                     [n.disable_reason for n in disables],
                     [n.disable_failing_since for n in disables],
                 )
+            await note_attempts(conn, finished, now)
             if statuses:
                 await conn.execute(
                     queries.FINISH_DELIVERY_EVENTS,

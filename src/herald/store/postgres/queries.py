@@ -1021,3 +1021,63 @@ WITH gone AS (
 UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
 WHERE state = 'waiting' AND claimed_by IN (SELECT id FROM gone)
 """
+
+# What a batch of attempts does to its MCP Events subscriptions (``rules.minute_counts``). Add
+# to their rolling windows: $1 subscriptions, $2 minutes, $3 attempts, $4 failures (endpoints of
+# other kinds have no subscriptions row and are left out).
+ADD_SUBSCRIPTION_MINUTES = """
+INSERT INTO subscription_minutes (subscription_id, minute, attempts, failures)
+SELECT m.id, m.minute, m.attempts, m.failures
+FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[]) AS m (id, minute, attempts, failures)
+WHERE m.id IN (SELECT id FROM subscriptions)
+ON CONFLICT (subscription_id, minute) DO UPDATE SET
+    attempts = subscription_minutes.attempts + excluded.attempts,
+    failures = subscription_minutes.failures + excluded.failures
+"""
+# The windows of active subscriptions: $1 the subscriptions, $2 the window's first minute.
+SUBSCRIPTION_WINDOWS = """
+SELECT m.subscription_id, sum(m.attempts)::int AS attempts, sum(m.failures)::int AS failures
+FROM subscription_minutes m JOIN endpoints w ON w.id = m.subscription_id AND w.state = 'active'
+WHERE m.subscription_id = ANY($1::text[]) AND m.minute >= $2
+GROUP BY m.subscription_id
+"""
+# $1 the subscription, $2 why.
+SUSPEND_SUBSCRIPTION = """
+UPDATE endpoints SET state = 'disabled', disabled_reason = $2 WHERE id = $1 AND state = 'active'
+"""
+# A receiver's Retry-After: $1 subscriptions, $2 until when each.
+HOLD_SUBSCRIPTIONS = """
+UPDATE subscriptions SET held_until = greatest(coalesce(held_until, 0), h.until)
+FROM unnest($1::text[], $2::bigint[]) AS h (id, until) WHERE subscriptions.id = h.id
+"""
+FORGET_SUBSCRIPTION_MINUTES = "DELETE FROM subscription_minutes WHERE subscription_id = $1"
+# $1 the first minute of every window now.
+FORGET_OLD_MINUTES = "DELETE FROM subscription_minutes WHERE minute < $1"
+# Gaps. Before events expire ($1 now): the subscriptions still owed one no delivery was made of
+# (one made is sent all the same).
+GAPS_OF_EXPIRY = f"""
+UPDATE subscriptions SET gap_at = $1
+WHERE gap_at IS NULL AND id IN (
+    -- Read from the overdue events (their index), not from each subscription's backlog.
+    SELECT s.id FROM events e JOIN subscriptions s ON s.agent_id = e.agent_id
+    WHERE e.{OPEN} AND e.expires_at IS NOT NULL AND e.expires_at <= $1
+      AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
+      AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))
+"""
+# Before pruning ($1 now, $2 the time before which finished events go): the subscriptions whose
+# waiting deliveries go with the events.
+GAPS_OF_PRUNING = """
+UPDATE subscriptions SET gap_at = $1
+WHERE gap_at IS NULL AND id IN (
+    SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id
+    WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired') AND e.status_at < $2)
+"""
+OWE_GAP = "UPDATE subscriptions SET gap_at = coalesce(gap_at, $2) WHERE id = $1"
+# $1 now.
+SUBSCRIPTION_GAPS = f"""
+SELECT {SUBSCRIPTION_COLUMNS}, {column_list(ENDPOINTS, "w", "w_")}
+FROM subscriptions s JOIN endpoints w ON w.id = s.id
+WHERE s.gap_at IS NOT NULL AND w.state = 'active' AND (w.expires_at IS NULL OR w.expires_at > $1)
+ORDER BY s.id COLLATE "C"
+"""
+GAP_TOLD = "UPDATE subscriptions SET gap_at = NULL WHERE id = $1 AND gap_at = $2"

@@ -41,7 +41,7 @@ from herald.store.postgres.pool import HeldConnection, open_pool
 from herald.store.postgres.publisher_keys import PublisherKeyStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.sessions import SessionStore
-from herald.store.postgres.subscriptions import SubscriptionStore
+from herald.store.postgres.subscriptions import SubscriptionStore, mark_gaps_of_expiry
 from herald.store.postgres.writer import Writer
 from herald.store.rules import (
     NO_SEQ_LIMIT,
@@ -569,6 +569,7 @@ class PostgresStore(
         now = self.now()
 
         async def mark(conn: Connection) -> int:
+            await mark_gaps_of_expiry(conn, now)
             rows = await conn.fetch(queries.EXPIRE, now)
             entry = JournalEntry(expired=tuple(sorted(row["id"] for row in rows)))
             agent = one_agent(row["agent_id"] for row in rows)
@@ -578,7 +579,10 @@ class PostgresStore(
         return await self._run(mark, transaction=True)
 
     async def prune(self, finished_before_ms: int) -> int:
+        now = self.now()
+
         async def delete(conn: Connection) -> int:
+            await conn.execute(queries.GAPS_OF_PRUNING, now, finished_before_ms)
             await conn.execute(queries.FOLD_ATTEMPT_COUNTS)
             return count(await conn.execute(queries.PRUNE, finished_before_ms))
 

@@ -8,11 +8,54 @@ from collections.abc import Callable, Sequence
 import asyncpg
 
 from herald.errors import NotFound, SubscriptionLimitReached
-from herald.models import Endpoint, OwedEvents, WebhookSubscription
+from herald.models import Endpoint, Finished, OwedEvents, State, WebhookSubscription
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, count
-from herald.store.rules import owed_events, refreshed_subscription
+from herald.store.rules import (
+    failing_subscriptions,
+    held_subscriptions,
+    minute_counts,
+    owed_events,
+    refreshed_subscription,
+    suspension_reason,
+    to_suspend,
+    window_start,
+)
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS
+
+
+async def note_attempts(conn: Connection, finished: Sequence[Finished], now: int) -> None:
+    """What a batch of attempts does to its subscriptions: each adds to its rolling window, a
+    failing one is suspended once the window says so, and a receiver's ``Retry-After`` is
+    kept for its deliveryStatus. One statement for a batch of successes."""
+    counts = minute_counts(finished)
+    if not counts:
+        return
+    await conn.execute(
+        queries.ADD_SUBSCRIPTION_MINUTES,
+        [c[0] for c in counts],
+        [c[1] for c in counts],
+        [c[2] for c in counts],
+        [c[3] for c in counts],
+    )
+    failing = failing_subscriptions(finished)
+    if failing:
+        windows = await conn.fetch(queries.SUBSCRIPTION_WINDOWS, failing, window_start(now))
+        for row in windows:
+            attempts, failures = row["attempts"], row["failures"]
+            if to_suspend(attempts, failures):
+                reason = suspension_reason(attempts, failures)
+                await conn.execute(queries.SUSPEND_SUBSCRIPTION, row["subscription_id"], reason)
+    held = held_subscriptions(finished)
+    if held:
+        await conn.execute(queries.HOLD_SUBSCRIPTIONS, [h[0] for h in held], [h[1] for h in held])
+
+
+async def mark_gaps_of_expiry(conn: Connection, now: int) -> None:
+    """Before events expire: the subscriptions they leave a gap in, and the minutes that left
+    every rolling window."""
+    await conn.execute(queries.GAPS_OF_EXPIRY, now)
+    await conn.execute(queries.FORGET_OLD_MINUTES, window_start(now))
 
 
 def _pair(row: asyncpg.Record) -> tuple[Endpoint, WebhookSubscription]:
@@ -56,6 +99,9 @@ class SubscriptionStore:
                 queries.UPDATE_ENDPOINT, *ENDPOINTS.values(new_endpoint), endpoint.id
             )
             await conn.execute(queries.UPDATE_SUBSCRIPTION, *SUBSCRIPTIONS.values(new), endpoint.id)
+            if before[0].state is State.DISABLED:
+                # Reactivated: the failures that suspended it are not held against it again.
+                await conn.execute(queries.FORGET_SUBSCRIPTION_MINUTES, endpoint.id)
             return before
 
         return await self._run(put, transaction=True)
@@ -94,6 +140,28 @@ class SubscriptionStore:
             return owed
 
         return await self._run(read)
+
+    async def owe_gap(self, subscription_id: str) -> None:
+        now = self.now()
+
+        async def owe(conn: Connection) -> None:
+            await conn.execute(queries.OWE_GAP, subscription_id, now)
+
+        await self._run(owe)
+
+    async def subscription_gaps(self) -> list[tuple[Endpoint, WebhookSubscription]]:
+        now = self.now()
+
+        async def select(conn: Connection) -> list[tuple[Endpoint, WebhookSubscription]]:
+            return [_pair(row) for row in await conn.fetch(queries.SUBSCRIPTION_GAPS, now)]
+
+        return await self._run(select)
+
+    async def gap_told(self, subscription_id: str, gap_at: int) -> bool:
+        async def told(conn: Connection) -> bool:
+            return count(await conn.execute(queries.GAP_TOLD, subscription_id, gap_at)) > 0
+
+        return await self._run(told)
 
     async def schedule_subscription_deliveries(self, limit: int) -> int:
         now = self.now()

@@ -23,6 +23,7 @@ from herald.store.sqlite.rows import (
     records,
     select_list,
 )
+from herald.store.sqlite.subscriptions import note_attempts
 from herald.store.tables import AGENTS, DELIVERIES, ENDPOINTS, EVENTS
 
 ENDPOINT_COLUMNS = select_list(ENDPOINTS)
@@ -330,6 +331,7 @@ class EndpointStore:
             )
             if disables:
                 conn.execute(DISABLE_ENDPOINTS, (as_json(disables),))
+            note_attempts(conn, items, now)
             if statuses:
                 _finish_events(conn, as_json(statuses), now)
             conn.execute(

@@ -73,7 +73,11 @@ from herald.store.sqlite.rows import (
     select_list,
 )
 from herald.store.sqlite.sessions import SessionStore
-from herald.store.sqlite.subscriptions import SubscriptionStore
+from herald.store.sqlite.subscriptions import (
+    SubscriptionStore,
+    mark_gaps_of_expiry,
+    mark_gaps_of_pruning,
+)
 from herald.store.sqlite.worker import Worker
 from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
@@ -535,6 +539,7 @@ class SQLiteStore(
             conn.execute(
                 "DELETE FROM endpoints WHERE kind = 'subscription' AND expires_at <= ?", (now,)
             )
+            mark_gaps_of_expiry(conn, now)
             overdue = f"{OPEN} AND expires_at IS NOT NULL AND expires_at <= :now"
             counted = conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {overdue}"
@@ -556,7 +561,10 @@ class SQLiteStore(
         return await self._run(mark)
 
     async def prune(self, finished_before_ms: int) -> int:
+        now = self.now()
+
         def delete(conn: sqlite3.Connection) -> int:
+            mark_gaps_of_pruning(conn, now, finished_before_ms)
             finished = "status IN ('delivered', 'expired') AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(

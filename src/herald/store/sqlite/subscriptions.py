@@ -8,8 +8,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.errors import NotFound, SubscriptionLimitReached
-from herald.models import Endpoint, OwedEvents, WebhookSubscription
-from herald.store.rules import owed_events, refreshed_subscription
+from herald.models import Endpoint, Finished, OwedEvents, State, WebhookSubscription
+from herald.store.rules import (
+    failing_subscriptions,
+    held_subscriptions,
+    minute_counts,
+    owed_events,
+    refreshed_subscription,
+    suspension_reason,
+    to_suspend,
+    window_start,
+)
 from herald.store.sqlite.rows import OPEN, Operation, as_json, insert_sql, records, select_list
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS, Table
 
@@ -37,6 +46,78 @@ def _update_sql(table: Table[Any]) -> str:
 
 UPDATE_ENDPOINT = _update_sql(ENDPOINTS)
 UPDATE_SUBSCRIPTION = _update_sql(SUBSCRIPTIONS)
+
+
+# A batch's attempts added to their subscriptions' rolling windows (a JSON array of [id, minute,
+# attempts, failures]); endpoints of other kinds have no subscriptions row and are left out.
+ADD_MINUTES = (
+    "INSERT INTO subscription_minutes (subscription_id, minute, attempts, failures)"
+    " SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3 FROM json_each(?) j"
+    " WHERE j.value ->> 0 IN (SELECT id FROM subscriptions)"
+    " ON CONFLICT (subscription_id, minute) DO UPDATE SET"
+    " attempts = attempts + excluded.attempts, failures = failures + excluded.failures"
+)
+WINDOWS = (
+    "SELECT m.subscription_id, sum(m.attempts), sum(m.failures) FROM subscription_minutes m"
+    " JOIN endpoints w ON w.id = m.subscription_id AND w.state = 'active'"
+    " WHERE m.subscription_id IN (SELECT value FROM json_each(?)) AND m.minute >= ?"
+    " GROUP BY m.subscription_id"
+)
+SUSPEND = (
+    "UPDATE endpoints SET state = 'disabled', disabled_reason = ? WHERE id = ? AND state = 'active'"
+)
+HOLD = (
+    "UPDATE subscriptions SET held_until = max(coalesce(held_until, 0), j.value ->> 1)"
+    " FROM json_each(?) j WHERE subscriptions.id = j.value ->> 0"
+)
+FORGET_MINUTES = "DELETE FROM subscription_minutes WHERE subscription_id = ?"
+# The subscriptions still owed expired events ``e`` (:now) no delivery was made of (one made
+# is sent all the same): their endpoints are told of the gap.
+GAPS_OF_EXPIRY = (
+    "UPDATE subscriptions SET gap_at = :now WHERE gap_at IS NULL AND id IN ("
+    " SELECT s.id FROM events e JOIN subscriptions s ON s.agent_id = e.agent_id"
+    # Read from the overdue events (their index), not from each subscription's backlog.
+    f" WHERE e.{OPEN} AND e.expires_at IS NOT NULL AND e.expires_at <= :now"
+    f" AND e.seq > s.after_seq{MATCHES}"
+    " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))"
+)
+# The subscriptions whose waiting deliveries go with the events pruned (:before).
+GAPS_OF_PRUNING = (
+    "UPDATE subscriptions SET gap_at = :now WHERE gap_at IS NULL AND id IN ("
+    " SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id"
+    " WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired')"
+    " AND e.status_at < :before)"
+)
+
+
+def note_attempts(conn: sqlite3.Connection, finished: Sequence[Finished], now: int) -> None:
+    """What a batch of attempts does to its subscriptions: each adds to its rolling window, a
+    failing one is suspended once the window says so, and a receiver's ``Retry-After`` is
+    kept for its deliveryStatus. One statement for a batch of successes."""
+    counts = minute_counts(finished)
+    if not counts:
+        return
+    conn.execute(ADD_MINUTES, (as_json(counts),))
+    failing = failing_subscriptions(finished)
+    if failing:
+        windows = conn.execute(WINDOWS, (as_json(failing), window_start(now))).fetchall()
+        for subscription_id, attempts, failures in windows:
+            if to_suspend(attempts, failures):
+                conn.execute(SUSPEND, (suspension_reason(attempts, failures), subscription_id))
+    held = held_subscriptions(finished)
+    if held:
+        conn.execute(HOLD, (as_json(held),))
+
+
+def mark_gaps_of_expiry(conn: sqlite3.Connection, now: int) -> None:
+    """Before events expire: the subscriptions they leave a gap in, and the minutes that left
+    every rolling window."""
+    conn.execute(GAPS_OF_EXPIRY, {"now": now})
+    conn.execute("DELETE FROM subscription_minutes WHERE minute < ?", (window_start(now),))
+
+
+def mark_gaps_of_pruning(conn: sqlite3.Connection, now: int, before: int) -> None:
+    conn.execute(GAPS_OF_PRUNING, {"now": now, "before": before})
 
 
 class SubscriptionStore:
@@ -74,6 +155,9 @@ class SubscriptionStore:
             )
             conn.execute(UPDATE_ENDPOINT, (*ENDPOINTS.values(new_endpoint), endpoint.id))
             conn.execute(UPDATE_SUBSCRIPTION, (*SUBSCRIPTIONS.values(new), endpoint.id))
+            if found[0][0].state is State.DISABLED:
+                # Reactivated: the failures that suspended it are not held against it again.
+                conn.execute(FORGET_MINUTES, (endpoint.id,))
             return found[0]
 
         result: tuple[Endpoint, WebhookSubscription] | None = await self._run(put)
@@ -137,6 +221,38 @@ class SubscriptionStore:
 
         result: OwedEvents | None = await self._run(read)
         return result
+
+    async def owe_gap(self, subscription_id: str) -> None:
+        now = self.now()
+
+        def owe(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE subscriptions SET gap_at = coalesce(gap_at, ?) WHERE id = ?",
+                (now, subscription_id),
+            )
+
+        await self._run(owe)
+
+    async def subscription_gaps(self) -> list[tuple[Endpoint, WebhookSubscription]]:
+        now = self.now()
+
+        def select(conn: sqlite3.Connection) -> list[tuple[Endpoint, WebhookSubscription]]:
+            return _select(
+                conn,
+                "s.gap_at IS NOT NULL AND e.state = 'active'"
+                " AND (e.expires_at IS NULL OR e.expires_at > ?)",
+                [now],
+            )
+
+        result: list[tuple[Endpoint, WebhookSubscription]] = await self._run(select)
+        return result
+
+    async def gap_told(self, subscription_id: str, gap_at: int) -> bool:
+        def told(conn: sqlite3.Connection) -> bool:
+            sql = "UPDATE subscriptions SET gap_at = NULL WHERE id = ? AND gap_at = ?"
+            return conn.execute(sql, (subscription_id, gap_at)).rowcount > 0
+
+        return bool(await self._run(told))
 
     async def schedule_subscription_deliveries(self, limit: int) -> int:
         now = self.now()

@@ -1,0 +1,306 @@
+"""MCP Events webhook subscriptions through ``herald serve`` (its ``serve()``, in process, its
+clock moved by the test) on both backends, to real receivers on loopback: gaps told, never
+silent; ``deliveryStatus`` in full on a refresh; suspension over a rolling hour, and a refresh
+that reactivates. Every wait is bounded; time that must pass is the clock's."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import httpx
+import pytest
+from standardwebhooks import Webhook
+
+from herald.addresses import AddressPolicy
+from herald.config import (
+    HttpConfig,
+    HubConfig,
+    ServeConfig,
+    SubscriptionConfig,
+    WebhookConfig,
+)
+from herald.serve import serve
+from herald.store.rules import SUSPEND_MIN_ATTEMPTS
+from herald.testing import ManualClock
+from tests.http.test_mcp_events import MODERN, answer, meta
+from tests.waiting import until
+from tests.webhooks.receiver import Received, Receiver
+
+pytestmark = pytest.mark.anyio
+
+ADMIN_KEY = "herald-test-admin-key-0123456789abcdef"
+SECRET = "whsec_" + base64.b64encode(b"g" * 32).decode()
+WAIT_S = 30.0
+RETENTION_S = 600.0
+
+
+@dataclass
+class Served:
+    url: str
+    clock: ManualClock
+    admin: httpx.AsyncClient
+
+    async def agent(self) -> tuple[dict[str, Any], httpx.AsyncClient]:
+        made = await self.admin.post("/v1/agents", json={"handle": f"a{time.monotonic_ns()}"})
+        assert made.status_code == 201, made.text
+        agent = made.json()
+        headers = {
+            "authorization": f"Bearer {agent['api_key']}",
+            "accept": "application/json, text/event-stream",
+        }
+        return agent, httpx.AsyncClient(base_url=self.url, headers=headers, timeout=WAIT_S)
+
+    async def publish(self, handle: str, count: int = 1, **fields: Any) -> list[str]:
+        batch = [{"to": handle, "type": "t", "text": f"e{n}", **fields} for n in range(count)]
+        published = await self.admin.post("/v1/events", json=batch)
+        assert published.status_code == 202, published.text
+        return [e["id"] for e in published.json()["events"]]
+
+    async def given_up(self, event_id: str) -> bool:
+        """Whether its subscription's delivery was given up on (an attempt says so)."""
+        shown = (await self.admin.get(f"/v1/events/{event_id}")).json()
+        return any(a["outcome"] == "undeliverable" for a in shown["attempts"])
+
+    async def status(self, event_id: str) -> str:
+        return str((await self.admin.get(f"/v1/events/{event_id}")).json()["status"])
+
+
+@contextlib.asynccontextmanager
+async def serving(store_url: str, **subscriptions: Any) -> AsyncIterator[Served]:
+    """``serve()`` on ``store_url`` with loopback webhooks allowed, maintenance every 50 ms (what
+    it does is decided by the clock) and the subscription settings given."""
+    # Real time as the start: receivers check signature timestamps against their own clock.
+    clock = ManualClock(start=time.time())
+    config = ServeConfig(
+        store_url=store_url,
+        log_level="warning",
+        http=HttpConfig(port=0),
+        hub=HubConfig(maintenance_interval_s=0.05, retention_s=RETENTION_S),
+        webhooks=WebhookConfig(allow=AddressPolicy(allow_loopback=True), poll_interval_s=0.1),
+        subscriptions=SubscriptionConfig(**subscriptions),
+    )
+    lines: list[str] = []
+    listening = asyncio.Event()
+
+    def announce(line: str) -> None:
+        lines.append(line)
+        if "listening on" in line:
+            listening.set()
+
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        serve(config, admin_key=ADMIN_KEY, announce=announce, stop=stop, clock=clock)
+    )
+    try:
+        async with asyncio.timeout(WAIT_S):
+            await listening.wait()
+        (url,) = [m.group(1) for line in lines if (m := re.search(r"on (http://\S+)", line))]
+        headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=WAIT_S) as admin:
+            yield Served(url, clock, admin)
+    finally:
+        stop.set()
+        async with asyncio.timeout(WAIT_S):
+            await running
+
+
+async def call(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One 2026-07-28 request; its result (an error fails the test)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": meta(), **params}}
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": method}
+    answered = answer(await http.post("/mcp", json=body, headers=headers))
+    assert "result" in answered, answered
+    return dict(answered["result"])
+
+
+def subscription(url: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": "herald.event",
+        "arguments": {},
+        "delivery": {"mode": "webhook", "url": url, "secret": SECRET},
+        **fields,
+    }
+
+
+async def next_arrival(receiver: Receiver, wanted: str | None = None) -> Received:
+    """The next request the receiver gets (of that ``type``, if given; None: an event)."""
+    while True:
+        got = await asyncio.to_thread(receiver.arrived.get, timeout=WAIT_S)
+        if got.json.get("type") == wanted:
+            return got
+
+
+def cursor_seq(cursor: str) -> int:
+    return int(cursor.rpartition("~")[2])
+
+
+@pytest.fixture
+def receiver() -> AsyncIterator[Receiver]:
+    running = Receiver(answers_challenges=True)
+    yield running  # type: ignore[misc]
+    running.close()
+
+
+async def test_a_gap_given_up_while_the_receiver_was_down_is_told_signed_once_it_is_back(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    async with serving(own_store_url, schedule_s=(0,)) as served:
+        agent, http = await served.agent()
+        async with http:
+            receiver.script.append((200, {"connection": "close"}))  # none kept alive
+            await call(http, "events/subscribe", subscription(receiver.url))
+            port = receiver.port
+            receiver.close()  # down: connections are refused
+            (lost,) = await served.publish(agent["handle"])
+            await until(lambda: served.given_up(lost), "the one try to be spent")
+            back = Receiver(answers_challenges=True, bind_port=port)
+            try:
+                # A gap that could not be told is tried again a while later, by the clock.
+                served.clock.advance(60)
+                gap = await next_arrival(back, "gap")
+                body = Webhook(SECRET).verify(gap.body, gap.headers)
+                assert gap.headers["webhook-id"].startswith("msg_gap_")
+                assert cursor_seq(body["cursor"]) == 1  # past the event given up on
+                later = await served.publish(agent["handle"])
+                delivered = await next_arrival(back)
+                assert delivered.json["eventId"] == later[0]
+                assert [r for r in back.requests if r.json.get("type") == "gap"] == [gap]
+            finally:
+                back.close()
+
+
+async def test_every_control_envelope_carries_a_webhook_id_of_its_type_and_a_random_part(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    async with serving(own_store_url) as served:
+        agent, http = await served.agent()
+        async with http:
+            await call(http, "events/subscribe", subscription(receiver.url))
+        challenge = await next_arrival(receiver, "verification")
+        deleted = await served.admin.delete(f"/v1/agents/{agent['id']}")
+        assert deleted.status_code == 204, deleted.text
+        terminated = await next_arrival(receiver, "terminated")
+    ids = []
+    for envelope in (challenge, terminated):
+        Webhook(SECRET).verify(envelope.body, envelope.headers)
+        kind = envelope.json["type"]
+        ids.append(envelope.headers["webhook-id"])
+        assert re.fullmatch(f"msg_{kind}_[0-9a-f]{{24}}", ids[-1]), ids[-1]
+    assert terminated.json["error"]["code"] == -32024
+
+
+async def test_a_poll_whose_cursor_passes_expired_and_pruned_events_says_truncated(
+    own_store_url: str,
+) -> None:
+    async with serving(own_store_url) as served:
+        agent, http = await served.agent()
+        async with http:
+            start = await call(http, "events/poll", {"name": "herald.event", "cursor": None})
+            (gone,) = await served.publish(agent["handle"], ttl_s=60)
+            served.clock.advance(61)
+            await until(lambda: _is(served.status(gone), "expired"), "maintenance to expire it")
+            served.clock.advance(RETENTION_S + 1)
+            await until(lambda: _is_gone(served, gone), "maintenance to prune it")
+            kept = await served.publish(agent["handle"])
+            page = await call(
+                http, "events/poll", {"name": "herald.event", "cursor": start["cursor"]}
+            )
+            assert [e["eventId"] for e in page["events"]] == kept
+            assert page["truncated"] is True
+            after = await call(
+                http, "events/poll", {"name": "herald.event", "cursor": page["cursor"]}
+            )
+            assert after["truncated"] is False
+
+
+async def test_a_refresh_reports_a_receiver_that_asked_to_wait_as_throttled(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    async with serving(own_store_url) as served:
+        agent, http = await served.agent()
+        async with http:
+            await call(http, "events/subscribe", subscription(receiver.url))
+            receiver.script.append((429, {"retry-after": "120", "x-secret": "never shown"}))
+            (held,) = await served.publish(agent["handle"])
+            await next_arrival(receiver)
+
+            async def status() -> dict[str, Any]:
+                refreshed = await call(http, "events/subscribe", subscription(receiver.url))
+                return dict(refreshed["deliveryStatus"])
+
+            shown = await until(status_once_recorded(status), "the 429 to be recorded")
+            assert shown["throttled"] is True and shown["retryAfterMs"] == 120_000
+            assert shown["active"] is True and shown["lastError"] == "http_4xx"
+            assert "never shown" not in str(shown)
+            served.clock.advance(121)
+            assert (await next_arrival(receiver)).json["eventId"] == held
+            assert (await status())["throttled"] is False
+
+
+async def test_deliveries_failing_past_the_threshold_suspend_until_a_refresh_reactivates(
+    own_store_url: str,
+) -> None:
+    receiver = Receiver(answers_challenges=True, controls_ok=True)
+    try:
+        async with serving(own_store_url, schedule_s=(0,)) as served:
+            agent, http = await served.agent()
+            async with http:
+                await suspend_then_reactivate(served, agent, http, receiver)
+    finally:
+        receiver.close()
+
+
+async def suspend_then_reactivate(
+    served: Served, agent: dict[str, Any], http: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    subscribed = await call(http, "events/subscribe", subscription(receiver.url))
+    receiver.script.extend([(500, {"x-leak": "raw header"})] * SUSPEND_MIN_ATTEMPTS)
+    failing = await served.publish(agent["handle"], SUSPEND_MIN_ATTEMPTS)
+    for event_id in failing:  # each tried once (the schedule's one try), and given up on
+        await until(partial(served.given_up, event_id), "its one try to be spent")
+    # Suspended now: what is published meanwhile stays owed, or expires (a gap).
+    (expiring,) = await served.publish(agent["handle"], ttl_s=60)
+    (owed,) = await served.publish(agent["handle"])
+    served.clock.advance(61)
+    await until(lambda: _is(served.status(expiring), "expired"), "maintenance to expire it")
+    assert owed not in [r.json.get("eventId") for r in receiver.requests]
+    while not receiver.arrived.empty():
+        receiver.arrived.get_nowait()  # what came before the refresh
+
+    refreshed = await call(http, "events/subscribe", subscription(receiver.url))
+    assert refreshed["id"] == subscribed["id"]
+    status = refreshed["deliveryStatus"]
+    assert status["active"] is False and status["lastError"] == "http_5xx"
+    assert "failedSince" in status and status["lastDeliveryAt"] is None
+    assert status["throttled"] is False and "raw header" not in str(status)
+    assert (await next_arrival(receiver)).json["eventId"] == owed
+    gap = await next_arrival(receiver, "gap")
+    assert gap.headers["webhook-id"].startswith("msg_gap_")
+    told = Webhook(SECRET).verify(gap.body, gap.headers)["cursor"]
+    assert cursor_seq(told) >= SUSPEND_MIN_ATTEMPTS + 1  # past the expired event
+    again = await call(http, "events/subscribe", subscription(receiver.url))
+    assert again["deliveryStatus"]["active"] is True
+
+
+async def _is(status: Any, wanted: str) -> bool:
+    return bool(await status == wanted)
+
+
+async def _is_gone(served: Served, event_id: str) -> bool:
+    return (await served.admin.get(f"/v1/events/{event_id}")).status_code == 404
+
+
+def status_once_recorded(status: Any) -> Any:
+    async def check() -> dict[str, Any] | None:
+        shown: dict[str, Any] = await status()
+        return shown if shown["lastError"] is not None else None
+
+    return check
