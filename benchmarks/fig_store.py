@@ -88,8 +88,9 @@ async def _open_hub(url: str, handles: list[str]) -> Hub:
 
 
 _SHAPED = (
-    "1a's baseline: plain `sqlite3` running the statements herald runs for one publish (agent"
-    " lookup by handle, `UPDATE agents ... RETURNING last_seq`, INSERT) with a COMMIT each,"
+    "1a's baseline: plain `sqlite3` running the statements herald runs for one publish (the"
+    " agent found by handle and its seq taken in one `UPDATE agents ... RETURNING id,"
+    " last_seq`, INSERT) with a COMMIT each,"
     " sequentially: what is left between it and herald is herald's own Python (its journal row"
     " and counts included) and the hand-off to its writer thread and back. The plain INSERT +"
     " COMMIT is its diagnostic."

@@ -124,3 +124,35 @@ def test_publishes_stored_together_take_the_statements_of_one_batch(
     assert others == []
     assert (at, agent_id) == (11, None)  # the newest publish's time; two agents
     assert sorted(json.loads(detail)["published"]) == sorted([["agt_b", 1, 1], [alice, 1, 2]])
+
+
+def test_publishes_to_one_agent_find_it_by_the_statement_that_reserves_its_seqs(
+    conn: sqlite3.Connection,
+) -> None:
+    # A sequential publish paid a read of its agent before the reservation of its seq.
+    statements = traced(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes = append_all(conn, [([plain("alice", 0)], 10), ([plain("alice", 1)], 11)])
+    conn.execute("COMMIT")
+    around = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+    writes = [s.split()[0] for s in statements if not s.startswith(around)]
+    assert writes == ["UPDATE", "INSERT", "INSERT"]
+    answers = [p for ok, published in outcomes if ok for p in published]
+    assert [(p.event.text, p.event.seq, p.event.created_at) for p in answers] == [
+        ("0", 1, 10),
+        ("1", 2, 11),
+    ]
+    row = conn.execute("SELECT last_seq, pending_events, oldest_open_at FROM agents").fetchone()
+    assert tuple(row) == (2, 2, 10)
+    (detail,) = conn.execute("SELECT detail FROM journal WHERE kind = 'append'").fetchone()
+    assert json.loads(detail)["published"] == [[answers[0].event.agent_id, 1, 2]]
+    # An agent that does not exist: the statement changes no row; each publish is refused.
+    del statements[:]
+    conn.execute("BEGIN IMMEDIATE")
+    refused = append_all(conn, [([plain("nobody", 2)], 12), ([plain("nobody", 3)], 13)])
+    conn.execute("COMMIT")
+    assert [s.split()[0] for s in statements if not s.startswith(around)] == ["UPDATE"]
+    assert [ok for ok, _ in refused] == [False, False]
+    assert all(isinstance(error, NotFound) for _, error in refused)
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
+    assert tuple(conn.execute("SELECT last_seq, pending_events FROM agents").fetchone()) == (2, 2)

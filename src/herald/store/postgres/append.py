@@ -12,6 +12,7 @@ import asyncio
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 
 import asyncpg
 
@@ -138,19 +139,25 @@ async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
     ]
 
 
+_APPEND_ONE_VALUES = itemgetter(*(EVENTS.names.index(name) for name in queries.APPEND_ONE_COLUMNS))
+"""An event's values of ``queries.APPEND_ONE_COLUMNS``, by position (a dict of its columns by
+name cost a sequential publish a tenth of its own CPU)."""
+_APPEND_ONE_ROW = EVENTS.reader(("created", *EVENTS.names, *(c.name for c in EVENTS.extra)))
+"""The event of a row of ``queries.APPEND_ONE``, its columns read by position."""
+
+
 async def _append_one(conn: Connection, new: NewEvent, now: int) -> Published:
-    values = dict(
-        zip(EVENTS.names, EVENTS.values(new.stored(new_id("evt_"), "", 0, now)), strict=True)
-    )
+    values = EVENTS.values(new.stored(new_id("evt_"), "", 0, now))
     row = await conn.fetchrow(
         queries.APPEND_ONE,
         new.to,
         new.dedupe_key,
-        *(values[name] for name in queries.APPEND_ONE_COLUMNS),
+        *_APPEND_ONE_VALUES(values),
         publish_lock(new.to),
     )
     if row is None:
         raise no_agent(new.to)
-    if row["created"]:
+    created: bool = row[0]
+    if created:
         note_written()  # by the statement itself
-    return Published(event(row), created=row["created"])
+    return Published(_APPEND_ONE_ROW(row), created=created)

@@ -3,7 +3,9 @@ per agent, one multi-row insert for what is new, one journal row.
 
 Publishes queued together are stored as one batch (``APPENDS``, joined by the worker): the
 statements are those of one batch, whatever the number of publishes. A publish to an agent that
-does not exist is refused alone, and writes nothing.
+does not exist is refused alone, and writes nothing. The usual group, every event to one agent
+and none with a dedupe key, finds the agent by the statement that reserves its seqs, without a
+read of it first.
 
 A batch with dedupe keys is first stored as if none of its keys were: that is the usual batch
 (``herald send --file`` sending a file once), and the unique index of keys checks it as the rows
@@ -20,9 +22,11 @@ from collections.abc import Collection, Mapping, Sequence
 from herald.feed import JournalEntry
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import (
+    AppendPlan,
     DedupeKey,
     dedupe_keys,
     first_seqs,
+    no_agent,
     plan_append,
     unknown_addressee,
 )
@@ -41,6 +45,11 @@ REPEATED_KEY = "UNIQUE constraint failed: events.agent_id, events.dedupe_key"
 RESERVE_SEQS = (
     "UPDATE agents SET last_seq = last_seq + :n, pending_events = pending_events + :n,"
     " oldest_open_at = coalesce(oldest_open_at, :now) WHERE id = :agent RETURNING last_seq"
+)
+RESERVE_SEQS_BY_HANDLE = (
+    "UPDATE agents SET last_seq = last_seq + :n, pending_events = pending_events + :n,"
+    " oldest_open_at = coalesce(oldest_open_at, :now) WHERE handle = :handle"
+    " RETURNING id, last_seq"
 )
 
 Batch = tuple[Sequence[NewEvent], int]
@@ -64,7 +73,10 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
 def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outcome]:
     """Store several publishes' batches as one, in order; each answered with its events'
     answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
-    agents = _agent_ids(conn, {new.to for events, _ in batches for new in events})
+    handles = {new.to for events, _ in batches for new in events}
+    if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
+        return _append_to_one(conn, batches, handles.pop())
+    agents = _agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
     kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
     events = [new for batch, _ in kept for new in batch]
@@ -74,6 +86,26 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
         (False, refusal) if refusal is not None else (True, [next(answers) for _ in batch])
         for (batch, _), refusal in zip(batches, refusals, strict=True)
     ]
+
+
+def _append_to_one(
+    conn: sqlite3.Connection, batches: Sequence[Batch], handle: str
+) -> list[Outcome]:
+    """``append_all`` of publishes all to the agent ``handle``, none with a dedupe key: every
+    event is new, and one statement finds the agent and reserves its seqs (the agent's read and
+    its reservation cost a sequential publish two statements). No such agent: each publish is
+    refused, and nothing is written."""
+    events = [new for events, _ in batches for new in events]
+    nows = [now for events, now in batches for _ in events]
+    params = {"n": len(events), "now": nows[0], "handle": handle}
+    row = conn.execute(RESERVE_SEQS_BY_HANDLE, params).fetchone()
+    if row is None:
+        return [(False, no_agent(handle)) for _ in batches]
+    agent_id, last_seq = row
+    plan = plan_append(events, {handle: agent_id}, {})
+    added = {agent_id: len(events)}
+    answers = iter(_write(conn, plan, events, nows, first_seqs({agent_id: last_seq}, added), added))
+    return [(True, [next(answers) for _ in batch]) for batch, _ in batches]
 
 
 APPENDS: Joinable[Batch, list[Published]] = Joinable(
@@ -117,14 +149,27 @@ def _insert(
     for index, agent_id in plan.fresh:
         first_at.setdefault(agent_id, nows[index])
     added = plan.added
-    first_seqs = _reserve_seqs(conn, added, first_at)
-    stored = plan.numbered(events, first_seqs, nows)
+    return _write(conn, plan, events, nows, _reserve_seqs(conn, added, first_at), added, earlier)
+
+
+def _write(
+    conn: sqlite3.Connection,
+    plan: AppendPlan,
+    events: Sequence[NewEvent],
+    nows: Sequence[int],
+    first: Mapping[str, int],
+    added: Mapping[str, int],
+    earlier: Mapping[DedupeKey, Event] | None = None,
+) -> list[Published]:
+    """Insert the events the plan stores, numbered from each agent's ``first`` seq reserved for
+    its ``added`` events, and the journal row that names them; each event's answer."""
+    stored = plan.numbered(events, first, nows)
     if stored:
         insert_rows(conn, EVENTS, [EVENTS.values(e) for e in stored])
-        entry = JournalEntry(published=plan.published(first_seqs, added))
+        entry = JournalEntry(published=plan.published(first, added))
         at = max(e.created_at for e in stored)
         write(conn, record(at, "append", one_agent(added), entry))
-    return plan.answers(stored, earlier)
+    return plan.answers(stored, earlier or {})
 
 
 def _agent_ids(conn: sqlite3.Connection, handles: Collection[str]) -> dict[str, str]:
