@@ -12,7 +12,6 @@ import json
 import secrets
 import ssl
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -336,11 +335,17 @@ class Sender:
         """
         headers = {**headers, **target.headers}
         extensions = target.extensions
-        async with asyncio.timeout(self.timeout_s), self._clients.use(endpoint_id) as pool:
-            for pinned in target.pinned[:-1]:
-                with contextlib.suppress(httpx2.ConnectError):
-                    return await _answer(pool, pinned, body, headers, extensions)
-            return await _answer(pool, target.pinned[-1], body, headers, extensions)
+        # Taken and given back without a context manager of generators: it is per request.
+        client = self._clients.take(endpoint_id)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                pool = client.http
+                for pinned in target.pinned[:-1]:
+                    with contextlib.suppress(httpx2.ConnectError):
+                        return await _answer(pool, pinned, body, headers, extensions)
+                return await _answer(pool, target.pinned[-1], body, headers, extensions)
+        finally:
+            await self._clients.give_back(client)
 
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
@@ -420,23 +425,23 @@ class _Clients:
         self._clock = clock
         self._swept_at = clock()
 
-    @contextlib.asynccontextmanager
-    async def use(self, endpoint_id: str) -> AsyncIterator[httpx2.AsyncHTTPTransport]:
+    def take(self, endpoint_id: str) -> _Client:
+        """The endpoint's pool, for one request: ``give_back`` it when the request is done."""
         client = self._clients.get(endpoint_id)
         if client is None:
             client = self._clients[endpoint_id] = _Client(
                 httpx2.AsyncHTTPTransport(verify=self._ssl)
             )
         client.requests += 1
-        try:
-            yield client.http
-        finally:
-            client.requests -= 1
-            client.used_at = self._clock()
-            # A clock set back sweeps too (and counts the clients it left behind as idle):
-            # waiting for it to catch up would keep idle connections open for as long.
-            if not 0 <= client.used_at - self._swept_at <= IDLE_CLIENT_S:
-                await self._sweep(client.used_at)
+        return client
+
+    async def give_back(self, client: _Client) -> None:
+        client.requests -= 1
+        client.used_at = self._clock()
+        # A clock set back sweeps too (and counts the clients it left behind as idle): waiting
+        # for it to catch up would keep idle connections open for as long.
+        if not 0 <= client.used_at - self._swept_at <= IDLE_CLIENT_S:
+            await self._sweep(client.used_at)
 
     async def _sweep(self, now: float) -> None:
         self._swept_at = now
