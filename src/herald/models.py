@@ -576,11 +576,14 @@ class OwedEvents:
     """The agent's newest seq when they were read: events published later come after it."""
     complete: bool
 
-    def cursor(self, sending: str | None, delivered: Set[str] = frozenset()) -> int:
+    def cursor(self, sending: str | None, delivered: Set[str] = frozenset(), start: int = 0) -> int:
         """The seq before the oldest owed event other than ``sending`` (its body carries the
         cursor) and those ``delivered`` since: every matching event up to it was delivered or
-        given up on."""
-        for seq, event_id in self.events:
+        given up on. ``start``: how many of the oldest are known to be among ``delivered``
+        (not looked at again)."""
+        events = self.events
+        for index in range(start, len(events)):
+            seq, event_id = events[index]
             if event_id != sending and event_id not in delivered:
                 return seq - 1
         # Each one read is done; those not read come after the last one read.

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+import herald
 from herald.addresses import AddressPolicy
 from herald.models import Agent, Endpoint, Event, EventStatus, Kind
 from herald.testing import ManualClock
@@ -120,6 +121,30 @@ async def test_a_get_goes_to_the_checked_address_and_never_to_a_refused_one() ->
     assert not isinstance(fetched, str) and (fetched.status_code, fetched.body) == (200, b"{}")
     assert isinstance(refused, str) and refused.startswith("connection_refused: "), refused
     assert receiver.gets == ["/doc"]  # once: the refused address was never called
+
+
+async def test_a_proxy_named_in_the_environment_is_not_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through a proxy, the request would go where the proxy resolves the name, not to the
+    address herald checked; and the receiver is told herald sent it."""
+    receiver, proxy = Receiver(), Receiver()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    sender = Sender("http://hub.test", LOOPBACK, timeout_s=5)
+    hook = endpoint("a", receiver.url + "/hook")
+    try:
+        outcome = await sender.send(hook, Agent("agt_x", "x", "hash", 0), event(1), 0)
+    finally:
+        await sender.close()
+        receiver.close()
+        proxy.close()
+    assert outcome.ok, outcome.error
+    assert proxy.requests == []
+    (request,) = receiver.requests
+    assert request.headers["user-agent"] == f"herald/{herald.__version__}"
 
 
 async def test_a_hosts_checked_addresses_are_kept_ten_seconds_of_the_clock() -> None:

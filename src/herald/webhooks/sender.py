@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import email.utils
@@ -11,7 +12,6 @@ import json
 import secrets
 import ssl
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +20,7 @@ import httpx2
 import pydantic_core
 from standardwebhooks import Webhook
 
+import herald
 from herald.addresses import (
     Address,
     AddressGuard,
@@ -48,6 +49,7 @@ MAX_ANSWER_BYTES = 64 * 1024
 verification's short echo); an endpoint sending more, or sending without end, cannot fill
 herald's memory."""
 SUBSCRIPTION_HEADER = "X-MCP-Subscription-Id"
+USER_AGENT = f"herald/{herald.__version__}"
 FINAL_STATUSES = {410, 413}
 """Answers that end one delivery to a subscription, and not the subscription (SEP-3415)."""
 
@@ -77,15 +79,26 @@ class _Target:
     pinned: tuple[httpx2.URL, ...]
     headers: dict[str, str]
     extensions: dict[str, Any]
+    """The request's: the SNI, and the timeouts of each step (connect, write, read)."""
 
     @staticmethod
-    def of(url: str, addresses: list[Address]) -> _Target:
+    def of(url: str, addresses: list[Address], timeouts: dict[str, Any]) -> _Target:
         target = httpx2.URL(url)
         # Uncompressed: what is read of the answer is bounded as it comes over the wire.
-        headers = {"host": target.netloc.decode("ascii"), "accept-encoding": "identity"}
-        sni = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
+        headers = {
+            "host": target.netloc.decode("ascii"),
+            "accept-encoding": "identity",
+            "user-agent": USER_AGENT,
+        }
+        if target.username or target.password:
+            # Credentials in the URL are sent as Basic auth, as an HTTP client would.
+            pair = f"{target.username}:{target.password}".encode()
+            headers["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        extensions: dict[str, Any] = {"timeout": timeouts}
+        if target.scheme == "https":
+            extensions["sni_hostname"] = target.raw_host.decode("ascii")
         pinned = tuple(target.copy_with(host=str(address)) for address in addresses)
-        return _Target(pinned, headers, sni)
+        return _Target(pinned, headers, extensions)
 
 
 @dataclass(frozen=True)
@@ -180,7 +193,7 @@ class Sender:
             return kept[1]
         if len(self._targets) > MAX_KEPT:
             self._targets.clear()
-        target = _Target.of(url, addresses)
+        target = _Target.of(url, addresses, self._clients.timeouts)
         self._targets[url] = (addresses, target)
         return target
 
@@ -345,12 +358,18 @@ class Sender:
             httpx2.HTTPError: the last address failed. TimeoutError: ``timeout_s`` ran out.
         """
         headers = {**headers, **target.headers}
-        sni = target.extensions
-        async with asyncio.timeout(self.timeout_s), self._clients.use(client_key) as http:
-            for pinned in target.pinned[:-1]:
-                with contextlib.suppress(httpx2.ConnectError):
-                    return await _answer(http, method, pinned, body, headers, sni)
-            return await _answer(http, method, target.pinned[-1], body, headers, sni)
+        extensions = target.extensions
+        # Taken and given back without a context manager of generators: it is per request.
+        client = self._clients.take(client_key)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                pool = client.http
+                for pinned in target.pinned[:-1]:
+                    with contextlib.suppress(httpx2.ConnectError):
+                        return await _answer(pool, method, pinned, body, headers, extensions)
+                return await _answer(pool, method, target.pinned[-1], body, headers, extensions)
+        finally:
+            await self._clients.give_back(client)
 
     def _webhook(
         self, endpoint: Endpoint, event: Event, now_ms: int
@@ -378,7 +397,7 @@ class Sender:
 
 
 async def _answer(
-    http: httpx2.AsyncClient,
+    pool: httpx2.AsyncHTTPTransport,
     method: str,
     url: httpx2.URL,
     body: bytes | None,
@@ -386,9 +405,13 @@ async def _answer(
     extensions: dict[str, Any],
 ) -> Answer:
     """Send, and read at most ``MAX_ANSWER_BYTES`` of the answer (a connection left with more
-    unread is closed, not reused)."""
-    request = http.build_request(method, url, content=body, headers=headers, extensions=extensions)
-    response = await http.send(request, stream=True)
+    unread is closed, not reused).
+
+    Sent by the transport itself: what a client adds to each request (its default headers,
+    cookies, auth, redirects, event hooks) is nothing a webhook uses, and cost about as much as
+    the rest of herald's work for one delivery."""
+    request = httpx2.Request(method, url, content=body, headers=headers, extensions=extensions)
+    response = await pool.handle_async_request(request)
     try:
         read = bytearray()
         async for chunk in response.aiter_raw():
@@ -404,44 +427,46 @@ async def _answer(
 
 @dataclass
 class _Client:
-    http: httpx2.AsyncClient
+    http: httpx2.AsyncHTTPTransport
     requests: int = 0
     used_at: float = 0.0
 
 
 class _Clients:
-    """One HTTP client per endpoint, closed once it has been idle a while.
+    """One connection pool per endpoint, closed once it has been idle a while.
 
     An endpoint's connections stay its own: each request checks only the few idle connections
     of its endpoint's pool (a pool shared by all endpoints checks every one of them, on every
     request), and a hanging endpoint holds only its own. Connections are reused across
-    requests, up to as many as the worker sends to one endpoint at once."""
+    requests, up to as many as the worker sends to one endpoint at once. Redirects are never
+    followed (a transport does not), and no proxy is taken from the environment: a request
+    goes to the address that was checked."""
 
     def __init__(self, timeout_s: float, clock: Clock) -> None:
-        self._timeout = httpx2.Timeout(timeout_s)
+        self.timeouts = httpx2.Timeout(timeout_s).as_dict()
+        """Each request's timeouts (connect, write, read, pool), as its extensions carry them."""
         self._ssl = httpx2.create_ssl_context()  # shared: building one costs tens of ms
         self._clients: dict[str, _Client] = {}
         self._clock = clock
         self._swept_at = clock()
 
-    @contextlib.asynccontextmanager
-    async def use(self, endpoint_id: str) -> AsyncIterator[httpx2.AsyncClient]:
+    def take(self, endpoint_id: str) -> _Client:
+        """The endpoint's pool, for one request: ``give_back`` it when the request is done."""
         client = self._clients.get(endpoint_id)
         if client is None:
-            http = httpx2.AsyncClient(
-                timeout=self._timeout, verify=self._ssl, follow_redirects=False
+            client = self._clients[endpoint_id] = _Client(
+                httpx2.AsyncHTTPTransport(verify=self._ssl)
             )
-            client = self._clients[endpoint_id] = _Client(http)
         client.requests += 1
-        try:
-            yield client.http
-        finally:
-            client.requests -= 1
-            client.used_at = self._clock()
-            # A clock set back sweeps too (and counts the clients it left behind as idle):
-            # waiting for it to catch up would keep idle connections open for as long.
-            if not 0 <= client.used_at - self._swept_at <= IDLE_CLIENT_S:
-                await self._sweep(client.used_at)
+        return client
+
+    async def give_back(self, client: _Client) -> None:
+        client.requests -= 1
+        client.used_at = self._clock()
+        # A clock set back sweeps too (and counts the clients it left behind as idle): waiting
+        # for it to catch up would keep idle connections open for as long.
+        if not 0 <= client.used_at - self._swept_at <= IDLE_CLIENT_S:
+            await self._sweep(client.used_at)
 
     async def _sweep(self, now: float) -> None:
         self._swept_at = now
