@@ -19,6 +19,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from herald.mcp.events import SUBSCRIPTION_ID
 from herald.mcp.resources import INBOX_URI
 from mcp import Client
+from tests.conftest import scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import new_agent, publish, session
 from tests.http.test_mcp_events import MODERN, agent_http, stream_messages
@@ -31,17 +32,19 @@ WAIT_S = 30.0
 """Bounds each wait: maintenance expires events every 5 s."""
 
 
-@pytest.fixture
-def processes(postgres_database_url: str) -> Iterator[tuple[HeraldProcess, HeraldProcess]]:
-    one = HeraldProcess(postgres_database_url, extra_args=ONLY_WHAT_IS_HEARD)
-    try:
-        two = HeraldProcess(postgres_database_url, extra_args=ONLY_WHAT_IS_HEARD)
+@pytest.fixture(scope="module")
+def processes() -> Iterator[tuple[HeraldProcess, HeraldProcess]]:
+    """Two processes on one database, for the module's tests: each test has agents of its own."""
+    with scratch_database() as url:
+        one = HeraldProcess(url, extra_args=ONLY_WHAT_IS_HEARD)
         try:
-            yield one, two
+            two = HeraldProcess(url, extra_args=ONLY_WHAT_IS_HEARD)
+            try:
+                yield one, two
+            finally:
+                two.stop()
         finally:
-            two.stop()
-    finally:
-        one.stop()
+            one.stop()
 
 
 @contextlib.asynccontextmanager
