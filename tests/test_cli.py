@@ -362,6 +362,7 @@ SETTINGS = [
     (("--subscription-no-expiry",), lambda c: c.subscriptions.allow_no_expiry, True),
     (("--subscription-schedule", "0,9"), lambda c: c.subscriptions.schedule_s, (0, 9)),
     (("--subscription-limit", "0"), lambda c: c.subscriptions.max_per_agent, 0),
+    (("--subscription-rate", "5"), lambda c: c.subscriptions.rate, 5.0),
     (
         ("--subscription-allow", "https://a.example/hooks/"),
         lambda c: c.subscriptions.allow,

@@ -120,6 +120,12 @@ def test_a_negative_subscription_limit_is_refused() -> None:
         SubscriptionConfig(max_per_agent=-1)
 
 
+@pytest.mark.parametrize("rate", [-1.0, float("nan"), float("inf")])
+def test_a_negative_or_endless_subscription_rate_is_refused(rate: float) -> None:
+    with pytest.raises(InvalidInput, match="subscription rate"):
+        SubscriptionConfig(rate=rate)
+
+
 def test_an_empty_subscription_schedule_is_refused() -> None:
     with pytest.raises(InvalidInput, match="retry schedule"):
         SubscriptionConfig(schedule_s=())

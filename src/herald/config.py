@@ -262,7 +262,7 @@ class SubscriptionConfig:
 
     Raises:
         InvalidInput: the TTLs are not minimum <= default <= maximum, all above 0, the
-            schedule is empty or has a negative delay, or the limit is negative.
+            schedule is empty or has a negative delay, or the limit or the rate is negative.
     """
 
     default_ttl_s: float = 3600.0
@@ -283,10 +283,18 @@ class SubscriptionConfig:
     allow: tuple[str, ...] = ()
     """Callback URL prefixes (``https://hooks.example.com/mcp/``) whose URLs are verified
     without a challenge or a receiver document: the operator vouches for them."""
+    rate: float = 0.0
+    """Deliveries per second to one subscription at most, counted in the store across every
+    process; a second's worth (at least one) may go at once. Deliveries held back go later,
+    none is lost; 0: no limit."""
 
     def __post_init__(self) -> None:
         for prefix in self.allow:
             check_url_prefix(prefix, "a subscription allowlist prefix")
+        if not math.isfinite(self.rate) or self.rate < 0:
+            raise InvalidInput(
+                "the subscription rate must be 0 (no limit) or more deliveries per second"
+            )
         if self.max_per_agent < 0:
             raise InvalidInput("the subscription limit per agent must be 0 (no limit) or more")
         ttls = (self.min_ttl_s, self.default_ttl_s, self.max_ttl_s)

@@ -553,7 +553,11 @@ class WebhookSubscription:
     """When a gap arose that its endpoint has not been told of yet (events it was owed expired
     or were pruned, or one was given up on); None: none is owed."""
     held_until: int | None = None
-    """Until when a delivery is held back because the receiver asked (``Retry-After``)."""
+    """Until when its deliveries are held back because the receiver asked (``Retry-After``)."""
+    paced_until: int | None = None
+    """Where its pace has reached, under a per-subscription rate (``herald serve
+    --subscription-rate``): the moment the deliveries claimed so far would all have gone at that
+    rate (``herald.store.rules.paced_allowance``)."""
 
     @property
     def match(self) -> EventMatch:

@@ -285,6 +285,7 @@ def build_app(
         poll_interval_s=webhook.poll_interval_s,
         min_interval_s=webhook.min_interval_s,
         subscription_schedule_s=config.subscriptions.schedule_s,
+        subscription_rate=config.subscriptions.rate,
         stop_grace_s=webhook.stop_grace_s,
     )
     app = create_app(

@@ -1,18 +1,23 @@
 """MCP Events webhook subscriptions through ``herald serve`` (its ``serve()``, in process, its
 clock moved by the test) on both backends, to real receivers on loopback: gaps told, never
-silent; ``deliveryStatus`` in full on a refresh; suspension over a rolling hour, and a refresh
-that reactivates. Every wait is bounded; time that must pass is the clock's."""
+silent; ``deliveryStatus`` in full on a refresh; a receiver's ``Retry-After`` and the
+per-subscription rate holding deliveries back, none lost; suspension over a rolling hour, said
+in the log and the metrics, and a refresh that reactivates. Every wait is bounded; time that
+must pass is the clock's."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
+import logging
+import queue
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from functools import partial
+from logging.handlers import QueueHandler
 from typing import Any
 
 import httpx
@@ -71,6 +76,19 @@ class Served:
 
     async def status(self, event_id: str) -> str:
         return str((await self.admin.get(f"/v1/events/{event_id}")).json()["status"])
+
+    async def delivered(self, event_id: str) -> int:
+        """How many of its deliveries were delivered (an attempt says so)."""
+        shown = (await self.admin.get(f"/v1/events/{event_id}")).json()
+        return sum(a["outcome"] == "delivered" for a in shown["attempts"])
+
+    async def subscriptions_shown(self, state: str, count: int) -> bool:
+        """Whether ``/metrics`` counts ``count`` subscriptions in that state (its store gauges
+        are read at most once a second)."""
+        text = (await self.admin.get("/metrics")).text
+        wanted = f'herald_webhook_endpoints{{kind="subscription",state="{state}"}} '
+        (line,) = [line for line in text.splitlines() if line.startswith(wanted)]
+        return float(line.removeprefix(wanted)) == count
 
 
 @contextlib.asynccontextmanager
@@ -147,6 +165,34 @@ def receiver() -> AsyncIterator[Receiver]:
     running = Receiver(answers_challenges=True)
     yield running  # type: ignore[misc]
     running.close()
+
+
+@pytest.fixture
+def webhook_log() -> Iterator[queue.Queue[logging.LogRecord]]:
+    """What the webhook worker and subscriptions log at INFO and above."""
+    records: queue.Queue[logging.LogRecord] = queue.Queue()
+    handler = QueueHandler(records)
+    logger = logging.getLogger("herald.webhooks")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield records
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(handler)
+
+
+def logged(records: queue.Queue[logging.LogRecord], kept: list[str]) -> list[str]:
+    """The lines logged so far (``kept``, with those that came since)."""
+    while not records.empty():
+        kept.append(records.get_nowait().getMessage())
+    return kept
+
+
+def sent_at(received: Received) -> int:
+    """When herald signed it, by its clock (seconds)."""
+    return int(received.headers["webhook-timestamp"])
 
 
 async def test_a_gap_given_up_while_the_receiver_was_down_is_told_signed_once_it_is_back(
@@ -245,27 +291,101 @@ async def test_a_refresh_reports_a_receiver_that_asked_to_wait_as_throttled(
             assert (await status())["throttled"] is False
 
 
+async def test_a_receivers_retry_after_holds_the_whole_subscription_until_then(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    other = Receiver(answers_challenges=True)
+    try:
+        async with serving(own_store_url) as served:
+            agent, http = await served.agent()
+            async with http:
+                await call(http, "events/subscribe", subscription(receiver.url))
+                await call(http, "events/subscribe", subscription(other.url))
+                receiver.script.append((429, {"retry-after": "120"}))
+                (asked,) = await served.publish(agent["handle"])
+                asked_at = sent_at(await next_arrival(receiver))
+                await next_arrival(other)
+
+                async def status() -> dict[str, Any]:
+                    refreshed = await call(http, "events/subscribe", subscription(receiver.url))
+                    return dict(refreshed["deliveryStatus"])
+
+                await until(status_once_recorded(status), "the 429 to be recorded")
+                (later,) = await served.publish(agent["handle"])
+                # The other subscription is not held: the event reaches it, and is recorded.
+                assert (await next_arrival(other)).json["eventId"] == later
+                await until(partial(served.delivered, later), "its delivery to be recorded")
+                served.clock.advance(121)
+                arrivals = {}
+                for _ in range(2):
+                    got = await next_arrival(receiver)
+                    arrivals[got.json["eventId"]] = sent_at(got)
+        # Neither was sent before the wait the receiver asked for was over; none was lost.
+        assert set(arrivals) == {asked, later}
+        assert all(at >= asked_at + 120 for at in arrivals.values()), arrivals
+    finally:
+        other.close()
+
+
+async def test_a_subscription_at_its_rate_is_throttled_and_its_deliveries_go_later(
+    own_store_url: str, receiver: Receiver
+) -> None:
+    async with serving(own_store_url, rate=1.0) as served:
+        agent, http = await served.agent()
+        async with http:
+            await call(http, "events/subscribe", subscription(receiver.url))
+            published = await served.publish(agent["handle"], 3)
+            arrivals = [await next_arrival(receiver)]
+            refreshed = await call(http, "events/subscribe", subscription(receiver.url))
+            shown = refreshed["deliveryStatus"]
+            assert shown["throttled"] is True and shown["retryAfterMs"] == 1000
+            assert shown["active"] is True
+            for _ in published[1:]:  # one a second, by the clock
+                served.clock.advance(1)
+                arrivals.append(await next_arrival(receiver))
+            assert [a.json["eventId"] for a in arrivals] == published
+            first = sent_at(arrivals[0])
+            assert [sent_at(a) for a in arrivals] == [first, first + 1, first + 2]
+            served.clock.advance(1)
+            again = await call(http, "events/subscribe", subscription(receiver.url))
+            assert again["deliveryStatus"]["throttled"] is False
+
+
 async def test_deliveries_failing_past_the_threshold_suspend_until_a_refresh_reactivates(
-    own_store_url: str,
+    own_store_url: str, webhook_log: queue.Queue[logging.LogRecord]
 ) -> None:
     receiver = Receiver(answers_challenges=True, controls_ok=True)
     try:
         async with serving(own_store_url, schedule_s=(0,)) as served:
             agent, http = await served.agent()
             async with http:
-                await suspend_then_reactivate(served, agent, http, receiver)
+                await suspend_then_reactivate(served, agent, http, receiver, webhook_log)
     finally:
         receiver.close()
 
 
 async def suspend_then_reactivate(
-    served: Served, agent: dict[str, Any], http: httpx.AsyncClient, receiver: Receiver
+    served: Served,
+    agent: dict[str, Any],
+    http: httpx.AsyncClient,
+    receiver: Receiver,
+    records: queue.Queue[logging.LogRecord],
 ) -> None:
     subscribed = await call(http, "events/subscribe", subscription(receiver.url))
+    sub_id = subscribed["id"]
     receiver.script.extend([(500, {"x-leak": "raw header"})] * SUSPEND_MIN_ATTEMPTS)
     failing = await served.publish(agent["handle"], SUSPEND_MIN_ATTEMPTS)
     for event_id in failing:  # each tried once (the schedule's one try), and given up on
         await until(partial(served.given_up, event_id), "its one try to be spent")
+    # Said once, by the subscription's id and why, never its URL; counted among the disabled.
+    lines: list[str] = []
+
+    async def suspended_line() -> list[str]:
+        return [line for line in logged(records, lines) if "suspended:" in line]
+
+    (suspended,) = await until(suspended_line, "the suspension to be logged")
+    assert sub_id in suspended and "100 of its 100 deliveries" in suspended
+    await until(partial(served.subscriptions_shown, "disabled", 1), "the gauge to count it")
     # Suspended now: what is published meanwhile stays owed, or expires (a gap).
     (expiring,) = await served.publish(agent["handle"], ttl_s=60)
     (owed,) = await served.publish(agent["handle"])
@@ -288,6 +408,10 @@ async def suspend_then_reactivate(
     assert cursor_seq(told) >= SUSPEND_MIN_ATTEMPTS + 1  # past the expired event
     again = await call(http, "events/subscribe", subscription(receiver.url))
     assert again["deliveryStatus"]["active"] is True
+    (reactivated,) = [line for line in logged(records, lines) if "reactivated" in line]
+    assert sub_id in reactivated and reactivated.endswith("it was suspended")
+    assert receiver.url not in suspended + reactivated
+    await until(partial(served.subscriptions_shown, "disabled", 0), "the gauge to let it go")
 
 
 async def _is(status: Any, wanted: str) -> bool:

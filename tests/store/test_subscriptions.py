@@ -384,6 +384,37 @@ async def test_a_receivers_retry_after_is_kept_and_is_no_failure(store: Store) -
     assert kept.held_until == now + 120_000 and stored.state is State.ACTIVE
 
 
+async def test_a_claim_passes_over_a_held_subscription_and_takes_a_paced_one_at_its_pace(
+    store: Store, clock: ManualClock
+) -> None:
+    agent = await agent_of(store)
+    held, held_record = subscription(store, agent, 1)
+    paced, paced_record = subscription(store, agent, 2)
+    for endpoint, record in ((held, held_record), (paced, paced_record)):
+        await store.put_subscription(endpoint, record, 0)
+    first, *_ = await publish(store, "alice", "t", "t", "t")
+    await store.schedule_subscription_deliveries(100)
+    now = store.now()
+    (asked,) = tries(held, first, now, failed=1)
+    await store.finish_deliveries([replace(asked, held_until=now + 120_000)])
+
+    async def claimed() -> list[str]:
+        # Claims that outlast the test: only the hold and the pace decide what is taken.
+        taken = await store.claim_deliveries("w", 100, 10**9, per_endpoint=24, pace_ms=500.0)
+        return sorted(endpoint.id for _, endpoint, _, _ in taken)
+
+    assert await claimed() == [paced.id] * 2  # 2 a second: a second's worth at once
+    assert await claimed() == []  # its pace is reached, and the other is held
+    clock.advance(0.5)
+    assert await claimed() == [paced.id]
+    clock.advance(120)
+    assert await claimed() == [held.id] * 2  # the wait is over, at its own pace
+    clock.advance(0.5)
+    assert await claimed() == [held.id]  # all three, none lost
+    ((_, kept),) = await store.subscriptions(ids=[paced.id])
+    assert kept.paced_until == now + 1500
+
+
 async def test_events_that_expire_or_are_pruned_while_owed_leave_a_gap_until_told(
     store: Store, clock: ManualClock
 ) -> None:

@@ -112,10 +112,18 @@ class EndpointBook:
         *,
         per_endpoint: int,
         in_flight: Mapping[str, int] | None = None,
+        pace_ms: float | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
-        """Claim due deliveries for ``worker``: no two workers get the same one."""
+        """Claim due deliveries for ``worker``: no two workers get the same one; a subscription
+        gets none while its receiver asked to wait, and at most one per ``pace_ms`` (see
+        ``Store.claim_deliveries``)."""
         return await self._store.claim_deliveries(
-            worker, limit, lease_ms, per_endpoint=per_endpoint, in_flight=in_flight
+            worker,
+            limit,
+            lease_ms,
+            per_endpoint=per_endpoint,
+            in_flight=in_flight,
+            pace_ms=pace_ms,
         )
 
     async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
@@ -141,9 +149,10 @@ class EndpointBook:
         how many (``Store.free_claims_of_the_gone``)."""
         return await self._store.free_claims_of_the_gone(grace_ms)
 
-    async def finish(self, finished: Sequence[Finished]) -> None:
-        """Record what came of attempts, in one transaction (see ``Store.finish_deliveries``)."""
-        await self._store.finish_deliveries(finished)
+    async def finish(self, finished: Sequence[Finished]) -> list[tuple[str, str]]:
+        """Record what came of attempts, in one transaction (see ``Store.finish_deliveries``);
+        returns the subscriptions suspended by them, with why."""
+        return await self._store.finish_deliveries(finished)
 
     async def deliveries(self, event_id: str) -> list[Delivery]:
         return await self._store.deliveries(event_id) if is_id(event_id, "evt_") else []

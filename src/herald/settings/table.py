@@ -270,6 +270,16 @@ SETTINGS = (
         ),
     ),
     Setting(
+        "subscription_rate",
+        "subscriptions.rate",
+        number(0),
+        _subscriptions(
+            "deliveries per second to one subscription at most, counted in the store across"
+            " every process; a second's worth (at least one) may go at once, the rest waits"
+            " (deliveryStatus says throttled) and goes later (0: no limit)"
+        ),
+    ),
+    Setting(
         "subscription_allow",
         "subscriptions.allow",
         URL_PREFIXES,

@@ -516,10 +516,15 @@ class Store(ABC):
         *,
         per_endpoint: int = 4,
         in_flight: Mapping[str, int] | None = None,
+        pace_ms: float | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         """Claim due deliveries (waiting, due, not claimed by a live worker, to an active
         endpoint), in due order: no two workers get the same one. An endpoint gets at most
-        ``per_endpoint``, less the requests ``in_flight`` to it already."""
+        ``per_endpoint``, less the requests ``in_flight`` to it already. A subscription a
+        receiver asked to wait (its ``held_until``) gets none until then; with ``pace_ms``, a
+        subscription gets no more than one delivery per ``pace_ms`` allows
+        (``rules.paced_allowance``), counted across every process, and its pace moves on by
+        what it got."""
 
     @abstractmethod
     async def release_claims(self, claimant: str | None = None, one: OneClaim | None = None) -> int:
@@ -551,14 +556,15 @@ class Store(ABC):
         return 0
 
     @abstractmethod
-    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> list[tuple[str, str]]:
         """Record attempts, in one transaction: each delivery waits again (``next_at``) or is
         finished; each event becomes ``event_status`` (delivered or sent) if it is still open;
         each endpoint notes its last success or failure, and is disabled with a
         ``disable_reason``, or when it has been failing since before ``disable_failing_since``.
         A subscription's attempts add to its rolling window (``rules.minute_counts``): one
         whose window is more than 95% failures over at least 100 attempts is suspended; a
-        ``held_until`` is kept for its deliveryStatus."""
+        ``held_until`` holds its deliveries back until then (the claim passes it over).
+        Returns the subscriptions the batch suspended, with why."""
 
     @abstractmethod
     async def deliveries(self, event_id: str) -> list[Delivery]: ...

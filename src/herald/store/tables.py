@@ -282,6 +282,7 @@ SUBSCRIPTIONS = Table(
         Column("webhook_id"),
         Column("gap_at", Type.INT),
         Column("held_until", Type.INT),
+        Column("paced_until", Type.INT),
     ),
 )
 

@@ -34,6 +34,7 @@ from herald.errors import (
 from herald.hub import Hub
 from herald.inputs.subscriptions import SubscribeInput, UnsubscribeInput
 from herald.models import Agent, Endpoint, Kind, State, WebhookSubscription
+from herald.pace import pace_ms, paced_wait
 from herald.subscriptions import catalogue
 from herald.subscriptions.poll import start
 from herald.times import iso_ms
@@ -148,7 +149,18 @@ async def subscribe(
         "truncated": truncated,
     }
     if previous is not None:
-        result["deliveryStatus"] = delivery_status(*previous, now)
+        result["deliveryStatus"] = delivery_status(*previous, now, pace_ms(config.rate))
+        if previous[0].state is State.DISABLED:
+            # Said by its id, never its URL (it may carry a token). Its failures suspended it
+            # (the store's reason says "suspended: ..."), or it was disabled as any endpoint.
+            reason = previous[0].disabled_reason or ""
+            was = "suspended" if reason.startswith("suspended") else "disabled"
+            log.info(
+                "subscription %s reactivated by a refresh: it was %s",
+                sub_id,
+                was,
+                extra={"subscription": sub_id, "state": "active", "why": f"refreshed ({was})"},
+            )
     return result
 
 
@@ -169,12 +181,16 @@ async def unsubscribe(hub: Hub, agent: Agent, params: UnsubscribeInput) -> dict[
 
 
 def delivery_status(
-    endpoint: Endpoint, subscription: WebhookSubscription, now: int
+    endpoint: Endpoint,
+    subscription: WebhookSubscription,
+    now: int,
+    pace: float | None = None,
 ) -> dict[str, Any]:
     """How a subscription's deliveries were going up to ``now``, as SEP-3415's
     ``deliveryStatus`` shows it: ``active`` false while suspended (or disabled); the last
-    error as its kind alone (never a body or a header); ``throttled`` while a delivery waits
-    because the receiver asked (``Retry-After``), ``retryAfterMs`` how much longer."""
+    error as its kind alone (never a body or a header); ``throttled`` while its deliveries wait
+    because the receiver asked (``Retry-After``) or its rate (one per ``pace`` ms) is reached,
+    ``retryAfterMs`` how much longer."""
     status: dict[str, Any] = {
         "active": endpoint.state is State.ACTIVE,
         "lastDeliveryAt": iso_ms(endpoint.last_ok_at) if endpoint.last_ok_at else None,
@@ -182,7 +198,9 @@ def delivery_status(
     }
     if endpoint.failing_since is not None:
         status["failedSince"] = iso_ms(endpoint.failing_since)
-    held_for = (subscription.held_until or now) - now
+    held_for = max((subscription.held_until or now) - now, 0)
+    if pace is not None:
+        held_for = max(held_for, paced_wait(subscription.paced_until, now, pace))
     status["throttled"] = held_for > 0
     if held_for > 0:
         status["retryAfterMs"] = held_for

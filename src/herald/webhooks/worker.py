@@ -22,7 +22,7 @@ import random
 import secrets
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ from herald.models import (
     OneClaim,
     WebhookSubscription,
 )
+from herald.pace import pace_ms
 from herald.subscriptions import catalogue
 from herald.subscriptions.codes import FORBIDDEN, NOT_FOUND
 from herald.urls import password_free
@@ -97,6 +98,8 @@ class WebhookWorker:
         delivery to wait for the requests queued ahead of it and then make its own.
     subscription_schedule_s: the delays of an MCP Events webhook subscription's tries (its
         client asked for them: no hold-back, and a 410 or 413 ends only the one delivery).
+    subscription_rate: deliveries per second to one subscription at most, in every process
+        together (0: no limit); a second's worth may go at once (``herald.pace``).
     stop_grace_s: when the worker stops, how long the requests in flight may take to finish
         (no other is started meanwhile); those still unanswered are then cut off.
     """
@@ -115,12 +118,14 @@ class WebhookWorker:
         min_interval_s: float = DEFAULTS.webhooks.min_interval_s,
         lease_s: float | None = None,
         subscription_schedule_s: Sequence[float] = DEFAULTS.subscriptions.schedule_s,
+        subscription_rate: float = DEFAULTS.subscriptions.rate,
         stop_grace_s: float = DEFAULTS.webhooks.stop_grace_s,
     ) -> None:
         self.hub = hub
         self.sender = sender
         self.schedule_s = tuple(schedule_s)
         self.subscription_schedule_s = tuple(subscription_schedule_s)
+        self.pace_ms = pace_ms(subscription_rate)
         self.disable_after_ms = int(disable_after_s * 1000)
         self.grace_ms = int(grace_s * 1000)
         self.present: PresentAgents = present or set
@@ -149,6 +154,10 @@ class WebhookWorker:
         self._telling_gaps: asyncio.Task[None] | None = None
         self._gap_tried: dict[str, int] = {}
         """When a gap that could not be told is tried again, per subscription (hub's clock)."""
+        self._asked_to_wait: dict[str, int] = {}
+        """Until when each subscription whose receiver asked to wait (``Retry-After``) gets no
+        claim of this worker (hub's clock): the store passes it over too once its batch is
+        recorded, and this covers the moments before."""
         self._watermarks = Watermarks(hub.subscriptions.owed)
         self._queues: dict[str, deque[_Claimed]] = defaultdict(deque)
         self._lanes: Counter[str] = Counter()
@@ -160,7 +169,7 @@ class WebhookWorker:
         """When the last round scheduled, by the hub's clock."""
         self._claims_paused = False
         """Whether claims wait for this process's hold on them (``EndpointBook.holding``)."""
-        self._results = _Batches(hub.endpoints.finish, self._track)
+        self._results = _Batches(self._record, self._track)
         hub.add_listener(self._on_publish)
         hub.subscriptions.on_ended(self._on_ended)
         hub.subscriptions.on_deleted(self._on_deleted)
@@ -412,7 +421,8 @@ class WebhookWorker:
             CLAIM_LIMIT,
             lease_ms,
             per_endpoint=HOLD * self.per_endpoint,
-            in_flight=self._held,
+            in_flight=self._busy(),
+            pace_ms=self.pace_ms,
         )
         # Read after claiming: the store's lease ran from no later, and a claim made in a later
         # round runs out after it.
@@ -429,6 +439,17 @@ class WebhookWorker:
                 self._lanes[endpoint_id] += 1
                 self._track(self._lane(endpoint_id))
         return len(claimed)
+
+    def _busy(self) -> Mapping[str, int]:
+        """The deliveries held per endpoint (in flight or queued); a subscription whose receiver
+        asked to wait counts as full until then."""
+        if not self._asked_to_wait:
+            return self._held
+        now = self.hub.now()
+        for subscription_id, until in list(self._asked_to_wait.items()):
+            if until <= now:
+                del self._asked_to_wait[subscription_id]
+        return {**self._held, **dict.fromkeys(self._asked_to_wait, HOLD * self.per_endpoint)}
 
     async def _schedule(self) -> None:
         """Give open events their deliveries. The events of an agent with a live session that
@@ -529,7 +550,9 @@ class WebhookWorker:
             if log.isEnabledFor(logging.INFO):
                 _log_finished(finished, endpoint)
             # Recorded in the background, in batches: the lane goes on to the next request.
-            self._results.add(finished)
+            written = self._results.add(finished)
+            if finished.held_until is not None:
+                self._wait_out(endpoint.id, finished.held_until, written)
             if endpoint.kind is Kind.SUBSCRIPTION and finished.next_at is None:
                 self._watermarks.done(endpoint, event.id)
                 if not outcome.ok:
@@ -538,6 +561,37 @@ class WebhookWorker:
         except Exception:  # keep the lane alive; the claim runs out and it is tried again
             log.exception("delivering %s to %s failed", event.id, password_free(endpoint.url))
             return None
+
+    def _wait_out(self, subscription_id: str, until: int, written: asyncio.Event) -> None:
+        """The receiver asked to wait (``Retry-After``): SEP-3415 means the whole subscription,
+        not only the delivery it answered. What is queued for it is not sent: it goes back to
+        the store once the wait is recorded there (``written``), so that no claim, here or in
+        another process, takes it before then."""
+        if len(self._asked_to_wait) >= MAX_KNOWN_NAMES:
+            self._asked_to_wait.clear()
+        self._asked_to_wait[subscription_id] = max(
+            until, self._asked_to_wait.get(subscription_id, 0)
+        )
+        queue = self._queues.get(subscription_id)
+        if queue:
+            queued = list(queue)
+            self._held[subscription_id] -= len(queue)
+            queue.clear()
+            self._track(self._give_back(queued, written))
+
+    async def _give_back(self, queued: list[_Claimed], written: asyncio.Event) -> None:
+        await written.wait()
+        for claimed in queued:
+            await self._let_go_of(claimed)
+
+    async def _record(self, batch: list[Finished]) -> None:
+        """Record a batch of results; a subscription it suspended is said, loudly (by its id:
+        its URL may carry a token; ``herald_webhook_endpoints`` counts it as disabled)."""
+        for subscription_id, reason in await self.hub.endpoints.finish(batch):
+            # Its reason begins "suspended: ...".
+            log.warning("subscription %s %s", subscription_id, reason,
+                        extra={"subscription": subscription_id, "state": "suspended",
+                               "why": reason})  # fmt: skip
 
     async def _send_occurrence(self, claimed: _Claimed) -> SendOutcome | None:
         """Send an event to a subscription: the occurrence of its entry, with the cursor that
@@ -749,20 +803,27 @@ class _Batches:
         self._write = write
         self._start = start
         self._waiting: list[Finished] = []
+        self._written = asyncio.Event()
+        """Set once the batch being gathered (``_waiting``) is written."""
         self.writer: asyncio.Task[None] | None = None
 
-    def add(self, result: Finished) -> None:
+    def add(self, result: Finished) -> asyncio.Event:
+        """Take a result to write; the answer is set once its batch is written (or failed)."""
         self._waiting.append(result)
         if self.writer is None:
             self.writer = self._start(self._write_all())
+        return self._written
 
     async def _write_all(self) -> None:
         try:
             while self._waiting:
                 batch, self._waiting = self._waiting, []
+                written, self._written = self._written, asyncio.Event()
                 try:
                     await self._write(batch)
                 except Exception:  # the writer's top level: log, go on with the next batch
                     log.exception("recording %d webhook attempts failed", len(batch))
+                finally:
+                    written.set()
         finally:
             self.writer = None

@@ -116,6 +116,7 @@ class EndpointStore:
         *,
         per_endpoint: int = 4,
         in_flight: Mapping[str, int] | None = None,
+        pace_ms: float | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         now = self.now()
         busy = dict(in_flight or {})
@@ -130,6 +131,7 @@ class EndpointStore:
                 per_endpoint,
                 list(busy),
                 list(busy.values()),
+                pace_ms,
             )
             return [claimed_delivery(row) for row in rows]
 
@@ -143,7 +145,7 @@ class EndpointStore:
 
         return await self._run(release)
 
-    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> list[tuple[str, str]]:
         now = self.now()
         notes = endpoint_notes(finished)
         statuses = event_statuses(finished)
@@ -153,7 +155,7 @@ class EndpointStore:
         ]
         looked_at = [note.endpoint_id for note in notes]
 
-        async def finish(conn: Connection) -> None:
+        async def finish(conn: Connection) -> list[tuple[str, str]]:
             before = _looks(await conn.fetch(queries.LOCK_ENDPOINT_LOOKS, looked_at))
             await conn.execute(
                 queries.NOTE_ENDPOINTS,
@@ -170,7 +172,7 @@ class EndpointStore:
                     [n.disable_reason for n in disables],
                     [n.disable_failing_since for n in disables],
                 )
-            await note_attempts(conn, finished, now)
+            suspended = await note_attempts(conn, finished, now)
             if statuses:
                 await conn.execute(
                     queries.FINISH_DELIVERY_EVENTS,
@@ -196,8 +198,9 @@ class EndpointStore:
                 [item.attempt for item in finished],
                 record(now, "deliveries", None, entry),
             )
+            return suspended
 
-        await self._run(finish, transaction=True)
+        return await self._run(finish, transaction=True)
 
     async def deliveries(self, event_id: str) -> list[Delivery]:
         async def select(conn: Connection) -> list[Delivery]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from herald.pace import PACE_WINDOW_MS
 from herald.store import rules
 from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
 from herald.store.rules import NO_SEQ_LIMIT
@@ -595,26 +596,42 @@ RELEASE_CLAIMS = (
 # committed meanwhile is checked again on its new version and left out. The answer is each
 # delivery with its endpoint, event and agent, their columns named with the prefixes ``d_``,
 # ``w_``, ``e_`` and ``a_``.
+# A subscription a receiver asked to wait (``held_until``) has none claimed until then; with $8
+# a pace (one delivery per $8 ms: ``pace.paced_allowance``), a subscription's room is also
+# what its pace allows, and its pace moves on by what was claimed (a claim racing this one in
+# another process may read the same pace, and both take it; the pace moves on by both, so the
+# rate holds over time).
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
 ), locked AS MATERIALIZED (
     SELECT d.endpoint_id, d.event_id, d.next_at
     FROM endpoints w
+    LEFT JOIN subscriptions s ON w.kind = 'subscription' AND s.id = w.id
     CROSS JOIN LATERAL (
         SELECT x.endpoint_id, x.event_id, x.next_at
         FROM deliveries x
         WHERE x.endpoint_id = w.id AND x.state = 'waiting' AND x.next_at <= $2
           AND (x.claimed_until IS NULL OR x.claimed_until <= $2)
         ORDER BY x.next_at, x.event_id
-        LIMIT greatest(
-            $5::int - coalesce((SELECT requests FROM busy WHERE busy.endpoint_id = w.id), 0), 0
-        )
+        LIMIT greatest(least(
+            $5::int - coalesce((SELECT requests FROM busy WHERE busy.endpoint_id = w.id), 0),
+            CASE WHEN s.id IS NULL OR $8::float8 IS NULL THEN $5::int
+                ELSE floor((greatest({PACE_WINDOW_MS}, $8::float8)
+                    - (greatest(coalesce(s.paced_until, 0), $2) - $2)) / $8::float8)::int END
+        ), 0)
         FOR UPDATE OF x SKIP LOCKED
     ) d
     WHERE w.state = 'active' AND (w.expires_at IS NULL OR w.expires_at > $2)
+      AND (s.held_until IS NULL OR s.held_until <= $2)
 ), due AS (
     SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
+), paced AS (
+    UPDATE subscriptions s
+    SET paced_until
+        = greatest(coalesce(s.paced_until, 0), $2) + ceil(c.taken * $8::float8)::bigint
+    FROM (SELECT endpoint_id, count(*) AS taken FROM due GROUP BY endpoint_id) c
+    WHERE $8::float8 IS NOT NULL AND s.id = c.endpoint_id
 ), claimed AS (
     UPDATE deliveries d SET claimed_by = $1, claimed_until = $4
     FROM due

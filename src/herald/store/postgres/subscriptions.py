@@ -24,13 +24,16 @@ from herald.store.rules import (
 from herald.store.tables import ENDPOINTS, SUBSCRIPTIONS
 
 
-async def note_attempts(conn: Connection, finished: Sequence[Finished], now: int) -> None:
+async def note_attempts(
+    conn: Connection, finished: Sequence[Finished], now: int
+) -> list[tuple[str, str]]:
     """What a batch of attempts does to its subscriptions: each adds to its rolling window, a
-    failing one is suspended once the window says so, and a receiver's ``Retry-After`` is
-    kept for its deliveryStatus. One statement for a batch of successes."""
+    failing one is suspended once the window says so, and a receiver's ``Retry-After`` holds
+    its deliveries back until then. One statement for a batch of successes. Returns the
+    subscriptions it suspended, with why."""
     counts = minute_counts(finished)
     if not counts:
-        return
+        return []
     await conn.execute(
         queries.ADD_SUBSCRIPTION_MINUTES,
         [c[0] for c in counts],
@@ -38,6 +41,7 @@ async def note_attempts(conn: Connection, finished: Sequence[Finished], now: int
         [c[2] for c in counts],
         [c[3] for c in counts],
     )
+    suspended = []
     failing = failing_subscriptions(finished)
     if failing:
         windows = await conn.fetch(queries.SUBSCRIPTION_WINDOWS, failing, window_start(now))
@@ -45,10 +49,13 @@ async def note_attempts(conn: Connection, finished: Sequence[Finished], now: int
             attempts, failures = row["attempts"], row["failures"]
             if to_suspend(attempts, failures):
                 reason = suspension_reason(attempts, failures)
-                await conn.execute(queries.SUSPEND_SUBSCRIPTION, row["subscription_id"], reason)
+                sub = row["subscription_id"]
+                if count(await conn.execute(queries.SUSPEND_SUBSCRIPTION, sub, reason)):
+                    suspended.append((sub, reason))
     held = held_subscriptions(finished)
     if held:
         await conn.execute(queries.HOLD_SUBSCRIPTIONS, [h[0] for h in held], [h[1] for h in held])
+    return suspended
 
 
 async def mark_gaps_of_expiry(conn: Connection, now: int) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from herald.feed import EndpointChange, JournalEntry
 from herald.models import REFUSED_PREFIX, Agent, Delivery, Endpoint, Event, Finished, OneClaim
+from herald.pace import paced_allowance, paced_on
 from herald.store.journal import EndpointLook, endpoint_changes, finished_groups, record
 from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
@@ -57,6 +58,11 @@ CLAIMED_ROWS = (
     f" (SELECT json_group_object(a.id, {json_object(AGENTS, 'a')}) FROM agents a"
     " WHERE a.id IN (SELECT e.agent_id FROM deliveries d JOIN events e ON e.id = d.event_id"
     f" WHERE d.rowid IN ({CLAIMED_IDS})))"
+)
+# A claim's subscriptions' paces moved on, from a JSON array of [id, paced until].
+PACE = (
+    "UPDATE subscriptions SET paced_until = j.value ->> 1"
+    " FROM json_each(?) j WHERE subscriptions.id = j.value ->> 0"
 )
 ENDPOINT_LOOKS = (
     "SELECT json_group_array(json_array("
@@ -266,19 +272,36 @@ class EndpointStore:
         *,
         per_endpoint: int = 4,
         in_flight: Mapping[str, int] | None = None,
+        pace_ms: float | None = None,
     ) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
         now = self.now()
         busy = Counter(in_flight or {})
         full = [endpoint_id for endpoint_id, count in busy.items() if count >= per_endpoint]
 
         def claim(conn: sqlite3.Connection) -> list[tuple[Delivery, Endpoint, Event, Agent]]:
-            taken = []
-            for rowid, endpoint_id in _due(conn, now, full, per_endpoint):
-                if busy[endpoint_id] < per_endpoint:
+            due = _due(conn, now, full, per_endpoint)
+            # Paced: what each subscription's pace allows it now (other endpoints have none).
+            paces: dict[str, int | None] = {}
+            allowed: dict[str, int] = {}
+            if pace_ms is not None and due:
+                paces = _paces(conn, {endpoint_id for _, endpoint_id in due})
+                allowed = {sub: paced_allowance(at, now, pace_ms) for sub, at in paces.items()}
+            taken, taken_of = [], Counter[str]()
+            for rowid, endpoint_id in due:
+                if busy[endpoint_id] < per_endpoint and allowed.get(endpoint_id, 1) > 0:
                     busy[endpoint_id] += 1
                     taken.append(rowid)
+                    if endpoint_id in allowed:
+                        allowed[endpoint_id] -= 1
+                        taken_of[endpoint_id] += 1
                     if len(taken) >= limit:
                         break
+            if pace_ms is not None and taken_of:
+                moved = [
+                    (sub, paced_on(paces[sub], now, count, pace_ms))
+                    for sub, count in taken_of.items()
+                ]
+                conn.execute(PACE, (as_json(moved),))
             conn.execute(
                 "UPDATE deliveries SET claimed_by = ?, claimed_until = ?"
                 " WHERE rowid IN (SELECT value FROM json_each(?))",
@@ -300,7 +323,7 @@ class EndpointStore:
 
         return int(await self._run(release))
 
-    async def finish_deliveries(self, finished: Sequence[Finished]) -> None:
+    async def finish_deliveries(self, finished: Sequence[Finished]) -> list[tuple[str, str]]:
         now = self.now()
         items = list(finished)
         notes = endpoint_notes(items)
@@ -313,7 +336,7 @@ class EndpointStore:
             if n.disable_reason is not None or n.disable_failing_since is not None
         ]
 
-        def finish(conn: sqlite3.Connection) -> None:
+        def finish(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             looked_at = [note.endpoint_id for note in notes]
             before = _looks(conn, looked_at)
             conn.execute(
@@ -331,7 +354,7 @@ class EndpointStore:
             )
             if disables:
                 conn.execute(DISABLE_ENDPOINTS, (as_json(disables),))
-            note_attempts(conn, items, now)
+            suspended = note_attempts(conn, items, now)
             if statuses:
                 _finish_events(conn, as_json(statuses), now)
             conn.execute(
@@ -361,8 +384,10 @@ class EndpointStore:
                 attempts=finished_groups(items), endpoints=endpoint_changes(before, after)
             )
             write(conn, record(now, "deliveries", None, entry))
+            return suspended
 
-        await self._run(finish)
+        result: list[tuple[str, str]] = await self._run(finish)
+        return result
 
     async def deliveries(self, event_id: str) -> list[Delivery]:
         def select(conn: sqlite3.Connection) -> list[Delivery]:
@@ -377,11 +402,21 @@ class EndpointStore:
         return result
 
 
+def _paces(conn: sqlite3.Connection, endpoint_ids: set[str]) -> dict[str, int | None]:
+    """The pace of each of the endpoints that is a subscription (the others have none)."""
+    rows = conn.execute(
+        "SELECT id, paced_until FROM subscriptions WHERE id IN (SELECT value FROM json_each(?))",
+        (as_json(sorted(endpoint_ids)),),
+    ).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
 def _due(
     conn: sqlite3.Connection, now: int, skip: Sequence[str], per_endpoint: int
 ) -> list[tuple[int, str]]:
     """The first unclaimed due deliveries of each active endpoint but those in ``skip``, at most
-    ``per_endpoint`` each, in due order: the row id and endpoint of each.
+    ``per_endpoint`` each, in due order: the row id and endpoint of each. A subscription a
+    receiver asked to wait has none until then.
 
     Read endpoint by endpoint from the index, so that the backlog of an endpoint with no room
     (a dead one, say) is never read; as one JSON array (see ``as_json``)."""
@@ -393,7 +428,9 @@ def _due(
         # Event ids sort by creation within a moment.
         "   ORDER BY x.next_at, x.event_id LIMIT :per_endpoint)"
         " WHERE w.state = 'active' AND (w.expires_at IS NULL OR w.expires_at > :now)"
-        " AND w.id NOT IN (SELECT value FROM json_each(:skip))",
+        " AND w.id NOT IN (SELECT value FROM json_each(:skip))"
+        " AND (w.kind <> 'subscription' OR NOT EXISTS (SELECT 1 FROM subscriptions s"
+        "   WHERE s.id = w.id AND s.held_until > :now))",
         {"now": now, "per_endpoint": per_endpoint, "skip": as_json(skip)},
     ).fetchone()
     found = sorted(json.loads(rows), key=lambda row: (row[2], row[3]))

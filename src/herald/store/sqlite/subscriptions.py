@@ -90,23 +90,30 @@ GAPS_OF_PRUNING = (
 )
 
 
-def note_attempts(conn: sqlite3.Connection, finished: Sequence[Finished], now: int) -> None:
+def note_attempts(
+    conn: sqlite3.Connection, finished: Sequence[Finished], now: int
+) -> list[tuple[str, str]]:
     """What a batch of attempts does to its subscriptions: each adds to its rolling window, a
-    failing one is suspended once the window says so, and a receiver's ``Retry-After`` is
-    kept for its deliveryStatus. One statement for a batch of successes."""
+    failing one is suspended once the window says so, and a receiver's ``Retry-After`` holds
+    its deliveries back until then. One statement for a batch of successes. Returns the
+    subscriptions it suspended, with why."""
     counts = minute_counts(finished)
     if not counts:
-        return
+        return []
     conn.execute(ADD_MINUTES, (as_json(counts),))
+    suspended = []
     failing = failing_subscriptions(finished)
     if failing:
         windows = conn.execute(WINDOWS, (as_json(failing), window_start(now))).fetchall()
         for subscription_id, attempts, failures in windows:
             if to_suspend(attempts, failures):
-                conn.execute(SUSPEND, (suspension_reason(attempts, failures), subscription_id))
+                reason = suspension_reason(attempts, failures)
+                if conn.execute(SUSPEND, (reason, subscription_id)).rowcount:
+                    suspended.append((subscription_id, reason))
     held = held_subscriptions(finished)
     if held:
         conn.execute(HOLD, (as_json(held),))
+    return suspended
 
 
 def mark_gaps_of_expiry(conn: sqlite3.Connection, now: int) -> None:
