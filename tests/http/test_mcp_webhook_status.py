@@ -196,13 +196,15 @@ def sent_at(received: Received) -> int:
 
 
 async def test_a_gap_given_up_while_the_receiver_was_down_is_told_signed_once_it_is_back(
-    own_store_url: str, receiver: Receiver
+    own_store_url: str, receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="herald")
     async with serving(own_store_url, schedule_s=(0,)) as served:
         agent, http = await served.agent()
         async with http:
             receiver.script.append((200, {"connection": "close"}))  # none kept alive
-            await call(http, "events/subscribe", subscription(receiver.url))
+            url = receiver.url + "/hooks/tok_in_the_path"  # a callback's path may hold a token
+            await call(http, "events/subscribe", subscription(url))
             port = receiver.port
             receiver.close()  # down: connections are refused
             (lost,) = await served.publish(agent["handle"])
@@ -221,6 +223,8 @@ async def test_a_gap_given_up_while_the_receiver_was_down_is_told_signed_once_it
                 assert [r for r in back.requests if r.json.get("type") == "gap"] == [gap]
             finally:
                 back.close()
+    untold = [r.getMessage() for r in caplog.records if "was not told of a gap" in r.getMessage()]
+    assert untold and all("tok_in_the_path" not in line for line in untold), untold
 
 
 async def test_every_control_envelope_carries_a_webhook_id_of_its_type_and_a_random_part(
