@@ -446,6 +446,7 @@ class EventCounts(TypedDict):
     sent: int
     delivered: int
     expired: int
+    dead: int
 
 
 @shape

@@ -102,6 +102,10 @@ class HubConfig:
     """How long delivered and expired events are kept before they are pruned."""
     maintenance_interval_s: float = 5.0
     """How often events are expired and pruned."""
+    max_deliveries: int = 25
+    """How many times an event may be handed out (leased by a drain or a poll) without being
+    acknowledged: the next time it would be, it becomes ``dead`` instead, offered no more until
+    the operator redelivers it. 0: handed out for ever."""
     payload_check_s: float = 2.0
     """The longest checking one publish's events against their types' payload schemas may
     take (in a child process): past it the publish is refused and the check stopped."""
@@ -115,6 +119,8 @@ class HubConfig:
     def __post_init__(self) -> None:
         if self.scan_events < 1:
             raise InvalidInput("the events a read looks at (scan_events) must be 1 or more")
+        if self.max_deliveries < 0:
+            raise InvalidInput("max_deliveries must be 0 (no limit) or more")
         _require_seconds(
             lease=self.lease_s,
             retention=self.retention_s,

@@ -24,6 +24,9 @@ class EventStatus(enum.StrEnum):
     SENT = "sent"
     DELIVERED = "delivered"
     EXPIRED = "expired"
+    DEAD = "dead"
+    """Handed out as many times as the hub allows (``--max-deliveries``) and never
+    acknowledged: offered no more until the operator redelivers it."""
 
     @property
     def is_open(self) -> bool:

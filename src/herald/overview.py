@@ -117,6 +117,7 @@ class Stats:
                 "sent": count(EventStatus.SENT, 0),
                 "delivered": count(EventStatus.DELIVERED, 0),
                 "expired": count(EventStatus.EXPIRED, 0),
+                "dead": count(EventStatus.DEAD, 0),
             },
             "published": self.published,
             "attempts_recorded": [
@@ -164,6 +165,8 @@ class Gauges:
     """Live sessions by transport and era."""
     endpoints: list[tuple[str, str, int]]
     """Endpoints by kind and state."""
+    dead: int = 0
+    """Dead events (``EventStatus.DEAD``), kept until retention prunes them."""
 
     @property
     def oldest_pending_age_s(self) -> float:

@@ -240,6 +240,7 @@ def build_hub(config: ServeConfig, clock: Clock | None = None) -> Hub:
         maintenance_interval_s=settings.maintenance_interval_s,
         payload_check_s=settings.payload_check_s,
         scan_events=settings.scan_events,
+        max_deliveries=settings.max_deliveries,
         clock=clock or time.time,
     )
 

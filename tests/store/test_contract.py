@@ -21,6 +21,7 @@ from herald.models import (
     Reply,
     StartPosition,
 )
+from herald.overview import EventQuery
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -867,3 +868,102 @@ async def test_a_store_keeps_its_history_across_a_reopen(store_url: str, store: 
         assert await again.history() == history
     finally:
         await again.close()
+
+
+async def handed_out_and_never_acknowledged(
+    store: Store, agent_id: str, cursor: int, times: int
+) -> list[str]:
+    """A consumer that crashes on the event after ``cursor`` each time: it drains again from the
+    same cursor, ``times`` times; the ids handed out each time."""
+    handed = []
+    for _ in range(times):
+        events = await store.claim(agent_id, "c", 1, 30_000, "heartbeat", ack_up_to=cursor)
+        handed.append(events[0].id if events else "")
+    return handed
+
+
+async def test_an_event_handed_out_max_deliveries_times_dies_while_the_rest_flow(
+    store: Store, clock: ManualClock
+) -> None:
+    store.max_deliveries = 3
+    alice = await add_agent(store, "alice")
+    first, poison, third, fourth = await publish(store, "alice", 4)
+    (handled,) = await store.claim(alice.id, "c", 1, 30_000, "heartbeat", ack_up_to=0)
+    assert handled.id == first
+    assert await handed_out_and_never_acknowledged(store, alice.id, handled.seq, 3) == [poison] * 3
+    # The fourth time it would be handed out, it dies instead, and the next event is.
+    assert await handed_out_and_never_acknowledged(store, alice.id, handled.seq, 1) == [third]
+    died = await store.get_event(poison)
+    assert died is not None and died.status is EventStatus.DEAD
+    assert died.status_at == store.now()
+    attempts = await store.attempts(poison)
+    assert [(a.mechanism, a.outcome) for a in attempts] == [("heartbeat", "leased")] * 3 + [
+        ("dead_letter", "dead")
+    ]
+    assert attempts[-1].error == "handed out 3 times without an acknowledgement"
+
+    # Offered by no way again: not to another consumer once the leases ran out, not as open.
+    clock.advance(60)
+    others = await store.claim(alice.id, "other", 10, 30_000, "heartbeat")
+    assert [e.id for e in others] == [third, fourth]
+    assert poison not in [e.id for e in await store.read_open(alice.id, 0, 10)]
+    assert (await store.stats()).events["dead"] == 1
+    assert (await store.gauges()).dead == 1
+    listed = await store.list_events(EventQuery(status=EventStatus.DEAD))
+    assert [e.id for e in listed] == [poison]
+
+
+async def test_an_event_whose_leases_run_out_dies_whoever_held_it(
+    store: Store, clock: ManualClock
+) -> None:
+    store.max_deliveries = 2
+    alice = await add_agent(store, "alice")
+    (only,) = await publish(store, "alice", 1)
+    for consumer in ("a", "b"):
+        assert [e.id for e in await store.claim(alice.id, consumer, 5, 1000, "poll")] == [only]
+        clock.advance(2)
+    assert await store.claim(alice.id, "a", 5, 1000, "poll") == []
+    died = await store.get_event(only)
+    assert died is not None and died.status is EventStatus.DEAD
+
+
+async def test_a_dead_event_redelivered_is_pending_with_its_count_begun_again(
+    store: Store,
+) -> None:
+    store.max_deliveries = 2
+    alice = await add_agent(store, "alice")
+    (only,) = await publish(store, "alice", 1)
+    assert await handed_out_and_never_acknowledged(store, alice.id, 0, 3) == [only, only, ""]
+    redelivered = await store.redeliver(only)
+    assert redelivered is not None and redelivered.status is EventStatus.PENDING
+    assert (await store.stats()).events["dead"] == 0
+    assert await handed_out_and_never_acknowledged(store, alice.id, 0, 3) == [only, only, ""]
+    assert (await store.stats()).events["dead"] == 1
+
+
+async def test_no_limit_hands_an_event_out_for_ever(store: Store) -> None:
+    store.max_deliveries = 0
+    alice = await add_agent(store, "alice")
+    (only,) = await publish(store, "alice", 1)
+    assert await handed_out_and_never_acknowledged(store, alice.id, 0, 30) == [only] * 30
+    kept = await store.get_event(only)
+    assert kept is not None and kept.status is EventStatus.PENDING
+
+
+async def test_a_dead_event_is_kept_for_the_retention_from_when_it_died(
+    store: Store, clock: ManualClock
+) -> None:
+    store.max_deliveries = 1
+    retention_ms = 7 * 86_400_000
+    alice = await add_agent(store, "alice")
+    (old,) = await publish(store, "alice", 1)
+    clock.advance(8 * 86_400)  # published longer ago than the retention, then handed out
+    assert await handed_out_and_never_acknowledged(store, alice.id, 0, 2) == [old, ""]
+    assert await store.prune(store.now() - retention_ms) == 0
+    assert await store.get_event(old) is not None
+    clock.advance(7 * 86_400 - 1)
+    assert await store.prune(store.now() - retention_ms) == 0
+    clock.advance(2)
+    assert await store.prune(store.now() - retention_ms) == 1
+    assert await store.get_event(old) is None
+    assert (await store.stats()).events["dead"] == 0

@@ -17,6 +17,7 @@ from herald.models import (
     Agent,
     Attempt,
     Endpoint,
+    EventMatch,
     EventStatus,
     Finished,
     Kind,
@@ -33,12 +34,13 @@ pytestmark = pytest.mark.anyio
 
 STATUSES = ("pending", "sent", "delivered", "expired")
 KEPT = """
-SELECT id, pending_events, sent_events, delivered_events, expired_events, oldest_open_at
+SELECT id, pending_events, sent_events, delivered_events, expired_events, dead_events,
+    oldest_open_at
 FROM agents
 """
 RECOUNTED = """
 SELECT a.id, coalesce(c.pending, 0), coalesce(c.sent, 0), coalesce(c.delivered, 0),
-    coalesce(c.expired, 0), (
+    coalesce(c.expired, 0), coalesce(c.dead, 0), (
         SELECT e.created_at FROM events e
         WHERE e.agent_id = a.id AND e.status IN ('pending', 'sent') ORDER BY e.seq LIMIT 1
     )
@@ -47,7 +49,8 @@ FROM agents a LEFT JOIN (
         sum(CASE WHEN status = 'pending' THEN 1 ELSE 0 END) AS pending,
         sum(CASE WHEN status = 'sent' THEN 1 ELSE 0 END) AS sent,
         sum(CASE WHEN status = 'delivered' THEN 1 ELSE 0 END) AS delivered,
-        sum(CASE WHEN status = 'expired' THEN 1 ELSE 0 END) AS expired
+        sum(CASE WHEN status = 'expired' THEN 1 ELSE 0 END) AS expired,
+        sum(CASE WHEN status = 'dead' THEN 1 ELSE 0 END) AS dead
     FROM events GROUP BY agent_id
 ) AS c ON c.agent_id = a.id
 """
@@ -149,8 +152,23 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
     await check("acknowledged by id")
     leased = await store.claim(bob.id, "c", 3, 60_000, "heartbeat")
     await check("leased")
-    await store.claim(bob.id, "c", 3, 60_000, "heartbeat", ack_up_to=leased[-1].seq)
+    held = await store.claim(bob.id, "c", 3, 60_000, "heartbeat", ack_up_to=leased[-1].seq)
     await check("acknowledged by a drain's cursor")
+    # Handed out once and allowed once: the same consumer's next claim (its answer lost, say)
+    # buries it (the rest are held by another); a poll does the same.
+    store.max_deliveries = 1
+    (poisoned,) = await store.claim(bob.id, "d", 1, 60_000, "heartbeat")
+    assert await store.claim(bob.id, "d", 1, 60_000, "heartbeat") == []
+    await check("died in a claim")
+    polled = await store.poll(
+        bob.id, "c", 3, 60_000, cursor=leased[-1].seq, match=EventMatch(), scan=10
+    )
+    assert polled.events == []
+    for gone in [poisoned, *held]:
+        died = await store.get_event(gone.id)
+        assert died is not None and died.status is EventStatus.DEAD
+    await check("died in a poll")
+    store.max_deliveries = 0
     await store.take(dave.id, 2, "heartbeat", "s")
     await check("taken")
     carols = [e.id for e in batch if e.agent_id == carol.id]
@@ -197,9 +215,10 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
     assert await store.expire() > 0
     await check("expired by the sweep")
 
-    expired = await store.list_events(EventQuery(agent_id=bob.id, status=EventStatus.EXPIRED))
+    expired = await store.list_events(EventQuery(status=EventStatus.EXPIRED))
     await store.redeliver(expired[0].id)
     await store.redeliver(alices[0])
+    await store.redeliver(poisoned.id)  # dead
     await check("redelivered")
 
     clock.advance(60)
@@ -212,8 +231,8 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
     await check("an agent deleted with its events")
     kept, _ = await kept_and_recounted(store_url)
     assert dave.id not in kept
-    assert sum(n or 0 for counts in kept.values() for n in counts[:4]) > 0
-    assert any(counts[4] is not None for counts in kept.values())
+    assert sum(n or 0 for counts in kept.values() for n in counts[:5]) > 0
+    assert any(counts[5] is not None for counts in kept.values())
 
 
 async def test_the_stats_read_the_kept_counts(store: Store, clock: ManualClock) -> None:
@@ -224,7 +243,7 @@ async def test_the_stats_read_the_kept_counts(store: Store, clock: ManualClock) 
     await store.ack(alice.id, ids=[acked.id])
     clock.advance(2)  # bob's second event ran out; the sweep has not marked it yet
     stats = await store.stats()
-    assert stats.events == {"pending": 4, "sent": 0, "delivered": 1, "expired": 0}
+    assert stats.events == {"pending": 4, "sent": 0, "delivered": 1, "expired": 0, "dead": 0}
     assert stats.top_pending == [(alice.id, "alice", 2), (bob.id, "bob", 1)]
     (bob_summary,) = await store.agent_summaries(bob.id)
     assert bob_summary.pending == 1
@@ -346,8 +365,8 @@ async def test_the_migration_counts_what_a_store_holds_already(
     if not store_url.startswith("sqlite"):
         assert await query(store_url, OLDEST_OPEN_SEQ_WRONG) == []
     assert kept == {
-        "agt_1": (1, 1, 1, 0, 10),
-        "agt_2": (2, 0, 1, 1, 30),
-        "agt_3": (0, 0, 0, 0, None),
+        "agt_1": (1, 1, 1, 0, 0, 10),
+        "agt_2": (2, 0, 1, 1, 0, 30),
+        "agt_3": (0, 0, 0, 0, 0, None),
     }
     assert await attempts_kept(store_url) == {("heartbeat", "delivered"): 2, ("webhook", "ok"): 2}

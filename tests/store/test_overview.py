@@ -162,7 +162,7 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
     stats = await store.stats(top=1)
     oldest = (await store.list_events(EventQuery(agent_id=alice.id)))[-1]
     assert stats.to_json() == {
-        "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0},
+        "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0, "dead": 0},
         "published": 4,
         "attempts_recorded": [
             {"mechanism": "heartbeat", "outcome": "delivered", "count": 1},

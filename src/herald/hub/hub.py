@@ -87,6 +87,8 @@ class Hub:
         maintenance_interval_s: how often ``run_maintenance`` expires and prunes.
         payload_check_s: the longest one publish's payload schema checks may take.
         scan_events: the most events one narrowed read looks at (``HubConfig.scan_events``).
+        max_deliveries: how many times an event is handed out unacknowledged before it becomes
+            dead (``HubConfig.max_deliveries``; 0: no limit).
 
     What it does is counted in ``metrics`` (``herald.metrics``), a registry of the hub's own:
     two hubs in one process never mix their counts.
@@ -101,8 +103,10 @@ class Hub:
         maintenance_interval_s: float = DEFAULTS.hub.maintenance_interval_s,
         payload_check_s: float = DEFAULTS.hub.payload_check_s,
         scan_events: int = DEFAULTS.hub.scan_events,
+        max_deliveries: int = DEFAULTS.hub.max_deliveries,
     ) -> None:
         self._store = store
+        store.max_deliveries = max_deliveries
         self.metrics = Metrics()
         store.on_acknowledged = self._count_acknowledged
         # Told by the store as each commit of new events is made, before their publishes are
@@ -675,8 +679,9 @@ class Hub:
         return event, await self._store.attempts(event_id)
 
     async def redeliver(self, event_id: str) -> Event:
-        """Offer a delivered, expired or undeliverable event again (``Store.redeliver``): it is
-        pending once more, and its webhook and OpenClaw deliveries start a new series of
+        """Offer a delivered, expired, dead or undeliverable event again (``Store.redeliver``):
+        it is pending once more (a dead one handed out as many times again before it dies), and
+        its webhook and OpenClaw deliveries start a new series of
         attempts (those to a disabled endpoint once it is enabled). Its attempts stay.
 
         Raises:

@@ -1,7 +1,7 @@
 """The gauges that describe the store (``herald_events_pending``,
-``herald_oldest_pending_age_seconds``, ``herald_sessions``, ``herald_webhook_endpoints``): read
-from the store at scrape time (``Store.gauges``), so that every process sharing a PostgreSQL
-database reports the same."""
+``herald_oldest_pending_age_seconds``, ``herald_events_dead``, ``herald_sessions``,
+``herald_webhook_endpoints``): read from the store at scrape time (``Store.gauges``), so that
+every process sharing a PostgreSQL database reports the same."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ PENDING = (
 OLDEST = (
     "herald_oldest_pending_age_seconds",
     "Age of the oldest event not yet delivered (0 when there is none)",
+)
+DEAD = (
+    "herald_events_dead",
+    "Events handed out as many times as allowed (--max-deliveries) without an acknowledgement,"
+    " offered no more until redelivered, in the whole store",
 )
 SESSIONS = ("herald_sessions", "Live sessions of every process sharing the store")
 ENDPOINTS = ("herald_webhook_endpoints", "Webhook, OpenClaw and subscription endpoints by state")
@@ -52,6 +57,7 @@ class StoreGauges:
     def _families(self, reading: Gauges) -> Iterator[Metric]:
         yield GaugeMetricFamily(*PENDING, value=reading.pending)
         yield GaugeMetricFamily(*OLDEST, value=reading.oldest_pending_age_s)
+        yield GaugeMetricFamily(*DEAD, value=reading.dead)
         sessions = GaugeMetricFamily(*SESSIONS, labels=["transport", "era"])
         for transport, era, count in reading.sessions:
             sessions.add_metric([transport, era], count)

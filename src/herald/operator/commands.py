@@ -97,7 +97,7 @@ def _add_send(send: argparse.ArgumentParser) -> None:
 def _add_events(events: argparse.ArgumentParser) -> None:
     _options(events, _events)
     events.add_argument("--agent", metavar="ID_OR_HANDLE")
-    events.add_argument("--status", help="pending, sent, delivered, expired")
+    events.add_argument("--status", help="pending, sent, delivered, expired, dead")
     events.add_argument("--type", help="an event type, or a glob such as build.*")
     events.add_argument("--since", help="an ISO 8601 time")
     events.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")

@@ -97,6 +97,12 @@ SETTINGS = (
         "how long a drained event stays reserved for its consumer",
     ),
     Setting(
+        "max_deliveries",
+        "hub.max_deliveries",
+        integer(0),
+        "how many times an event is handed out unacknowledged before it becomes dead (0: no limit)",
+    ),
+    Setting(
         "scan_events",
         "hub.scan_events",
         integer(1),

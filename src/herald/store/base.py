@@ -11,6 +11,8 @@ Every backend keeps the same promises, proven by one test suite run against each
   committed, tells ``on_acknowledged`` when each event it finished was published (as a claim's
   cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
+- an event a claim has handed out ``max_deliveries`` times without an acknowledgement dies
+  rather than be handed out again: offered no more, kept until pruned like a finished one;
 - each agent's events are counted by status as every write changes them, and attempts by
   mechanism and outcome as they are recorded, so that ``stats`` reads no event or attempt;
 - live sessions are kept with an expiry that their process refreshes, so that every process
@@ -96,6 +98,9 @@ class Store(ABC):
         must not block, and what it raises is reported (logged) and keeps no caller from its
         answer."""
         self._journal_listeners: list[Callable[[], None]] = []
+        self.max_deliveries = DEFAULTS.hub.max_deliveries
+        """How many times ``claim`` and ``poll`` hand an event out unacknowledged: the next
+        time they would, it becomes dead instead (``rules.DEAD_LETTER``). 0: no limit."""
 
     def now(self) -> int:
         return now_ms(self.clock)
@@ -253,7 +258,11 @@ class Store(ABC):
         after that seq are leased (a subscription's events come after its cursor).
 
         Events already leased to ``consumer`` are handed out again (a lost response costs
-        nothing) and their lease renewed. Each event handed out gets an attempt recorded. With
+        nothing) and their lease renewed. Each event handed out gets an attempt recorded, and
+        is counted: one handed out ``max_deliveries`` times already (unacknowledged, since it
+        is still open) becomes ``dead`` instead, in the same transaction, with an attempt
+        (``rules.DEAD_LETTER``, outcome ``dead``, the reason its error), and is offered no more;
+        an answer that those left empty while others wait looks again. With
         ``ack_up_to``, ``ack(up_to_seq=ack_up_to, consumer=consumer)`` is done first, in the same
         transaction; the event at seq ``ack_up_to`` is then handed out only alone, and what is
         handed out is not acknowledged by ``ack_up_to`` itself when it comes again (a lost
@@ -418,7 +427,8 @@ class Store(ABC):
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
-        """Delete delivered and expired events finished before the given time; returns how many.
+        """Delete delivered, expired and dead events finished (or dead) before the given time;
+        returns how many.
         A subscription whose waiting delivery goes with one is owed a ``gap``."""
 
     # Live sessions: presence, across the processes that share the store
@@ -702,10 +712,11 @@ class Store(ABC):
 
     @abstractmethod
     async def redeliver(self, event_id: str) -> Event | None:
-        """Offer a finished event (delivered, expired, sent) or one whose delivery to an
+        """Offer a finished event (delivered, expired, dead, sent) or one whose delivery to an
         endpoint was given up on, again, in one transaction: it becomes pending, unleased, its
-        time to live starting afresh, and its deliveries to webhook and OpenClaw endpoints that
-        are finished (done or dead) start a new series of attempts, due now. Its attempts stay.
+        time to live starting afresh, the times it was handed out counted from none again, and
+        its deliveries to webhook and OpenClaw endpoints that are finished (done or dead) start
+        a new series of attempts, due now. Its attempts stay.
         None: no such event.
 
         Raises:

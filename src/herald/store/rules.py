@@ -26,6 +26,17 @@ LEASED = "leased"
 DELIVERED = EventStatus.DELIVERED.value
 ACK = "ack"
 """The mechanism an acknowledgement is recorded under."""
+DEAD_LETTER = "dead_letter"
+"""The mechanism an event's death is recorded under (outcome ``dead``, the reason its error)."""
+DEAD = EventStatus.DEAD.value
+DEAD_REASON = "handed out {} times without an acknowledgement"
+"""Why an event died, with how many times it was handed out; PostgreSQL's claim writes the
+same text (``queries.CLAIM``)."""
+
+
+def dying(handed_out: int, max_deliveries: int) -> bool:
+    """Whether an event handed out ``handed_out`` times dies rather than be handed out again."""
+    return 0 < max_deliveries <= handed_out
 
 
 def lease_attempts(
@@ -44,6 +55,17 @@ def take_attempts(events: Iterable[Event], now: int, mechanism: str, session: st
 def ack_attempts(event_ids: Iterable[str], now: int, consumer: str | None) -> list[Attempt]:
     """An ack records each event it finished as delivered, by whoever acknowledged it."""
     return [Attempt(event_id, now, ACK, DELIVERED, consumer) for event_id in event_ids]
+
+
+def dead_attempts(
+    buried: Iterable[tuple[str, int]], now: int, consumer: str | None
+) -> list[Attempt]:
+    """A claim records each event that died rather than be handed out again (event id, times
+    handed out), with why."""
+    return [
+        Attempt(event_id, now, DEAD_LETTER, DEAD, consumer, DEAD_REASON.format(handed_out))
+        for event_id, handed_out in buried
+    ]
 
 
 def push_holders(pushes: Iterable[tuple[str, Attempt]]) -> dict[tuple[str, str], str | None]:

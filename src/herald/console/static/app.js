@@ -479,6 +479,7 @@ async function overviewPage(life, body) {
       card("failing", "Failing endpoints", failingCount, link("/endpoints?failing=true", "see them")),
       card("delivered", "Delivered", events.delivered, "kept 7 days"),
       card("expired", "Expired", events.expired, "their time to live ran out"),
+      card("dead", "Dead", events.dead, link("/events?status=dead", "handed out too often, never acknowledged")),
     );
     fill(clients, table(["Client", "Era", ["Sessions", "num"]],
       stats.clients.map((c) => row(c.client === null ? h("span", { class: "muted" }, "unnamed") : text(c.client), text(c.era), cell({ class: "num" }, c.count))),
@@ -795,7 +796,7 @@ function sendForm(handle) {
 // ---------------------------------------------------------------------------------------------
 // Events
 
-const STATUSES = ["", "pending", "sent", "delivered", "expired"];
+const STATUSES = ["", "pending", "sent", "delivered", "expired", "dead"];
 
 async function eventsPage(life, body, params) {
   const agent = h("input", { id: "events-agent", value: params.get("agent") || "", autocomplete: "off", spellcheck: "false" });

@@ -17,7 +17,7 @@ from herald.store.tables import AGENTS
 
 ALREADY_PENDING = (
     "event {!r} is pending already and none of its deliveries was given up on: it is being"
-    " offered; redeliver an event once it is delivered, expired or undeliverable"
+    " offered; redeliver an event once it is delivered, expired, dead or undeliverable"
 )
 
 
@@ -118,6 +118,7 @@ class OverviewStore:
                 oldest_pending_at=oldest["created_at"] if oldest is not None else None,
                 sessions=[tuple(row) for row in await conn.fetch(queries.SESSIONS_BY_WAY, now)],
                 endpoints=[tuple(row) for row in await conn.fetch(queries.ENDPOINTS_BY_STATE)],
+                dead=await conn.fetchval(queries.DEAD_EVENTS),
             )
 
         return await self._run(select)

@@ -219,35 +219,61 @@ AFTER_THROUGH = " AND seq > $9::bigint AND seq <= $10::bigint"
 
 # Claim and take: $1 agent, $2 consumer, $3 now, $4 limit.
 CLAIMABLE = f"""
-SELECT id, seq FROM events
+SELECT id, seq, handed_out FROM events
 WHERE agent_id = $1 AND {OPEN} AND (expires_at IS NULL OR expires_at > $3)
   AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until <= $3){{matching}}{{after}}
 ORDER BY seq
 LIMIT {{limit}}
 FOR UPDATE SKIP LOCKED
 """
+# Why an event of ``buried`` died (``rules.DEAD_REASON``).
+DEAD_REASON = f"format('{rules.DEAD_REASON.replace('{}', '%s')}', handed_out)"
+# Of the events ``found``, those handed out $11 times already ($11 > 0) die: closed as dead, no
+# one's lease left (``buried``); the others (``live``) are leased, their count taken up by one.
+BURY = f"""
+dying AS (SELECT id FROM found WHERE $11::integer > 0 AND handed_out >= $11::integer),
+live AS (SELECT id, seq FROM found WHERE NOT ($11::integer > 0 AND handed_out >= $11::integer)),
+claimed AS (
+    SELECT id FROM live
+    WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM live) = 1
+    ORDER BY seq
+    LIMIT $4
+),
+leased AS (
+    UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6,
+        handed_out = handed_out + 1
+    WHERE id IN (SELECT id FROM claimed)
+    RETURNING {EVENT_COLUMNS}
+),
+buried AS (
+    UPDATE events SET status = '{rules.DEAD}', status_at = $3, lease_owner = NULL,
+        lease_until = NULL, lease_cursor = NULL
+    WHERE id IN (SELECT id FROM dying)
+    RETURNING id, seq, handed_out
+)"""
 # Lease: also $5 the lease's end, $6 the cursor the request sent (NULL: none), $7 and $8 as in
 # MATCHING, $9 the seq after which events are leased (0: any) and $10 the last seq they may
 # have (a bounded look: the index is read from $9 to $10 at most). In the answer to a
 # cursor, the event at that seq only alone: the answer's cursor (its last seq) must differ from
 # the one sent, so that the next request tells a retry from a follow-up; or be that very event,
-# which the consumer had seen already (its cursor says so).
+# which the consumer had seen already (its cursor says so). $11 the most times an event is
+# handed out (0: no limit): an event found handed out that many times already dies instead
+# (BURY), and the first row says which did, as a JSON array of [id, times handed out].
 LEASE = f"""
 WITH found AS MATERIALIZED (
     {CLAIMABLE.format(limit="$4 + 1", matching=MATCHING, after=AFTER_THROUGH)}
 ),
-claimed AS (
-    SELECT id FROM found
-    WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
-    ORDER BY seq
-    LIMIT $4
-)
-UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
-WHERE id IN (SELECT id FROM claimed)
-RETURNING {EVENT_COLUMNS}
+{BURY}
+SELECT leased.*,
+    CASE WHEN row_number() OVER () = 1 THEN (
+        SELECT json_agg(json_build_array(id, handed_out) ORDER BY seq) FROM buried
+    )::text END AS buried
+FROM (SELECT) AS one LEFT JOIN leased ON true
 """
 # A claim in one statement, its own transaction (a drain step: one round trip). $1 to $10 as in
-# LEASE, $11 the way the events leased are recorded under. Both its reads of open events start at
+# LEASE, $11 the most times an event is handed out (as in LEASE: those handed out that many
+# times already die, each recorded with an attempt whose error says why), $12 the way the events
+# leased are recorded under. Both its reads of open events start at
 # the agent's oldest open one (none before it is open), not at its first event: the index entries of
 # those delivered stay until a vacuum, and each step would read past them all. First the cursor $6
 # (NULL: none) acknowledges what it acknowledges as ``ACK_HELD`` does, unless it is past the agent's
@@ -280,32 +306,31 @@ found AS MATERIALIZED (
     )
 }
 ),
-claimed AS (
-    SELECT id FROM found
-    WHERE $6::bigint IS NULL OR seq <> $6 OR (SELECT count(*) FROM found) = 1
-    ORDER BY seq
-    LIMIT $4
-),
-leased AS (
-    UPDATE events SET lease_owner = $2, lease_until = $5, lease_cursor = $6
-    WHERE id IN (SELECT id FROM claimed)
-    RETURNING {EVENT_COLUMNS}
-),
+{BURY},
 attempted AS (
-    INSERT INTO attempts (event_id, at, mechanism, outcome, session)
-    SELECT id, $3, '{rules.ACK}', '{rules.DELIVERED}', $2::text FROM acked
+    INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
+    SELECT id, $3, '{rules.ACK}', '{rules.DELIVERED}', $2::text, NULL FROM acked
     UNION ALL
-    SELECT id, $3, $11::text, '{rules.LEASED}', $2::text FROM leased
+    SELECT id, $3, '{rules.DEAD_LETTER}', '{rules.DEAD}', $2::text, {DEAD_REASON}
+    FROM buried
+    UNION ALL
+    SELECT id, $3, $12::text, '{rules.LEASED}', $2::text, NULL FROM leased
 ),
 attempt_groups AS (
-    SELECT 1 AS position, json_build_object(
+    SELECT 1 AS position, 0 AS handed_out, json_build_object(
         'way', '{rules.ACK}', 'outcome', '{rules.DELIVERED}', 'events', json_agg(id ORDER BY seq),
         'session', $2::text
     ) AS attempt_group
     FROM acked HAVING count(*) > 0
     UNION ALL
-    SELECT 2, json_build_object(
-        'way', $11::text, 'outcome', '{rules.LEASED}', 'events', json_agg(id ORDER BY seq),
+    SELECT 2, handed_out, json_build_object(
+        'way', '{rules.DEAD_LETTER}', 'outcome', '{rules.DEAD}',
+        'events', json_agg(id ORDER BY seq), 'session', $2::text, 'error', {DEAD_REASON}
+    )
+    FROM buried GROUP BY handed_out
+    UNION ALL
+    SELECT 3, 0, json_build_object(
+        'way', $12::text, 'outcome', '{rules.LEASED}', 'events', json_agg(id ORDER BY seq),
         'session', $2::text
     )
     FROM leased HAVING count(*) > 0
@@ -313,12 +338,13 @@ attempt_groups AS (
 journaled AS (
     INSERT INTO journal (at, kind, agent_id, detail)
     SELECT $3, 'claim', $1,
-        json_build_object('attempts', json_agg(attempt_group ORDER BY position))::text
+        json_build_object('attempts', json_agg(attempt_group ORDER BY position, handed_out))::text
     FROM attempt_groups HAVING count(*) > 0
 )
 SELECT head.last_seq AS newest,
     CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(created_at) FROM acked) END
         AS acknowledged,
+    CASE WHEN row_number() OVER () = 1 THEN (SELECT count(*) FROM buried) END AS buried,
     leased.*
 FROM head LEFT JOIN leased ON true
 """
@@ -470,7 +496,7 @@ UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_
 WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
 RETURNING id, agent_id
 """
-PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired') AND status_at < $1"
+PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired', 'dead') AND status_at < $1"
 
 # Endpoints (webhooks, OpenClaw) and their delivery schedule
 
@@ -835,6 +861,7 @@ SELECT coalesce(sum(pending_events), 0)::bigint AS pending,
     coalesce(sum(sent_events), 0)::bigint AS sent,
     coalesce(sum(delivered_events), 0)::bigint AS delivered,
     coalesce(sum(expired_events), 0)::bigint AS expired,
+    coalesce(sum(dead_events), 0)::bigint AS dead,
     coalesce(sum(last_seq), 0)::bigint AS published
 FROM agents
 """
@@ -884,6 +911,7 @@ SELECT coalesce(sum(pending_events + sent_events), 0)::bigint
     - (SELECT coalesce(sum(n), 0) FROM ({OVERDUE}) AS overdue)::bigint AS pending
 FROM agents
 """
+DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0)::bigint FROM agents"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
@@ -908,7 +936,7 @@ FROM events e WHERE e.id = $1 FOR UPDATE
 """
 REOFFER_EVENT = f"""
 UPDATE events SET status = 'pending', status_at = $2, lease_owner = NULL,
-    lease_until = NULL, lease_cursor = NULL,
+    lease_until = NULL, lease_cursor = NULL, handed_out = 0,
     expires_at = CASE WHEN expires_at IS NULL THEN NULL ELSE $2 + expires_at - created_at END
 WHERE id = $1 RETURNING {EVENT_COLUMNS}
 """
@@ -1087,7 +1115,8 @@ GAPS_OF_PRUNING = """
 UPDATE subscriptions SET gap_at = $1
 WHERE gap_at IS NULL AND id IN (
     SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id
-    WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired') AND e.status_at < $2)
+    WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead')
+        AND e.status_at < $2)
 """
 OWE_GAP = "UPDATE subscriptions SET gap_at = coalesce(gap_at, $2) WHERE id = $1"
 # $1 now.

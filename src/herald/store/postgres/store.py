@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -47,6 +48,7 @@ from herald.store.rules import (
     NO_SEQ_LIMIT,
     ack_attempts,
     check_cursor,
+    dead_attempts,
     first_unhanded,
     lease_attempts,
     looked_through,
@@ -318,22 +320,31 @@ class PostgresStore(
     ) -> list[Event]:
         now = self.now()
 
-        async def lease(conn: Connection) -> tuple[list[Event], list[int]]:
+        async def lease(conn: Connection) -> tuple[list[Event], list[int], int]:
             rows = await conn.fetch(
                 queries.CLAIM,
                 *(agent_id, consumer, now, limit, now + lease_ms, ack_up_to),
-                *(*matching(match), after or 0, NO_SEQ_LIMIT, mechanism),
+                *(*matching(match), after or 0, NO_SEQ_LIMIT, self.max_deliveries, mechanism),
             )
             if ack_up_to is not None and rows:
                 check_cursor(ack_up_to, rows[0]["newest"])  # if ahead, nothing was changed
             acknowledged = list(rows[0]["acknowledged"] or ()) if rows else []  # the first's
+            buried = rows[0]["buried"] if rows else 0
             leased = (event(row) for row in rows if row["id"] is not None)
             events = sorted(leased, key=lambda e: e.seq)
-            if acknowledged or events:
+            if acknowledged or events or buried:
                 note_written()  # by the statement itself
-            return events, acknowledged
+            return events, acknowledged, buried
 
-        events, acknowledged = await self._run(lease, one_statement=True)
+        acknowledged: list[int] = []
+        while True:
+            events, acked, buried = await self._run(lease, one_statement=True)
+            acknowledged += acked
+            # Events that died leave the answer short; one left empty by them while others
+            # wait would look like nothing is left: the claim is made again. Each that comes
+            # back empty buried one at least, so this ends.
+            if events or not buried:
+                break
         if acknowledged:
             self.on_acknowledged(acknowledged)
         return events
@@ -359,12 +370,20 @@ class PostgresStore(
             )
             newest = int(await conn.fetchval(queries.LAST_SEQ, agent_id) or 0)
             through = looked_through(cursor, scan, newest)
-            rows = await conn.fetch(
-                queries.LEASE,
-                *(agent_id, consumer, now, limit, now + lease_ms, cursor),
-                *(types, sender, cursor, through),
-            )
-            events = sorted((event(row) for row in rows), key=lambda e: e.seq)
+            buried: list[tuple[str, int]] = []
+            while True:  # as in ``claim``: again while those that died left it empty
+                rows = await conn.fetch(
+                    queries.LEASE,
+                    *(agent_id, consumer, now, limit, now + lease_ms, cursor),
+                    *(types, sender, cursor, through, self.max_deliveries),
+                )
+                died = json.loads(rows[0]["buried"] or "[]")
+                buried += [(event_id, handed_out) for event_id, handed_out in died]
+                events = sorted(
+                    (event(row) for row in rows if row["id"] is not None), key=lambda e: e.seq
+                )
+                if events or not died:
+                    break
             unhanded = None
             if through < newest and len(events) < limit:
                 seqs = await conn.fetch(
@@ -373,6 +392,7 @@ class PostgresStore(
                 )
                 unhanded = first_unhanded([row[0] for row in seqs], events)
             attempts = ack_attempts([event_id for event_id, _ in acknowledged], now, consumer)
+            attempts += dead_attempts(buried, now, consumer)
             attempts += lease_attempts(events, now, "poll", consumer)
             await write_attempts(conn, attempts, now, "claim", agent_id)
             return polled(cursor, events, limit, through, newest, unhanded)

@@ -6,19 +6,27 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from herald.errors import NotFound
 from herald.feed import AttemptGroup, JournalEntry
 from herald.models import EVERY_EVENT, Attempt, Event, EventMatch, StartPosition
 from herald.store.journal import JournalRecord, attempt_groups, record
-from herald.store.rules import NO_SEQ_LIMIT, check_cursor, looked_through
+from herald.store.rules import (
+    DEAD,
+    DEAD_LETTER,
+    DEAD_REASON,
+    NO_SEQ_LIMIT,
+    check_cursor,
+    looked_through,
+)
 from herald.store.sqlite.counts import (
     ADD_ATTEMPTS,
     OPEN_STATUSES,
     StatusChanges,
     attempt_counts,
+    changes_of,
 )
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
@@ -29,7 +37,6 @@ from herald.store.sqlite.rows import (
     chunks,
     insert_json_sql,
     match_sql,
-    records,
 )
 from herald.store.tables import ATTEMPTS, EVENTS
 
@@ -107,6 +114,35 @@ def _mark_delivered(
     return [(event_id, created_at) for _, event_id, created_at in sorted(marked)]
 
 
+@dataclass
+class Burials:
+    """What a claim does with the events it finds handed out ``max_deliveries`` times already
+    (0: no limit): they die (``bury``) rather than be handed out again, each kept with how many
+    times it was, for the attempt that records its death."""
+
+    max_deliveries: int
+    dead: list[tuple[str, int]] = field(default_factory=list)
+
+    def bury(self, conn: sqlite3.Connection, dying: list[tuple[Event, int]], now: int) -> None:
+        conn.execute(
+            "UPDATE events SET status = 'dead', is_open = 0, status_at = ?, lease_owner = NULL,"
+            " lease_until = NULL, lease_cursor = NULL WHERE id IN (SELECT value FROM json_each(?))",
+            (now, as_json([e.id for e, _ in dying])),
+        )
+        changes_of([(e.agent_id, e.status.value, 1) for e, _ in dying], DEAD).apply(conn)
+        self.dead += [(e.id, handed_out) for e, handed_out in dying]
+
+    def runs(self, consumer: str | None) -> list[AttemptRun]:
+        """The attempts that record the deaths: one run per number of times handed out."""
+        by_count: dict[int, list[str]] = {}
+        for event_id, handed_out in self.dead:
+            by_count.setdefault(handed_out, []).append(event_id)
+        return [
+            AttemptRun(DEAD_LETTER, DEAD, consumer, ids, DEAD_REASON.format(count))
+            for count, ids in sorted(by_count.items())
+        ]
+
+
 def claimable(
     conn: sqlite3.Connection,
     agent_id: str,
@@ -117,30 +153,43 @@ def claimable(
     match: EventMatch = EVERY_EVENT,
     after: int | None = None,
     through: int | None = None,
+    burials: Burials | None = None,
 ) -> list[Event]:
     """The oldest open events not under another consumer's live lease (after seq ``after``, up
     to seq ``through``). In the answer to a ``cursor``, the event at that seq only alone: the
     answer's cursor (its last seq) must differ from the one sent, so that the next request tells
     a retry from a follow-up; or be that very event, which the consumer had seen already (its
-    cursor says so)."""
+    cursor says so). With ``burials``, those of them handed out as often as allowed die instead,
+    and the look is made again while that left none."""
     matching, match_params = match_sql(match)
-    rows = conn.execute(
-        f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
+    params = {
+        "agent": agent_id,
+        "consumer": consumer,
+        "now": now,
+        "limit": limit + 1,
+        "after": after or 0,
+        "through": NO_SEQ_LIMIT if through is None else through,
+        **match_params,
+    }
+    sql = (
+        f"SELECT {EVENT_COLUMNS}, handed_out FROM events WHERE agent_id = :agent AND {OPEN}"
+        f" AND {UNEXPIRED}"
         f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
-        " AND seq > :after AND seq <= :through ORDER BY seq LIMIT :limit",
-        {
-            "agent": agent_id,
-            "consumer": consumer,
-            "now": now,
-            "limit": limit + 1,
-            "after": after or 0,
-            "through": NO_SEQ_LIMIT if through is None else through,
-            **match_params,
-        },
+        " AND seq > :after AND seq <= :through ORDER BY seq LIMIT :limit"
     )
-    found = records(EVENTS, rows)
-    others = [e for e in found if e.seq != cursor]
-    return others[:limit] if others else found
+    limit_of = burials.max_deliveries if burials is not None else 0
+    while True:
+        rows = conn.execute(sql, params)
+        read = EVENTS.reader([column[0] for column in rows.description])
+        found = rows.fetchall()
+        if burials is not None and limit_of and any(row[-1] >= limit_of for row in found):
+            burials.bury(conn, [(read(r), r[-1]) for r in found if r[-1] >= limit_of], now)
+            found = [row for row in found if row[-1] < limit_of]
+            if not found:
+                continue  # each look buries one at least: it ends
+        events = [read(row) for row in found]
+        others = [e for e in events if e.seq != cursor]
+        return others[:limit] if others else events
 
 
 def lease(
@@ -155,8 +204,8 @@ def lease(
     answer to ``cursor``."""
     if events:
         conn.execute(
-            "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?"
-            " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
+            "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?,"
+            " handed_out = handed_out + 1 WHERE agent_id = ? AND seq BETWEEN ? AND ?"
             f" AND id IN ({', '.join('?' * len(events))})",
             [consumer, until, cursor, agent_id, events[0].seq, events[-1].seq]
             + [e.id for e in events],
@@ -237,13 +286,14 @@ class AttemptRun:
     outcome: str
     session: str | None
     event_ids: list[str]
+    error: str | None = None
 
 
 # The rows of a run are made in SQL from its events' ids, so that a step of a drain makes no
 # object and no JSON row per event for its attempts.
 INSERT_RUN = """
-INSERT INTO attempts (event_id, at, mechanism, outcome, session)
-SELECT value, :now, :way, :outcome, :session FROM json_each(:ids)
+INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
+SELECT value, :now, :way, :outcome, :session, :error FROM json_each(:ids)
 """
 
 
@@ -259,13 +309,20 @@ def write_runs(
     runs = [run for run in runs if run.event_ids]
     counted = Counter[tuple[str, str]]()
     for run in runs:
-        params = {"now": now, "way": run.way, "outcome": run.outcome, "session": run.session}
+        params = {
+            "now": now,
+            "way": run.way,
+            "outcome": run.outcome,
+            "session": run.session,
+            "error": run.error,
+        }
         conn.execute(INSERT_RUN, params | {"ids": as_json(run.event_ids)})
         counted[run.way, run.outcome] += len(run.event_ids)
     if counted:
         conn.executemany(ADD_ATTEMPTS, [(w, o, n) for (w, o), n in sorted(counted.items())])
     groups = tuple(
-        AttemptGroup(r.way, r.outcome, tuple(r.event_ids), session=r.session) for r in runs
+        AttemptGroup(r.way, r.outcome, tuple(r.event_ids), session=r.session, error=r.error)
+        for r in runs
     )
     write(conn, record(now, kind, agent_id, JournalEntry(attempts=groups)))
 

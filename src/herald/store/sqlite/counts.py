@@ -31,6 +31,7 @@ UPDATE agents SET
     sent_events = sent_events + :sent,
     delivered_events = delivered_events + :delivered,
     expired_events = expired_events + :expired,
+    dead_events = dead_events + :dead,
     oldest_open_at = CASE WHEN NOT :reopened THEN oldest_open_at ELSE (
         SELECT e.created_at FROM events e INDEXED BY events_open
         WHERE e.agent_id = agents.id AND e.{OPEN}
@@ -75,6 +76,7 @@ class StatusChanges:
                 "sent": deltas["sent"],
                 "delivered": deltas["delivered"],
                 "expired": deltas["expired"],
+                "dead": deltas["dead"],
                 "reopened": agent_id in self._reopened,
             }
             for agent_id, deltas in sorted(self._deltas.items())

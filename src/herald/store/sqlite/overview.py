@@ -57,6 +57,7 @@ ORDER BY handle LIMIT :limit
 EVENTS_BY_STATUS = """
 SELECT coalesce(sum(pending_events), 0), coalesce(sum(sent_events), 0),
     coalesce(sum(delivered_events), 0), coalesce(sum(expired_events), 0),
+    coalesce(sum(dead_events), 0),
     coalesce(sum(last_seq), 0)
 FROM agents
 """
@@ -97,6 +98,7 @@ SELECT coalesce(sum(pending_events + sent_events), 0)
     - (SELECT coalesce(sum(n), 0) FROM ({OVERDUE}))
 FROM agents
 """
+DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0) FROM agents"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY transport, era ORDER BY transport, era
@@ -119,7 +121,7 @@ FROM events e WHERE e.id = :id
 """
 REOFFER_EVENT = f"""
 UPDATE events SET status = 'pending', is_open = 1, status_at = :now, lease_owner = NULL,
-    lease_until = NULL, lease_cursor = NULL,
+    lease_until = NULL, lease_cursor = NULL, handed_out = 0,
     expires_at = CASE WHEN expires_at IS NULL THEN NULL ELSE :now + expires_at - created_at END
 WHERE id = :id RETURNING {EVENT_COLUMNS}
 """
@@ -253,6 +255,7 @@ class OverviewStore:
                 return [tuple(row) for row in conn.execute(sql, params)]
 
             (pending,) = conn.execute(PENDING, params).fetchone()
+            (dead,) = conn.execute(DEAD_EVENTS).fetchone()
             found = conn.execute(OLDEST_PENDING, params).fetchone()
             oldest = found[3] if found else None
             return Gauges(
@@ -261,6 +264,7 @@ class OverviewStore:
                 oldest_pending_at=oldest,
                 sessions=rows(SESSIONS_BY_WAY),
                 endpoints=rows(ENDPOINTS_BY_STATE),
+                dead=dead,
             )
 
         result: Gauges = await self._run(select)
@@ -286,7 +290,7 @@ class OverviewStore:
 
 _ALREADY_PENDING = (
     "event {!r} is pending already and none of its deliveries was given up on: it is being"
-    " offered; redeliver an event once it is delivered, expired or undeliverable"
+    " offered; redeliver an event once it is delivered, expired, dead or undeliverable"
 )
 
 

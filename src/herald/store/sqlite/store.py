@@ -38,6 +38,7 @@ from herald.store.rules import (
 from herald.store.sqlite.append import APPENDS, append
 from herald.store.sqlite.attempts import (
     AttemptRun,
+    Burials,
     acknowledge,
     attempt_rows,
     claimable,
@@ -288,10 +289,14 @@ class SQLiteStore(
                 acknowledged[:] = acknowledge(
                     conn, agent_id, [], ack_up_to, consumer, now, False, match
                 )
-            events = claimable(conn, agent_id, consumer, limit, now, ack_up_to, match, after)
+            burials = Burials(self.max_deliveries)
+            events = claimable(
+                conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
+            )
             lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
             runs = [
                 AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                *burials.runs(consumer),
                 AttemptRun(mechanism, LEASED, consumer, [e.id for e in events]),
             ]
             write_runs(conn, runs, now, "claim", agent_id)
@@ -320,7 +325,10 @@ class SQLiteStore(
             acknowledged[:] = acknowledge(conn, agent_id, [], cursor, consumer, now, False, match)
             newest = newest_seq(conn, agent_id)
             through = looked_through(cursor, scan, newest)
-            events = claimable(conn, agent_id, consumer, limit, now, cursor, match, cursor, through)
+            burials = Burials(self.max_deliveries)
+            events = claimable(
+                conn, agent_id, consumer, limit, now, cursor, match, cursor, through, burials
+            )
             lease(conn, agent_id, events, consumer, now + lease_ms, cursor)
             unhanded = None
             if through < newest and len(events) < limit:
@@ -328,6 +336,7 @@ class SQLiteStore(
                 unhanded = first_unhanded(seqs, events)
             runs = [
                 AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                *burials.runs(consumer),
                 AttemptRun("poll", LEASED, consumer, [e.id for e in events]),
             ]
             write_runs(conn, runs, now, "claim", agent_id)
@@ -565,7 +574,7 @@ class SQLiteStore(
 
         def delete(conn: sqlite3.Connection) -> int:
             mark_gaps_of_pruning(conn, now, finished_before_ms)
-            finished = "status IN ('delivered', 'expired') AND status_at < ?"
+            finished = "status IN ('delivered', 'expired', 'dead') AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"
