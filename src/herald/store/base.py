@@ -97,6 +97,11 @@ class Store(ABC):
         answer."""
         self._journal_listeners: list[Callable[[], None]] = []
 
+    shared = True
+    """Whether other processes may write to the store while this one serves it (PostgreSQL);
+    not for a store one process serves alone (SQLite under ``herald serve``'s lock), where what
+    this process wrote is all there is."""
+
     def now(self) -> int:
         return now_ms(self.clock)
 
@@ -453,6 +458,10 @@ class Store(ABC):
 
     @abstractmethod
     async def endpoints(self, agent_id: str) -> list[Endpoint]: ...
+
+    @abstractmethod
+    async def any_endpoints(self) -> bool:
+        """Whether any endpoint (webhook, OpenClaw or subscription, in any state) is stored."""
 
     @abstractmethod
     async def endpoint_page(
