@@ -142,6 +142,37 @@ async def test_expiry_and_endpoint_changes_are_journaled(store: Store, clock: Ma
     assert deleted.entry.endpoints[0].state == "deleted"
 
 
+async def test_a_batch_of_deliveries_to_one_endpoint_is_journaled_as_one_group(
+    store: Store,
+) -> None:
+    alice = await add_agent(store, "alice")
+    endpoint = Endpoint(
+        new_id("end_"), alice.id, Kind.WEBHOOK, "https://example.com/hook", "whsec_x", store.now()
+    )
+    await store.put_endpoint(endpoint)
+    published = await store.append([event("alice") for _ in range(3)])
+    await store.schedule_deliveries(store.now(), 10)
+    claimed = await store.claim_deliveries("w", 10, 60_000)
+    start = await head(store)
+    await store.finish_deliveries(
+        [
+            Finished(
+                delivery,
+                Attempt(delivery.event_id, store.now(), "webhook", "delivered", endpoint.id),
+                None,
+                "delivered",
+                endpoint_ok=True,
+            )
+            for delivery, *_ in claimed
+        ]
+    )
+    (row,) = await rows_after(store, start)
+    ids = tuple(p.event.id for p in published)
+    assert row.entry.attempts == (
+        AttemptGroup("webhook", "delivered", ids, endpoint_id=endpoint.id),
+    )
+
+
 async def test_an_endpoint_that_begins_to_fail_and_recovers_is_journaled_once_each(
     store: Store,
 ) -> None:

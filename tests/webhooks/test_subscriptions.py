@@ -126,6 +126,18 @@ async def test_subscribe_verifies_the_endpoint_then_each_matching_event_is_deliv
     assert await deliver(worker) == 0
 
 
+async def test_a_subscription_made_after_a_round_found_no_endpoint_gets_its_events(
+    hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
+) -> None:
+    # With no endpoint the worker's rounds leave the store alone: a subscription is one.
+    agent = await alice(hub)
+    assert await deliver(worker) == 0
+    await subscribe(hub, sender, agent, receiver.url)
+    dm = await hub.publish("alice", "dm.received", "to the new subscription")
+    assert await deliver(worker) == 1
+    assert [r.json["eventId"] for r in events_of(receiver)] == [dm.event.id]
+
+
 async def test_a_given_cursor_starts_delivery_after_it_and_acknowledges_nothing_unseen(
     hub: Hub, sender: Sender, worker: WebhookWorker, receiver: Receiver
 ) -> None:

@@ -4,10 +4,12 @@ hub's manual clock: retries, leases and the ack timeout come by moving it, never
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
+import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -112,6 +114,93 @@ async def test_failures_are_retried_on_the_schedule_and_retry_after_is_honoured(
     assert event.status is EventStatus.DELIVERED
     assert [a.outcome for a in attempts] == ["failed", "failed", "failed", "delivered"]
     assert "HTTP 500" in (attempts[0].error or "") and "HTTP 429" in (attempts[1].error or "")
+
+
+@contextlib.contextmanager
+def sqlite_writer_held(path: Path) -> Iterator[None]:
+    """Another connection holds the SQLite file's write lock: whatever herald's writer runs
+    meanwhile (its reads too, each a transaction) waits for it."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        holder.close()  # its transaction is rolled back: the writer goes on
+
+
+@contextlib.asynccontextmanager
+async def postgres_endpoints_locked(url: str) -> AsyncIterator[None]:
+    """Another connection holds the endpoints table, locked against reads too: a statement
+    that reads it waits."""
+    holder = await asyncpg.connect(url)
+    try:
+        async with holder.transaction():
+            await holder.execute("LOCK TABLE endpoints IN ACCESS EXCLUSIVE MODE")
+            yield
+    finally:
+        await holder.close()
+
+
+async def rounds_without_the_store(work: WebhookWorker) -> None:
+    """A few rounds that must not wait for a store held by another connection."""
+    async with asyncio.timeout(10):
+        for _ in range(3):
+            assert await work.run_once() == 0
+
+
+async def test_with_no_endpoint_a_round_leaves_the_store_alone_and_one_made_later_gets_all(
+    tmp_path: Path, receiver: Receiver, clock: ManualClock
+) -> None:
+    # Rounds woken by publishes were a few transactions each on the SQLite writer, several
+    # times a second, which the publishes queued behind them waited for: with no endpoint
+    # they owe nothing.
+    path = tmp_path / "h.db"
+    async with Hub.from_url(f"sqlite:///{path}", clock=clock) as hub:
+        agent, _ = await hub.create_agent("alice")
+        work = worker(hub)
+        assert await round_trip(work) == 0  # the store says there is no endpoint
+        published = [await hub.publish("alice", "t", f"before the webhook {n}") for n in range(3)]
+        with sqlite_writer_held(path):
+            await rounds_without_the_store(work)
+        await manage.set_webhook(hub, agent.id, receiver.url)
+        assert await round_trip(work) == 3
+        sent = sorted(request.headers["webhook-id"] for request in receiver.requests)
+        assert sent == sorted(p.event.id for p in published)
+
+
+async def test_once_the_last_endpoint_is_deleted_a_round_leaves_the_store_alone_again(
+    tmp_path: Path, receiver: Receiver, clock: ManualClock
+) -> None:
+    path = tmp_path / "h.db"
+    async with Hub.from_url(f"sqlite:///{path}", clock=clock) as hub:
+        agent, _ = await hub.create_agent("alice")
+        await manage.set_webhook(hub, agent.id, receiver.url)
+        work = worker(hub)
+        await hub.publish("alice", "t", "sent")
+        assert await round_trip(work) == 1
+        await manage.remove(hub, agent.id, Kind.WEBHOOK)
+        await hub.publish("alice", "t", "owed to nobody")
+        assert await round_trip(work) == 0  # the store is asked again, once
+        with sqlite_writer_held(path):
+            await rounds_without_the_store(work)
+
+
+async def test_a_webhook_made_by_another_process_is_delivered_once_the_store_is_asked_again(
+    postgres_database_url: str, receiver: Receiver, clock: ManualClock
+) -> None:
+    url = postgres_database_url
+    async with Hub.from_url(url, clock=clock) as here, Hub.from_url(url, clock=clock) as there:
+        work = worker(here)
+        assert await round_trip(work) == 0  # the store says there is no endpoint
+        async with postgres_endpoints_locked(url):
+            await rounds_without_the_store(work)  # believed for a while by the store's clock
+        agent, _ = await there.create_agent("alice")
+        await manage.set_webhook(there, agent.id, receiver.url)
+        published = await here.publish("alice", "t", "to a webhook made by another process")
+        clock.advance(1)
+        assert await round_trip(work) == 1
+        (request,) = receiver.requests
+        assert request.headers["webhook-id"] == published.event.id
 
 
 async def test_a_restart_between_attempts_loses_no_retry(

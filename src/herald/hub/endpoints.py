@@ -12,6 +12,49 @@ from herald.store import Store
 
 ENABLE_TRIES = 3
 """An endpoint disabled anew (for another reason) while it is enabled is read again, this often."""
+READ_AGAIN_MS = 1000
+"""On a store other processes share, how long a reading that found no endpoint is believed: an
+endpoint another process made is found at most this long after it was made (that process's
+own worker delivers to it meanwhile)."""
+
+
+class AnyEndpoints:
+    """Whether any endpoint (webhook, OpenClaw or subscription) exists, as this process knows it.
+    When none does, no webhook delivery can be owed, and the webhook worker leaves the store
+    alone: its rounds are transactions on the store's writer, which publishes queue behind.
+
+    Read from the store the first time it is asked. This process's puts make it true at once
+    (``made``), and it stays true until this process deletes one (``maybe_none_left``: read
+    again); true is never wrong, only slower. On a store other processes share, a reading
+    that found none is believed for ``READ_AGAIN_MS`` of the store's clock."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._known: bool | None = None
+        self._read_at = 0
+        self._made = 0
+        """How many puts this process made: a reading begun before one is not believed."""
+
+    def made(self) -> None:
+        self._known = True
+        self._made += 1
+
+    def maybe_none_left(self) -> None:
+        self._known = None
+
+    async def exist(self) -> bool:
+        if self._known is None or (self._known is False and self._stale()):
+            made, read_at = self._made, self._store.now()
+            found = await self._store.any_endpoints()
+            if self._made == made:
+                self._known, self._read_at = found, read_at
+        return bool(self._known)
+
+    def _stale(self) -> bool:
+        if not self._store.shared:
+            return False  # every endpoint is made through this process
+        since_ms = self._store.now() - self._read_at
+        return not 0 <= since_ms < READ_AGAIN_MS  # a clock set back counts as stale
 
 
 class EndpointBook:
@@ -19,14 +62,28 @@ class EndpointBook:
     answered without asking the store."""
 
     def __init__(
-        self, store: Store, *, on_enabled: Callable[[str], None] = lambda agent_id: None
+        self,
+        store: Store,
+        known: AnyEndpoints,
+        *,
+        on_enabled: Callable[[str], None] = lambda agent_id: None,
     ) -> None:
         self._store = store
         self._on_enabled = on_enabled
+        self.known = known
+        """Whether any endpoint exists (``AnyEndpoints``), shared with ``hub.subscriptions``."""
 
     async def put(self, endpoint: Endpoint) -> None:
         """Create the agent's endpoint of that kind, or replace it (its deliveries go with it)."""
-        await self._store.put_endpoint(endpoint)
+        try:
+            await self._store.put_endpoint(endpoint)
+        finally:  # made, unless it surely was not: believing so costs only a look at the store
+            self.known.made()
+
+    async def any(self) -> bool:
+        """Whether any endpoint of any kind may exist: if not, no delivery can be owed
+        (``AnyEndpoints``: without asking the store, mostly)."""
+        return await self.known.exist()
 
     async def of_agent(self, agent_id: str) -> list[Endpoint]:
         return await self._store.endpoints(agent_id) if is_id(agent_id, "agt_") else []
@@ -40,7 +97,12 @@ class EndpointBook:
 
     async def delete(self, agent_id: str, kind: Kind) -> bool:
         """False if the agent had no endpoint of that kind."""
-        return is_id(agent_id, "agt_") and await self._store.delete_endpoint(agent_id, kind.value)
+        if not is_id(agent_id, "agt_"):
+            return False
+        deleted = await self._store.delete_endpoint(agent_id, kind.value)
+        if deleted:
+            self.known.maybe_none_left()
+        return deleted
 
     async def rotate_secret(
         self, endpoint_id: str, secret: str, previous_until: int

@@ -24,7 +24,7 @@ from herald.config import DEFAULTS
 from herald.errors import InvalidInput, NotFound, StoreUnavailable
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
-from herald.hub.endpoints import EndpointBook
+from herald.hub.endpoints import AnyEndpoints, EndpointBook
 from herald.hub.feed import Feed
 from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
@@ -112,10 +112,13 @@ class Hub:
         # Told by the store as each commit of new events is made, before their publishes are
         # answered: the events' pushes and streams do not wait behind those answers.
         store.on_appended = self._committed
-        self.endpoints = EndpointBook(store, on_enabled=lambda agent_id: self._announce({agent_id}))
+        any_endpoints = AnyEndpoints(store)
+        self.endpoints = EndpointBook(
+            store, any_endpoints, on_enabled=lambda agent_id: self._announce({agent_id})
+        )
         self.overview = Overview(store, scan_events)
         self.presence = Presence(store)
-        self.subscriptions = SubscriptionBook(store)
+        self.subscriptions = SubscriptionBook(store, any_endpoints)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
         self.key_watch = KeyWatch(store)
         self.publisher_keys = PublisherKeyBook(store)
@@ -368,6 +371,7 @@ class Hub:
         subscribed = await self.subscriptions.of_agent(agent_id) if is_id(agent_id, "agt_") else []
         if not is_id(agent_id, "agt_") or not await self._store.delete_agent(agent_id):
             raise NotFound(f"no agent has the id {agent_id!r}")
+        self.endpoints.known.maybe_none_left()  # its endpoints went with it
         self._announce({agent_id})  # what follows the agent's events finds it gone
         self.subscriptions.ended(subscribed, AGENT_DELETED)
 

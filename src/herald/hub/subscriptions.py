@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
+from herald.hub.endpoints import AnyEndpoints
 from herald.models import Endpoint, OwedEvents, WebhookSubscription
 from herald.store import Store
 
@@ -27,8 +28,10 @@ class SubscriptionBook:
     """The subscriptions part of the hub (``hub.subscriptions``). Ids that cannot name one are
     answered without asking the store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, known: AnyEndpoints) -> None:
         self._store = store
+        self._known = known
+        """Whether any endpoint exists: a subscription is one (shared with ``hub.endpoints``)."""
         self._ended: list[Ended] = []
         self._deleted: list[Callable[[str], None]] = []
 
@@ -75,9 +78,12 @@ class SubscriptionBook:
             NotFound: its agent does not exist.
             LimitReached: it is new, and its agent holds ``max_live`` live ones.
         """
-        return await self._store.put_subscription(
-            endpoint, subscription, rotation_until, max_live=max_live
-        )
+        try:
+            return await self._store.put_subscription(
+                endpoint, subscription, rotation_until, max_live=max_live
+            )
+        finally:  # made, unless it surely was not: believing so costs only a look at the store
+            self._known.made()
 
     async def get(self, subscription_id: str) -> tuple[Endpoint, WebhookSubscription] | None:
         if not SUBSCRIPTION_ID.fullmatch(subscription_id):
@@ -103,6 +109,7 @@ class SubscriptionBook:
             and await self._store.delete_subscription(subscription_id)
         )
         if deleted:
+            self._known.maybe_none_left()
             self.deleted(subscription_id)
         return deleted
 

@@ -102,6 +102,11 @@ class Store(ABC):
         """How many times ``claim`` and ``poll`` hand an event out unacknowledged: the next
         time they would, it becomes dead instead (``rules.DEAD_LETTER``). 0: no limit."""
 
+    shared = True
+    """Whether other processes may write to the store while this one serves it (PostgreSQL);
+    not for a store one process serves alone (SQLite under ``herald serve``'s lock), where what
+    this process wrote is all there is."""
+
     def now(self) -> int:
         return now_ms(self.clock)
 
@@ -463,6 +468,10 @@ class Store(ABC):
 
     @abstractmethod
     async def endpoints(self, agent_id: str) -> list[Endpoint]: ...
+
+    @abstractmethod
+    async def any_endpoints(self) -> bool:
+        """Whether any endpoint (webhook, OpenClaw or subscription, in any state) is stored."""
 
     @abstractmethod
     async def endpoint_page(

@@ -109,18 +109,21 @@ def attempt_groups(attempts: Sequence[Attempt]) -> tuple[AttemptGroup, ...]:
 
 
 def finished_groups(finished: Sequence[Finished]) -> tuple[AttemptGroup, ...]:
-    """A batch of webhook, OpenClaw and subscription attempts: each to one endpoint, with
-    when it is tried again."""
+    """A batch of webhook, OpenClaw and subscription attempts, those alike but for their events
+    made one group (to one endpoint, with when they are tried again), in the order of each
+    group's first: a batch's successes to one endpoint are one group, not one each (the
+    journal row of a batch was half made of the same names repeated)."""
+    groups: dict[tuple[str, str, str, str | None, int | None], list[str]] = {}
+    for item in finished:
+        attempt = item.attempt
+        key = (attempt.mechanism, attempt.outcome, item.delivery.endpoint_id, attempt.error,
+               item.next_at)  # fmt: skip
+        groups.setdefault(key, []).append(attempt.event_id)
     return tuple(
         AttemptGroup(
-            item.attempt.mechanism,
-            item.attempt.outcome,
-            (item.attempt.event_id,),
-            endpoint_id=item.delivery.endpoint_id,
-            error=item.attempt.error,
-            next_at=item.next_at,
+            way, outcome, tuple(ids), endpoint_id=endpoint_id, error=error, next_at=next_at
         )
-        for item in finished
+        for (way, outcome, endpoint_id, error, next_at), ids in groups.items()
     )
 
 

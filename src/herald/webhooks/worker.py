@@ -240,7 +240,10 @@ class WebhookWorker:
         try:
             await self._hold_claims()
             while self._stop_by is None:
-                if time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S:
+                if (
+                    time.monotonic() - checked_gone_at >= GONE_CHECK_EVERY_S
+                    and await self._may_be_owed()
+                ):
                     checked_gone_at = time.monotonic()
                     try:
                         await self.free_claims_of_the_gone()
@@ -387,7 +390,20 @@ class WebhookWorker:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def _may_be_owed(self) -> bool:
+        """Whether any delivery may be owed: not while no endpoint exists (``hub.endpoints.any``,
+        mostly known without the store). Then a round leaves the store alone: under a publish
+        load it would be a few transactions several times a second on the store's writer, each
+        holding up the publishes queued behind it. What it would have done waits for an
+        endpoint: events stay open, and are scheduled at the first round after one is made."""
+        try:
+            return await self.hub.endpoints.any()
+        except Exception:  # the store is away: the round finds it so, and says so
+            return True
+
     async def _round(self, schedule: bool) -> int:
+        if not await self._may_be_owed():
+            return 0  # what asked for this round (a publish, say) still does, for later
         if self._catalogue_changed:
             await self.end_removed_entries()
         claimed = 0

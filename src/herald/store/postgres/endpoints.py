@@ -40,6 +40,12 @@ class EndpointStore:
 
         return await self._run(select)
 
+    async def any_endpoints(self) -> bool:
+        async def select(conn: Connection) -> bool:
+            return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM endpoints)"))
+
+        return await self._run(select)
+
     async def endpoint_page(
         self, after: str | None, limit: int, *, failing: bool
     ) -> list[tuple[Endpoint, str]]:

@@ -151,6 +151,12 @@ class EndpointStore:
         result: list[Endpoint] = await self._run(select)
         return result
 
+    async def any_endpoints(self) -> bool:
+        def select(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM endpoints)").fetchone()[0])
+
+        return bool(await self._run(select))
+
     async def endpoint_page(
         self, after: str | None, limit: int, *, failing: bool
     ) -> list[tuple[Endpoint, str]]:

@@ -111,6 +111,8 @@ class SQLiteStore(
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
     commit, NORMAL survives a crashed process but not a power cut."""
 
+    shared = False  # one process serves it (``herald serve`` holds its lock)
+
     def __init__(self, path: str, clock: Clock = time.time, synchronous: str = "FULL") -> None:
         super().__init__(clock)
         self.path = path
