@@ -30,6 +30,25 @@ async def test_publish_checks_its_input_and_stores_nothing_bad(hub: Hub) -> None
     assert (await hub.drain(agent, cursor=0)).events == []
 
 
+async def test_publish_to_a_list_stores_one_event_for_each_agent_or_none(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    published = await hub.publish(["bob", "alice"], "t", "both", dedupe_key="k")
+    assert [p.event.agent_id for p in published] == [bob.id, alice.id]
+    assert all(p.created for p in published) and published[0].event.id != published[1].event.id
+    again = await hub.publish(["alice", "bob"], "t", "both", dedupe_key="k")
+    assert [(p.event.id, p.created) for p in again] == [
+        (published[1].event.id, False),
+        (published[0].event.id, False),
+    ]
+    with pytest.raises(InvalidInput, match=r"event\.to names 'carol', which no agent has"):
+        await hub.publish(["alice", "carol"], "t", "x")
+    with pytest.raises(InvalidInput, match="holds 'bob' more than once"):
+        await hub.publish(["bob", "alice", "bob"], "t", "x")
+    for agent in (alice, bob):
+        assert [e.text for e in (await hub.drain(agent, cursor=0)).events] == ["both"]
+
+
 async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(
     hub: Hub, clock: ManualClock
 ) -> None:

@@ -358,12 +358,13 @@ class Checked(TypedDict):
     """A dry run's answer: every event would be taken; none was stored."""
 
     checked: int
-    """How many events were checked."""
+    """How many events were checked (an event for a list of handles counts once for each)."""
 
 
 @shape
 class Receipts(TypedDict):
-    """A published batch, in the order sent."""
+    """A published batch, or an event for a list of handles: a receipt for each event stored,
+    in the order sent (an event for a list gives one for each handle, in the list's order)."""
 
     events: list[Receipt]
 

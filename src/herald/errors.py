@@ -80,6 +80,14 @@ class NotFound(HeraldError):
     http_status = 404
 
 
+class NoSuchHandle(NotFound):
+    """A publish is for a handle that no agent has; ``handle`` names it."""
+
+    def __init__(self, handle: str) -> None:
+        super().__init__(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+        self.handle = handle
+
+
 class Conflict(HeraldError):
     """The request clashes with what exists, such as a handle already taken."""
 

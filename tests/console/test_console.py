@@ -358,6 +358,21 @@ def test_a_test_event_sent_from_the_page_shows_in_the_tail_which_pauses_and_filt
     expect(tail.locator("tr[data-kind='published']", has_text="console.flood-0")).to_have_count(0)
 
 
+def test_a_test_event_sent_to_handles_separated_by_commas_reaches_each_agent(
+    page: Page, herald: HeraldProcess, scene: Scene
+) -> None:
+    sign_in(page, herald)
+    page.get_by_role("link", name="Live tail").click()
+    page.get_by_label("To (handle)").fill("agent-053, agent-054")
+    page.locator("#send-type").fill("listed.check")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="Sent 2 events")).to_be_visible()
+    with herald.client(ADMIN_KEY) as admin:
+        for handle in ("agent-053", "agent-054"):
+            asked = {"agent": handle, "type": "listed.check"}
+            assert len(admin.get("/v1/events", params=asked).json()["events"]) == 1
+
+
 def publish(herald: HeraldProcess, to: str, type: str) -> str:
     with herald.client(ADMIN_KEY) as admin:
         return published(admin, to, type, f"an event of type {type}")

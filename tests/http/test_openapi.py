@@ -287,6 +287,9 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     batch = [{"to": alice["handle"], "type": "t", "text": f"#{n}"} for n in range(2)]
     walk("POST", "/v1/events", made["key"], 202, json=batch)
     walk("POST", "/v1/events", admin, 404, json={**batch[0], "to": "nobody-here"})
+    listed = {**batch[0], "to": [alice["handle"], bob["handle"]]}
+    assert len(walk("POST", "/v1/events", admin, 202, json=listed)["events"]) == 2
+    walk("POST", "/v1/events", admin, 422, json={**listed, "to": [bob["handle"], "nobody-here"]})
     walk("POST", "/v1/events", admin, 413, json={**batch[0], "text": "x" * 300_000})
     page = walk("GET", "/v1/events", admin, 200, params={"agent": alice["handle"], "limit": "1"})
     walk("GET", "/v1/events", admin, 200, params={"cursor": page["next"]})

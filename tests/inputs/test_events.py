@@ -14,9 +14,9 @@ from herald import json_input
 from herald.errors import InvalidInput, TooLarge
 from herald.inputs.events import (
     CheckedBatches,
-    parse_batch,
-    parse_new_event,
+    parse_publish,
     read_publish,
+    spread,
 )
 from herald.models import NewEvent
 from tests.http.hostile import bodies, datas, either, forms, objects, ttls
@@ -79,10 +79,9 @@ ONE_PASS_EVENTS = objects(
 
 
 def _fully_checked(body: bytes) -> tuple[list[NewEvent], bool]:
-    value = json_input.loads(body)
-    if isinstance(value, list):
-        return parse_batch(value), True
-    return [parse_new_event(value)], False
+    events, batch, lists = parse_publish(json_input.loads(body))
+    assert lists is None  # none of these bodies has a list of handles
+    return events, batch
 
 
 def _same_events(one_pass: list[NewEvent], full: list[NewEvent]) -> None:
@@ -160,6 +159,24 @@ def test_one_pass_takes_well_formed_bodies_as_the_full_checks_do(body: str) -> N
     one_pass = read_publish(raw)
     assert one_pass is not None
     _same_events(one_pass[0], _fully_checked(raw)[0])
+
+
+def test_an_event_for_a_list_is_left_to_the_full_checks_which_spread_it_over_its_handles() -> None:
+    raw = b'[{"to": "a", "type": "t", "text": "1"}, {"to": ["b", "c"], "type": "t", "text": "2"}]'
+    assert read_publish(raw) is None
+    events, batch, lists = parse_publish(json_input.loads(raw))
+    assert batch and lists == {1: ["b", "c"]}
+    assert [(e.to, e.text) for e in spread(events, lists)] == [("a", "1"), ("b", "2"), ("c", "2")]
+    single, batch, lists = parse_publish({"to": ["c", "b"], "type": "t", "text": "x"})
+    assert (
+        not batch
+        and lists == {0: ["c", "b"]}
+        and [e.to for e in spread(single, lists)]
+        == [
+            "c",
+            "b",
+        ]
+    )
 
 
 def test_a_body_after_a_byte_order_mark_is_left_to_the_full_checks_which_take_it() -> None:

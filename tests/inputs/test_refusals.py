@@ -41,7 +41,8 @@ def test_an_unknown_field_is_named_before_the_other_faults_of_its_object() -> No
 
 def test_a_missing_field_is_named_with_what_to_send() -> None:
     assert refusal(EventInput, {"type": "t", "text": "x"}) == (
-        "event.to is required and must be an agent handle matching [a-z0-9_-]{1,64}"
+        "event.to is required and must be an agent handle matching [a-z0-9_-]{1,64}, or a"
+        " list of 1-1000 of them (each once)"
     )
 
 

@@ -72,6 +72,25 @@ def test_send_publishes_one_event_and_event_show_gives_its_attempts(herald: Hera
     assert event["attempts"] == [] and event["status"] == "pending"
 
 
+def test_send_to_a_comma_list_sends_one_event_to_each_agent_or_none(
+    herald: HeraldProcess,
+) -> None:
+    for handle in ("op-list-a", "op-list-b"):
+        json_lines(herald, "agent", "add", handle)
+    sent = json_lines(herald, "send", "op-list-a,op-list-b", "deploy done", "--dedupe-key", "d1")
+    assert [row["to"] for row in sent] == ["op-list-a", "op-list-b"]
+    assert len({row["id"] for row in sent}) == 2 and not any(row["duplicate"] for row in sent)
+    for row in sent:
+        (event,) = json_lines(herald, "event", "show", row["id"])
+        assert event["text"] == "deploy done" and event["seq"] == row["seq"]
+    refused = herald_command(herald, "send", "op-list-b,op-nobody", "again")
+    assert refused.returncode == 1 and "'op-nobody', which no agent has" in refused.stderr
+    (shown,) = json_lines(herald, "agent", "show", "op-list-b")
+    assert shown["last_seq"] == 1
+    table = herald_command(herald, "send", "op-list-a,op-list-b", "done", "--dedupe-key", "d1")
+    assert table.returncode == 0 and "one event for each agent" in table.stdout
+
+
 def test_send_file_sends_every_line_once_even_when_sent_again(
     herald: HeraldProcess, tmp_path: Path
 ) -> None:

@@ -1,6 +1,6 @@
-"""Publishing events (one, or a batch of up to 1,000) with the admin key or a publisher key
-within its scope, reading one back with its attempts and replies, listing them page by page, and
-offering one again."""
+"""Publishing events (one, or a batch of up to 1,000, each for one agent or a list of them)
+with the admin key or a publisher key within its scope, reading one back with its attempts and
+replies, listing them page by page, and offering one again."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from herald.hub import Hub
 from herald.hub.publisher_keys import check_scope
 from herald.inputs.events import (
     CheckedBatches,
+    Lists,
     PublishInput,
     PublishQuery,
-    parse_batch,
-    parse_new_event,
+    parse_publish,
     read_publish,
+    stored_count,
 )
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
@@ -38,7 +39,9 @@ from herald.overview import EventQuery, why_waiting
     query=PublishQuery,
     answers={
         202: Answer(
-            "Published: at least one event is new.", {JSON: answers.Receipt | answers.Receipts}
+            "Published: at least one event is new. A receipt for one event for one agent; for a"
+            " batch or a list of handles, the receipts of the events stored, in order.",
+            {JSON: answers.Receipt | answers.Receipts},
         ),
         200: Answer(
             "Every event was published before (the same dedupe_key): nothing new. With"
@@ -49,10 +52,17 @@ from herald.overview import EventQuery, why_waiting
     errors=(404, 429),
     description=(
         "An object publishes one event, an array a batch (each item in order, all or none);"
-        " the answer is a receipt, or one per item. With dry_run=true each event is checked"
-        " as a publish would check it (its fields, the key's scope, its type's payload schema,"
-        " its addressee) and nothing is stored; a dry run does not count against the publish"
-        " rate."
+        " the answer is a receipt, or one per item. An event's to may be a list of up to 1,000"
+        " handles, each once: the event is stored once for each agent (each its own id, seq"
+        " and status; a dedupe_key holds for each agent on its own), in one transaction with"
+        ' the rest, and the answer is {"events": [...]}, a receipt for each event stored in'
+        " order: an item for a list gives one for each of its handles, in the list's order."
+        " A list naming a handle no agent has is refused whole (422, naming it), as is one"
+        " naming an agent twice; a publish stores at most 1,000 events in all. A publisher"
+        " key limited to handles must cover every handle of a list. With dry_run=true each"
+        " event is checked as a publish would check it (its fields, the key's scope, its"
+        " type's payload schema, its addressees) and nothing is stored; a dry run does not"
+        " count against the publish rate."
     ),
 )
 async def publish(request: Request) -> Response:
@@ -62,14 +72,14 @@ async def publish(request: Request) -> Response:
     caller = ADMIN if publisher is None else publisher.id
     dry_run = _dry_run(request)
     raw = await read_body(request)
-    events, batch = _events_of(raw, dry_run, found.checked_batches)
+    events, batch, lists = _events_of(raw, dry_run, found.checked_batches)
     if publisher is not None:
-        check_scope(publisher, events, batch=batch)
+        check_scope(publisher, events, batch=batch, lists=lists)
     if dry_run:
-        return await _checked(hub, limits.publish, events)
-    limits.publish.take(caller, len(events))
-    results = await hub.publish_many(events)
-    if not batch:
+        return await _checked(hub, limits.publish, events, lists)
+    limits.publish.take(caller, len(events) if lists is None else stored_count(events, lists))
+    results = await hub.publish_many(events, lists)
+    if not batch and lists is None:
         (published,) = results
         receipt = _receipt(published.event.id, published.event.seq, published.created)
         return json_response(receipt, 202 if published.created else 200)
@@ -83,26 +93,27 @@ async def publish(request: Request) -> Response:
     return json_response(receipts, status)
 
 
-def _events_of(raw: bytes, dry_run: bool, checked: CheckedBatches) -> tuple[list[NewEvent], bool]:
-    """A publish body's events, checked, and whether it is a batch.
+def _events_of(
+    raw: bytes, dry_run: bool, checked: CheckedBatches
+) -> tuple[list[NewEvent], bool, Lists | None]:
+    """A publish body's events, checked, whether it is a batch, and the handles of each event
+    for a list of them (None: none is).
 
     Raises:
-        InvalidInput, TooLarge: as ``json_of`` and ``parse_new_event`` or ``parse_batch``.
+        InvalidInput, TooLarge: as ``json_of`` and ``parse_publish``.
     """
     remembered = checked.parsed(raw)  # a batch a dry run passed: its fields are as they were
     if remembered is not None:
-        return remembered, True
+        return remembered, True, None
     read = read_publish(raw)
-    if read is None:  # the full checks, which name what is wrong
-        body = json_of(raw)
-        read = (
-            (parse_batch(body), True)
-            if isinstance(body, list)
-            else ([parse_new_event(body)], False)
-        )
-    if read[1] and dry_run:  # its publish, if it follows, need not check the fields again
+    if read is not None:
+        events, batch = read
+        lists = None
+    else:  # the full checks, which name what is wrong (and take lists of handles)
+        events, batch, lists = parse_publish(json_of(raw))
+    if batch and lists is None and dry_run:  # its publish, if it follows, need not check again
         checked.remember(raw)
-    return read
+    return events, batch, lists
 
 
 def _dry_run(request: Request) -> bool:
@@ -113,11 +124,14 @@ def _dry_run(request: Request) -> bool:
     return parse(PublishQuery, dict(request.query_params)).dry_run == "true"
 
 
-async def _checked(hub: Hub, rate: PublishRate, events: list[NewEvent]) -> Response:
+async def _checked(
+    hub: Hub, rate: PublishRate, events: list[NewEvent], lists: Lists | None
+) -> Response:
     """A dry run's answer: the events checked as their publish would be, nothing stored."""
-    rate.check_size(len(events))
-    await hub.check_publish(events)
-    checked: answers.Checked = {"checked": len(events)}
+    count = stored_count(events, lists)
+    rate.check_size(count)
+    await hub.check_publish(events, lists)
+    checked: answers.Checked = {"checked": count}
     return json_response(checked)
 
 

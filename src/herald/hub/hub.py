@@ -16,12 +16,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 from herald import cursors
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
-from herald.errors import InvalidInput, NotFound, StoreUnavailable
+from herald.errors import InvalidInput, NoSuchHandle, NotFound, StoreUnavailable
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import AnyEndpoints, EndpointBook
@@ -35,7 +35,7 @@ from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
 from herald.inputs.channel import PermissionInput, permission_request
-from herald.inputs.events import parse_new_event
+from herald.inputs.events import Lists, parse_new_event, parse_publish, spread
 from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
@@ -377,6 +377,7 @@ class Hub:
 
     # Events
 
+    @overload
     async def publish(
         self,
         to: str,
@@ -388,41 +389,92 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
-    ) -> Published:
+    ) -> Published: ...
+
+    @overload
+    async def publish(
+        self,
+        to: list[str],
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> list[Published]: ...
+
+    async def publish(
+        self,
+        to: str | list[str],
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> Published | list[Published]:
         """Store one event for the agent with handle ``to``; returns once it is committed.
         A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
         ``reply`` (a form schema) asks for an answer; ``sender`` names the agent (an
         application can be one) that gets the replies as ``reply.received`` events.
 
+        ``to`` a list of up to 1,000 handles (each once) stores the event once for each agent
+        in one transaction, and returns one ``Published`` for each, in the list's order; the
+        ``dedupe_key`` holds for each agent on its own.
+
         Raises:
             InvalidInput: a field is malformed (TooLarge: over 256 KiB), a type only herald
-                sends (``reply.received``, ``permission.request``, ``herald.*``), or ``data``
-                not valid against the payload schema its type declares.
+                sends (``reply.received``, ``permission.request``, ``herald.*``), ``data``
+                not valid against the payload schema its type declares, or a list of handles
+                that names an agent twice or one that does not exist (nothing is stored).
             NotFound: no agent has the handle ``to``.
         """
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
-        event = parse_new_event({**fields, **options})
-        (published,) = await self.publish_many([event])
-        return published
+        if isinstance(to, str):
+            event = parse_new_event({**fields, **options})
+            (published,) = await self.publish_many([event])
+            return published
+        events, _, lists = parse_publish({**fields, **options})
+        return await self.publish_many(events, lists)
 
-    async def publish_many(self, events: Sequence[NewEvent]) -> list[Published]:
+    async def publish_many(
+        self, events: Sequence[NewEvent], lists: Lists | None = None
+    ) -> list[Published]:
         """Store checked events (``herald.inputs.events``) in one transaction: all or, on error,
-        none.
+        none. ``lists``: the handles of each event for a list (``parse_publish``), stored once
+        for each; the answer has one ``Published`` for each event stored, in order.
 
         Raises:
             InvalidInput: an event is of a type only herald sends (``reply.received``,
                 ``permission.request``, ``herald.*``: herald makes those itself), or its data
                 is not valid against the payload schema its type declares (``event_types``);
-                the message names the path and the event's index.
-            NotFound: an addressee does not exist.
+                the message names the path and the event's index. Or a list names a handle
+                no agent has (the message names it).
+            NotFound: the addressee of an event for one agent does not exist.
         """
         refuse_reserved_types(events)
-        return await self._publish(events, "event")
+        if lists is None:
+            return await self._publish(events, "event")
+        await self.event_types.check(events, "event")  # once for each event, not each copy
+        try:
+            return await self._publish(spread(events, lists), "event", checked=True)
+        except NoSuchHandle as exc:
+            listed = _listing(events, lists, exc.handle)
+            if listed is None:
+                raise
+            raise InvalidInput(
+                f"{listed} names {exc.handle!r}, which no agent has (create it with POST"
+                " /v1/agents, or leave it out); nothing was published"
+            ) from None
 
-    async def check_publish(self, events: Sequence[NewEvent]) -> None:
+    async def check_publish(self, events: Sequence[NewEvent], lists: Lists | None = None) -> None:
         """Check events (``herald.inputs.events``) as ``publish_many`` would, and store nothing:
-        each one's data against its type's payload schema, and that its addressee exists.
+        each one's data against its type's payload schema, and that its addressees exist.
 
         Raises:
             InvalidInput: as ``publish_many``. NotFound: an addressee does not exist; the
@@ -431,17 +483,29 @@ class Hub:
         await self.event_types.check(events, "event")
         known: dict[str, bool] = {}
         for index, event in enumerate(events):
-            if event.to not in known:
-                known[event.to] = await self._store.agent_by_handle(event.to) is not None
-            if not known[event.to]:
+            listed = None if lists is None else lists.get(index)
+            for handle in (event.to,) if listed is None else listed:
+                if handle not in known:
+                    known[handle] = await self._store.agent_by_handle(handle) is not None
+                if known[handle]:
+                    continue
                 where = f"events[{index}].to" if len(events) > 1 else "event.to"
+                if listed is not None:
+                    raise InvalidInput(
+                        f"{where} names {handle!r}, which no agent has (create it with POST"
+                        " /v1/agents, or leave it out)"
+                    )
                 raise NotFound(
-                    f"{where}: no agent has the handle {event.to!r}; create it with POST /v1/agents"
+                    f"{where}: no agent has the handle {handle!r}; create it with POST /v1/agents"
                 )
 
-    async def _publish(self, events: Sequence[NewEvent], where: str) -> list[Published]:
-        """``publish_many``; a refusal of the data of one event alone calls it ``where``."""
-        await self.event_types.check(events, where)
+    async def _publish(
+        self, events: Sequence[NewEvent], where: str, *, checked: bool = False
+    ) -> list[Published]:
+        """``publish_many``; a refusal of the data of one event alone calls it ``where``.
+        ``checked``: the events' data were checked against their payload schemas already."""
+        if not checked:
+            await self.event_types.check(events, where)
         started = time.perf_counter()
         published = await self._store.append(events)
         self.metrics.committed(time.perf_counter() - started)
@@ -937,3 +1001,12 @@ class Hub:
     def maintenance(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Run the maintenance loop for as long as the block lasts."""
         return running(self.run_maintenance(), "herald-maintenance")
+
+
+def _listing(events: Sequence[NewEvent], lists: Lists, handle: str) -> str | None:
+    """Where a publish lists ``handle`` (``event.to``, ``events[3].to``); None if no list of
+    it does."""
+    for index, handles in lists.items():
+        if handle in handles:
+            return f"events[{index}].to" if len(events) > 1 else "event.to"
+    return None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from herald.errors import Forbidden, NotFound
 from herald.ids import is_id, new_id
+from herald.inputs.events import Lists
 from herald.inputs.keys import PUBLISH, NewPublisherKeyInput
 from herald.keys import PUBLISHER_PREFIX, hash_key, new_key
 from herald.models import NewEvent, PublisherKey
@@ -63,21 +64,30 @@ class PublisherKeyBook:
         return await self._store.publisher_key_by_hash(hash_key(key))
 
 
-def check_scope(key: PublisherKey, events: Sequence[NewEvent], *, batch: bool) -> None:
-    """Refuse the whole request unless ``key`` may publish every one of ``events``.
+def check_scope(
+    key: PublisherKey, events: Sequence[NewEvent], *, batch: bool, lists: Lists | None = None
+) -> None:
+    """Refuse the whole request unless ``key`` may publish every one of ``events`` (each for
+    every handle of its list in ``lists``, if it has one).
 
     Raises:
         Forbidden: the key has no publish scope, or an event is for a handle, of a type or from
             a sender outside the key's; the message names the first such event (its index in a
-            ``batch``) and what the key allows.
+            ``batch``), the handle it may not publish to, and what the key allows.
     """
     if PUBLISH not in key.scopes:
         raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
     handles, types, senders = key.handles, key.types, key.senders
     allowed_handles = None if handles is None else frozenset(handles)
     for index, event in enumerate(events):
-        if allowed_handles is not None and event.to not in allowed_handles:
-            refused = f"is for the agent {event.to!r}"
+        if allowed_handles is None:
+            outside = None
+        elif lists is not None and (listed := lists.get(index)) is not None:
+            outside = next((h for h in listed if h not in allowed_handles), None)
+        else:
+            outside = None if event.to in allowed_handles else event.to
+        if outside is not None:
+            refused = f"is for the agent {outside!r}"
         elif types is not None and not _matches(event.type, types):
             refused = f"has the type {event.type!r}"
         elif event.sender is not None and not _matches(event.sender, senders):

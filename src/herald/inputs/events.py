@@ -1,12 +1,14 @@
 """What a publisher sends: one event (``POST /v1/events`` with an object, ``Hub.publish``) or a
-batch of them (with an array), checked in one call however long the batch."""
+batch of them (with an array), checked in one call however long the batch. An event's ``to`` is
+one handle or a list of them: the event is stored once for each, in the list's order."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from itertools import chain
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -32,13 +34,31 @@ from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BY
 assert MAX_DEPTH + 2 <= json_input.MAX_DEPTH, "data within its depth is within the body's"
 
 
+Handles = Annotated[list[Handle], Field(min_length=1, max_length=MAX_BATCH)]
+Lists = Mapping[int, Sequence[str]]
+"""The handles of each event of a publish whose ``to`` is a list, by the event's index: the event
+is stored once for each handle, in order (``spread``). An event not in it is for its ``to``."""
+
+
 class EventInput(Input):
     """One event to publish."""
 
     where: ClassVar[str] = "event"
     shape: ClassVar[str] = "a JSON object with to, type and text"
 
-    to: Annotated[Handle, Field(description="the handle of the agent the event is for")]
+    to: Annotated[
+        Handle | Handles,
+        Field(
+            description=(
+                "the handle of the agent the event is for, or a list of up to 1,000 handles,"
+                " each given once: the event is stored once for each agent, in the list's order"
+            )
+        ),
+        Says(
+            "must be an agent handle matching [a-z0-9_-]{1,64}, or a list of 1-1000 of them"
+            " (each once)"
+        ),
+    ]
     type: EventType
     text: Annotated[Text, Field(description="a one-line summary that every client can show")]
     data: EventData | None = None
@@ -52,6 +72,13 @@ class EventInput(Input):
     ] = None
 
 
+class _OneAddressee(EventInput):
+    """An event for one agent: what the one pass (``read_publish``) takes, and what herald's own
+    callers (``parse_new_event``) build. An event for a list is taken by the full checks."""
+
+    to: Annotated[Handle, Field(description="the handle of the agent the event is for")]
+
+
 class PublishQuery(Input):
     """``POST /v1/events``'s query parameters: ``dry_run=true`` checks the events as a publish
     would and stores nothing."""
@@ -62,11 +89,31 @@ class PublishQuery(Input):
     dry_run: Annotated[Literal["true", "false"], Says("must be true or false")] = "false"
 
 
-def _storable(event: EventInput) -> NewEvent:
+def _storable(event: _OneAddressee) -> NewEvent:
     """The checked event as the store takes it, once it is shown to be what every backend can
     store and every client read back: JSON text, no NUL, at most 256 KiB in all. (Done here, not
     in a validator of the model, so that the JSON made for the check is kept: private attributes
     would cost more than the rest of the checks.)"""
+    return _new_event(event, event.to)
+
+
+def _storable_listed(event: EventInput) -> tuple[NewEvent, list[str] | None]:
+    """``_storable`` of an event whose ``to`` may be a list: the event (for the list's first
+    handle) and the list. Each copy stores one handle: the longest is the one measured."""
+    if isinstance(event.to, str):
+        return _new_event(event, event.to), None
+    seen: set[str] = set()
+    for handle in event.to:
+        if handle in seen:
+            raise refuse(
+                f".to holds {handle!r} more than once; name each agent once (it gets one event)"
+            )
+        seen.add(handle)
+    new = _new_event(event, max(event.to, key=len))
+    return replace(new, to=event.to[0]), event.to
+
+
+def _new_event(event: EventInput, to: str) -> NewEvent:
     data_json = (
         "null" if event.data is None else _json(event.data, " holds what JSON text cannot carry")
     )
@@ -86,7 +133,7 @@ def _storable(event: EventInput) -> NewEvent:
         raise refuse(" holds a NUL character (U+0000), which herald does not store")
     # Everything the event stores counts: a form or a key is held in memory as much as data.
     parts = (
-        event.to,
+        to,
         event.type,
         event.text,
         data_json,
@@ -105,7 +152,7 @@ def _storable(event: EventInput) -> NewEvent:
             too_large=True,
         )
     return NewEvent(
-        event.to,
+        to,
         event.type,
         event.text,
         event.data,
@@ -118,42 +165,97 @@ def _storable(event: EventInput) -> NewEvent:
 
 
 PublishInput = EventInput | Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
-"""What ``POST /v1/events`` takes: one event, or a batch (checked by ``parse_new_event`` and
-``parse_batch``)."""
+"""What ``POST /v1/events`` takes: one event, or a batch (checked by ``parse_publish``)."""
 
-_STORABLE: Any = Annotated[EventInput, AfterValidator(_storable)]
-"""An ``EventInput`` checked whole, made a ``NewEvent``."""
+_STORABLE: Any = Annotated[_OneAddressee, AfterValidator(_storable)]
+"""An event for one agent checked whole, made a ``NewEvent``."""
 _ONE: TypeAdapter[NewEvent] = TypeAdapter(_STORABLE)
 _BATCH: TypeAdapter[list[NewEvent]] = TypeAdapter(list[_STORABLE])
+_LISTED: Any = Annotated[EventInput, AfterValidator(_storable_listed)]
+"""An ``EventInput`` checked whole: its ``NewEvent`` and its list of handles, if it has one."""
+_LISTED_ONE: TypeAdapter[tuple[NewEvent, list[str] | None]] = TypeAdapter(_LISTED)
+_LISTED_BATCH: TypeAdapter[list[tuple[NewEvent, list[str] | None]]] = TypeAdapter(list[_LISTED])
 
 
 def parse_new_event(raw: Any, where: str = "event") -> NewEvent:
-    """Check one publish body and turn it into a NewEvent.
+    """Check one event for one agent and turn it into a NewEvent.
 
     Raises:
         InvalidInput: a field is missing, unknown or malformed; the message names it.
         TooLarge: the event is over 256 KiB.
     """
-    return checked(_ONE, EventInput, raw, where)
+    return checked(_ONE, _OneAddressee, raw, where)
 
 
 def parse_batch(raw: list[Any]) -> list[NewEvent]:
-    """Check a batch publish body.
+    """Check a batch of events, each for one agent.
 
     Raises:
         InvalidInput: the batch is empty or one event is malformed (named by its index).
         TooLarge: more than 1,000 events, or one event over 256 KiB.
     """
+    _check_length(raw)
+    return checked(_BATCH, _OneAddressee, raw, "events")
+
+
+def parse_publish(raw: Any) -> tuple[list[NewEvent], bool, Lists | None]:
+    """Check a publish body (an object or an array, JSON already parsed), whose events' ``to``
+    may be lists: its events (one for each item), whether it is a batch, and the handles of
+    each event for a list (None: there is none).
+
+    Raises:
+        InvalidInput: as ``parse_new_event`` or ``parse_batch``, or a list names an agent twice.
+        TooLarge: as they do, or the publish would store over 1,000 events in all.
+    """
+    batch = isinstance(raw, list)
+    if batch:
+        _check_length(raw)
+        items = checked(_LISTED_BATCH, EventInput, raw, "events")
+    else:
+        items = [checked(_LISTED_ONE, EventInput, raw, "event")]
+    events = [event for event, _ in items]
+    lists = {index: handles for index, (_, handles) in enumerate(items) if handles is not None}
+    if not lists:
+        return events, batch, None
+    if (stored := stored_count(events, lists)) > MAX_BATCH:
+        raise TooLarge(
+            f"a publish stores at most {MAX_BATCH} events, one for each handle of a list;"
+            f" this one would store {stored}"
+        )
+    return events, batch, lists
+
+
+def _check_length(raw: list[Any]) -> None:
     if not raw:
         raise InvalidInput("a batch must hold at least one event")
     if len(raw) > MAX_BATCH:
         raise TooLarge(f"a batch holds at most {MAX_BATCH} events; this one has {len(raw)}")
-    return checked(_BATCH, EventInput, raw, "events")
 
 
-_ONE_PASS: TypeAdapter[EventInput] = TypeAdapter(EventInput)
-_BATCH_PASS: TypeAdapter[list[EventInput]] = TypeAdapter(
-    Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
+def spread(events: Sequence[NewEvent], lists: Lists | None) -> list[NewEvent]:
+    """The events as stored: each of those for a list once for each of its handles, in order."""
+    if lists is None:
+        return list(events)
+    stored: list[NewEvent] = []
+    for index, event in enumerate(events):
+        handles = lists.get(index)
+        if handles is None:
+            stored.append(event)
+        else:
+            stored.extend(replace(event, to=handle) for handle in handles)
+    return stored
+
+
+def stored_count(events: Sequence[NewEvent], lists: Lists | None) -> int:
+    """How many events ``spread`` makes of ``events``."""
+    if lists is None:
+        return len(events)
+    return len(events) - len(lists) + sum(len(handles) for handles in lists.values())
+
+
+_ONE_PASS: TypeAdapter[_OneAddressee] = TypeAdapter(_OneAddressee)
+_BATCH_PASS: TypeAdapter[list[_OneAddressee]] = TypeAdapter(
+    Annotated[list[_OneAddressee], Field(min_length=1, max_length=MAX_BATCH)]
 )
 _SURE_BYTES = MAX_EVENT_BYTES // 2
 """An event's size that its fields' lengths alone show to be within the limit; a larger one is
@@ -166,9 +268,10 @@ _MOST_NAME_CHARS = 2 * 64 + 128 + MAX_DEDUPE_KEY
 def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
     """A publish body (its bytes, as sent) parsed and checked in one pass: its events, and
     whether it is a batch (an array). None when this pass cannot tell that the body is taken
-    whole: the full checks (``json_input.loads``, then ``parse_new_event`` or ``parse_batch``)
-    then take it, and name its fault if it has one. What this pass takes, they take too, as the
-    same events (the JSON text of their data may be spelled otherwise, with the same value)."""
+    whole (an event for a list of handles is left to them too): the full checks
+    (``json_input.loads``, then ``parse_publish``) then take it, and name its fault if it has
+    one. What this pass takes, they take too, as the same events (the JSON text of their data
+    may be spelled otherwise, with the same value)."""
     if json_input.unsure(body):
         return None
     batch = body.lstrip()[:1] == b"["
@@ -202,7 +305,7 @@ def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
     return events, batch
 
 
-def _field_strings(items: list[EventInput]) -> Iterator[str]:
+def _field_strings(items: list[_OneAddressee]) -> Iterator[str]:
     for item in items:
         yield from (item.to, item.type, item.text)
         if item.dedupe_key is not None:
@@ -211,7 +314,7 @@ def _field_strings(items: list[EventInput]) -> Iterator[str]:
             yield item.sender
 
 
-def _sure_storable(event: EventInput) -> NewEvent | None:
+def _sure_storable(event: _OneAddressee) -> NewEvent | None:
     """``_storable`` for an event whose strings are known to hold no NUL and to be Unicode (its
     body passed ``json_input.unsure``); None if its size is not surely within the limit."""
     data_json = b"null" if event.data is None else to_json(event.data)

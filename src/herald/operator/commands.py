@@ -80,7 +80,11 @@ def _add_agent(parser: argparse.ArgumentParser) -> None:
 
 def _add_send(send: argparse.ArgumentParser) -> None:
     _options(send, _send)
-    send.add_argument("handle", nargs="?", help="the agent to send to")
+    send.add_argument(
+        "handle",
+        nargs="?",
+        help="the agent to send to, or several separated by commas (a,b,c): one event each",
+    )
     send.add_argument("text", nargs="?")
     send.add_argument("--type", default="message", help="the event's type (default message)")
     send.add_argument("--data", type=_json_value, help="JSON data the event carries")
@@ -269,8 +273,10 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         return
     if args.handle is None or args.text is None:
         raise OperatorError("send needs HANDLE and TEXT (or --file events.jsonl)")
+    # A comma list is sent as a list: herald stores the event once for each agent, or none.
+    handles = args.handle.split(",") if "," in args.handle else None
     event = {
-        "to": args.handle,
+        "to": args.handle if handles is None else handles,
         "type": args.type,
         "text": args.text,
         "data": args.data,
@@ -278,7 +284,11 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "reply": args.reply_form,
     }
     sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
-    out.record(sent, "sent" if not sent.get("duplicate") else "already sent (same dedupe key)")
+    if handles is None:
+        out.record(sent, "sent" if not sent.get("duplicate") else "already sent (same dedupe key)")
+        return
+    rows = [{"to": to, **receipt} for to, receipt in zip(handles, sent["events"], strict=True)]
+    out.rows(rows, ("to", "id", "seq", "duplicate"), "sent, one event for each agent")
 
 
 def _events(api: AdminApi, args: argparse.Namespace, out: Output) -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
-from herald.errors import NotFound
+from herald.errors import NoSuchHandle
 from herald.feed import PublishedRange
 from herald.ids import new_ids
 from herald.models import Event, NewEvent, Published
@@ -17,11 +17,11 @@ DedupeKey = tuple[str, str]
 """An agent's id and a dedupe key: an event is stored once per pair."""
 
 
-def no_agent(handle: str) -> NotFound:
-    return NotFound(f"no agent has the handle {handle!r}; create it with POST /v1/agents")
+def no_agent(handle: str) -> NoSuchHandle:
+    return NoSuchHandle(handle)
 
 
-def unknown_addressee(events: Sequence[NewEvent], agents: Mapping[str, str]) -> NotFound | None:
+def unknown_addressee(events: Sequence[NewEvent], agents: Mapping[str, str]) -> NoSuchHandle | None:
     """The error for the first event whose addressee is not among ``agents`` (ids by handle)."""
     for new in events:
         if new.to not in agents:

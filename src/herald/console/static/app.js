@@ -766,7 +766,7 @@ function preview(value) {
 }
 
 function sendForm(handle) {
-  const to = h("input", { id: "send-to", value: handle || "", required: true, autocomplete: "off", spellcheck: "false" });
+  const to = h("input", { id: "send-to", value: handle || "", required: true, autocomplete: "off", spellcheck: "false", title: "a handle, or several separated by commas: one event for each" });
   const type = h("input", { id: "send-type", value: "console.test", required: true, autocomplete: "off", spellcheck: "false" });
   const message = h("input", { id: "send-text", value: "A test event from the console", required: true, autocomplete: "off" });
   const status = notice();
@@ -775,8 +775,16 @@ function sendForm(handle) {
     e.preventDefault();
     button.disabled = true;
     try {
-      const sent = await post("v1/events", { to: to.value.trim(), type: type.value.trim(), text: message.value });
-      fill(status, "Sent ", eventLink(sent.id), sent.duplicate ? " (a duplicate)" : "");
+      // "a, b, c" is a list: herald stores the event once for each agent, or for none.
+      const handles = to.value.split(",").map((one) => one.trim());
+      const addressed = handles.length > 1 ? handles : handles[0];
+      const sent = await post("v1/events", { to: addressed, type: type.value.trim(), text: message.value });
+      if (sent.events) {
+        const links = sent.events.flatMap((each, index) => [index ? ", " : "", eventLink(each.id), each.duplicate ? " (a duplicate)" : ""]);
+        fill(status, `Sent ${sent.events.length} events: `, ...links);
+      } else {
+        fill(status, "Sent ", eventLink(sent.id), sent.duplicate ? " (a duplicate)" : "");
+      }
       status.className = "notice ok";
     } catch (error) {
       say(status, error.message, "bad");
