@@ -69,6 +69,23 @@ def test_batches_name_their_first_and_last_lines_skipping_blank_ones(tmp_path: P
     assert [len(json.loads(b.body)) for b in batches] == [2, 2, 1]
 
 
+def test_a_batch_holds_at_most_1000_events_counting_each_handle_of_a_list(
+    tmp_path: Path,
+) -> None:
+    events = tmp_path / "events.jsonl"
+    listed = json.dumps({"to": ["a", "b", "c"], "type": "t", "text": "x"})
+    too_many = json.dumps({"to": [f"h{n}" for n in range(1001)], "type": "t", "text": "x"})
+    one = json.dumps({"to": "a", "type": "t", "text": "x"})
+    events.write_text("\n".join([listed] * 400 + [too_many] + [one] * 5 + [listed]) + "\n")
+    batches = read_batches(events)
+    assert [(b.first, b.last, b.events, b.copies) for b in batches] == [
+        (1, 333, 333, 999),
+        (334, 400, 67, 201),
+        (401, 401, 1, 1001),  # alone: the hub refuses it, naming it
+        (402, 407, 6, 8),
+    ]
+
+
 @pytest.mark.parametrize(
     ("bad", "says"),
     [

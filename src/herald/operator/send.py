@@ -1,7 +1,8 @@
 """``herald send --file``: a JSON lines file of events, published in batches with a progress
-bar. Each event without a ``dedupe_key`` gets one from its line's number and content, so sending
-the file again (after an interruption, or with a refused line fixed, or more lines added at its
-end) stores only what did not arrive.
+bar. A batch holds at most 1,000 events as stored: a line whose ``to`` is a list of handles
+counts one for each. Each event without a ``dedupe_key`` gets one from its line's number and
+content, so sending the file again (after an interruption, or with a refused line fixed, or
+more lines added at its end) stores only what did not arrive.
 
 Every line is checked before anything is sent: here, that it is a JSON object; then by the hub,
 each batch as a dry run (``POST /v1/events?dry_run=true``: every check of a publish, nothing
@@ -30,7 +31,8 @@ from herald.operator.api import AdminApi, HubRefused, OperatorError
 from herald.operator.output import Output
 
 BATCH = 1000
-"""Events per request: the most ``POST /v1/events`` takes at once."""
+"""Events stored per request, one for each handle of a list: the most ``POST /v1/events``
+takes at once."""
 PUBLISH = "/v1/events"
 CHECK = "/v1/events?dry_run=true"
 """The hub checks each event as it would publish it, and stores nothing."""
@@ -50,7 +52,8 @@ _DECODER = json.JSONDecoder()
 @dataclass(frozen=True)
 class EventLines:
     """The lines of a file that hold events: for each, its number, its JSON text (whitespace
-    around it taken off), and whether the event has a ``dedupe_key`` of its own.
+    around it taken off), whether the event has a ``dedupe_key`` of its own, and how many
+    events the hub stores of it (one for each handle of a list).
 
     (Three lists rather than an object per line: objects for 100,000 lines, and the garbage
     collector's walks over them, made reading the file a quarter slower.)"""
@@ -58,18 +61,34 @@ class EventLines:
     numbers: list[int]
     texts: list[str]
     keyed: list[bool]
+    copies: list[int]
 
     def __len__(self) -> int:
         return len(self.numbers)
 
     def part(self, start: int, stop: int | None = None) -> EventLines:
-        return EventLines(self.numbers[start:stop], self.texts[start:stop], self.keyed[start:stop])
+        return EventLines(
+            self.numbers[start:stop],
+            self.texts[start:stop],
+            self.keyed[start:stop],
+            self.copies[start:stop],
+        )
 
     def without(self, index: int) -> EventLines:
         def left(items: list[Any]) -> list[Any]:
             return items[:index] + items[index + 1 :]
 
-        return EventLines(left(self.numbers), left(self.texts), left(self.keyed))
+        return EventLines(left(self.numbers), left(self.texts), left(self.keyed), left(self.copies))
+
+    def extend(self, other: EventLines) -> None:
+        self.numbers.extend(other.numbers)
+        self.texts.extend(other.texts)
+        self.keyed.extend(other.keyed)
+        self.copies.extend(other.copies)
+
+
+def _no_lines() -> EventLines:
+    return EventLines([], [], [], [])
 
 
 @dataclass(frozen=True)
@@ -82,29 +101,30 @@ class Batch:
     body: bytes
     numbers: Sequence[int] = ()
     """The number of each event's line."""
+    copies: int = 0
+    """The events the hub stores of them: one for each handle of a list."""
 
 
 def read_lines(path: Path) -> EventLines:
     """Every event of the file (``read_parts``, all together); or an error naming the first
     line that is not one."""
-    lines = EventLines([], [], [])
+    lines = _no_lines()
     for part in read_parts(path):
-        lines.numbers.extend(part.numbers)
-        lines.texts.extend(part.texts)
-        lines.keyed.extend(part.keyed)
+        lines.extend(part)
     return lines
 
 
 def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
-    """The events of the file, ``size`` at a time as they are read (so that the first are
-    checked while the rest are read); at the first line that is not an event, an error naming
-    it."""
+    """The events of the file as they are read (so that the first are checked while the rest
+    are read), in parts of as many lines as make at most ``size`` events stored (a line over
+    that is a part alone, for the hub to refuse by its number); at the first line that is not
+    an event, an error naming it."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
-    part = EventLines([], [], [])
-    numbers = part.numbers  # (a list's len, not the method's, for each line)
+    part = _no_lines()
+    in_part = 0  # the events stored of the part's lines
     decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         text = line.strip(JSON_SPACE)
@@ -113,17 +133,26 @@ def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
         except json.JSONDecodeError:
             event, end = None, -1
         if end == len(text) and isinstance(event, dict):
-            numbers.append(number)
+            copies = _copies(event)
+            if in_part + copies > size and in_part:
+                yield part
+                part, in_part = _no_lines(), 0
+            part.numbers.append(number)
             part.texts.append(text)
             part.keyed.append("dedupe_key" in event)
-            if len(numbers) == size:
-                yield part
-                part = EventLines([], [], [])
-                numbers = part.numbers
+            part.copies.append(copies)
+            in_part += copies
         elif line.strip():  # not blank: not an event
             raise _not_an_event(path, number, line)
     if len(part):
         yield part
+
+
+def _copies(event: dict[str, Any]) -> int:
+    """The events the hub stores of ``event``: one for each handle of a list (a list that is
+    not one the hub takes counts as it is, to be refused by the hub)."""
+    to = event.get("to")
+    return (len(to) or 1) if isinstance(to, list) else 1
 
 
 def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
@@ -137,14 +166,24 @@ def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
 
 
 def in_batches(lines: EventLines, size: int = BATCH) -> Iterator[Batch]:
-    """The bodies to send, ``size`` events each, each event with a dedupe key; each made when
-    it is asked for."""
-    for start in range(0, len(lines), size):
-        numbers = lines.numbers[start : start + size]
-        texts = lines.texts[start : start + size]
-        keyed = map(_keyed, numbers, texts, lines.keyed[start : start + size])
-        body = f"[{','.join(keyed)}]".encode()
-        yield Batch(numbers[0], numbers[-1], len(numbers), body, numbers)
+    """The bodies to send, each of as many lines as make at most ``size`` events stored (a
+    line over that alone), each event with a dedupe key; each made when it is asked for."""
+    start = in_batch = 0
+    for index, copies in enumerate(lines.copies):
+        if in_batch + copies > size and in_batch:
+            yield batch_of(lines.part(start, index))
+            start, in_batch = index, 0
+        in_batch += copies
+    if start < len(lines):
+        yield batch_of(lines.part(start))
+
+
+def batch_of(lines: EventLines) -> Batch:
+    """One body of all ``lines``, each event with a dedupe key."""
+    numbers = lines.numbers
+    keyed = map(_keyed, numbers, lines.texts, lines.keyed)
+    body = f"[{','.join(keyed)}]".encode()
+    return Batch(numbers[0], numbers[-1], len(numbers), body, numbers, sum(lines.copies))
 
 
 def _keyed(number: int, text: str, keyed: bool) -> str:
@@ -210,7 +249,7 @@ def check_every_line(
     def batches() -> Iterator[Batch]:
         for part in parts:
             read.append(part)
-            yield from in_batches(part, len(part))
+            yield batch_of(part)
 
     with _progress(out, total, "checking") as advance:
         for index, (batch, answer) in enumerate(_in_turn(api, CHECK, batches(), refused=True)):
@@ -255,7 +294,7 @@ def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tup
     """Each line of ``lines`` (one batch's) the hub refuses, as ``(number, "path:number: why")``:
     the hub names one event at fault, and the batch is checked again without it."""
     while len(lines):
-        (batch,) = in_batches(lines, len(lines))
+        batch = batch_of(lines)
         try:
             answer = api.post_body(CHECK, batch.body)
         except HubRefused as exc:
