@@ -137,7 +137,7 @@ def test_a_hub_that_dies_mid_way_stops_the_sending_after_the_batches_it_answered
 
 def test_each_batch_is_sent_as_the_very_bytes_its_dry_run_checked(tmp_path: Path) -> None:
     """The hub takes a batch whose bytes a dry run passed without checking its fields again:
-    the command sends each batch as it was checked, in the same order, once checked all."""
+    the command sends each batch as it was checked, in the file's order, once checked all."""
     events = tmp_path / "events.jsonl"
     events.write_text(
         "".join(json.dumps({"to": "a", "type": "t", "text": f"é {n}"}) + "\n" for n in range(2500))
@@ -159,5 +159,6 @@ def test_each_batch_is_sent_as_the_very_bytes_its_dry_run_checked(tmp_path: Path
         send_file(api, events, Output(as_json=True))
     paths = [path for path, _ in posts]
     assert paths == ["/v1/events?dry_run=true"] * 3 + ["/v1/events"] * 3
-    assert [body for _, body in posts[:3]] == [body for _, body in posts[3:]]
+    # Dry runs go two at a time (they store nothing): the hub may take them in either order.
+    assert sorted(body for _, body in posts[:3]) == sorted(body for _, body in posts[3:])
     assert [body for _, body in posts[3:]] == [batch.body for batch in read_batches(events)]

@@ -10,7 +10,9 @@ stored). A refusal names the lines at fault by their numbers, and nothing is sen
 made once (its lines as written, each with its key added to its text rather than parsed and
 written again), while the hub checks the one before it and the rest of the file is read; once
 all are checked, the same bytes are sent, which the hub takes without checking their fields
-again. The answer to each batch is read while the next is on its way.
+again. Dry runs store nothing, so two are on their way at once (the hub checks one while the
+next arrives); the batches themselves go one at a time, the answer to each read while the next
+is on its way.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import queue
 import re
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +45,8 @@ MOST_NAMED = 10
 _INDEX = re.compile(r"\bevents\[(\d+)\]")
 HANDED = 2
 """Batches handed to the sending thread at a time: the one on its way and the next."""
+CHECKS_AT_ONCE = 2
+"""Dry runs on their way at once, each on a connection of its own."""
 SENDER_WAITS_S = 0.0002
 """The most the sending thread waits for the GIL (Python's switch interval while it sends)."""
 JSON_SPACE = " \t\n\r"
@@ -252,7 +258,7 @@ def check_every_line(
             yield batch_of(part)
 
     with _progress(out, total, "checking") as advance:
-        for index, (batch, answer) in enumerate(_in_turn(api, CHECK, batches(), refused=True)):
+        for index, (batch, answer) in enumerate(_checks(api, batches())):
             if isinstance(answer, HubRefused) and _fault_of(answer, batch.events) is not None:
                 refused.append(read[index])
             elif isinstance(answer, HubRefused):
@@ -350,13 +356,54 @@ def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], N
         yield lambda sent: bar.advance(task, sent)
 
 
+def _checks(
+    api: AdminApi, batches: Iterator[Batch]
+) -> Iterator[tuple[Batch, bytes | OperatorError]]:
+    """Each batch and the hub's answer to its dry run (or the refusal), in the batches' order;
+    ``CHECKS_AT_ONCE`` of them on their way at once, and the next batch made meanwhile. (A dry
+    run stores nothing: which of them the hub answers first does not matter.)"""
+    waiting: deque[tuple[Batch, Future[bytes]]] = deque()
+    with ThreadPoolExecutor(CHECKS_AT_ONCE, "herald-check") as posting, _quick_switches():
+        try:
+            for batch in batches:
+                if len(waiting) > CHECKS_AT_ONCE:  # one more made, ready to go
+                    yield _answer_of(*waiting.popleft())
+                waiting.append((batch, posting.submit(api.post_body, CHECK, batch.body)))
+            while waiting:
+                yield _answer_of(*waiting.popleft())
+        finally:
+            for _, posted in waiting:
+                posted.cancel()
+
+
+def _answer_of(batch: Batch, posted: Future[bytes]) -> tuple[Batch, bytes | OperatorError]:
+    try:
+        return batch, posted.result()
+    except OperatorError as exc:
+        return batch, exc
+
+
+@contextmanager
+def _quick_switches() -> Iterator[None]:
+    """While requests are sent by threads of their own: the answer to one wakes the thread
+    that makes the batches, which holds the GIL the sender of the next request waits for, up to
+    the switch interval (5 ms; a batch each cost a tenth of the rate). Sending waits no more
+    than ``SENDER_WAITS_S``."""
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SENDER_WAITS_S)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(switch_interval)
+
+
 def _in_turn(
-    api: AdminApi, path: str, batches: Iterator[Batch], *, refused: bool = False
+    api: AdminApi, path: str, batches: Iterator[Batch]
 ) -> Iterator[tuple[Batch, bytes | BaseException]]:
-    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it,
-    unless it is a refusal and ``refused`` says to go on), posted to ``path`` one at a time on
-    one connection: a batch is sent once the one before it is answered, so that when one fails
-    every line before it has arrived and none after it has been sent.
+    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it),
+    posted to ``path`` one at a time on one connection: a batch is sent once the one before it
+    is answered, so that when one fails every line before it has arrived and none after it has
+    been sent.
 
     The batches are sent by a thread of their own, which takes the next one as soon as the last
     is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
@@ -383,8 +430,6 @@ def _in_turn(
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
-                    if refused and isinstance(exc, HubRefused):
-                        continue
                     return
                 hand_on()
                 held.append((batch, answer))
@@ -394,23 +439,18 @@ def _in_turn(
     sender = threading.Thread(target=send_each, name="herald-send", daemon=True)
     sender.start()
     waiting = 0
-    switch_interval = sys.getswitchinterval()
-    # The answer to a batch wakes this thread up to make the next while the sender, which has
-    # the next request to send, waits for the GIL it holds: for up to the switch interval
-    # (5 ms), which a batch each cost a tenth of the rate. Sending waits no more than this.
-    sys.setswitchinterval(SENDER_WAITS_S)
     try:
-        for batch in batches:
-            if waiting == HANDED:
+        with _quick_switches():
+            for batch in batches:
+                if waiting == HANDED:
+                    yield answers.get()
+                    waiting -= 1
+                handed.put(batch)
+                waiting += 1
+            handed.put(None)  # no request follows the last: its answer comes at once
+            for _ in range(waiting):
                 yield answers.get()
-                waiting -= 1
-            handed.put(batch)
-            waiting += 1
-        handed.put(None)  # no request follows the last: its answer comes at once
-        for _ in range(waiting):
-            yield answers.get()
     finally:
-        sys.setswitchinterval(switch_interval)
         stopped.set()
         handed.put(None)
 
