@@ -107,8 +107,6 @@ class Batch:
     body: bytes
     numbers: Sequence[int] = ()
     """The number of each event's line."""
-    copies: int = 0
-    """The events the hub stores of them: one for each handle of a list."""
 
 
 def read_lines(path: Path) -> EventLines:
@@ -189,7 +187,7 @@ def batch_of(lines: EventLines) -> Batch:
     numbers = lines.numbers
     keyed = map(_keyed, numbers, lines.texts, lines.keyed)
     body = f"[{','.join(keyed)}]".encode()
-    return Batch(numbers[0], numbers[-1], len(numbers), body, numbers, sum(lines.copies))
+    return Batch(numbers[0], numbers[-1], len(numbers), body, numbers)
 
 
 def _keyed(number: int, text: str, keyed: bool) -> str:
