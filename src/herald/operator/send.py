@@ -61,7 +61,7 @@ class EventLines:
     around it taken off), whether the event has a ``dedupe_key`` of its own, and how many
     events the hub stores of it (one for each handle of a list).
 
-    (Three lists rather than an object per line: objects for 100,000 lines, and the garbage
+    (Lists rather than an object per line: objects for 100,000 lines, and the garbage
     collector's walks over them, made reading the file a quarter slower.)"""
 
     numbers: list[int]
