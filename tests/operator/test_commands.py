@@ -231,6 +231,37 @@ def test_every_line_is_checked_before_any_is_sent_and_each_refused_line_is_named
     assert (added["stored"], added["already_there"]) == (1, 2500)
 
 
+def test_a_file_of_lists_is_sent_in_batches_of_at_most_1000_events_stored(
+    herald: HeraldProcess, tmp_path: Path
+) -> None:
+    """A line whose to is a list counts one event for each handle: 1,200 lines for three
+    agents are 3,600 events, which no batch of 1,000 lines could carry (the hub refuses a
+    publish of over 1,000 events). A line of more than 1,000 handles is refused by the hub,
+    named by its number, and nothing is sent."""
+    handles = ["op-list-x", "op-list-y", "op-list-z"]
+    for handle in handles:
+        json_lines(herald, "agent", "add", handle)
+    lines: list[dict[str, Any]] = [
+        {"to": handles, "type": "bulk", "text": f"event {n}"} for n in range(1200)
+    ]
+    lines[1099]["to"] = [f"op-many-{n}" for n in range(1001)]
+    events = tmp_path / "lists.jsonl"
+    events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    done = herald_command(herald, "send", "--file", str(events))
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert f"{events}:1100: event.to" in done.stderr and "1000" in done.stderr
+    assert done.stderr.rstrip().endswith("nothing was sent: fix them and send again")
+    assert [json_lines(herald, "agent", "show", h)[0]["pending"] for h in handles] == [0, 0, 0]
+    lines[1099]["to"] = handles
+    events.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    (sent,) = json_lines(herald, "send", "--file", str(events))
+    assert (sent["events"], sent["stored"], sent["already_there"]) == (1200, 3600, 0)
+    shown = [json_lines(herald, "agent", "show", h)[0] for h in handles]
+    assert [agent["pending"] for agent in shown] == [1200, 1200, 1200]
+    (again,) = json_lines(herald, "send", "--file", str(events))
+    assert (again["stored"], again["already_there"]) == (0, 3600)
+
+
 def test_an_agents_key_is_rotated_with_a_grace_and_an_openclaw_gateway_set(
     herald: HeraldProcess,
 ) -> None:

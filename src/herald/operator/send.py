@@ -1,7 +1,8 @@
 """``herald send --file``: a JSON lines file of events, published in batches with a progress
-bar. Each event without a ``dedupe_key`` gets one from its line's number and content, so sending
-the file again (after an interruption, or with a refused line fixed, or more lines added at its
-end) stores only what did not arrive.
+bar. A batch holds at most 1,000 events as stored: a line whose ``to`` is a list of handles
+counts one for each. Each event without a ``dedupe_key`` gets one from its line's number and
+content, so sending the file again (after an interruption, or with a refused line fixed, or
+more lines added at its end) stores only what did not arrive.
 
 Every line is checked before anything is sent: here, that it is a JSON object; then by the hub,
 each batch as a dry run (``POST /v1/events?dry_run=true``: every check of a publish, nothing
@@ -9,7 +10,9 @@ stored). A refusal names the lines at fault by their numbers, and nothing is sen
 made once (its lines as written, each with its key added to its text rather than parsed and
 written again), while the hub checks the one before it and the rest of the file is read; once
 all are checked, the same bytes are sent, which the hub takes without checking their fields
-again. The answer to each batch is read while the next is on its way.
+again. Dry runs store nothing, so two are on their way at once (the hub checks one while the
+next arrives); the batches themselves go one at a time, the answer to each read while the next
+is on its way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import queue
 import re
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +35,8 @@ from herald.operator.api import AdminApi, HubRefused, OperatorError
 from herald.operator.output import Output
 
 BATCH = 1000
-"""Events per request: the most ``POST /v1/events`` takes at once."""
+"""Events stored per request, one for each handle of a list: the most ``POST /v1/events``
+takes at once."""
 PUBLISH = "/v1/events"
 CHECK = "/v1/events?dry_run=true"
 """The hub checks each event as it would publish it, and stores nothing."""
@@ -39,6 +45,8 @@ MOST_NAMED = 10
 _INDEX = re.compile(r"\bevents\[(\d+)\]")
 HANDED = 2
 """Batches handed to the sending thread at a time: the one on its way and the next."""
+CHECKS_AT_ONCE = 2
+"""Dry runs on their way at once, each on a connection of its own."""
 SENDER_WAITS_S = 0.0002
 """The most the sending thread waits for the GIL (Python's switch interval while it sends)."""
 JSON_SPACE = " \t\n\r"
@@ -50,26 +58,43 @@ _DECODER = json.JSONDecoder()
 @dataclass(frozen=True)
 class EventLines:
     """The lines of a file that hold events: for each, its number, its JSON text (whitespace
-    around it taken off), and whether the event has a ``dedupe_key`` of its own.
+    around it taken off), whether the event has a ``dedupe_key`` of its own, and how many
+    events the hub stores of it (one for each handle of a list).
 
-    (Three lists rather than an object per line: objects for 100,000 lines, and the garbage
+    (Lists rather than an object per line: objects for 100,000 lines, and the garbage
     collector's walks over them, made reading the file a quarter slower.)"""
 
     numbers: list[int]
     texts: list[str]
     keyed: list[bool]
+    copies: list[int]
 
     def __len__(self) -> int:
         return len(self.numbers)
 
     def part(self, start: int, stop: int | None = None) -> EventLines:
-        return EventLines(self.numbers[start:stop], self.texts[start:stop], self.keyed[start:stop])
+        return EventLines(
+            self.numbers[start:stop],
+            self.texts[start:stop],
+            self.keyed[start:stop],
+            self.copies[start:stop],
+        )
 
     def without(self, index: int) -> EventLines:
         def left(items: list[Any]) -> list[Any]:
             return items[:index] + items[index + 1 :]
 
-        return EventLines(left(self.numbers), left(self.texts), left(self.keyed))
+        return EventLines(left(self.numbers), left(self.texts), left(self.keyed), left(self.copies))
+
+    def extend(self, other: EventLines) -> None:
+        self.numbers.extend(other.numbers)
+        self.texts.extend(other.texts)
+        self.keyed.extend(other.keyed)
+        self.copies.extend(other.copies)
+
+
+def _no_lines() -> EventLines:
+    return EventLines([], [], [], [])
 
 
 @dataclass(frozen=True)
@@ -87,24 +112,23 @@ class Batch:
 def read_lines(path: Path) -> EventLines:
     """Every event of the file (``read_parts``, all together); or an error naming the first
     line that is not one."""
-    lines = EventLines([], [], [])
+    lines = _no_lines()
     for part in read_parts(path):
-        lines.numbers.extend(part.numbers)
-        lines.texts.extend(part.texts)
-        lines.keyed.extend(part.keyed)
+        lines.extend(part)
     return lines
 
 
 def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
-    """The events of the file, ``size`` at a time as they are read (so that the first are
-    checked while the rest are read); at the first line that is not an event, an error naming
-    it."""
+    """The events of the file as they are read (so that the first are checked while the rest
+    are read), in parts of as many lines as make at most ``size`` events stored (a line over
+    that is a part alone, for the hub to refuse by its number); at the first line that is not
+    an event, an error naming it."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc.strerror}") from exc
-    part = EventLines([], [], [])
-    numbers = part.numbers  # (a list's len, not the method's, for each line)
+    part = _no_lines()
+    in_part = 0  # the events stored of the part's lines
     decode = _DECODER.raw_decode
     for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         text = line.strip(JSON_SPACE)
@@ -113,17 +137,26 @@ def read_parts(path: Path, size: int = BATCH) -> Iterator[EventLines]:
         except json.JSONDecodeError:
             event, end = None, -1
         if end == len(text) and isinstance(event, dict):
-            numbers.append(number)
+            copies = _copies(event)
+            if in_part + copies > size and in_part:
+                yield part
+                part, in_part = _no_lines(), 0
+            part.numbers.append(number)
             part.texts.append(text)
             part.keyed.append("dedupe_key" in event)
-            if len(numbers) == size:
-                yield part
-                part = EventLines([], [], [])
-                numbers = part.numbers
+            part.copies.append(copies)
+            in_part += copies
         elif line.strip():  # not blank: not an event
             raise _not_an_event(path, number, line)
     if len(part):
         yield part
+
+
+def _copies(event: dict[str, Any]) -> int:
+    """The events the hub stores of ``event``: one for each handle of a list (a list that is
+    not one the hub takes counts as it is, to be refused by the hub)."""
+    to = event.get("to")
+    return (len(to) or 1) if isinstance(to, list) else 1
 
 
 def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
@@ -137,14 +170,24 @@ def _not_an_event(path: Path, number: int, line: str) -> OperatorError:
 
 
 def in_batches(lines: EventLines, size: int = BATCH) -> Iterator[Batch]:
-    """The bodies to send, ``size`` events each, each event with a dedupe key; each made when
-    it is asked for."""
-    for start in range(0, len(lines), size):
-        numbers = lines.numbers[start : start + size]
-        texts = lines.texts[start : start + size]
-        keyed = map(_keyed, numbers, texts, lines.keyed[start : start + size])
-        body = f"[{','.join(keyed)}]".encode()
-        yield Batch(numbers[0], numbers[-1], len(numbers), body, numbers)
+    """The bodies to send, each of as many lines as make at most ``size`` events stored (a
+    line over that alone), each event with a dedupe key; each made when it is asked for."""
+    start = in_batch = 0
+    for index, copies in enumerate(lines.copies):
+        if in_batch + copies > size and in_batch:
+            yield batch_of(lines.part(start, index))
+            start, in_batch = index, 0
+        in_batch += copies
+    if start < len(lines):
+        yield batch_of(lines.part(start))
+
+
+def batch_of(lines: EventLines) -> Batch:
+    """One body of all ``lines``, each event with a dedupe key."""
+    numbers = lines.numbers
+    keyed = map(_keyed, numbers, lines.texts, lines.keyed)
+    body = f"[{','.join(keyed)}]".encode()
+    return Batch(numbers[0], numbers[-1], len(numbers), body, numbers)
 
 
 def _keyed(number: int, text: str, keyed: bool) -> str:
@@ -210,10 +253,10 @@ def check_every_line(
     def batches() -> Iterator[Batch]:
         for part in parts:
             read.append(part)
-            yield from in_batches(part, len(part))
+            yield batch_of(part)
 
     with _progress(out, total, "checking") as advance:
-        for index, (batch, answer) in enumerate(_in_turn(api, CHECK, batches(), refused=True)):
+        for index, (batch, answer) in enumerate(_checks(api, batches())):
             if isinstance(answer, HubRefused) and _fault_of(answer, batch.events) is not None:
                 refused.append(read[index])
             elif isinstance(answer, HubRefused):
@@ -255,7 +298,7 @@ def _refused_lines(api: AdminApi, path: Path, lines: EventLines) -> Iterator[tup
     """Each line of ``lines`` (one batch's) the hub refuses, as ``(number, "path:number: why")``:
     the hub names one event at fault, and the batch is checked again without it."""
     while len(lines):
-        (batch,) = in_batches(lines, len(lines))
+        batch = batch_of(lines)
         try:
             answer = api.post_body(CHECK, batch.body)
         except HubRefused as exc:
@@ -311,13 +354,54 @@ def _progress(out: Output, total: int, doing: str) -> Iterator[Callable[[int], N
         yield lambda sent: bar.advance(task, sent)
 
 
+def _checks(
+    api: AdminApi, batches: Iterator[Batch]
+) -> Iterator[tuple[Batch, bytes | OperatorError]]:
+    """Each batch and the hub's answer to its dry run (or the refusal), in the batches' order;
+    ``CHECKS_AT_ONCE`` of them on their way at once, and the next batch made meanwhile. (A dry
+    run stores nothing: which of them the hub answers first does not matter.)"""
+    waiting: deque[tuple[Batch, Future[bytes]]] = deque()
+    with ThreadPoolExecutor(CHECKS_AT_ONCE, "herald-check") as posting, _quick_switches():
+        try:
+            for batch in batches:
+                if len(waiting) > CHECKS_AT_ONCE:  # one more made, ready to go
+                    yield _answer_of(*waiting.popleft())
+                waiting.append((batch, posting.submit(api.post_body, CHECK, batch.body)))
+            while waiting:
+                yield _answer_of(*waiting.popleft())
+        finally:
+            for _, posted in waiting:
+                posted.cancel()
+
+
+def _answer_of(batch: Batch, posted: Future[bytes]) -> tuple[Batch, bytes | OperatorError]:
+    try:
+        return batch, posted.result()
+    except OperatorError as exc:
+        return batch, exc
+
+
+@contextmanager
+def _quick_switches() -> Iterator[None]:
+    """While requests are sent by threads of their own: the answer to one wakes the thread
+    that makes the batches, which holds the GIL the sender of the next request waits for, up to
+    the switch interval (5 ms; a batch each cost a tenth of the rate). Sending waits no more
+    than ``SENDER_WAITS_S``."""
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SENDER_WAITS_S)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(switch_interval)
+
+
 def _in_turn(
-    api: AdminApi, path: str, batches: Iterator[Batch], *, refused: bool = False
+    api: AdminApi, path: str, batches: Iterator[Batch]
 ) -> Iterator[tuple[Batch, bytes | BaseException]]:
-    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it,
-    unless it is a refusal and ``refused`` says to go on), posted to ``path`` one at a time on
-    one connection: a batch is sent once the one before it is answered, so that when one fails
-    every line before it has arrived and none after it has been sent.
+    """Each batch and the hub's answer to it (or what stopped it: nothing is sent after it),
+    posted to ``path`` one at a time on one connection: a batch is sent once the one before it
+    is answered, so that when one fails every line before it has arrived and none after it has
+    been sent.
 
     The batches are sent by a thread of their own, which takes the next one as soon as the last
     is answered; this one makes the batch after it and reads the answers meanwhile. (Handing
@@ -344,8 +428,6 @@ def _in_turn(
                 except BaseException as exc:  # told to the caller, and nothing more is sent
                     hand_on()
                     answers.put((batch, exc))
-                    if refused and isinstance(exc, HubRefused):
-                        continue
                     return
                 hand_on()
                 held.append((batch, answer))
@@ -355,23 +437,18 @@ def _in_turn(
     sender = threading.Thread(target=send_each, name="herald-send", daemon=True)
     sender.start()
     waiting = 0
-    switch_interval = sys.getswitchinterval()
-    # The answer to a batch wakes this thread up to make the next while the sender, which has
-    # the next request to send, waits for the GIL it holds: for up to the switch interval
-    # (5 ms), which a batch each cost a tenth of the rate. Sending waits no more than this.
-    sys.setswitchinterval(SENDER_WAITS_S)
     try:
-        for batch in batches:
-            if waiting == HANDED:
+        with _quick_switches():
+            for batch in batches:
+                if waiting == HANDED:
+                    yield answers.get()
+                    waiting -= 1
+                handed.put(batch)
+                waiting += 1
+            handed.put(None)  # no request follows the last: its answer comes at once
+            for _ in range(waiting):
                 yield answers.get()
-                waiting -= 1
-            handed.put(batch)
-            waiting += 1
-        handed.put(None)  # no request follows the last: its answer comes at once
-        for _ in range(waiting):
-            yield answers.get()
     finally:
-        sys.setswitchinterval(switch_interval)
         stopped.set()
         handed.put(None)
 
