@@ -126,6 +126,9 @@ class StreamRoute:
             for event in page:
                 await write(self.frames.frame(event, history))
             self._count(page)
+            # A replay is what hands an unacknowledged event out again: a client that crashes
+            # on it and reconnects from before it gets it again, until it dies.
+            await self.hub.count_handed_out(agent.id, [event.id for event in page])
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
