@@ -953,8 +953,8 @@ class Hub:
         return await self._store.mark_sent(agent_id, ids, durable=durable)
 
     async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
-        """A stream handed these open events out again (its backlog, at a reconnect): each is
-        counted towards ``max_deliveries``."""
+        """A stream handed these open events out again (the first of its backlog, at a
+        reconnect): each is counted towards ``max_deliveries``."""
         if ids:
             await self._store.count_handed_out(agent_id, ids)
 
