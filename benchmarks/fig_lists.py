@@ -15,6 +15,7 @@ from benchmarks.fig_http import (
     _closed,
     _http_notes,
     _profile,
+    answered,
     closed_rate,
 )
 from benchmarks.loadgen import (
@@ -58,11 +59,7 @@ def _rounds(
     shown = median_round(measured, lambda m: m.value)
     shown.details["rounds"] = " / ".join(f"{m.value:,.0f}" for m in measured)
     server_s = sum(usage.server_s or 0.0 for _, usage in rounds)
-    events = sum(
-        sum(count for status, count in r.statuses.items() if status in (200, 202))
-        for r, _ in rounds
-    )
-    shown.cpu_us = per_event_us(server_s, events * per_request)
+    shown.cpu_us = per_event_us(server_s, sum(answered(r) for r, _ in rounds) * per_request)
     return shown
 
 
