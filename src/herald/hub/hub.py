@@ -954,7 +954,8 @@ class Hub:
 
     async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
         """A stream handed these open events out again (the first of its backlog, at a
-        reconnect): each is counted towards ``max_deliveries``."""
+        reconnect; ``GET /channel/stream`` and ``events/stream``): each is counted towards
+        ``max_deliveries``."""
         if ids:
             await self._store.count_handed_out(agent_id, ids)
 

@@ -12,9 +12,9 @@ Every backend keeps the same promises, proven by one test suite run against each
   cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
 - an event handed out ``max_deliveries`` times without an acknowledgement (leased by a claim,
-  pushed: ``mark_sent``, ``record_pushes``, ``count_handed_out``) dies in the claim or the read
-  of open events that would hand it out again: offered no more, kept until pruned like a
-  finished one;
+  pushed to a session, ``mark_sent``, or replayed first by a stream, ``count_handed_out``)
+  dies in the claim or the read of open events that would hand it out again: offered no more,
+  kept until pruned like a finished one;
 - each agent's events are counted by status as every write changes them, and attempts by
   mechanism and outcome as they are recorded, so that ``stats`` reads no event or attempt;
 - live sessions are kept with an expiry that their process refreshes, so that every process
@@ -426,8 +426,9 @@ class Store(ABC):
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         """Pushes of several agents' events at once, in one transaction: each ``(agent_id,
-        attempt)`` marks the agent's event ``sent`` if it is pending and counts it handed out
-        once more (``mark_sent``), records
+        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``, but not
+        counted towards ``max_deliveries``: a stream counts its replays, ``count_handed_out``),
+        records
         the attempt, and counts the event as handed to the attempt's session (an ended lease:
         anyone may claim it, and the session's cursor acknowledges it, as a claim's does),
         unless another consumer holds a live lease on it."""

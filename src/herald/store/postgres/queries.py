@@ -471,8 +471,7 @@ UPDATE events SET
     lease_until = CASE WHEN events.lease_owner IS NULL OR events.lease_until <= $3
         THEN $3 ELSE events.lease_until END,
     lease_cursor = CASE WHEN events.lease_owner IS NULL OR events.lease_until <= $3
-        THEN NULL ELSE events.lease_cursor END,
-    handed_out = events.handed_out + 1
+        THEN NULL ELSE events.lease_cursor END
 FROM unnest($1::text[], $2::text[], $4::text[]) AS pushed (event_id, agent_id, holder)
 WHERE events.id = pushed.event_id AND events.agent_id = pushed.agent_id AND events.{OPEN}
 """

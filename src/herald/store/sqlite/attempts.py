@@ -270,18 +270,16 @@ UPDATE events SET
     lease_until = CASE WHEN lease_owner IS NULL OR lease_until <= :now
         THEN :now ELSE lease_until END,
     lease_cursor = CASE WHEN lease_owner IS NULL OR lease_until <= :now
-        THEN NULL ELSE lease_cursor END,
-    handed_out = handed_out + 1
+        THEN NULL ELSE lease_cursor END
 FROM ({PUSHED}) AS p
 WHERE events.id = p.event_id AND events.agent_id = p.agent_id AND events.{OPEN}
 """
 
 
 def mark_pushed(conn: sqlite3.Connection, pushed: str, now: int) -> None:
-    """Pushed events become ``sent`` (those still open), handed out once more, held by the
-    session pushed to unless another holds a live lease; ``pushed`` is a JSON array of [event
-    id, agent id, session], each event once. Two statements whatever the number of pushes
-    (``rows.as_json``)."""
+    """Pushed events become ``sent`` (those still open), held by the session pushed to unless
+    another holds a live lease; ``pushed`` is a JSON array of [event id, agent id, session],
+    each event once. Two statements whatever the number of pushes (``rows.as_json``)."""
     params = {"pushed": pushed, "now": now}
     # Counted first, while the events still say which were pending. Pending and sent are both
     # open: the agent's oldest open event stays what it was.
