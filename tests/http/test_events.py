@@ -4,8 +4,8 @@ event dead after ``--max-deliveries`` while the others flow; the dead event is l
 ``GET /v1/events?status=dead`` and ``herald events --status dead``, counted in ``GET /v1/stats``
 and ``/metrics``, and ``herald event redeliver`` offers it again with its count begun anew;
 ``--max-deliveries 0`` hands it out for ever. Pushes count as drains do: an event pushed to MCP
-sessions that never acknowledge it, or met first by an SSE stream that reconnects from before it
-each time, dies after the limit too."""
+sessions that never acknowledge it, or met first by a stream (SSE, MCP Events) that reconnects
+from before it each time, dies after the limit too."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.http.test_endpoints import new_agent
 from tests.http.test_mcp import session
+from tests.http.test_mcp_events import MODERN, agent_http, meta, stream_messages
 from tests.http.test_metrics import scrape
 from tests.sse import SSEReader
 from tests.waiting import wait_until
@@ -211,3 +212,46 @@ def test_an_event_a_stream_consumer_crashes_on_dies_after_the_limit_while_the_re
             assert met is not None and met.data["id"] == poison
         finally:
             reader.close()
+
+
+async def events_stream_from(herald: HeraldProcess, key: str, cursor: str | None) -> dict[str, Any]:
+    """The first event an ``events/stream`` of ``herald.event`` resumed at ``cursor`` pushes;
+    the client then goes away (it crashes on it)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": "stream-1",
+        "method": "events/stream",
+        "params": {"_meta": meta(), "name": "herald.event", "cursor": cursor},
+    }
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+    async with (
+        agent_http(herald, key) as http,
+        stream_messages(http, body, headers) as messages,
+    ):
+        assert (await anext(messages))["method"] == "notifications/events/active"
+        pushed = await anext(messages)
+    assert pushed["method"] == "notifications/events/event"
+    return dict(pushed["params"])
+
+
+@pytest.mark.anyio
+async def test_an_event_an_events_stream_client_crashes_on_dies_after_the_limit_while_the_rest_flow(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = new_agent(admin)
+        first, poison, third = publish(admin, agent["handle"], 3)
+        handled = await events_stream_from(herald, agent["api_key"], None)
+        assert handled["eventId"] == first
+        # It crashes on the next event each time, and resumes from the last it handled.
+        for _ in range(LIMIT):
+            met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+            assert met["eventId"] == poison
+        met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+        assert met["eventId"] == third  # the rest flow
+        assert status(admin, poison) == "dead"
+        assert status(admin, first) == "delivered"  # its cursor acknowledged it
+
+        operator(herald, "event", "redeliver", poison)
+        met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+        assert met["eventId"] == poison
