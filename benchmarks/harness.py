@@ -26,6 +26,7 @@ from benchmarks import (
     fig_events,
     fig_http,
     fig_listing,
+    fig_lists,
     fig_mcp,
     fig_send,
     fig_store,
@@ -46,6 +47,7 @@ GROUPS = (
     "store",
     "single",
     "batch",
+    "list-publish",
     "drain",
     "latency",
     "mcp-latency",
@@ -124,6 +126,9 @@ def _steps(
     async def batch() -> list[Figure]:
         return [await fig_http.batch_publish_figure(sizes, workdir, profiler)]
 
+    async def list_publish() -> list[Figure]:
+        return [await fig_lists.list_publish_figure(sizes, workdir, profiler)]
+
     async def drain() -> list[Figure]:
         postgres = None if args.no_postgres else args.postgres_url
         return await fig_drain.drain_figures(sizes, workdir, profiler, postgres)
@@ -173,7 +178,8 @@ def _steps(
         return [await fig_tail.tail_figure(sizes, workdir)]
 
     steps = {
-        "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
+        "store": store, "single": single, "batch": batch, "list-publish": list_publish,
+        "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,

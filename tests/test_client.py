@@ -149,6 +149,32 @@ async def test_a_stream_reports_lost_history_first(herald: HeraldProcess) -> Non
         await stream.aclose()
 
 
+async def test_a_publisher_publishes_to_one_agent_and_to_a_list_each_receipt_in_order(
+    herald: HeraldProcess,
+) -> None:
+    keys = [agent(herald, handle) for handle in ("list-a", "list-b", "list-c")]
+    with herald.client(herald.admin_key) as admin:
+        made = admin.post("/v1/keys", json={"name": "app", "scopes": ["publish"]})
+        assert made.status_code == 201, made.text
+    async with HeraldClient(herald.url, made.json()["key"]) as publisher:
+        alone = await publisher.publish("list-a", "t", "alone")
+        assert (alone.seq, alone.duplicate) == (1, False)
+        listed = await publisher.publish(
+            ["list-c", "list-a", "list-b"], "t", "all", data={"n": 1}, dedupe_key="d-1"
+        )
+        assert [(r.seq, r.duplicate) for r in listed] == [(1, False), (2, False), (1, False)]
+        again = await publisher.publish(["list-b", "list-c"], "t", "all", dedupe_key="d-1")
+        assert [r.id for r in again] == [listed[2].id, listed[0].id]
+        assert all(r.duplicate for r in again)
+        with pytest.raises(InvalidInput, match="names 'nobody', which no agent has"):
+            await publisher.publish(["list-a", "nobody"], "t", "refused whole")
+    for key, expected in zip(keys, [[alone, listed[1]], [listed[2]], [listed[0]]], strict=True):
+        async with HeraldClient(herald.url, key) as client:
+            drained = await client.heartbeat(limit=10)
+        assert [(e.id, e.seq) for e in drained.events] == [(r.id, r.seq) for r in expected]
+        assert all(e.text in ("alone", "all") for e in drained.events)
+
+
 async def test_errors_come_back_as_heralds_own(herald: HeraldProcess, tmp_path: Path) -> None:
     key = agent(herald, "errant")
     async with HeraldClient(herald.url, key) as client:

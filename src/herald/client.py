@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import httpx2
 
@@ -64,8 +64,23 @@ class StreamItem:
     position: str | None = None
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A published event: its id and its agent's seq; ``duplicate``: an event with the same
+    ``dedupe_key`` was published to that agent before, and this is that one."""
+
+    id: str
+    seq: int
+    duplicate: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Receipt:
+        return cls(str(data["id"]), int(data["seq"]), bool(data["duplicate"]))
+
+
 class HeraldClient:
-    """An agent's view of a hub. Use as ``async with HeraldClient(url, key) as client``."""
+    """An agent's view of a hub. Use as ``async with HeraldClient(url, key) as client``. With a
+    publisher key (or the admin key) instead of an agent's, ``publish`` publishes."""
 
     def __init__(self, url: str, key: str, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
@@ -217,6 +232,65 @@ class HeraldClient:
         body = {"to": to, "text": text, "data": data, "type": type}
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
+
+    @overload
+    async def publish(
+        self,
+        to: str,
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> Receipt: ...
+
+    @overload
+    async def publish(
+        self,
+        to: list[str],
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> list[Receipt]: ...
+
+    async def publish(
+        self,
+        to: str | list[str],
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> Receipt | list[Receipt]:
+        """Publish an event (``POST /v1/events``, with a publisher or the admin key) to the
+        agent with handle ``to``; or, ``to`` a list of up to 1,000 handles, one event for each
+        agent in one transaction, a receipt for each in the list's order (``dedupe_key``
+        holds for each agent on its own). ``sender`` names the agent that gets the replies.
+
+        Raises:
+            InvalidInput: a malformed field, or a list that names an agent twice or one that
+                does not exist (nothing is published). NotFound: no agent has the handle
+                ``to``. Forbidden: the key may not publish this event. HubUnreachable: the
+                hub cannot be reached.
+        """
+        body: dict[str, Any] = {"to": to, "type": type, "text": text, "data": data}
+        options = {"reply": reply, "dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        body |= {name: value for name, value in options.items() if value is not None}
+        answer = await self._post("/v1/events", body)
+        if isinstance(to, str):
+            return Receipt.from_json(answer)
+        return [Receipt.from_json(receipt) for receipt in answer["events"]]
 
     async def ask_permission(
         self,

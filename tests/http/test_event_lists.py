@@ -1,6 +1,7 @@
 """``POST /v1/events`` with ``to`` a list of handles, end to end against a real ``herald serve``
 on each backend: one event for each agent in one transaction, answered in order, delivered once
-to each; refused whole for an unknown or repeated handle, or a handle outside a key's scope."""
+to each by every way (drain, stream, MCP session, webhook); refused whole for an unknown or
+repeated handle, or a handle outside a key's scope."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
+from tests.http.test_mcp import session
 from tests.sse import SSEReader
+from tests.waiting import wait_until
+from tests.webhooks.receiver import Receiver
 
 TEXT = {"type": "t", "text": "x"}
 
@@ -46,6 +51,16 @@ def drained(herald: HeraldProcess, agent: dict[str, Any]) -> list[dict[str, Any]
                 return seen
             seen += answer.json()["events"]
             cursor = answer.json()["cursor"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL, sending webhooks to this machine."""
+    directory = tmp_path_factory.mktemp(request.param)
+    with serving(request.param, directory, "--webhook-allow", "loopback") as process:
+        yield process
 
 
 @pytest.fixture
@@ -95,6 +110,63 @@ def test_a_list_publish_is_streamed_once_to_each_agent(
     finally:
         for reader in readers:
             reader.close()
+
+
+@pytest.mark.anyio
+async def test_a_list_publish_is_pushed_once_to_each_agent_s_mcp_session(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
+    alice, bob = new_agents(admin, 2)
+    async with (
+        session(each_backend, alice["api_key"]) as (alice_client, alice_received),
+        session(each_backend, bob["api_key"]) as (bob_client, bob_received),
+    ):
+        listed = admin.post("/v1/events", json={"to": handles([alice, bob]), **TEXT})
+        assert listed.status_code == 202, listed.text
+        for agent in (alice, bob):  # the next push each session gets is this, not the list's
+            assert (
+                admin.post(
+                    "/v1/events", json={"to": agent["handle"], "type": "t", "text": "alone"}
+                ).status_code
+                == 202
+            )
+        receipts = listed.json()["events"]
+        for client, received, receipt in (
+            (alice_client, alice_received, receipts[0]),
+            (bob_client, bob_received, receipts[1]),
+        ):
+            (_, first), (_, second) = await received.next(), await received.next()
+            assert first["meta"]["event_id"] == receipt["id"]
+            assert "alone" in second["content"]
+            acked = await client.call_tool("ack", {"ids": [receipt["id"]]})
+            assert acked.structured_content == {"acked": 1}
+    for receipt in receipts:
+        assert admin.get(f"/v1/events/{receipt['id']}").json()["status"] == "delivered"
+
+
+def test_a_list_publish_is_sent_once_to_each_agent_s_webhook(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
+    agents = new_agents(admin, 3)
+    receiver = Receiver()
+    try:
+        for agent in agents:
+            url = f"{receiver.url}/{agent['handle']}"
+            made = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": url})
+            assert made.status_code in (200, 201), made.text
+        listed = admin.post("/v1/events", json={"to": handles(agents), **TEXT})
+        assert listed.status_code == 202, listed.text
+        receipts = listed.json()["events"]
+        for receipt in receipts:
+            wait_until(
+                lambda: admin.get(f"/v1/events/{receipt['id']}").json()["status"] == "delivered",  # noqa: B023
+                "the webhook's delivery",
+            )
+        sent = {(r.path, r.headers["webhook-id"]) for r in receiver.requests}
+        expected = {(f"/{a['handle']}", r["id"]) for a, r in zip(agents, receipts, strict=True)}
+        assert sent == expected and len(receiver.requests) == 3
+    finally:
+        receiver.close()
 
 
 def test_a_batch_may_hold_lists_and_is_answered_one_receipt_per_event_stored_in_order(

@@ -3,7 +3,9 @@ crashes on one event (it drains again from the same cursor, never acknowledging 
 event dead after ``--max-deliveries`` while the others flow; the dead event is listed by
 ``GET /v1/events?status=dead`` and ``herald events --status dead``, counted in ``GET /v1/stats``
 and ``/metrics``, and ``herald event redeliver`` offers it again with its count begun anew;
-``--max-deliveries 0`` hands it out for ever."""
+``--max-deliveries 0`` hands it out for ever. Pushes count as drains do: an event pushed to MCP
+sessions that never acknowledge it, or met first by a stream (SSE, MCP Events) that reconnects
+from before it each time, dies after the limit too."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ import pytest
 from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.http.test_endpoints import new_agent
+from tests.http.test_mcp import session
+from tests.http.test_mcp_events import MODERN, agent_http, meta, stream_messages
 from tests.http.test_metrics import scrape
+from tests.sse import SSEReader
 from tests.waiting import wait_until
 
 LIMIT = 3
@@ -122,3 +127,130 @@ def test_no_limit_hands_an_unacknowledged_event_out_for_ever(backend: str, tmp_p
             for _ in range(30):
                 assert [e["id"] for e in drained(consumer, 0)] == [only]
         assert admin.get(f"/v1/events/{only}").json()["status"] == "pending"
+
+
+def pushes_recorded(admin: httpx.Client, event_id: str) -> int:
+    attempts = admin.get(f"/v1/events/{event_id}").json()["attempts"]
+    return sum(attempt["outcome"] == "sent" for attempt in attempts)
+
+
+def status(admin: httpx.Client, event_id: str) -> str:
+    return str(admin.get(f"/v1/events/{event_id}").json()["status"])
+
+
+@pytest.mark.anyio
+async def test_an_event_pushed_to_sessions_that_never_acknowledge_it_dies_while_the_rest_flow(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = new_agent(admin)
+        (poison,) = publish(admin, agent["handle"], 1)
+        for times in range(1, LIMIT + 1):
+            async with session(herald, agent["api_key"]) as (_, received):
+                _, pushed = await received.next()
+                assert pushed["meta"]["event_id"] == poison
+            # The client ends without acknowledging it; the push's record is written after.
+            wait_until(lambda: pushes_recorded(admin, poison) == times, "the push's record")  # noqa: B023
+
+        async with session(herald, agent["api_key"]) as (client, received):
+            (flowing,) = publish(admin, agent["handle"], 1)
+            _, pushed = await received.next()
+            assert pushed["meta"]["event_id"] == flowing  # not the dead one first
+            assert (await client.call_tool("ack", {"ids": [flowing]})).structured_content == {
+                "acked": 1
+            }
+        death = admin.get(f"/v1/events/{poison}").json()["attempts"][-1]
+        assert (death["mechanism"], death["outcome"]) == ("dead_letter", "dead")
+        assert death["error"] == f"handed out {LIMIT} times without an acknowledgement"
+        assert status(admin, flowing) == "delivered"
+
+        operator(herald, "event", "redeliver", poison)
+        async with session(herald, agent["api_key"]) as (client, received):
+            _, pushed = await received.next()
+            assert pushed["meta"]["event_id"] == poison
+            await client.call_tool("ack", {"ids": [poison]})
+        assert status(admin, poison) == "delivered"
+
+
+def test_an_event_a_stream_consumer_crashes_on_dies_after_the_limit_while_the_rest_flow(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = new_agent(admin)
+        first, poison, third = publish(admin, agent["handle"], 3)
+        with herald.client(agent["api_key"]) as consumer:
+            reader = SSEReader(herald.url, agent["api_key"], after=0)
+            try:
+                handled = reader.next()
+                assert handled is not None and handled.data["id"] == first
+                assert consumer.post("/channel/ack", json={"ids": [first]}).status_code == 200
+                resume_at = reader.last_id
+            finally:
+                reader.close()
+            # It crashes on the next event each time, and resumes from the last it handled.
+            for _ in range(LIMIT):
+                reader = SSEReader(herald.url, agent["api_key"], last_event_id=resume_at)
+                try:
+                    met = reader.next()
+                    assert met is not None and met.data["id"] == poison
+                finally:
+                    reader.close()
+            reader = SSEReader(herald.url, agent["api_key"], last_event_id=resume_at)
+            try:
+                met = reader.next()
+                assert met is not None and met.data["id"] == third  # the rest flow
+                assert consumer.post("/channel/ack", json={"ids": [third]}).status_code == 200
+            finally:
+                reader.close()
+        assert status(admin, poison) == "dead"
+        assert status(admin, third) == "delivered"
+        (redelivered,) = operator(herald, "event", "redeliver", poison)
+        assert redelivered["status"] == "pending"
+        reader = SSEReader(herald.url, agent["api_key"], last_event_id=resume_at)
+        try:
+            met = reader.next()
+            assert met is not None and met.data["id"] == poison
+        finally:
+            reader.close()
+
+
+async def events_stream_from(herald: HeraldProcess, key: str, cursor: str | None) -> dict[str, Any]:
+    """The first event an ``events/stream`` of ``herald.event`` resumed at ``cursor`` pushes;
+    the client then goes away (it crashes on it)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": "stream-1",
+        "method": "events/stream",
+        "params": {"_meta": meta(), "name": "herald.event", "cursor": cursor},
+    }
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "events/stream"}
+    async with (
+        agent_http(herald, key) as http,
+        stream_messages(http, body, headers) as messages,
+    ):
+        assert (await anext(messages))["method"] == "notifications/events/active"
+        pushed = await anext(messages)
+    assert pushed["method"] == "notifications/events/event"
+    return dict(pushed["params"])
+
+
+@pytest.mark.anyio
+async def test_an_event_an_events_stream_client_crashes_on_dies_after_the_limit_while_the_rest_flow(
+    herald: HeraldProcess,
+) -> None:
+    with herald.client(herald.admin_key) as admin:
+        agent = new_agent(admin)
+        first, poison, third = publish(admin, agent["handle"], 3)
+        handled = await events_stream_from(herald, agent["api_key"], None)
+        assert handled["eventId"] == first
+        # It crashes on the next event each time, and resumes from the last it handled.
+        for _ in range(LIMIT):
+            met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+            assert met["eventId"] == poison
+        met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+        assert met["eventId"] == third  # the rest flow
+        assert status(admin, poison) == "dead"
+
+        operator(herald, "event", "redeliver", poison)
+        met = await events_stream_from(herald, agent["api_key"], handled["cursor"])
+        assert met["eventId"] == poison

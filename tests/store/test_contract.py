@@ -913,6 +913,34 @@ async def test_an_event_handed_out_max_deliveries_times_dies_while_the_rest_flow
     assert [e.id for e in listed] == [poison]
 
 
+async def test_pushes_not_acknowledged_count_and_the_read_that_would_push_again_buries(
+    store: Store,
+) -> None:
+    store.max_deliveries = 3
+    alice = await add_agent(store, "alice")
+    pushed, replayed, streamed, other = await publish(store, "alice", 4)
+    for times in range(1, 4):
+        await store.mark_sent(alice.id, [pushed])  # an MCP session's push
+        await store.count_handed_out(alice.id, [replayed])  # a stream's replay
+        # A stream's push: not counted (its replays are).
+        push = Attempt(streamed, store.now(), "events_stream", "sent", "session-1")
+        await store.record_pushes([(alice.id, push)])
+        if times < 3:
+            assert len(await store.read_open(alice.id, 0, 10)) == 4
+
+    # The read that would push them again buries each, and looks again while it found no other.
+    assert [e.id for e in await store.read_open(alice.id, 0, 2)] == [streamed, other]
+    for dead in (pushed, replayed):
+        died = await store.get_event(dead)
+        assert died is not None and died.status is EventStatus.DEAD
+        death = (await store.attempts(dead))[-1]
+        assert (death.mechanism, death.outcome) == ("dead_letter", "dead")
+        assert death.error == "handed out 3 times without an acknowledgement"
+    assert (await store.stats()).events["dead"] == 2
+    claimed = await store.claim(alice.id, "c", 10, 30_000, "heartbeat")
+    assert [e.id for e in claimed] == [streamed, other]
+
+
 async def test_an_event_whose_leases_run_out_dies_whoever_held_it(
     store: Store, clock: ManualClock
 ) -> None:

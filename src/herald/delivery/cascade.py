@@ -17,7 +17,7 @@ from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
 from herald.delivery.sessions import LiveSession, Unconfirmed
 from herald.hub import Hub
 from herald.logs import log_attempt
-from herald.models import Attempt, Event, EventStatus
+from herald.models import Attempt, Event
 
 log = logging.getLogger("herald.delivery")
 
@@ -170,13 +170,14 @@ class Cascade:
     def _written(
         self, session: LiveSession, event: Event, mechanism: str, result: PushResult, *, sent: bool
     ) -> tuple[Attempt, str | None, PushReport]:
-        """The attempt to record, the event to mark sent (a pending one pushed), the report."""
+        """The attempt to record, the event to mark sent (pushed, not confirmed: a pending one
+        becomes sent, and each counts as handed out once more), the report."""
         attempt = Attempt(
             event.id, self.hub.now(), mechanism, result.outcome.value, session.id, result.error
         )
         if result.outcome is not PushOutcome.FAILED:
             self.hub.metrics.sent(mechanism, [event.created_at], attempt.at)
-        marks = event.id if sent and event.status is EventStatus.PENDING else None
+        marks = event.id if sent else None
         return attempt, marks, PushReport(session.id, event, mechanism, result)
 
     def record(self, session: LiveSession, writes: PendingWrites) -> None:

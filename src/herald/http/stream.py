@@ -123,6 +123,12 @@ class StreamRoute:
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
+            if last == cursor:
+                # The first event replayed is handed out again: a client that crashes on an
+                # event resumes from before it and meets it first, each time, until it dies.
+                # Those behind it are counted once the client is past it (and acknowledges
+                # them, or meets them first in its turn). Live pushes are first hand-outs.
+                await self.hub.count_handed_out(agent.id, [page[0].id])
             for event in page:
                 await write(self.frames.frame(event, history))
             self._count(page)

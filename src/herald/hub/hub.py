@@ -947,9 +947,17 @@ class Hub:
             self.metrics.delivered(attempt.mechanism, attempt.outcome)
 
     async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
-        """Pushed through a way that cannot confirm: pending events become ``sent``
-        (``durable=False``: see ``Store.record_attempts``)."""
+        """Pushed through a way that cannot confirm: pending events become ``sent``, and each
+        open one is counted as handed out once more (``durable=False``: see
+        ``Store.record_attempts``)."""
         return await self._store.mark_sent(agent_id, ids, durable=durable)
+
+    async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
+        """A stream handed these open events out again (the first of its backlog, at a
+        reconnect; ``GET /channel/stream`` and ``events/stream``): each is counted towards
+        ``max_deliveries``."""
+        if ids:
+            await self._store.count_handed_out(agent_id, ids)
 
     async def confirm(self, agent_id: str, event_id: str, session: str) -> int:
         """A way that confirms (an answered form) got the event through to ``session``."""

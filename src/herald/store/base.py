@@ -11,8 +11,10 @@ Every backend keeps the same promises, proven by one test suite run against each
   committed, tells ``on_acknowledged`` when each event it finished was published (as a claim's
   cursor does);
 - every delivery attempt is recorded; expired events are marked, old finished ones pruned;
-- an event a claim has handed out ``max_deliveries`` times without an acknowledgement dies
-  rather than be handed out again: offered no more, kept until pruned like a finished one;
+- an event handed out ``max_deliveries`` times without an acknowledgement (leased by a claim,
+  pushed to a session, ``mark_sent``, or replayed first by a stream, ``count_handed_out``)
+  dies in the claim or the read of open events that would hand it out again: offered no more,
+  kept until pruned like a finished one;
 - each agent's events are counted by status as every write changes them, and attempts by
   mechanism and outcome as they are recorded, so that ``stats`` reads no event or attempt;
 - live sessions are kept with an expiry that their process refreshes, so that every process
@@ -242,7 +244,15 @@ class Store(ABC):
 
     @abstractmethod
     async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
-        """Open (pending or sent), unexpired events after ``after_seq``, oldest first."""
+        """Open (pending or sent), unexpired events after ``after_seq``, oldest first: those
+        handed out ``max_deliveries`` times already die instead (as in ``claim``), each
+        recorded with an attempt that says why."""
+
+    @abstractmethod
+    async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
+        """The agent's open events among ``ids`` were handed out once more (a stream replayed
+        them): counted towards ``max_deliveries``. Its loss in a crash costs a count, never an
+        event."""
 
     @abstractmethod
     async def claim(
@@ -355,7 +365,8 @@ class Store(ABC):
     @abstractmethod
     async def mark_sent(self, agent_id: str, ids: Sequence[str], *, durable: bool = True) -> int:
         """Mark pending events of the agent ``sent`` (pushed through a way that cannot confirm);
-        delivered ones stay delivered. Returns how many changed. ``durable=False``: the write
+        delivered ones stay delivered. Each open one is counted as handed out once more
+        (towards ``max_deliveries``). Returns how many became sent. ``durable=False``: the write
         may be lost in a power cut, never in a crash of herald alone (``record_attempts``)."""
 
     @abstractmethod
@@ -415,7 +426,9 @@ class Store(ABC):
     @abstractmethod
     async def record_pushes(self, pushes: Sequence[tuple[str, Attempt]]) -> None:
         """Pushes of several agents' events at once, in one transaction: each ``(agent_id,
-        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``), records
+        attempt)`` marks the agent's event ``sent`` if it is pending (``mark_sent``, but not
+        counted towards ``max_deliveries``: a stream counts its replays, ``count_handed_out``),
+        records
         the attempt, and counts the event as handed to the attempt's session (an ended lease:
         anyone may claim it, and the session's cursor acknowledges it, as a claim's does),
         unless another consumer holds a live lease on it."""

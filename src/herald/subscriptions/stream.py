@@ -125,6 +125,8 @@ async def stream(
         )
         last = cursor
         while page := await hub.open_events(agent.id, last, BACKLOG_PAGE):
+            if last == cursor:  # as ``GET /channel/stream`` counts its replays
+                await hub.count_handed_out(agent.id, [page[0].id])
             await pusher.push(page)
             last = page[-1].seq
         # Everything open up to where the live buffer began was in that backlog.

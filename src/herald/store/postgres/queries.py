@@ -202,7 +202,7 @@ RETURNING id, {", ".join(f"{name}::text AS {name}" for name in JSON_EVENT_COLUMN
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
 # Read open events: $1 agent, $2 after seq, $3 now, $4 limit.
 READ_OPEN = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = $1 AND {OPEN}"
+    f"SELECT {EVENT_COLUMNS}, handed_out FROM events WHERE agent_id = $1 AND {OPEN}"
     " AND seq > $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY seq LIMIT $4"
 )
 
@@ -430,10 +430,35 @@ WHERE agent_id = ANY($1::text[]) AND {OPEN} AND (expires_at IS NULL OR expires_a
 GROUP BY agent_id
 """
 
-# Mark sent: $1 agent, $2 ids, $3 now.
-MARK_SENT = (
-    "UPDATE events SET status = 'sent', status_at = $3"
-    " WHERE agent_id = $1 AND status = 'pending' AND id = ANY($2::text[])"
+# Mark sent: $1 agent, $2 ids, $3 now. Every open one is handed out once more; the pending
+# ones become sent, and are counted.
+MARK_SENT = f"""
+WITH pushed AS (
+    SELECT id, status = 'pending' AS was_pending FROM events
+    WHERE agent_id = $1 AND {OPEN} AND id = ANY($2::text[])
+    FOR UPDATE
+),
+marked AS (
+    UPDATE events SET status = 'sent',
+        status_at = CASE WHEN pushed.was_pending THEN $3 ELSE events.status_at END,
+        handed_out = events.handed_out + 1
+    FROM pushed WHERE events.id = pushed.id
+    RETURNING pushed.was_pending
+)
+SELECT count(*) FILTER (WHERE was_pending) FROM marked
+"""
+# Open events of an agent handed out as often as allowed die: $1 agent, $2 ids, $3 now, $4 the
+# most times an event is handed out (> 0).
+BURY_DYING = f"""
+UPDATE events SET status = '{rules.DEAD}', status_at = $3, lease_owner = NULL,
+    lease_until = NULL, lease_cursor = NULL
+WHERE agent_id = $1 AND {OPEN} AND id = ANY($2::text[]) AND handed_out >= $4
+RETURNING id, handed_out
+"""
+# Count events handed out once more: $1 agent, $2 ids.
+COUNT_HANDED_OUT = (
+    f"UPDATE events SET handed_out = handed_out + 1"
+    f" WHERE agent_id = $1 AND {OPEN} AND id = ANY($2::text[])"
 )
 # Pushes of several agents' events: $1 event ids, $2 their agents, $3 now, $4 who each was
 # handed to (an ended lease, unless another consumer holds a live one).

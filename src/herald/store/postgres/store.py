@@ -49,6 +49,7 @@ from herald.store.rules import (
     ack_attempts,
     check_cursor,
     dead_attempts,
+    dying,
     first_unhanded,
     lease_attempts,
     looked_through,
@@ -300,11 +301,26 @@ class PostgresStore(
     async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
         now = self.now()
 
-        async def select(conn: Connection) -> list[Event]:
-            rows = await conn.fetch(queries.READ_OPEN, agent_id, after_seq, now, limit)
-            return [event(row) for row in rows]
+        async def select(conn: Connection) -> list[asyncpg.Record]:
+            return list(await conn.fetch(queries.READ_OPEN, agent_id, after_seq, now, limit))
 
-        return await self._run(select)
+        while True:  # each look that finds the dying buries them: it ends
+            rows = await self._run(select)
+            dying_ids = [r["id"] for r in rows if dying(r["handed_out"], self.max_deliveries)]
+            if not dying_ids:
+                return [event(row) for row in rows]
+            await self._bury(agent_id, dying_ids, now)
+
+    async def _bury(self, agent_id: str, ids: list[str], now: int) -> None:
+        """The agent's open events among ``ids`` handed out as often as allowed die, each
+        recorded with an attempt that says why."""
+
+        async def bury(conn: Connection) -> None:
+            rows = await conn.fetch(queries.BURY_DYING, agent_id, ids, now, self.max_deliveries)
+            buried = [(row["id"], row["handed_out"]) for row in rows]
+            await write_attempts(conn, dead_attempts(buried, now, None), now, "dead", agent_id)
+
+        await self._run(bury, transaction=True)
 
     async def claim(
         self,
@@ -485,9 +501,13 @@ class PostgresStore(
         ids = list(ids)
 
         async def mark(conn: Connection) -> int:
-            return count(await conn.execute(queries.MARK_SENT, agent_id, ids, now))
+            return int(await conn.fetchval(queries.MARK_SENT, agent_id, ids, now))
 
         return await self._run(mark)
+
+    async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
+        ids = list(ids)
+        await self._run(lambda conn: conn.execute(queries.COUNT_HANDED_OUT, agent_id, ids))
 
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
         now = self.now()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,17 @@ class Burials:
         changes_of([(e.agent_id, e.status.value, 1) for e, _ in dying], DEAD).apply(conn)
         self.dead += [(e.id, handed_out) for e, handed_out in dying]
 
+    def spare(
+        self, conn: sqlite3.Connection, found: list[Any], read: Callable[[Any], Event], now: int
+    ) -> list[Any]:
+        """Of the rows ``found`` (``handed_out`` their last column), those of events that may be
+        handed out again; the others die (``bury``)."""
+        limit = self.max_deliveries
+        if limit and any(row[-1] >= limit for row in found):
+            self.bury(conn, [(read(row), row[-1]) for row in found if row[-1] >= limit], now)
+            return [row for row in found if row[-1] < limit]
+        return found
+
     def runs(self, consumer: str | None) -> list[AttemptRun]:
         """The attempts that record the deaths: one run per number of times handed out."""
         by_count: dict[int, list[str]] = {}
@@ -177,16 +188,15 @@ def claimable(
         f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
         " AND seq > :after AND seq <= :through ORDER BY seq LIMIT :limit"
     )
-    limit_of = burials.max_deliveries if burials is not None else 0
     while True:
         rows = conn.execute(sql, params)
         read = EVENTS.reader([column[0] for column in rows.description])
         found = rows.fetchall()
-        if burials is not None and limit_of and any(row[-1] >= limit_of for row in found):
-            burials.bury(conn, [(read(r), r[-1]) for r in found if r[-1] >= limit_of], now)
-            found = [row for row in found if row[-1] < limit_of]
-            if not found:
+        if burials is not None:
+            spared = burials.spare(conn, found, read, now)
+            if found and not spared:
                 continue  # each look buries one at least: it ends
+            found = spared
         events = [read(row) for row in found]
         others = [e for e in events if e.seq != cursor]
         return others[:limit] if others else events

@@ -96,6 +96,12 @@ SELECT previous_key_hash FROM agents
 WHERE previous_key_hash IN (SELECT value FROM json_each(?1)) AND previous_until > ?2
 """
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
+COUNT_HANDED_OUT = (
+    f"UPDATE events SET handed_out = handed_out + 1 WHERE agent_id = ? AND {OPEN}"
+    " AND id IN ({marks})"
+)
+"""Events handed out once more, those still open: the agent, then each id (``marks`` its
+placeholders)."""
 
 
 class SQLiteStore(
@@ -259,15 +265,24 @@ class SQLiteStore(
         return await self._run(select)
 
     async def read_open(self, agent_id: str, after_seq: int, limit: int) -> list[Event]:
-        params = {"agent": agent_id, "after": after_seq, "limit": limit, "now": self.now()}
+        now = self.now()
+        params = {"agent": agent_id, "after": after_seq, "limit": limit, "now": now}
+        sql = (
+            f"SELECT {EVENT_COLUMNS}, handed_out FROM events WHERE agent_id = :agent AND {OPEN}"
+            f" AND seq > :after AND {UNEXPIRED} ORDER BY seq LIMIT :limit"
+        )
 
         def select(conn: sqlite3.Connection) -> list[Event]:
-            rows = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE agent_id = :agent AND {OPEN}"
-                f" AND seq > :after AND {UNEXPIRED} ORDER BY seq LIMIT :limit",
-                params,
-            )
-            return records(EVENTS, rows)
+            burials = Burials(self.max_deliveries)
+            while True:  # each look that finds only the dying buries them all: it ends
+                rows = conn.execute(sql, params)
+                read = EVENTS.reader([column[0] for column in rows.description])
+                found = rows.fetchall()
+                spared = burials.spare(conn, found, read, now)
+                if spared or not found:
+                    if burials.dead:
+                        write_runs(conn, burials.runs(None), now, "dead", agent_id)
+                    return [read(row) for row in spared]
 
         return await self._run(select)
 
@@ -413,6 +428,7 @@ class SQLiteStore(
             changed = 0
             for chunk in chunks(ids, 500):
                 marks = ", ".join("?" * len(chunk))
+                conn.execute(COUNT_HANDED_OUT.format(marks=marks), [agent_id, *chunk])
                 changed += conn.execute(
                     "UPDATE events SET status = 'sent', status_at = ?"
                     f" WHERE agent_id = ? AND status = 'pending' AND id IN ({marks})",
@@ -422,6 +438,14 @@ class SQLiteStore(
             return changed
 
         return await self._worker.run(mark, durable=durable)
+
+    async def count_handed_out(self, agent_id: str, ids: Sequence[str]) -> None:
+        def count(conn: sqlite3.Connection) -> None:
+            for chunk in chunks(list(ids), 500):
+                marks = ", ".join("?" * len(chunk))
+                conn.execute(COUNT_HANDED_OUT.format(marks=marks), [agent_id, *chunk])
+
+        await self._worker.run(count, durable=False)
 
     async def count_unread(self, agent_id: str, before_ms: int) -> int:
         params = {"agent": agent_id, "before": before_ms, "now": self.now()}
