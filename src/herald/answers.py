@@ -9,7 +9,7 @@ extends it. Times are ISO 8601 in UTC with milliseconds (``Instant``)."""
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
@@ -277,6 +277,10 @@ class Event(AgentEvent):
     """An event and how far its delivery got."""
 
     status: Annotated[str, one_of(EventStatus)]
+    deliver_at: NotRequired[Instant]
+    """A scheduled event's due time (published with ``deliver_at`` or ``delay_s``): it is
+    ``scheduled`` until then, its ``seq`` a placeholder below zero, then pending with its
+    agent's next seq."""
 
 
 @shape
@@ -351,6 +355,9 @@ class Receipt(TypedDict):
     seq: int
     duplicate: bool
     """An event with the same ``dedupe_key`` was published before: this is that one."""
+    deliver_at: NotRequired[Instant]
+    """The event is scheduled: offered from this time on (its ``seq`` until then is a
+    placeholder below zero)."""
 
 
 @shape

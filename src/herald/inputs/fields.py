@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BeforeValidator,
     Field,
     GetCoreSchemaHandler,
@@ -28,6 +29,7 @@ from herald.inputs.refusals import Says, refused_by
 from herald.validation import (
     HANDLE_PATTERN,
     MAX_DEDUPE_KEY,
+    MAX_DELAY_S,
     MAX_TTL_S,
     TYPE_PATTERN,
     check_depth,
@@ -145,6 +147,18 @@ DedupeKey = Annotated[
 Ttl = Annotated[
     Annotated[int, Field(gt=0, le=MAX_TTL_S)] | Annotated[float, Field(gt=0, le=MAX_TTL_S)],
     Says(f"must be a number of seconds in (0, {MAX_TTL_S}]"),
+]
+Delay = Annotated[
+    Annotated[int, Field(gt=0, le=MAX_DELAY_S)] | Annotated[float, Field(gt=0, le=MAX_DELAY_S)],
+    Field(description="deliver the event this many seconds from now (up to 30 days)"),
+    Says(f"must be a number of seconds in (0, {MAX_DELAY_S}] (at most 30 days)"),
+]
+DeliverAt = Annotated[
+    AwareDatetime,
+    Field(
+        description="deliver the event at this time (RFC 3339 with its offset), 30 days ahead"
+    ),
+    Says("must be an RFC 3339 time with its offset, such as 2026-12-08T09:00:00+01:00"),
 ]
 EventData = Annotated[
     dict[str, Any] | list[Any],

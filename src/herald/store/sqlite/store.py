@@ -73,6 +73,7 @@ from herald.store.sqlite.rows import (
     records,
     select_list,
 )
+from herald.store.sqlite.schedules import ScheduleStore
 from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.subscriptions import (
     SubscriptionStore,
@@ -106,6 +107,7 @@ class SQLiteStore(
     OverviewStore,
     PublisherKeyStore,
     JournalStore,
+    ScheduleStore,
     Store,
 ):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
