@@ -40,6 +40,17 @@ class EventStatus(enum.StrEnum):
         return self in (EventStatus.PENDING, EventStatus.SENT)
 
 
+COUNTED_STATUSES = (
+    EventStatus.PENDING,
+    EventStatus.SENT,
+    EventStatus.DELIVERED,
+    EventStatus.EXPIRED,
+    EventStatus.DEAD,
+)
+"""The statuses each agent's row counts its events by (a scheduled or cancelled event is in
+none of them)."""
+
+
 @dataclass(frozen=True)
 class Agent:
     id: str

@@ -3,13 +3,13 @@ of it ends with. Patterns are anchored: pydantic searches, herald's checks match
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    AwareDatetime,
     BeforeValidator,
     Field,
     GetCoreSchemaHandler,
@@ -114,6 +114,19 @@ def _checked_depth(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _instant(value: Any) -> Any:
+    """An RFC 3339 time with its offset, read as an aware datetime (the checks are strict: a
+    string is converted here, once its offset is seen to be there)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("not an RFC 3339 time") from None
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        raise ValueError("no offset")
+    return value
+
+
 def _checked_form(value: Any, info: ValidationInfo) -> Any:
     refused_by(check_depth, value, info.field_name or "reply")
     refused_by(check_form_schema, value, info.field_name or "reply")
@@ -154,10 +167,9 @@ Delay = Annotated[
     Says(f"must be a number of seconds in (0, {MAX_DELAY_S}] (at most 30 days)"),
 ]
 DeliverAt = Annotated[
-    AwareDatetime,
-    Field(
-        description="deliver the event at this time (RFC 3339 with its offset), 30 days ahead"
-    ),
+    datetime.datetime,
+    BeforeValidator(_instant),
+    Field(description="deliver the event at this time (RFC 3339 with its offset), 30 days ahead"),
     Says("must be an RFC 3339 time with its offset, such as 2026-12-08T09:00:00+01:00"),
 ]
 EventData = Annotated[

@@ -468,10 +468,6 @@ class Store(ABC):
             Conflict: the event is past recalling; the message says why; nothing changes.
         """
 
-    @abstractmethod
-    async def count_scheduled(self) -> int:
-        """How many events are scheduled, from the index of them."""
-
     # Live sessions: presence, across the processes that share the store
 
     @abstractmethod

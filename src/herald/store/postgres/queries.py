@@ -912,6 +912,7 @@ SELECT coalesce(sum(pending_events + sent_events), 0)::bigint
 FROM agents
 """
 DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0)::bigint FROM agents"
+SCHEDULED_EVENTS = "SELECT count(*) FROM events WHERE status = 'scheduled'"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"

@@ -63,7 +63,6 @@ WHERE events.id = batch.event_id
 RETURNING {", ".join(f"events.{name}" for name in EVENTS.names)}
 """
 WAKE = "SELECT pg_notify('herald_events', agent) FROM unnest($1::text[]) AS agent"
-COUNT_SCHEDULED = "SELECT count(*) FROM events WHERE status = 'scheduled'"
 CANCELLABLE = """
 SELECT e.status, e.agent_id, e.handed_out, e.lease_owner IS NOT NULL,
     EXISTS (SELECT FROM attempts a WHERE a.event_id = e.id)
@@ -163,9 +162,3 @@ class ScheduleStore:
             return event(row) if row is not None else None
 
         return await self._run(cancel, transaction=True)
-
-    async def count_scheduled(self) -> int:
-        async def count(conn: Connection) -> int:
-            return int(await conn.fetchval(COUNT_SCHEDULED))
-
-        return await self._run(count)

@@ -35,7 +35,6 @@ RELEASED = f"""
 SELECT {EVENT_COLUMNS} FROM events WHERE id IN (SELECT value FROM json_each(?))
 ORDER BY agent_id, seq
 """
-COUNT_SCHEDULED = "SELECT count(*) FROM events INDEXED BY events_due WHERE status = 'scheduled'"
 CANCELLABLE = """
 SELECT e.status, e.agent_id, e.handed_out, e.lease_owner IS NOT NULL,
     EXISTS (SELECT 1 FROM attempts a WHERE a.event_id = e.id)
@@ -122,11 +121,4 @@ class ScheduleStore:
             return event(row)
 
         result: Event | None = await self._run(cancel)
-        return result
-
-    async def count_scheduled(self) -> int:
-        def count(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(COUNT_SCHEDULED).fetchone()[0])
-
-        result: int = await self._run(count)
         return result
