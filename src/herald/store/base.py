@@ -432,7 +432,8 @@ class Store(ABC):
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
-        """Delete delivered, expired and dead events finished (or dead) before the given time;
+        """Delete delivered, expired, dead and cancelled events finished (or dead, or cancelled)
+        before the given time;
         returns how many.
         A subscription whose waiting delivery goes with one is owed a ``gap``."""
 

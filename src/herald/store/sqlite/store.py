@@ -578,7 +578,7 @@ class SQLiteStore(
 
         def delete(conn: sqlite3.Connection) -> int:
             mark_gaps_of_pruning(conn, now, finished_before_ms)
-            finished = "status IN ('delivered', 'expired', 'dead') AND status_at < ?"
+            finished = "status IN ('delivered', 'expired', 'dead', 'cancelled') AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"

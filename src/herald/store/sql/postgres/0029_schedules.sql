@@ -5,3 +5,8 @@
 -- only the scheduled events, by due time: finding those due is one range read of it.
 ALTER TABLE events ADD COLUMN deliver_at BIGINT;
 CREATE INDEX events_due ON events (deliver_at) WHERE status = 'scheduled';
+-- A cancelled event is kept for the retention from when it was cancelled, then pruned with the
+-- finished ones.
+DROP INDEX events_finished;
+CREATE INDEX events_finished ON events (status_at)
+    WHERE status IN ('delivered', 'expired', 'dead', 'cancelled');
