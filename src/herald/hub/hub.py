@@ -139,6 +139,12 @@ class Hub:
         self._known_keys: dict[str, tuple[Agent, int]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
         self._history: str | None = None
+        self._next_due: int | None = None
+        """When this process's store has an event due next (None: none), as far as it knows:
+        read at the first look and after each release, moved by this process's schedules.
+        Only a store this process serves alone (SQLite) is known so; a shared one is read at
+        every look."""
+        self._next_due_known = False
         # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
         self.add_listener(lambda _agents: self.feed.wake())
 
@@ -530,6 +536,7 @@ class Hub:
         if events and events[0].deliver_at is not None:  # then all are (``timed``)
             scheduled = await self._store.schedule(events)
             self.metrics.committed(time.perf_counter() - started)
+            self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
         published = await self._store.append(events)
         self.metrics.committed(time.perf_counter() - started)
@@ -810,9 +817,29 @@ class Hub:
 
     # Schedules
 
+    def _scheduled(self, due: int) -> None:
+        if self._next_due_known:
+            self._next_due = due if self._next_due is None else min(self._next_due, due)
+
+    async def _anything_due(self) -> bool:
+        """Whether a look may find due events: always on a shared store; on one this process
+        serves alone, only once the first known due time has come."""
+        if self._store.shared:
+            return True
+        if not self._next_due_known:
+            # Known from before the read: a schedule committed meanwhile is kept too.
+            self._next_due_known, self._next_due = True, None
+            found = await self._store.next_due()
+            if found is not None:
+                self._scheduled(found)
+        return self._next_due is not None and self._next_due <= self.now()
+
     async def release_due(self) -> list[Event]:
         """Make the scheduled events due by now pending (up to ``DUE_BATCH``, oldest due first)
         and wake what waits for their agents' events, as a publish does; returns them."""
+        if not await self._anything_due():
+            return []
+        self._next_due_known = False  # read again at the next look
         released = await self._store.release_due(DUE_BATCH)
         if released:
             self.metrics.published((e.type for e in released), self.event_types.type_classes)

@@ -459,6 +459,11 @@ class Store(ABC):
         the store. Returns them, each agent's in seq order."""
 
     @abstractmethod
+    async def next_due(self) -> int | None:
+        """When the first scheduled event is due (None: none is scheduled), from the index of
+        them."""
+
+    @abstractmethod
     async def cancel(self, event_id: str) -> Event | None:
         """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
         (never leased, pushed or delivered, no delivery of it under way), in one transaction:

@@ -62,6 +62,7 @@ FROM unnest($1::text[], $2::bigint[]) AS batch (event_id, next_seq)
 WHERE events.id = batch.event_id
 RETURNING {", ".join(f"events.{name}" for name in EVENTS.names)}
 """
+NEXT_DUE = "SELECT min(deliver_at) FROM events WHERE status = 'scheduled'"
 WAKE = "SELECT pg_notify('herald_events', agent) FROM unnest($1::text[]) AS agent"
 CANCELLABLE = """
 SELECT e.status, e.agent_id, e.handed_out, e.lease_owner IS NOT NULL,
@@ -144,6 +145,13 @@ class ScheduleStore:
             return sorted(released, key=lambda e: (e.agent_id, e.seq))
 
         return await self._run(release, transaction=True)
+
+    async def next_due(self) -> int | None:
+        async def select(conn: Connection) -> int | None:
+            found: int | None = await conn.fetchval(NEXT_DUE)
+            return found
+
+        return await self._run(select)
 
     async def cancel(self, event_id: str) -> Event | None:
         now = self.now()

@@ -27,6 +27,7 @@ SELECT id, agent_id, deliver_at FROM events INDEXED BY events_due
 WHERE status = 'scheduled' AND deliver_at <= ?
 ORDER BY deliver_at, created_at, seq LIMIT ?
 """
+NEXT_DUE = "SELECT min(deliver_at) FROM events INDEXED BY events_due WHERE status = 'scheduled'"
 RELEASE = (
     "UPDATE events SET seq = ?, status = 'pending', is_open = 1, created_at = ?, status_at = ?"
     " WHERE id = ?"
@@ -99,6 +100,14 @@ class ScheduleStore:
             return [event(row) for row in conn.execute(RELEASED, (ids,))]
 
         result: list[Event] = await self._run(release)
+        return result
+
+    async def next_due(self) -> int | None:
+        def select(conn: sqlite3.Connection) -> int | None:
+            found: int | None = conn.execute(NEXT_DUE).fetchone()[0]
+            return found
+
+        result: int | None = await self._run(select)
         return result
 
     async def cancel(self, event_id: str) -> Event | None:
