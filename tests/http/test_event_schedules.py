@@ -68,6 +68,7 @@ async def test_a_scheduled_event_is_offered_by_no_way_until_due_then_like_any_ot
             assert [e["id"] for e in listed.json()["events"]] == [receipt["id"]]
             await until(lambda: gauge(served, 1), "the scheduled event counted in /metrics")
             assert await drain(client) == []
+            assert (await client.get(f"/v1/events/{receipt['id']}")).status_code == 404
             # An event published now goes first, with the agent's first seq: the stream never
             # showed the scheduled one, which takes the next seq when it is due.
             (now_id,) = await served.publish(agent["handle"])
@@ -83,6 +84,7 @@ async def test_a_scheduled_event_is_offered_by_no_way_until_due_then_like_any_ot
             assert shown["status"] in ("pending", "sent")
             assert shown["created_at"] == iso_ms(due)  # published, as its agent sees it, when due
             assert [e["id"] for e in await drain(client)] == [receipt["id"]]
+            assert (await client.get(f"/v1/events/{receipt['id']}")).status_code == 200
         finally:
             reader.close()
             await client.aclose()

@@ -773,7 +773,7 @@ class Hub:
             NotFound: no such event, or it belongs to another agent than ``viewer``.
         """
         event = await self._store.get_event(event_id) if is_id(event_id, "evt_") else None
-        if event is None or (viewer is not None and event.agent_id != viewer.id):
+        if event is None or (viewer is not None and not _visible_to(event, viewer)):
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self._store.attempts(event_id)
 
@@ -1100,6 +1100,14 @@ class Hub:
     def maintenance(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Run the maintenance loop for as long as the block lasts."""
         return running(self.run_maintenance(), "herald-maintenance")
+
+
+def _visible_to(event: Event, agent: Agent) -> bool:
+    """Whether the agent sees the event: one of its own, once it was offered (not while it is
+    scheduled, nor if it was cancelled then: its seq is still a placeholder below zero)."""
+    return (
+        event.agent_id == agent.id and event.status is not EventStatus.SCHEDULED and event.seq > 0
+    )
 
 
 def _listing(events: Sequence[NewEvent], lists: Lists, handle: str) -> str | None:
