@@ -12,7 +12,7 @@ from herald.models import NewEvent, is_scheduled
 from herald.times import iso_ms
 from herald.validation import MAX_DELAY_S, PAST_TOLERANCE_S
 
-DUE_BATCH = 500
+DUE_BATCH = 1_000
 """The most scheduled events one transaction makes pending."""
 DUE_INTERVAL_S = 0.25
 """How often each process looks for scheduled events that fell due: within a second of their
