@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from herald.client import HeraldClient
 from herald.times import iso_ms
 from tests.backends import fresh_store_url
 from tests.herald_process import HeraldProcess
@@ -303,3 +304,21 @@ def test_two_processes_make_each_scheduled_event_due_once_and_deliver_it_once(
         finally:
             first.stop()
             second.stop()
+
+
+async def test_an_agent_schedules_a_message_to_another_through_herald_client(
+    store_url: str,
+) -> None:
+    async with serving(store_url) as served:
+        (sender, sender_http), (receiver, receiver_http) = [await served.agent() for _ in "ab"]
+        async with HeraldClient(served.url, sender["api_key"]) as client:
+            published = await client.send_message(receiver["handle"], "standup", delay_s=60)
+        assert published.event.status.value == "scheduled"
+        assert await drain(receiver_http) == []
+        served.clock.advance(60)
+        events = await until(lambda: drain(receiver_http), "the scheduled message offered")
+        assert [(e["id"], e["from"], e["seq"]) for e in events] == [
+            (published.event.id, sender["handle"], 1)
+        ]
+        await sender_http.aclose()
+        await receiver_http.aclose()

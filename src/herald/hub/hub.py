@@ -553,9 +553,12 @@ class Hub:
         *,
         reply: dict[str, Any] | None = None,
         type: str = "message.received",
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> Published:
         """One agent writes to another by handle; the event carries the sender's handle. With
-        ``reply`` (a form schema) it asks for an answer, which comes back as a reply.
+        ``reply`` (a form schema) it asks for an answer, which comes back as a reply. With
+        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event.
 
         Raises:
             InvalidInput: a malformed field, a type only herald sends (``reply.received``,
@@ -563,9 +566,15 @@ class Hub:
                 schema its type declares. NotFound: no agent has the handle ``to``.
         """
         refuse_reserved_type(type)
-        fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
+        fields: dict[str, Any] = {"to": to, "type": type, "text": text, "data": data}
+        fields["reply"] = reply
+        if deliver_at is not None:
+            fields["deliver_at"] = deliver_at
+        if delay_s is not None:
+            fields["delay_s"] = delay_s
         event = parse_new_event(fields)
-        (published,) = await self._publish([replace(event, sender=sender.handle)], "message")
+        (timed_event,) = timed([replace(event, sender=sender.handle)], self.now())
+        (published,) = await self._publish([timed_event], "message")
         return published
 
     async def ask_permission(
