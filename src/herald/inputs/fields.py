@@ -122,8 +122,13 @@ def _instant(value: Any) -> Any:
             value = datetime.datetime.fromisoformat(value)
         except ValueError:
             raise ValueError("not an RFC 3339 time") from None
-    if isinstance(value, datetime.datetime) and value.tzinfo is None:
-        raise ValueError("no offset")
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            raise ValueError("no offset")
+        try:
+            value.timestamp()
+        except (OverflowError, ValueError):  # a year 1 with an offset east of UTC, say
+            raise ValueError("out of range") from None
     return value
 
 
