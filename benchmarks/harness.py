@@ -28,6 +28,7 @@ from benchmarks import (
     fig_listing,
     fig_lists,
     fig_mcp,
+    fig_schedules,
     fig_send,
     fig_store,
     fig_stream,
@@ -61,6 +62,7 @@ GROUPS = (
     "list-events",
     "workers",
     "tail-cost",
+    "schedules",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -177,6 +179,10 @@ def _steps(
     async def tail_cost() -> list[Figure]:
         return [await fig_tail.tail_figure(sizes, workdir)]
 
+    async def schedules() -> list[Figure]:
+        postgres = None if args.no_postgres else args.postgres_url
+        return await fig_schedules.schedules_figures(sizes, workdir, postgres)
+
     steps = {
         "store": store, "single": single, "batch": batch, "list-publish": list_publish,
         "drain": drain, "latency": latency,
@@ -184,6 +190,7 @@ def _steps(
         "events-poll": events_poll, "events-stream": events_stream,
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
         "list-events": list_events, "workers": workers, "tail-cost": tail_cost,
+        "schedules": schedules,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

@@ -272,11 +272,20 @@ AgentEvent = TypedDict(
 """An event as its agent gets it (a webhook's body)."""
 
 
-@shape
-class Event(AgentEvent):
-    """An event and how far its delivery got."""
+class EventWithStatus(AgentEvent):
+    """What ``Event`` always holds (its optional key is its own)."""
 
     status: Annotated[str, one_of(EventStatus)]
+
+
+@shape
+class Event(EventWithStatus, total=False):
+    """An event and how far its delivery got."""
+
+    deliver_at: Instant
+    """A scheduled event's due time (published with ``deliver_at`` or ``delay_s``): it is
+    ``scheduled`` until then, its ``seq`` a placeholder below zero, then pending with its
+    agent's next seq."""
 
 
 @shape
@@ -343,14 +352,27 @@ class EventPage(TypedDict):
     have a next, where its look ended."""
 
 
-@shape
-class Receipt(TypedDict):
-    """A published event."""
+class ReceiptFields(TypedDict):
+    """What ``Receipt`` always holds (its optional key is its own). Its field's description is
+    in its type: a parent's docstrings are not its child's."""
 
     id: str
     seq: int
-    duplicate: bool
-    """An event with the same ``dedupe_key`` was published before: this is that one."""
+    duplicate: Annotated[
+        bool,
+        Field(
+            description="An event with the same dedupe_key was published before: this is that one."
+        ),
+    ]
+
+
+@shape
+class Receipt(ReceiptFields, total=False):
+    """A published event."""
+
+    deliver_at: Instant
+    """The event is scheduled: offered from this time on (its ``seq`` until then is a
+    placeholder below zero)."""
 
 
 @shape

@@ -8,6 +8,7 @@ code. Errors come back as herald's own (``HubUnreachable`` when the hub cannot b
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import uuid
@@ -227,9 +228,17 @@ class HeraldClient:
         *,
         reply: dict[str, Any] | None = None,
         type: str = "message.received",
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
     ) -> Published:
-        """Write to another agent; with ``reply`` (a form schema), ask it for an answer."""
-        body = {"to": to, "text": text, "data": data, "type": type}
+        """Write to another agent; with ``reply`` (a form schema), ask it for an answer. With
+        ``deliver_at`` (an aware datetime) or ``delay_s`` (up to 30 days) the message is
+        scheduled: the other agent is offered it from then on."""
+        body: dict[str, Any] = {"to": to, "text": text, "data": data, "type": type}
+        if deliver_at is not None:
+            body["deliver_at"] = deliver_at.isoformat()
+        if delay_s is not None:
+            body["delay_s"] = delay_s
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 

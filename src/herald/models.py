@@ -27,11 +27,28 @@ class EventStatus(enum.StrEnum):
     DEAD = "dead"
     """Handed out as many times as the hub allows (``--max-deliveries``) and never
     acknowledged: offered no more until the operator redelivers it."""
+    SCHEDULED = "scheduled"
+    """Published for a later time (``deliver_at``): offered by no way until it is due, when it
+    becomes pending with its agent's next seq."""
+    CANCELLED = "cancelled"
+    """Withdrawn by the operator before it was due, or while pending before anything handed it
+    out: kept, never offered."""
 
     @property
     def is_open(self) -> bool:
         """Still owed to its agent."""
         return self in (EventStatus.PENDING, EventStatus.SENT)
+
+
+COUNTED_STATUSES = (
+    EventStatus.PENDING,
+    EventStatus.SENT,
+    EventStatus.DELIVERED,
+    EventStatus.EXPIRED,
+    EventStatus.DEAD,
+)
+"""The statuses each agent's row counts its events by (a scheduled or cancelled event is in
+none of them)."""
 
 
 @dataclass(frozen=True)
@@ -82,10 +99,18 @@ class NewEvent:
     reply_schema_json: str | None = None
     sender: str | None = None
     reply_to: str | None = None
+    deliver_at: int | None = None
+    """When it is due (ms since the epoch): stored ``scheduled`` until then. Set by the hub,
+    from ``deliver_at`` or ``delay_s`` as published."""
+    delay_s: float | None = None
+    """As published: due this long after the publish (the hub makes it ``deliver_at``)."""
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
-        """The event as the store keeps it, once its id, agent and seq are known."""
-        expires_at = now + int(self.ttl_s * 1000) if self.ttl_s is not None else None
+        """The event as the store keeps it, once its id, agent and seq are known. A scheduled
+        one's time to live counts from when it is due."""
+        due = self.deliver_at
+        ttl_from = now if due is None else due
+        expires_at = ttl_from + int(self.ttl_s * 1000) if self.ttl_s is not None else None
         return Event(  # in the order of its fields: keywords cost a batch a tenth more
             event_id,
             agent_id,
@@ -94,14 +119,20 @@ class NewEvent:
             self.text,
             self.data_json,
             now,
-            EventStatus.PENDING,
+            EventStatus.PENDING if due is None else EventStatus.SCHEDULED,
             self.dedupe_key,
             expires_at,
             now,
             self.sender,
             self.reply_to,
             self.reply_schema_json,
+            due,
         )
+
+
+def is_scheduled(event: NewEvent) -> bool:
+    """Whether the event was published for later (``deliver_at`` or ``delay_s``)."""
+    return event.deliver_at is not None or event.delay_s is not None
 
 
 def stored_json(text: str) -> Any:
@@ -131,6 +162,8 @@ class Event:
     sender: str | None = None
     reply_to: str | None = None
     reply_schema_json: str | None = None
+    deliver_at: int | None = None
+    """When a scheduled event is (or was) due; None for one published to go at once."""
 
     @property
     def data(self) -> Any:
@@ -170,6 +203,8 @@ class Event:
     def to_json(self) -> answers.Event:
         answer = cast("answers.Event", self.to_agent_json())  # a new dict: given its status
         answer["status"] = self.status.value
+        if self.deliver_at is not None:
+            answer["deliver_at"] = iso_ms(self.deliver_at)
         return answer
 
     def to_agent_json(self) -> answers.AgentEvent:

@@ -167,6 +167,8 @@ class Gauges:
     """Endpoints by kind and state."""
     dead: int = 0
     """Dead events (``EventStatus.DEAD``), kept until retention prunes them."""
+    scheduled: int = 0
+    """Events scheduled for later (``EventStatus.SCHEDULED``), not yet due."""
 
     @property
     def oldest_pending_age_s(self) -> float:

@@ -16,6 +16,11 @@ HANDLE_PATTERN = re.compile(r"[a-z0-9_-]{1,64}")
 TYPE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 MAX_DEDUPE_KEY = 256
 MAX_TTL_S = 365 * 24 * 3600
+MAX_DELAY_S = 30 * 24 * 3600
+"""The furthest ahead an event may be scheduled (``delay_s``, ``deliver_at``): 30 days."""
+PAST_TOLERANCE_S = 5
+"""How far in the past a ``deliver_at`` may be (a publisher's clock a little behind herald's):
+such an event is due at once."""
 MAX_DEPTH = 64
 """How deeply an event's data (or reply form) may nest: objects and arrays in each other."""
 

@@ -373,6 +373,24 @@ def test_a_test_event_sent_to_handles_separated_by_commas_reaches_each_agent(
             assert len(admin.get("/v1/events", params=asked).json()["events"]) == 1
 
 
+def test_a_scheduled_event_is_listed_shown_with_its_due_time_and_cancelled_from_its_page(
+    page: Page, herald: HeraldProcess, scene: Scene
+) -> None:
+    with herald.client(ADMIN_KEY) as admin:
+        body = {"to": "agent-052", "type": "later.check", "text": "later", "delay_s": 3600}
+        sent = admin.post("/v1/events", json=body)
+        assert sent.status_code == 202, sent.text
+    event_id = sent.json()["id"]
+    sign_in(page, herald)
+    page.goto(f"{herald.url}/console/#/events?status=scheduled")
+    page.get_by_role("link", name=event_id).click()
+    expect(page.locator("#event-status")).to_have_text("scheduled")
+    expect(page.locator("#event-due")).to_have_text(re.compile(r"in (59|60) min"))
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("status").filter(has_text="Cancelled")).to_be_visible()
+    expect(page.locator("#event-status")).to_have_text("cancelled")
+
+
 def publish(herald: HeraldProcess, to: str, type: str) -> str:
     with herald.client(ADMIN_KEY) as admin:
         return published(admin, to, type, f"an event of type {type}")

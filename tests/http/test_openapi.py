@@ -330,6 +330,11 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     again = "/v1/events/{event_id}/redeliver"
     walk("POST", again, admin, 200, event_id=one["id"])
     walk("POST", again, admin, 409, event_id=one["id"])
+    later = {"to": alice["handle"], "type": "t", "text": "later", "delay_s": 60}
+    scheduled = walk("POST", "/v1/events", admin, 202, json=later)
+    walk("DELETE", "/v1/events/{event_id}", admin, 200, event_id=scheduled["id"])
+    walk("DELETE", "/v1/events/{event_id}", admin, 409, event_id=scheduled["id"])
+    walk("DELETE", "/v1/events/{event_id}", admin, 404, event_id="evt_nothing")
 
     hook = walk(
         "PUT",

@@ -12,6 +12,7 @@ from herald import Hub
 from herald.delivery.engine import Notifier
 from herald.inputs.schema import tool_schema
 from herald.mcp.tools import TOOL_INPUTS
+from herald.testing import ManualClock
 from tests.mcp.conftest import connect
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,15 @@ async def test_each_tool_advertises_the_schema_of_the_model_that_checks_it(
         assert schema["type"] == "object" and schema["additionalProperties"] is False, name
         text = json.dumps(schema)
         assert "$ref" not in text and "$defs" not in text and '"null"' not in text, name
-    assert set(advertised["send_message"]["properties"]) == {"to", "text", "data", "reply", "type"}
+    assert set(advertised["send_message"]["properties"]) == {
+        "to",
+        "text",
+        "data",
+        "reply",
+        "type",
+        "deliver_at",
+        "delay_s",
+    }
 
 
 async def test_send_message_takes_a_type_and_a_reply_form(hub: Hub, notifier: Notifier) -> None:
@@ -49,6 +58,24 @@ async def test_send_message_takes_a_type_and_a_reply_form(hub: Hub, notifier: No
     asked, hello = (await hub.drain(bob, cursor=0)).events
     assert (asked.type, asked.sender, asked.reply_schema) == ("release.asked", "alice", form)
     assert (hello.type, hello.reply_schema) == ("message.received", None)
+
+
+async def test_send_message_schedules_a_message_for_later(
+    hub: Hub, notifier: Notifier, clock: ManualClock
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    async with connect(notifier, alice) as (client, _):
+        later = await client.call_tool("send_message", {"to": "bob", "text": "hi", "delay_s": 60})
+        assert not later.is_error and text_of(later) == "Message scheduled to @bob.", text_of(later)
+        both = {"to": "bob", "text": "hi", "delay_s": 60, "deliver_at": "2099-01-01T00:00:00Z"}
+        refused = await client.call_tool("send_message", both)
+        assert refused.is_error and "not both" in text_of(refused)
+    assert (await hub.drain(bob, cursor=0)).events == []
+    clock.advance(60)
+    (released,) = await hub.release_due()
+    assert (released.sender, released.seq) == ("alice", 1)
+    assert [e.id for e in (await hub.drain(bob, cursor=0)).events] == [released.id]
 
 
 @pytest.mark.parametrize("kind", ["reply.received", "permission.request", "HERALD.backlog"])

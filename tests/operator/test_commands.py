@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import json
 import os
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from herald.times import ms_from_iso
 from tests.herald_process import HeraldProcess
 from tests.webhooks.receiver import Receiver
 
@@ -89,6 +91,23 @@ def test_send_to_a_comma_list_sends_one_event_to_each_agent_or_none(
     assert shown["last_seq"] == 1
     table = herald_command(herald, "send", "op-list-a,op-list-b", "done", "--dedupe-key", "d1")
     assert table.returncode == 0 and "one event for each agent" in table.stdout
+
+
+def test_send_schedules_with_delay_or_at_and_event_cancel_cancels(herald: HeraldProcess) -> None:
+    json_lines(herald, "agent", "add", "op-later")
+    (later,) = json_lines(herald, "send", "op-later", "standup", "--delay", "1h")
+    when = datetime.datetime.now(datetime.timezone(datetime.timedelta(hours=1)))
+    when = when.replace(microsecond=0) + datetime.timedelta(days=2)
+    (at,) = json_lines(herald, "send", "op-later", "review", "--at", when.isoformat())
+    assert "deliver_at" in later and ms_from_iso(at["deliver_at"]) == when.timestamp() * 1000
+    listed = json_lines(herald, "events", "--agent", "op-later", "--status", "scheduled")
+    assert {e["id"] for e in listed} == {later["id"], at["id"]}
+    (cancelled,) = json_lines(herald, "event", "cancel", later["id"])
+    assert cancelled["status"] == "cancelled"
+    listed = json_lines(herald, "events", "--agent", "op-later", "--status", "cancelled")
+    assert [e["id"] for e in listed] == [later["id"]]
+    both = herald_command(herald, "send", "op-later", "x", "--delay", "60", "--at", "2099-01-01")
+    assert both.returncode != 0 and "not allowed with argument" in both.stderr
 
 
 def test_send_file_sends_every_line_once_even_when_sent_again(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -220,6 +221,19 @@ async def test_each_agent_s_counts_follow_every_write_of_its_events(
     await store.redeliver(alices[0])
     await store.redeliver(poisoned.id)  # dead
     await check("redelivered")
+
+    # Schedules: stored scheduled (counted nowhere), one cancelled, a pending one recalled, the
+    # rest made pending with their agents' next seqs when due.
+    later = [replace(e, deliver_at=store.now() + 1_000) for e in events("alice", "bob", "alice")]
+    scheduled = [p.event for p in await store.schedule(later)]
+    await check("scheduled")
+    (fresh,) = await store.append(events("carol"))
+    await store.cancel(scheduled[0].id)
+    await store.cancel(fresh.event.id)
+    await check("cancelled and recalled")
+    clock.advance(1)
+    assert {e.id for e in await store.release_due(10)} == {e.id for e in scheduled[1:]}
+    await check("due")
 
     clock.advance(60)
     assert await store.prune(store.now()) > 0

@@ -96,6 +96,7 @@ def create_app(
             await stack.enter_async_context(mcp.running())
             if maintenance:
                 await stack.enter_async_context(hub.maintenance())
+                await stack.enter_async_context(hub.schedules())
             if webhooks is not None:
                 await stack.enter_async_context(running(webhooks.run(), "herald-webhooks"))
             try:

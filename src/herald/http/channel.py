@@ -129,7 +129,14 @@ async def send_message(request: Request) -> Response:
     body = parse(SendMessageInput, await read_json(request))
     limits.publish.take(agent.id, 1)
     published = await hub.send_message(
-        agent, body.to, body.text, body.data, reply=body.reply, type=body.type
+        agent,
+        body.to,
+        body.text,
+        body.data,
+        reply=body.reply,
+        type=body.type,
+        deliver_at=body.deliver_at,
+        delay_s=body.delay_s,
     )
     return json_response(published.event.to_json(), 202)
 

@@ -28,8 +28,9 @@ from herald.inputs.events import (
 )
 from herald.inputs.listing import EventListingInput, page_cursor
 from herald.inputs.refusals import parse
-from herald.models import EventStatus, NewEvent
+from herald.models import EventStatus, NewEvent, Published, is_scheduled
 from herald.overview import EventQuery, why_waiting
+from herald.times import iso_ms
 
 
 @described(
@@ -79,6 +80,8 @@ async def publish(request: Request) -> Response:
         return await _checked(hub, limits.publish, events, lists)
     limits.publish.take(caller, len(events) if lists is None else stored_count(events, lists))
     results = await hub.publish_many(events, lists)
+    if is_scheduled(events[0]):  # then all are
+        return _scheduled_receipts(results, batch or lists is not None)
     if not batch and lists is None:
         (published,) = results
         receipt = _receipt(published.event.id, published.event.seq, published.created)
@@ -111,7 +114,8 @@ def _events_of(
         lists = None
     else:  # the full checks, which name what is wrong (and take lists of handles)
         events, batch, lists = parse_publish(json_of(raw))
-    if batch and lists is None and dry_run:  # its publish, if it follows, need not check again
+    # Its publish, if it follows, need not check again (a schedule's fields are read in full).
+    if batch and lists is None and dry_run and not any(is_scheduled(e) for e in events):
         checked.remember(raw)
     return events, batch, lists
 
@@ -230,9 +234,45 @@ def _receipt(event_id: str, seq: int, created: bool) -> answers.Receipt:
     return {"id": event_id, "seq": seq, "duplicate": not created}
 
 
+def _scheduled_receipts(results: list[Published], several: bool) -> Response:
+    """The receipts of a scheduled publish, each with its event's due time."""
+    receipts = []
+    for published in results:
+        receipt = _receipt(published.event.id, published.event.seq, published.created)
+        if published.event.deliver_at is not None:
+            receipt["deliver_at"] = iso_ms(published.event.deliver_at)
+        receipts.append(receipt)
+    status = 202 if any(r.created for r in results) else 200
+    if not several:
+        return json_response(receipts[0], status)
+    answer: answers.Receipts = {"events": receipts}
+    return json_response(answer, status)
+
+
+@described(
+    "Cancel a scheduled event, or recall a pending one",
+    keys=ADMIN_ONLY,
+    answers={200: answers.Event},
+    errors=(404, 409),
+    description=(
+        "A scheduled event (published with deliver_at or delay_s) is cancelled before it is"
+        " due; a pending one is recalled only if nothing has handed it out yet (never leased,"
+        " pushed, delivered or tried by a webhook). Either way it becomes cancelled, is kept,"
+        " is offered by no way, and the cancel is one of its attempts. Otherwise 409, saying"
+        " why."
+    ),
+)
+async def cancel(request: Request) -> Response:
+    hub = services(request).hub
+    await require_admin(hub, request)
+    event = await hub.cancel(request.path_params["event_id"])
+    return json_response(event.to_json())
+
+
 ROUTES = [
     Route("/v1/events", publish, methods=["POST"]),
     Route("/v1/events", list_events, methods=["GET"]),
     Route("/v1/events/{event_id}", get_event, methods=["GET"]),
+    Route("/v1/events/{event_id}", cancel, methods=["DELETE"]),
     Route("/v1/events/{event_id}/redeliver", redeliver, methods=["POST"]),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import logging
 import secrets
@@ -21,7 +22,7 @@ from typing import Any, overload
 from herald import cursors
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
-from herald.errors import InvalidInput, NoSuchHandle, NotFound, StoreUnavailable
+from herald.errors import Conflict, InvalidInput, NoSuchHandle, NotFound, StoreUnavailable
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import AnyEndpoints, EndpointBook
@@ -31,6 +32,7 @@ from herald.hub.overview import Overview
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.pushes import PushRecorder
+from herald.hub.schedules import DUE_BATCH, DUE_INTERVAL_S, timed
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
 from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
@@ -137,6 +139,12 @@ class Hub:
         self._known_keys: dict[str, tuple[Agent, int]] = {}
         self._reply_handlers: list[Callable[[Event, Reply], Awaitable[None]]] = []
         self._history: str | None = None
+        self._next_due: int | None = None
+        """When this process's store has an event due next (None: none), as far as it knows:
+        read at the first look and after each release, moved by this process's schedules.
+        Only a store this process serves alone (SQLite) is known so; a shared one is read at
+        every look."""
+        self._next_due_known = False
         # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
         self.add_listener(lambda _agents: self.feed.wake())
 
@@ -389,6 +397,8 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> Published: ...
 
     @overload
@@ -403,6 +413,8 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> list[Published]: ...
 
     async def publish(
@@ -416,6 +428,8 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> Published | list[Published]:
         """Store one event for the agent with handle ``to``; returns once it is committed.
         A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
@@ -426,15 +440,25 @@ class Hub:
         in one transaction, and returns one ``Published`` for each, in the list's order; the
         ``dedupe_key`` holds for each agent on its own.
 
+        ``deliver_at`` (an aware datetime, or RFC 3339 text with its offset) or ``delay_s`` (up
+        to 30 days) schedules it: stored now as ``scheduled``, offered by no way until it is due,
+        then pending like any other, its ``ttl_s`` counting from then (``cancel`` withdraws it).
+
         Raises:
             InvalidInput: a field is malformed (TooLarge: over 256 KiB), a type only herald
                 sends (``reply.received``, ``permission.request``, ``herald.*``), ``data``
                 not valid against the payload schema its type declares, or a list of handles
-                that names an agent twice or one that does not exist (nothing is stored).
+                that names an agent twice or one that does not exist (nothing is stored), or a
+                schedule refused (both ``deliver_at`` and ``delay_s``, a time past or over 30
+                days ahead).
             NotFound: no agent has the handle ``to``.
         """
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
-        options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        options: dict[str, Any] = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        if deliver_at is not None:
+            options["deliver_at"] = deliver_at
+        if delay_s is not None:
+            options["delay_s"] = delay_s
         if isinstance(to, str):
             event = parse_new_event({**fields, **options})
             (published,) = await self.publish_many([event])
@@ -458,6 +482,7 @@ class Hub:
             NotFound: the addressee of an event for one agent does not exist.
         """
         refuse_reserved_types(events)
+        events = timed(events, self.now())
         if lists is None:
             return await self._publish(events, "event")
         await self.event_types.check(events, "event")  # once for each event, not each copy
@@ -480,6 +505,7 @@ class Hub:
             InvalidInput: as ``publish_many``. NotFound: an addressee does not exist; the
                 message names the event (``events[3].to`` of several).
         """
+        timed(events, self.now())
         await self.event_types.check(events, "event")
         known: dict[str, bool] = {}
         for index, event in enumerate(events):
@@ -507,6 +533,11 @@ class Hub:
         if not checked:
             await self.event_types.check(events, where)
         started = time.perf_counter()
+        if events and events[0].deliver_at is not None:  # then all are (``timed``)
+            scheduled = await self._store.schedule(events)
+            self.metrics.committed(time.perf_counter() - started)
+            self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
+            return scheduled  # counted as published when they are due
         published = await self._store.append(events)
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
@@ -522,9 +553,12 @@ class Hub:
         *,
         reply: dict[str, Any] | None = None,
         type: str = "message.received",
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> Published:
         """One agent writes to another by handle; the event carries the sender's handle. With
-        ``reply`` (a form schema) it asks for an answer, which comes back as a reply.
+        ``reply`` (a form schema) it asks for an answer, which comes back as a reply. With
+        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event.
 
         Raises:
             InvalidInput: a malformed field, a type only herald sends (``reply.received``,
@@ -532,9 +566,15 @@ class Hub:
                 schema its type declares. NotFound: no agent has the handle ``to``.
         """
         refuse_reserved_type(type)
-        fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
+        fields: dict[str, Any] = {"to": to, "type": type, "text": text, "data": data}
+        fields["reply"] = reply
+        if deliver_at is not None:
+            fields["deliver_at"] = deliver_at
+        if delay_s is not None:
+            fields["delay_s"] = delay_s
         event = parse_new_event(fields)
-        (published,) = await self._publish([replace(event, sender=sender.handle)], "message")
+        (timed_event,) = timed([replace(event, sender=sender.handle)], self.now())
+        (published,) = await self._publish([timed_event], "message")
         return published
 
     async def ask_permission(
@@ -742,7 +782,7 @@ class Hub:
             NotFound: no such event, or it belongs to another agent than ``viewer``.
         """
         event = await self._store.get_event(event_id) if is_id(event_id, "evt_") else None
-        if event is None or (viewer is not None and event.agent_id != viewer.id):
+        if event is None or (viewer is not None and not _visible_to(event, viewer)):
             raise NotFound(f"no event {event_id!r} is visible to this key")
         return event, await self._store.attempts(event_id)
 
@@ -756,11 +796,79 @@ class Hub:
             NotFound: no such event.
             Conflict: it is pending, and none of its deliveries was given up on.
         """
-        event = await self._store.redeliver(event_id) if is_id(event_id, "evt_") else None
+        found = await self._store.get_event(event_id) if is_id(event_id, "evt_") else None
+        if found is not None and found.status in (EventStatus.SCHEDULED, EventStatus.CANCELLED):
+            raise Conflict(
+                f"event {event_id!r} is {found.status.value}: only an event that was offered can"
+                " be offered again (a scheduled one is offered when it is due; publish a"
+                " cancelled one anew)"
+            )
+        event = await self._store.redeliver(event_id) if found is not None else None
         if event is None:
             raise NotFound(f"no event {event_id!r}")
         self._announce({event.agent_id})  # its ways read the agent's open events again
         return event
+
+    async def cancel(self, event_id: str) -> Event:
+        """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
+        (``Store.cancel``): it becomes ``cancelled``, kept, offered by no way, the cancel one of
+        its attempts.
+
+        Raises:
+            NotFound: no such event.
+            Conflict: it was handed out, tried or finished already; the message says which.
+        """
+        event = await self._store.cancel(event_id) if is_id(event_id, "evt_") else None
+        if event is None:
+            raise NotFound(f"no event {event_id!r}")
+        self._inbox_changed({event.agent_id})  # a recalled event left the inbox
+        return event
+
+    # Schedules
+
+    def _scheduled(self, due: int) -> None:
+        if self._next_due_known:
+            self._next_due = due if self._next_due is None else min(self._next_due, due)
+
+    async def _anything_due(self) -> bool:
+        """Whether a look may find due events: always on a shared store; on one this process
+        serves alone, only once the first known due time has come."""
+        if self._store.shared:
+            return True
+        if not self._next_due_known:
+            # Known from before the read: a schedule committed meanwhile is kept too.
+            self._next_due_known, self._next_due = True, None
+            found = await self._store.next_due()
+            if found is not None:
+                self._scheduled(found)
+        return self._next_due is not None and self._next_due <= self.now()
+
+    async def release_due(self) -> list[Event]:
+        """Make the scheduled events due by now pending (up to ``DUE_BATCH``, oldest due first)
+        and wake what waits for their agents' events, as a publish does; returns them."""
+        if not await self._anything_due():
+            return []
+        self._next_due_known = False  # read again at the next look
+        released = await self._store.release_due(DUE_BATCH)
+        if released:
+            self.metrics.published((e.type for e in released), self.event_types.type_classes)
+            self._committed(released)
+        return released
+
+    async def run_schedules(self) -> None:
+        """Release due events every ``DUE_INTERVAL_S`` (all of them, however many fell due),
+        forever; a failure is logged and retried at the next look."""
+        while True:
+            try:
+                while len(await self.release_due()) == DUE_BATCH:
+                    pass
+            except Exception:  # top-level loop: log, keep going
+                log.exception("releasing due events failed; retrying in %ss", DUE_INTERVAL_S)
+            await asyncio.sleep(DUE_INTERVAL_S)
+
+    def schedules(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Release due events for as long as the block lasts."""
+        return running(self.run_schedules(), "herald-schedules")
 
     async def drain(
         self,
@@ -1009,6 +1117,14 @@ class Hub:
     def maintenance(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Run the maintenance loop for as long as the block lasts."""
         return running(self.run_maintenance(), "herald-maintenance")
+
+
+def _visible_to(event: Event, agent: Agent) -> bool:
+    """Whether the agent sees the event: one of its own, once it was offered (not while it is
+    scheduled, nor if it was cancelled then: its seq is still a placeholder below zero)."""
+    return (
+        event.agent_id == agent.id and event.status is not EventStatus.SCHEDULED and event.seq > 0
+    )
 
 
 def _listing(events: Sequence[NewEvent], lists: Lists, handle: str) -> str | None:

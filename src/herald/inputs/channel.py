@@ -16,6 +16,8 @@ from herald.inputs.fields import (
     MAX_CURSOR,
     Consumer,
     Cursor,
+    Delay,
+    DeliverAt,
     EventType,
     Form,
     Handle,
@@ -217,6 +219,16 @@ class SendMessageInput(Input):
         AfterValidator(_not_reserved),
         Field(description="the event's type; herald's own (reply.received, herald.*) are refused"),
     ] = DEFAULT_MESSAGE_TYPE
+    deliver_at: DeliverAt | None = None
+    delay_s: Delay | None = None
+
+    @model_validator(mode="after")
+    def _one_time(self) -> SendMessageInput:
+        if self.deliver_at is not None and self.delay_s is not None:
+            raise refuse(
+                ": give deliver_at (a time) or delay_s (seconds from now) to schedule it, not both"
+            )
+        return self
 
 
 class PermissionInput(Input):

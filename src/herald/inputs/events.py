@@ -20,6 +20,8 @@ from herald.errors import InvalidInput, TooLarge
 from herald.inputs.fields import (
     DEPTH_CHECKED,
     DedupeKey,
+    Delay,
+    DeliverAt,
     EventData,
     EventType,
     Form,
@@ -64,6 +66,8 @@ class EventInput(Input):
     data: EventData | None = None
     dedupe_key: DedupeKey | None = None
     ttl_s: Ttl | None = None
+    deliver_at: DeliverAt | None = None
+    delay_s: Delay | None = None
     reply: Annotated[Form | None, Field(description="a form schema: the answer it asks for")] = None
     sender: Annotated[
         Handle | None,
@@ -114,6 +118,10 @@ def _storable_listed(event: EventInput) -> tuple[NewEvent, list[str] | None]:
 
 
 def _new_event(event: EventInput, to: str) -> NewEvent:
+    if event.deliver_at is not None and event.delay_s is not None:
+        raise refuse(
+            ": give deliver_at (a time) or delay_s (seconds from now) to schedule it, not both"
+        )
     data_json = (
         "null" if event.data is None else _json(event.data, " holds what JSON text cannot carry")
     )
@@ -161,6 +169,8 @@ def _new_event(event: EventInput, to: str) -> NewEvent:
         data_json,
         reply_json,
         sender=event.sender,
+        deliver_at=None if event.deliver_at is None else round(event.deliver_at.timestamp() * 1000),
+        delay_s=event.delay_s,
     )
 
 
@@ -317,6 +327,8 @@ def _field_strings(items: list[_OneAddressee]) -> Iterator[str]:
 def _sure_storable(event: _OneAddressee) -> NewEvent | None:
     """``_storable`` for an event whose strings are known to hold no NUL and to be Unicode (its
     body passed ``json_input.unsure``); None if its size is not surely within the limit."""
+    if event.deliver_at is not None or event.delay_s is not None:
+        return None  # a schedule is checked by the full checks (both given is refused there)
     data_json = b"null" if event.data is None else to_json(event.data)
     reply_json = None if event.reply is None else to_json(event.reply)
     # At most 4 bytes a character in UTF-8.

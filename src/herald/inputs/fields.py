@@ -3,6 +3,7 @@ of it ends with. Patterns are anchored: pydantic searches, herald's checks match
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,6 +29,7 @@ from herald.inputs.refusals import Says, refused_by
 from herald.validation import (
     HANDLE_PATTERN,
     MAX_DEDUPE_KEY,
+    MAX_DELAY_S,
     MAX_TTL_S,
     TYPE_PATTERN,
     check_depth,
@@ -112,6 +114,24 @@ def _checked_depth(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
+def _instant(value: Any) -> Any:
+    """An RFC 3339 time with its offset, read as an aware datetime (the checks are strict: a
+    string is converted here, once its offset is seen to be there)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("not an RFC 3339 time") from None
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            raise ValueError("no offset")
+        try:
+            value.timestamp()
+        except (OverflowError, ValueError):  # a year 1 with an offset east of UTC, say
+            raise ValueError("out of range") from None
+    return value
+
+
 def _checked_form(value: Any, info: ValidationInfo) -> Any:
     refused_by(check_depth, value, info.field_name or "reply")
     refused_by(check_form_schema, value, info.field_name or "reply")
@@ -145,6 +165,17 @@ DedupeKey = Annotated[
 Ttl = Annotated[
     Annotated[int, Field(gt=0, le=MAX_TTL_S)] | Annotated[float, Field(gt=0, le=MAX_TTL_S)],
     Says(f"must be a number of seconds in (0, {MAX_TTL_S}]"),
+]
+Delay = Annotated[
+    Annotated[int, Field(gt=0, le=MAX_DELAY_S)] | Annotated[float, Field(gt=0, le=MAX_DELAY_S)],
+    Field(description="deliver the event this many seconds from now (up to 30 days)"),
+    Says(f"must be a number of seconds in (0, {MAX_DELAY_S}] (at most 30 days)"),
+]
+DeliverAt = Annotated[
+    datetime.datetime,
+    BeforeValidator(_instant),
+    Field(description="deliver the event at this time (RFC 3339 with its offset), 30 days ahead"),
+    Says("must be an RFC 3339 time with its offset, such as 2026-12-08T09:00:00+01:00"),
 ]
 EventData = Annotated[
     dict[str, Any] | list[Any],

@@ -90,8 +90,8 @@ TypeFilter = Annotated[
     Says(f"must be an event type, or a glob of one: {GLOB_RULE}"),
 ]
 Status = Annotated[
-    Literal["pending", "sent", "delivered", "expired", "dead"],
-    Says("must be one of pending, sent, delivered, expired, dead"),
+    Literal["pending", "sent", "delivered", "expired", "dead", "scheduled", "cancelled"],
+    Says("must be one of pending, sent, delivered, expired, dead, scheduled, cancelled"),
 ]
 
 

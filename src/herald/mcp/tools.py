@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -53,6 +54,8 @@ class AgentApi(Protocol):
         *,
         reply: dict[str, Any] | None = None,
         type: str = DEFAULT_MESSAGE_TYPE,
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
     ) -> Published: ...
 
 
@@ -89,8 +92,19 @@ class LocalApi:
         *,
         reply: dict[str, Any] | None = None,
         type: str = DEFAULT_MESSAGE_TYPE,
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
     ) -> Published:
-        return await self.hub.send_message(self.agent, to, text, data, reply=reply, type=type)
+        return await self.hub.send_message(
+            self.agent,
+            to,
+            text,
+            data,
+            reply=reply,
+            type=type,
+            deliver_at=deliver_at,
+            delay_s=delay_s,
+        )
 
 
 TOOLS = [
@@ -195,10 +209,17 @@ async def _dispatch(
         return text_result(f"Reply sent {where}.", reply.to_json())
     assert isinstance(checked, SendMessageInput)
     published = await api.send_message(
-        checked.to, checked.text, checked.data, reply=checked.reply, type=checked.type
+        checked.to,
+        checked.text,
+        checked.data,
+        reply=checked.reply,
+        type=checked.type,
+        deliver_at=checked.deliver_at,
+        delay_s=checked.delay_s,
     )
+    scheduled = checked.deliver_at is not None or checked.delay_s is not None
     return text_result(
-        f"Message sent to @{checked.to}.",
+        f"Message {'scheduled' if scheduled else 'sent'} to @{checked.to}.",
         {"id": published.event.id, "seq": published.event.seq},
     )
 

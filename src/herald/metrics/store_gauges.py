@@ -1,7 +1,7 @@
 """The gauges that describe the store (``herald_events_pending``,
-``herald_oldest_pending_age_seconds``, ``herald_events_dead``, ``herald_sessions``,
-``herald_webhook_endpoints``): read from the store at scrape time (``Store.gauges``), so that
-every process sharing a PostgreSQL database reports the same."""
+``herald_oldest_pending_age_seconds``, ``herald_events_dead``, ``herald_events_scheduled``,
+``herald_sessions``, ``herald_webhook_endpoints``): read from the store at scrape time
+(``Store.gauges``), so that every process sharing a PostgreSQL database reports the same."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ DEAD = (
     "herald_events_dead",
     "Events handed out as many times as allowed (--max-deliveries) without an acknowledgement,"
     " offered no more until redelivered, in the whole store",
+)
+SCHEDULED = (
+    "herald_events_scheduled",
+    "Events published for later (deliver_at, delay_s) and not yet due, in the whole store",
 )
 SESSIONS = ("herald_sessions", "Live sessions of every process sharing the store")
 ENDPOINTS = ("herald_webhook_endpoints", "Webhook, OpenClaw and subscription endpoints by state")
@@ -58,6 +62,7 @@ class StoreGauges:
         yield GaugeMetricFamily(*PENDING, value=reading.pending)
         yield GaugeMetricFamily(*OLDEST, value=reading.oldest_pending_age_s)
         yield GaugeMetricFamily(*DEAD, value=reading.dead)
+        yield GaugeMetricFamily(*SCHEDULED, value=reading.scheduled)
         sessions = GaugeMetricFamily(*SESSIONS, labels=["transport", "era"])
         for transport, era, count in reading.sessions:
             sessions.add_metric([transport, era], count)

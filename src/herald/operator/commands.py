@@ -90,6 +90,18 @@ def _add_send(send: argparse.ArgumentParser) -> None:
     send.add_argument("--data", type=_json_value, help="JSON data the event carries")
     send.add_argument("--dedupe-key", help="the same key again stores nothing new")
     send.add_argument("--reply-form", type=_json_value, help="a JSON Schema form to answer")
+    later = send.add_mutually_exclusive_group()
+    later.add_argument(
+        "--delay",
+        type=_duration,
+        metavar="DURATION",
+        help="deliver it this long from now (3600, 90m, 2h, up to 30d): scheduled until then",
+    )
+    later.add_argument(
+        "--at",
+        metavar="TIME",
+        help="deliver it at this RFC 3339 time with its offset (2026-12-08T09:00:00+01:00)",
+    )
     send.add_argument(
         "--file",
         type=Path,
@@ -101,7 +113,9 @@ def _add_send(send: argparse.ArgumentParser) -> None:
 def _add_events(events: argparse.ArgumentParser) -> None:
     _options(events, _events)
     events.add_argument("--agent", metavar="ID_OR_HANDLE")
-    events.add_argument("--status", help="pending, sent, delivered, expired, dead")
+    events.add_argument(
+        "--status", help="pending, sent, delivered, expired, dead, scheduled, cancelled"
+    )
     events.add_argument("--type", help="an event type, or a glob such as build.*")
     events.add_argument("--since", help="an ISO 8601 time")
     events.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
@@ -113,6 +127,10 @@ def _add_event(parser: argparse.ArgumentParser) -> None:
     show_event.add_argument("event_id", metavar="ID")
     redeliver = _command(event, "redeliver", "offer an event again", _redeliver)
     redeliver.add_argument("event_id", metavar="ID")
+    cancel = _command(
+        event, "cancel", "cancel a scheduled event, or recall one nothing handed out", _cancel
+    )
+    cancel.add_argument("event_id", metavar="ID")
 
 
 def _add_endpoints(endpoints: argparse.ArgumentParser) -> None:
@@ -282,10 +300,13 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "data": args.data,
         "dedupe_key": args.dedupe_key,
         "reply": args.reply_form,
+        "delay_s": args.delay,
+        "deliver_at": args.at,
     }
     sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
     if handles is None:
-        out.record(sent, "sent" if not sent.get("duplicate") else "already sent (same dedupe key)")
+        said = "scheduled" if "deliver_at" in sent else "sent"
+        out.record(sent, said if not sent.get("duplicate") else "already sent (same dedupe key)")
         return
     rows = [{"to": to, **receipt} for to, receipt in zip(handles, sent["events"], strict=True)]
     out.rows(rows, ("to", "id", "seq", "duplicate"), "sent, one event for each agent")
@@ -328,6 +349,21 @@ def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
     event = api.post(f"/v1/events/{quote(args.event_id, safe='')}/redeliver")
     out.record(event, f"event {args.event_id} offered again")
+
+
+def _cancel(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    event = api.delete(f"/v1/events/{quote(args.event_id, safe='')}")
+    out.record(event, f"event {args.event_id} cancelled")
+
+
+def _duration(text: str) -> float:
+    """A ``--delay``: a number of seconds, or a duration such as ``90m``."""
+    from herald.times import parse_duration
+
+    try:
+        return parse_duration(text)
+    except HeraldError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # Endpoints

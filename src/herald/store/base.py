@@ -445,9 +445,47 @@ class Store(ABC):
 
     @abstractmethod
     async def prune(self, finished_before_ms: int) -> int:
-        """Delete delivered, expired and dead events finished (or dead) before the given time;
+        """Delete delivered, expired, dead and cancelled events finished (or dead, or cancelled)
+        before the given time;
         returns how many.
         A subscription whose waiting delivery goes with one is owed a ``gap``."""
+
+    # Schedules: events published for later
+
+    @abstractmethod
+    async def schedule(self, events: Sequence[NewEvent]) -> list[Published]:
+        """Store events that each have a ``deliver_at``, in one transaction, as ``scheduled``:
+        each with a placeholder seq below zero, offered by no way and counted in no agent's
+        row, its time to live counting from its due time. Dedupe keys hold as for ``append``
+        (a repeat is answered with the event that has the key, scheduled or not).
+
+        Raises:
+            NotFound: an addressee does not exist; nothing is stored.
+        """
+
+    @abstractmethod
+    async def release_due(self, limit: int) -> list[Event]:
+        """Make up to ``limit`` scheduled events due by now pending, in one transaction, oldest
+        due first: each gets its agent's next seq and is published as of its due time
+        (``created_at``), journaled as a publish is, and woken on as one is (every process's
+        streams hear of it on PostgreSQL). Each is released once, whichever processes share
+        the store. Returns them, each agent's in seq order."""
+
+    @abstractmethod
+    async def next_due(self) -> int | None:
+        """When the first scheduled event is due (None: none is scheduled), from the index of
+        them."""
+
+    @abstractmethod
+    async def cancel(self, event_id: str) -> Event | None:
+        """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
+        (never leased, pushed or delivered, no delivery of it under way), in one transaction:
+        it becomes ``cancelled``, kept, and the cancel is one of its attempts. None: no such
+        event.
+
+        Raises:
+            Conflict: the event is past recalling; the message says why; nothing changes.
+        """
 
     # Live sessions: presence, across the processes that share the store
 

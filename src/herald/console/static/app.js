@@ -84,6 +84,7 @@ function ago(iso) {
 
 const TONE = {
   pending: "info", sent: "warn", delivered: "ok", expired: "bad",
+  scheduled: "info", cancelled: "warn",
   active: "ok", disabled: "bad", failing: "warn",
   leased: "info", failed: "bad", undeliverable: "bad",
   waiting: "warn", done: "ok", dead: "bad",
@@ -804,7 +805,7 @@ function sendForm(handle) {
 // ---------------------------------------------------------------------------------------------
 // Events
 
-const STATUSES = ["", "pending", "sent", "delivered", "expired", "dead"];
+const STATUSES = ["", "pending", "sent", "delivered", "expired", "dead", "scheduled", "cancelled"];
 
 async function eventsPage(life, body, params) {
   const agent = h("input", { id: "events-agent", value: params.get("agent") || "", autocomplete: "off", spellcheck: "false" });
@@ -860,11 +861,24 @@ async function eventPage(life, body, params, id) {
       redeliver.disabled = false;
     }
   } }, "Redeliver");
+  // A scheduled event is cancelled; a pending one nothing handed out yet is recalled.
+  const cancel = h("button", { type: "button", id: "cancel", onclick: async () => {
+    cancel.disabled = true;
+    try {
+      const event = await api("DELETE", `v1/events/${encodeURIComponent(id)}`);
+      say(status, `Cancelled: the event is ${event.status}.`, "ok");
+      await load();
+    } catch (error) {
+      say(status, error.message, "bad");
+    } finally {
+      cancel.disabled = false;
+    }
+  } }, "Cancel");
   let event = await get("v1/events/" + encodeURIComponent(id));
 fill(body,
     h("div", { class: "head" }, titled("Event"), live),
     h("div", { class: "grid" }, facts, section("Text and data", content)),
-    section("Attempts", timeline, h("div", { class: "row" }, redeliver), status),
+    section("Attempts", timeline, h("div", { class: "row" }, redeliver, cancel), status),
     section("Webhook and OpenClaw deliveries", deliveries),
     section("Replies", replies),
   );
@@ -878,6 +892,7 @@ fill(body,
       fact("Seq", String(e.seq)),
       fact("Type", text(e.type)),
       fact("Created", when(e.created_at)),
+      e.deliver_at ? fact("Due", h("span", { id: "event-due" }, when(e.deliver_at))) : null,
       fact("Expires", when(e.expires_at)),
       e.from ? fact("From", text(e.from)) : null,
       e.reply_to ? fact("Reply to", eventLink(e.reply_to)) : null,

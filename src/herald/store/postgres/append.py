@@ -51,7 +51,7 @@ async def append_group(
 ) -> list[list[Published] | Exception]:
     """Store the events of several appends as one batch, in order. An append to an unknown agent
     fails alone (nothing of it is stored); if the database refuses an event, all fail."""
-    agents = await _lock_agents(conn, [new for job in group for new in job.events])
+    agents = await lock_agents(conn, [new for job in group for new in job.events])
     unknown = [unknown_addressee(job.events, agents) for job in group]
     admitted = [
         (new, job.now)
@@ -73,7 +73,7 @@ async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list
     """Store a batch of events, in the caller's transaction if it has more than one."""
     if len(events) == 1:
         return [await _append_one(conn, events[0], now)]
-    agents = await _lock_agents(conn, events)
+    agents = await lock_agents(conn, events)
     if (error := unknown_addressee(events, agents)) is not None:
         raise error
     return await _insert(conn, agents, [(new, now) for new in events])
@@ -85,7 +85,7 @@ def publish_lock(handle: str) -> int:
     return zlib.crc32(handle.encode()) - 2**31
 
 
-async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
+async def lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
     """Take the addressees' publish locks, then lock their rows (one statement); returns their
     ids by handle."""
     handles = list(dict.fromkeys(new.to for new in events))

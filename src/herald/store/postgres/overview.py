@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Endpoint, Event, EventStatus
+from herald.models import COUNTED_STATUSES, Endpoint, Event
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
@@ -94,7 +94,9 @@ class OverviewStore:
             *by_status, published = counts
             oldest = await rows(queries.OLDEST_PENDING, now)
             return Stats(
-                events={status.value: n for status, n in zip(EventStatus, by_status, strict=True)},
+                events={
+                    status.value: n for status, n in zip(COUNTED_STATUSES, by_status, strict=True)
+                },
                 published=published,
                 attempts_recorded=await rows(queries.ATTEMPTS_RECORDED),
                 top_pending=await rows(queries.TOP_PENDING, now, top),
@@ -119,6 +121,7 @@ class OverviewStore:
                 sessions=[tuple(row) for row in await conn.fetch(queries.SESSIONS_BY_WAY, now)],
                 endpoints=[tuple(row) for row in await conn.fetch(queries.ENDPOINTS_BY_STATE)],
                 dead=await conn.fetchval(queries.DEAD_EVENTS),
+                scheduled=await conn.fetchval(queries.SCHEDULED_EVENTS),
             )
 
         return await self._run(select)

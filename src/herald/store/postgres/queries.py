@@ -521,7 +521,10 @@ UPDATE events SET status = 'expired', status_at = $1, lease_owner = NULL, lease_
 WHERE {OPEN} AND expires_at IS NOT NULL AND expires_at <= $1
 RETURNING id, agent_id
 """
-PRUNE = "DELETE FROM events WHERE status IN ('delivered', 'expired', 'dead') AND status_at < $1"
+PRUNE = (
+    "DELETE FROM events WHERE status IN ('delivered', 'expired', 'dead', 'cancelled')"
+    " AND status_at < $1"
+)
 
 # Endpoints (webhooks, OpenClaw) and their delivery schedule
 
@@ -937,6 +940,7 @@ SELECT coalesce(sum(pending_events + sent_events), 0)::bigint
 FROM agents
 """
 DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0)::bigint FROM agents"
+SCHEDULED_EVENTS = "SELECT count(*) FROM events WHERE status = 'scheduled'"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
@@ -1140,7 +1144,7 @@ GAPS_OF_PRUNING = """
 UPDATE subscriptions SET gap_at = $1
 WHERE gap_at IS NULL AND id IN (
     SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id
-    WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead')
+    WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead', 'cancelled')
         AND e.status_at < $2)
 """
 OWE_GAP = "UPDATE subscriptions SET gap_at = coalesce(gap_at, $2) WHERE id = $1"

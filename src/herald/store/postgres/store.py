@@ -41,6 +41,7 @@ from herald.store.postgres.overview import OverviewStore
 from herald.store.postgres.pool import HeldConnection, open_pool
 from herald.store.postgres.publisher_keys import PublisherKeyStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
+from herald.store.postgres.schedules import ScheduleStore
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore, mark_gaps_of_expiry
 from herald.store.postgres.writer import Writer
@@ -78,6 +79,7 @@ class PostgresStore(
     OverviewStore,
     PublisherKeyStore,
     JournalStore,
+    ScheduleStore,
     Store,
 ):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""

@@ -76,7 +76,7 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
     handles = {new.to for events, _ in batches for new in events}
     if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
         return _append_to_one(conn, batches, handles.pop())
-    agents = _agent_ids(conn, handles)
+    agents = agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
     kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
     events = [new for batch, _ in kept for new in batch]
@@ -132,7 +132,7 @@ def _store(
     finally:
         conn.execute("RELEASE keyed_append")
     keys = {key for key in dedupe_keys(events, agents) if key is not None}
-    return _insert(conn, events, nows, agents, _stored(conn, keys))
+    return _insert(conn, events, nows, agents, stored_keys(conn, keys))
 
 
 def _insert(
@@ -172,7 +172,7 @@ def _write(
     return plan.answers(stored, earlier or {})
 
 
-def _agent_ids(conn: sqlite3.Connection, handles: Collection[str]) -> dict[str, str]:
+def agent_ids(conn: sqlite3.Connection, handles: Collection[str]) -> dict[str, str]:
     """The ids of the agents with those handles (those that exist), by handle."""
     if len(handles) == 1:
         (handle,) = handles
@@ -185,7 +185,7 @@ def _agent_ids(conn: sqlite3.Connection, handles: Collection[str]) -> dict[str, 
     return {handle: agent_id for handle, agent_id in rows}
 
 
-def _stored(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[DedupeKey, Event]:
+def stored_keys(conn: sqlite3.Connection, keys: Collection[DedupeKey]) -> dict[DedupeKey, Event]:
     """The events already stored with those keys: one query per agent, each key looked up in
     the index of dedupe keys (a query per key cost a batch a third more)."""
     by_agent: dict[str, list[str]] = {}

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import Endpoint, Event, EventStatus
+from herald.models import COUNTED_STATUSES, Endpoint, Event
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
 from herald.store.sqlite.counts import changes_of
 from herald.store.sqlite.rows import (
@@ -99,6 +99,7 @@ SELECT coalesce(sum(pending_events + sent_events), 0)
 FROM agents
 """
 DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0) FROM agents"
+SCHEDULED_EVENTS = "SELECT count(*) FROM events INDEXED BY events_due WHERE status = 'scheduled'"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY transport, era ORDER BY transport, era
@@ -231,7 +232,9 @@ class OverviewStore:
             *by_status, published = counts
             oldest = rows(OLDEST_PENDING)
             return Stats(
-                events={status.value: n for status, n in zip(EventStatus, by_status, strict=True)},
+                events={
+                    status.value: n for status, n in zip(COUNTED_STATUSES, by_status, strict=True)
+                },
                 published=published,
                 attempts_recorded=rows(
                     "SELECT mechanism, outcome, recorded FROM attempt_counts"
@@ -256,6 +259,7 @@ class OverviewStore:
 
             (pending,) = conn.execute(PENDING, params).fetchone()
             (dead,) = conn.execute(DEAD_EVENTS).fetchone()
+            (scheduled,) = conn.execute(SCHEDULED_EVENTS).fetchone()
             found = conn.execute(OLDEST_PENDING, params).fetchone()
             oldest = found[3] if found else None
             return Gauges(
@@ -265,6 +269,7 @@ class OverviewStore:
                 sessions=rows(SESSIONS_BY_WAY),
                 endpoints=rows(ENDPOINTS_BY_STATE),
                 dead=dead,
+                scheduled=scheduled,
             )
 
         result: Gauges = await self._run(select)

@@ -73,6 +73,7 @@ from herald.store.sqlite.rows import (
     records,
     select_list,
 )
+from herald.store.sqlite.schedules import ScheduleStore
 from herald.store.sqlite.sessions import SessionStore
 from herald.store.sqlite.subscriptions import (
     SubscriptionStore,
@@ -112,6 +113,7 @@ class SQLiteStore(
     OverviewStore,
     PublisherKeyStore,
     JournalStore,
+    ScheduleStore,
     Store,
 ):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each
@@ -600,7 +602,7 @@ class SQLiteStore(
 
         def delete(conn: sqlite3.Connection) -> int:
             mark_gaps_of_pruning(conn, now, finished_before_ms)
-            finished = "status IN ('delivered', 'expired', 'dead') AND status_at < ?"
+            finished = "status IN ('delivered', 'expired', 'dead', 'cancelled') AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"

@@ -85,7 +85,7 @@ GAPS_OF_EXPIRY = (
 GAPS_OF_PRUNING = (
     "UPDATE subscriptions SET gap_at = :now WHERE gap_at IS NULL AND id IN ("
     " SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id"
-    " WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead')"
+    " WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead', 'cancelled')"
     " AND e.status_at < :before)"
 )
 
