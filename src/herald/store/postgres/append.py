@@ -79,10 +79,29 @@ async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list
     return await _insert(conn, agents, [(new, now) for new in events])
 
 
+PUBLISH_LOCKS = 1024
+"""How many publish locks the agents share. A publish to a topic takes the lock of each of its
+subscribers in one transaction, and PostgreSQL's lock table holds about 6,400 locks in all (64
+for each connection, by default): so a publish to 10,000 agents takes at most 1,024 of them. Two
+agents share one lock now and then, which only makes their publishers take turns."""
+
+
 def publish_lock(handle: str) -> int:
-    """The second half of the key of the publish lock of the agent ``handle`` (a signed 32-bit
-    number; two handles may share one, which only makes their publishers take turns)."""
-    return zlib.crc32(handle.encode()) - 2**31
+    """The second half of the key of the publish lock of the agent ``handle`` (one of
+    ``PUBLISH_LOCKS``; handles share them)."""
+    return zlib.crc32(handle.encode()) % PUBLISH_LOCKS
+
+
+async def append_to_agents(
+    conn: Connection, event: NewEvent, handles: Sequence[str], now: int
+) -> list[Published]:
+    """Store ``event`` once for each agent of ``handles`` (a topic's subscribers, read in the
+    caller's transaction) that still exists once locked, in the order given: an agent deleted
+    meanwhile is no longer subscribed."""
+    events = [replace(event, to=handle) for handle in handles]
+    agents = await _lock_agents(conn, events)
+    timed = [(new, now) for new in events if new.to in agents]
+    return await _insert(conn, agents, timed) if timed else []
 
 
 async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:

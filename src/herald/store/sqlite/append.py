@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 from herald.feed import JournalEntry
 from herald.models import Event, NewEvent, Published
@@ -106,6 +107,16 @@ def _append_to_one(
     added = {agent_id: len(events)}
     answers = iter(_write(conn, plan, events, nows, first_seqs({agent_id: last_seq}, added), added))
     return [(True, [next(answers) for _ in batch]) for batch, _ in batches]
+
+
+def append_to_agents(
+    conn: sqlite3.Connection, event: NewEvent, agents: Mapping[str, str], now: int
+) -> list[Published]:
+    """Store ``event`` once for each of ``agents`` (ids by handle, read in this transaction),
+    in handle order: a topic's subscribers."""
+    handles = sorted(agents)
+    events = [replace(event, to=handle) for handle in handles]
+    return _store(conn, events, [now] * len(events), agents) if events else []
 
 
 APPENDS: Joinable[Batch, list[Published]] = Joinable(
