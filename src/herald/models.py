@@ -346,6 +346,12 @@ class TopicSubscription:
     pattern: str
     created_at: int
 
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> TopicSubscription:
+        return TopicSubscription(
+            raw["agent"], raw["handle"], raw["topic"], ms_from_iso(raw["created_at"])
+        )
+
     def to_json(self) -> answers.TopicSubscription:
         return {
             "agent": self.agent_id,

@@ -53,6 +53,12 @@ class TopicSubscribeInput(Input):
     ]
 
 
+class TopicsInput(Input):
+    """The ``topics`` tool: no arguments."""
+
+    where: ClassVar[str] = "arguments"
+
+
 def is_glob(pattern: str) -> bool:
     """Whether a subscription's pattern is a glob rather than one topic's name."""
     return "*" in pattern or "?" in pattern
