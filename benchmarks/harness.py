@@ -32,6 +32,7 @@ from benchmarks import (
     fig_stream,
     fig_subscriptions,
     fig_tail,
+    fig_topics,
     fig_webhooks,
     fig_workers,
 )
@@ -59,6 +60,7 @@ GROUPS = (
     "list-events",
     "workers",
     "tail-cost",
+    "topics",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -172,12 +174,17 @@ def _steps(
     async def tail_cost() -> list[Figure]:
         return [await fig_tail.tail_figure(sizes, workdir)]
 
+    async def topics() -> list[Figure]:
+        postgres = None if args.no_postgres else args.postgres_url
+        return await fig_topics.topic_figures(sizes, workdir, postgres)
+
     steps = {
         "store": store, "single": single, "batch": batch, "drain": drain, "latency": latency,
         "mcp-latency": mcp_latency, "mcp-push": mcp_push, "stream": stream, "webhooks": webhooks,
         "events-poll": events_poll, "events-stream": events_stream,
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
         "list-events": list_events, "workers": workers, "tail-cost": tail_cost,
+        "topics": topics,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx2
 
@@ -240,7 +241,7 @@ class HeraldClient:
 
     async def unsubscribe(self, topic: str) -> None:
         """Remove the subscription to ``topic`` (a name or a glob, as subscribed)."""
-        await self._send("DELETE", f"/channel/topics/{topic}")
+        await self._send("DELETE", f"/channel/topics/{quote(topic, safe='/*')}")
 
     async def ask_permission(
         self,
