@@ -24,6 +24,7 @@ from herald.store.appends import (
     dedupe_keys,
     first_seqs,
     no_agent,
+    one_each,
     plan_append,
     unknown_addressee,
 )
@@ -98,16 +99,31 @@ async def append_to_agents(
     """Store ``event`` once for each agent of ``handles`` (a topic's subscribers, read in the
     caller's transaction) that still exists once locked, in the order given: an agent deleted
     meanwhile is no longer subscribed."""
-    events = [replace(event, to=handle) for handle in handles]
-    agents = await _lock_agents(conn, events)
-    timed = [(new, now) for new in events if new.to in agents]
-    return await _insert(conn, agents, timed) if timed else []
+    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
+        events = [replace(event, to=handle) for handle in handles]
+        agents = await _lock_agents(conn, events)
+        timed = [(new, now) for new in events if new.to in agents]
+        return await _insert(conn, agents, timed) if timed else []
+    agents = await _lock_handles(conn, handles)
+    ids = [agents[handle] for handle in handles if handle in agents]
+    if not ids:
+        return []
+    count = len(ids)
+    rows = await conn.fetch(queries.ADVANCE_SEQS, ids, [1] * count, [now] * count)
+    plan = one_each(ids)
+    first = first_seqs({row["id"]: row["last_seq"] for row in rows}, plan.added)
+    stored = plan.numbered([event] * count, first, [now] * count)
+    return plan.answers(await _insert_fresh(conn, stored), {})
 
 
 async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
     """Take the addressees' publish locks, then lock their rows (one statement); returns their
     ids by handle."""
-    handles = list(dict.fromkeys(new.to for new in events))
+    return await _lock_handles(conn, list(dict.fromkeys(new.to for new in events)))
+
+
+async def _lock_handles(conn: Connection, handles: Sequence[str]) -> dict[str, str]:
+    """``_lock_agents`` of the agents with ``handles`` (each once)."""
     keys = sorted({publish_lock(h) for h in handles})
     rows = await conn.fetch(queries.LOCK_AGENTS, handles, keys)
     return {row["handle"]: row["id"] for row in rows}
