@@ -246,6 +246,11 @@ def test_a_dry_run_of_a_topic_publish_counts_its_subscribers_and_stores_nothing(
     agents = new_agents(admin, 2)
     for agent in agents:
         subscribe(each_backend, agent, topic)
+    subscribe(each_backend, agents[0], topic.split("/")[0] + "/*")  # still one agent
     dry = admin.post("/v1/events?dry_run=true", json={"topic": topic, **TEXT})
     assert dry.status_code == 200 and dry.json() == {"checked": 2}
     assert last_seqs(admin, agents) == [0, 0]
+    reserved = admin.post(
+        "/v1/events?dry_run=true", json={"topic": topic, **TEXT, "type": "herald.x"}
+    )
+    assert reserved.status_code == 422, reserved.text

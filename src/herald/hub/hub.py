@@ -525,6 +525,17 @@ class Hub:
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
         return published
 
+    async def check_topic_publish(self, topic: str, event: NewEvent) -> int:
+        """Check an event to a topic as ``publish_to_topic`` would, and store nothing; returns
+        how many agents it would reach now.
+
+        Raises:
+            InvalidInput, NoSuchTopic: as ``publish_to_topic``.
+        """
+        refuse_reserved_types([event])
+        await self.event_types.check([event], "event")
+        return len({s.agent_id for s in await self.topics.subscribers(topic)})
+
     async def check_publish(self, events: Sequence[NewEvent], lists: Lists | None = None) -> None:
         """Check events (``herald.inputs.events``) as ``publish_many`` would, and store nothing:
         each one's data against its type's payload schema, and that its addressees exist.
