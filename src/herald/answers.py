@@ -456,7 +456,7 @@ class TopicPublished(TypedDict):
     reached: int
     """How many agents the event was stored for."""
     events: list[Receipt]
-    """A receipt for each event stored (each agent's own), in no set order."""
+    """A receipt for each event stored (each agent's own), by the agents' handles."""
     note: str | None
     """What a publish that reached no agent means, and how to subscribe one; null otherwise."""
 

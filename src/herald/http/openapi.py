@@ -27,6 +27,7 @@ from herald.http.io import json_response
 from herald.inputs.fields import NullIsDefault, whole
 from herald.inputs.listing import AgentName
 from herald.inputs.refusals import Input, says
+from herald.inputs.topics import TOPIC_GLOB_PATTERN
 from herald.validation import TYPE_PATTERN
 
 REF = "#/components/schemas/{model}"
@@ -64,7 +65,7 @@ PATH_PARAMETERS: dict[str, tuple[Any, str]] = {
     "key_id": (str, "The publisher key's id (key_...)."),
     "file": (str, "A file of the web console, by name."),
     "topic": (
-        str,
+        Annotated[str, Field(pattern=whole(TOPIC_GLOB_PATTERN))],
         "A topic's name (1-128 letters, digits and _ . : / -, such as repo/herald) or, where"
         " an agent subscribes, a glob of names (repo/*).",
     ),

@@ -50,7 +50,7 @@ async def list_topics(request: Request) -> Response:
     return json_response(listed)
 
 
-@described("Read a topic", keys=ADMIN_ONLY, answers={200: answers.Topic}, errors=(404,))
+@described("Read a topic", keys=ADMIN_ONLY, answers={200: answers.Topic}, errors=(404, 422))
 async def get_topic(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -61,7 +61,7 @@ async def get_topic(request: Request) -> Response:
     "Forget a topic",
     keys=ADMIN_ONLY,
     answers={204: None},
-    errors=(404,),
+    errors=(404, 422),
     description="The subscriptions to its name go with it; globs that match it stay.",
 )
 async def delete_topic(request: Request) -> Response:
@@ -75,7 +75,7 @@ async def delete_topic(request: Request) -> Response:
     "List a topic's subscribers",
     keys=ADMIN_ONLY,
     answers={200: answers.TopicSubscriptions},
-    errors=(404,),
+    errors=(404, 422),
     description="The subscriptions a publish to the topic reaches now (an agent may have two).",
 )
 async def list_subscribers(request: Request) -> Response:
@@ -91,7 +91,7 @@ async def list_subscribers(request: Request) -> Response:
         201: Answer("Subscribed.", {JSON: answers.TopicSubscriptions}),
         200: Answer("The agent was subscribed already.", {JSON: answers.TopicSubscriptions}),
     },
-    errors=(404,),
+    errors=(404, 422),
     description=(
         "The topic is a declared topic's name or a glob of names (repo/*); the answer lists"
         " the agent's subscriptions."
@@ -109,7 +109,7 @@ async def subscribe_agent(request: Request) -> Response:
     "Unsubscribe an agent from a topic",
     keys=ADMIN_ONLY,
     answers={204: None},
-    errors=(404,),
+    errors=(404, 422),
     description="The topic as the agent subscribed to it: a name, or a glob.",
 )
 async def unsubscribe_agent(request: Request) -> Response:
@@ -140,7 +140,7 @@ async def own_topics(request: Request) -> Response:
         201: Answer("Subscribed.", {JSON: answers.TopicSubscriptions}),
         200: Answer("The agent was subscribed already.", {JSON: answers.TopicSubscriptions}),
     },
-    errors=(404,),
+    errors=(404, 422),
     description=(
         "A declared topic's name, or a glob of names (repo/*): each event published to a"
         " topic it matches from now on is the agent's own, delivered as any other. The answer"
@@ -162,7 +162,7 @@ async def subscribe(request: Request) -> Response:
         201: Answer("Subscribed.", {JSON: answers.TopicSubscriptions}),
         200: Answer("The agent was subscribed already.", {JSON: answers.TopicSubscriptions}),
     },
-    errors=(404,),
+    errors=(404, 422),
     description="As POST /channel/topics with the topic (a name or a glob) in the path.",
 )
 async def subscribe_named(request: Request) -> Response:
@@ -176,7 +176,7 @@ async def subscribe_named(request: Request) -> Response:
     "Unsubscribe the agent from a topic",
     keys=AGENT_ONLY,
     answers={204: None},
-    errors=(404,),
+    errors=(404, 422),
     description="The topic as the agent subscribed to it: a name, or a glob.",
 )
 async def unsubscribe(request: Request) -> Response:
