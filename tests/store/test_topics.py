@@ -16,7 +16,8 @@ from herald.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
 
-EVENT = NewEvent("", "build.failed", "red", {"n": 1}, None, None, '{"n": 1}')
+# Its JSON as a publish makes it (compact), not as PostgreSQL's JSONB gives it back.
+EVENT = NewEvent("", "build.failed", "red", {"n": 1}, None, None, '{"n":1}')
 
 
 async def agent_of(store: Store, handle: str) -> Agent:

@@ -112,8 +112,12 @@ async def append_to_agents(
     rows = await conn.fetch(queries.ADVANCE_SEQS, ids, [1] * count, [now] * count)
     plan = one_each(ids)
     first = first_seqs({row["id"]: row["last_seq"] for row in rows}, plan.added)
-    stored = plan.numbered([event] * count, first, [now] * count)
-    return plan.answers(await _insert_fresh(conn, stored), {})
+    # Every copy holds the same JSON: normalised once, as JSONB will store it, not per copy.
+    normal = await conn.fetchrow(queries.NORMALISE_JSON, event.data_json, event.reply_schema_json)
+    assert normal is not None, "a SELECT without FROM answers one row"
+    same = replace(event, data_json=normal[0], reply_schema_json=normal[1])
+    stored = plan.numbered([same] * count, first, [now] * count)
+    return plan.answers(await _insert_fresh(conn, stored, normalised=True), {})
 
 
 async def _lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
@@ -155,9 +159,12 @@ async def _insert(
     return plan.answers(await _insert_fresh(conn, stored), earlier)
 
 
-async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
+async def _insert_fresh(
+    conn: Connection, stored: list[Event], *, normalised: bool = False
+) -> list[Event]:
     """Insert the events at once, and the journal row that names them; returns them with their
-    JSON as JSONB normalised it, as it is read later."""
+    JSON as JSONB normalised it, as it is read later (``normalised``: their JSON is so
+    already)."""
     if not stored:
         return stored
     agent_id = one_agent(e.agent_id for e in stored)
@@ -168,10 +175,10 @@ async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
         queries.INSERT_EVENTS, *arrays(EVENTS, stored), row.at, row.kind, row.agent_id, row.detail
     )
     note_written()
-    normalised = {row["id"]: row for row in rows}
-    return [
-        replace(e, **{field: normalised[e.id][name] for name, field in JSON_FIELDS}) for e in stored
-    ]
+    if normalised:
+        return stored
+    by_id = {row["id"]: row for row in rows}
+    return [replace(e, **{field: by_id[e.id][name] for name, field in JSON_FIELDS}) for e in stored]
 
 
 _APPEND_ONE_VALUES = itemgetter(*(EVENTS.names.index(name) for name in queries.APPEND_ONE_COLUMNS))

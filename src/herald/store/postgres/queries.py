@@ -587,6 +587,8 @@ RETURNING {TOPIC_COLUMNS}, (xmax = 0) AS created
 """
 GET_TOPIC = f"SELECT {TOPIC_COLUMNS} FROM topics t WHERE t.name = $1"
 LIST_TOPICS = f'SELECT {TOPIC_COLUMNS} FROM topics t ORDER BY t.name COLLATE "C"'
+NORMALISE_JSON = "SELECT $1::jsonb::text, $2::jsonb::text"
+"""An event's data and reply form as JSONB stores them (read back so)."""
 TOPIC_EXISTS = "SELECT true FROM topics WHERE name = $1"
 DELETE_TOPIC = "DELETE FROM topics WHERE name = $1"
 DELETE_EXACT_SUBSCRIPTIONS = "DELETE FROM topic_subscriptions WHERE pattern = $1"
