@@ -7,6 +7,7 @@ subscriptions, a key limited to topics publishes nowhere else."""
 from __future__ import annotations
 
 import concurrent.futures
+import queue
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from tests.herald_process import HeraldProcess
 from tests.http.test_event_lists import drained, last_seqs, new_agents
 from tests.sse import SSEReader
+from tests.webhooks.receiver import Receiver
 
 TEXT = {"type": "repo.pushed", "text": "a push"}
 
@@ -254,3 +256,29 @@ def test_a_dry_run_of_a_topic_publish_counts_its_subscribers_and_stores_nothing(
         "/v1/events?dry_run=true", json={"topic": topic, **TEXT, "type": "herald.x"}
     )
     assert reserved.status_code == 422, reserved.text
+
+
+def test_a_topic_publish_is_sent_once_to_each_subscribers_webhook(store_url: str) -> None:
+    receiver = Receiver()
+    herald = HeraldProcess(store_url, extra_args=("--webhook-allow", "loopback"))
+    try:
+        with herald.client(herald.admin_key) as admin:
+            topic = declared(admin)
+            agents = new_agents(admin, 2)
+            for agent in agents:
+                path = f"/v1/agents/{agent['id']}/webhook"
+                put = admin.put(path, json={"url": f"{receiver.url}/{agent['handle']}"})
+                assert put.status_code == 200, put.text
+                assert subscribe(herald, agent, topic).status_code == 201
+            sent = admin.post("/v1/events", json={"topic": topic, **TEXT})
+            assert sent.status_code == 202 and sent.json()["reached"] == 2
+        arrived = [receiver.arrived.get(timeout=30) for _ in agents]
+        with pytest.raises(queue.Empty):
+            receiver.arrived.get(timeout=2)  # a second send would have arrived by now
+        by_path = {request.path.strip("/"): request.json for request in arrived}
+        assert set(by_path) == {agent["handle"] for agent in agents}
+        ids = {receipt["id"] for receipt in sent.json()["events"]}
+        assert {body["id"] for body in by_path.values()} == ids
+    finally:
+        herald.stop()
+        receiver.close()
