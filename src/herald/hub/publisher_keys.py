@@ -143,19 +143,15 @@ def _matches(value: str, globs: Sequence[str]) -> bool:
 
 
 def _allowance(key: PublisherKey) -> str:
+    """What the key may publish. (A key that lists handles but no topics publishes to no topic:
+    its refusal says "is for the topic ...".)"""
     handles, types, senders, topics = key.handles, key.types, key.senders, key.topics
     if handles is not None:
         to = "the agents " + ", ".join(handles)
-    elif topics is not None:
-        to = "no agent directly"
     else:
-        to = "any agent"
+        to = "any agent" if topics is None else "no agent directly"
     if topics is not None:
-        to += ", the topics matching " + ", ".join(topics)
-    elif handles is not None:
-        to += ", no topic"
-    else:
-        to += " and any topic"
+        to += " and the topics matching " + ", ".join(topics)
     of = "any type" if types is None else "types matching " + ", ".join(types)
     named = "no sender" if not senders else "senders matching " + ", ".join(senders)
     return f"publishes to {to}, events of {of}, naming {named} in from"
