@@ -56,6 +56,8 @@ class Sizes:
     listing_agents: int
     listing_requests: int
     listing_fill_seconds: float
+    topic_subscribers: int
+    topic_rounds: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +110,8 @@ FULL = Sizes(
     listing_agents=10_000,
     listing_requests=200,
     listing_fill_seconds=90.0,
+    topic_subscribers=10_000,
+    topic_rounds=10,
 )
 
 QUICK = Sizes(
@@ -157,4 +161,6 @@ QUICK = Sizes(
     listing_agents=1_000,
     listing_requests=50,
     listing_fill_seconds=30.0,
+    topic_subscribers=10_000,
+    topic_rounds=3,
 )

@@ -146,7 +146,7 @@ async def schedules_figure(sizes: Sizes, workdir: Path, store: str | None = None
     herald = median(measured[True], f"{EVENTS:,} scheduled for one time, that time to all streamed")
     made_pending = median(pending, f"{EVENTS:,} scheduled for one time, that time to all pending")
     return Figure(
-        "20" if store is None else "20b",
+        "20a" if store is None else "20b",
         f"{EVENTS:,} schedules falling due in the same second ({backend})",
         baseline,
         Target("all deliverable within 1 s of their time", "at_most", 1000.0),

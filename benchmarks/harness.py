@@ -34,6 +34,7 @@ from benchmarks import (
     fig_stream,
     fig_subscriptions,
     fig_tail,
+    fig_topics,
     fig_webhooks,
     fig_workers,
 )
@@ -63,6 +64,7 @@ GROUPS = (
     "workers",
     "tail-cost",
     "schedules",
+    "topics",
 )
 Step = Callable[[], Awaitable[list[Figure]]]
 
@@ -183,6 +185,10 @@ def _steps(
         postgres = None if args.no_postgres else args.postgres_url
         return await fig_schedules.schedules_figures(sizes, workdir, postgres)
 
+    async def topics() -> list[Figure]:
+        postgres = None if args.no_postgres else args.postgres_url
+        return await fig_topics.topic_figures(sizes, workdir, postgres)
+
     steps = {
         "store": store, "single": single, "batch": batch, "list-publish": list_publish,
         "drain": drain, "latency": latency,
@@ -191,6 +197,7 @@ def _steps(
         "webhook-subscriptions": webhook_subscriptions, "send-file": send_file,
         "list-events": list_events, "workers": workers, "tail-cost": tail_cost,
         "schedules": schedules,
+        "topics": topics,
     }  # fmt: skip
     return [(name, steps[name]) for name in GROUPS if name in args.only]
 

@@ -436,6 +436,54 @@ class EventTypes(TypedDict):
 
 
 @shape
+class Topic(TypedDict):
+    """A topic the operator declared."""
+
+    name: str
+    description: str
+    subscribers: int
+    """How many agents a publish to it now reaches: those with a pattern that matches it."""
+    created_at: Instant
+    updated_at: Instant
+
+
+@shape
+class Topics(TypedDict):
+    topics: list[Topic]
+
+
+@shape
+class TopicSubscription(TypedDict):
+    """An agent's subscription: a topic's name, or a glob of names (``*`` and ``?``)."""
+
+    agent: str
+    """The agent's id."""
+    handle: str
+    topic: str
+    """The topic's name or glob the agent subscribed to."""
+    created_at: Instant
+
+
+@shape
+class TopicSubscriptions(TypedDict):
+    subscriptions: list[TopicSubscription]
+
+
+@shape
+class TopicPublished(TypedDict):
+    """A publish to a topic: one event for each agent subscribed at that moment, stored in one
+    transaction (none subscribed: none stored, and ``reached`` is 0)."""
+
+    topic: str
+    reached: int
+    """How many agents the event was stored for."""
+    events: list[Receipt]
+    """A receipt for each event stored (each agent's own), by the agents' handles."""
+    note: str | None
+    """What a publish that reached no agent means, and how to subscribe one; null otherwise."""
+
+
+@shape
 class PublisherKey(TypedDict):
     """A key an application publishes with: never the key itself."""
 
@@ -449,6 +497,9 @@ class PublisherKey(TypedDict):
     """The only event types (globs) it may publish; null: every type."""
     senders: list[str]
     """The handles (globs) its events may name in ``from``; empty: none."""
+    topics: list[str] | None
+    """The only topics (globs) it may publish to, and then no agent directly unless
+    ``handles`` are listed too; null: any topic, unless ``handles`` are listed."""
     created_at: Instant
 
 

@@ -54,6 +54,7 @@ SUBCOMMANDS = {
         OPERATOR,
     ),
     "key": Subcommand("publisher keys: keys that may only publish", OPERATOR),
+    "topics": Subcommand("topics and their subscribers: list, add, show, rm, subscribe", OPERATOR),
     "admin-key": Subcommand("manage the admin key", SERVING),
 }
 

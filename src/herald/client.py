@@ -16,11 +16,20 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, overload
+from urllib.parse import quote
 
 import httpx2
 
 from herald import errors
-from herald.models import Acknowledged, Drained, Event, History, Published, Reply
+from herald.models import (
+    Acknowledged,
+    Drained,
+    Event,
+    History,
+    Published,
+    Reply,
+    TopicSubscription,
+)
 from herald.sse import ServerSentEvent, SSEDecoder
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {
@@ -301,6 +310,22 @@ class HeraldClient:
             return Receipt.from_json(answer)
         return [Receipt.from_json(receipt) for receipt in answer["events"]]
 
+    async def topics(self) -> list[TopicSubscription]:
+        """The topics (names or globs) the agent is subscribed to."""
+        answer = await self._send("GET", "/channel/topics")
+        return [TopicSubscription.from_json(s) for s in answer["subscriptions"]]
+
+    async def subscribe(self, topic: str) -> list[TopicSubscription]:
+        """Subscribe to a declared topic's name, or a glob of names (``repo/*``): each event
+        published to a topic it matches from now on is the agent's own. Returns every
+        subscription of the agent."""
+        answer = await self._post("/channel/topics", {"topic": topic})
+        return [TopicSubscription.from_json(s) for s in answer["subscriptions"]]
+
+    async def unsubscribe(self, topic: str) -> None:
+        """Remove the subscription to ``topic`` (a name or a glob, as subscribed)."""
+        await self._send("DELETE", f"/channel/topics/{quote(topic, safe='/*')}")
+
     async def ask_permission(
         self,
         to: str,
@@ -408,7 +433,7 @@ class HeraldClient:
             ) from exc
         if response.status_code >= 400:
             raise _error(response)
-        return response.json()
+        return None if response.status_code == 204 else response.json()
 
 
 def _item(message: ServerSentEvent) -> StreamItem:

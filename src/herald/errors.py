@@ -88,6 +88,17 @@ class NoSuchHandle(NotFound):
         self.handle = handle
 
 
+class NoSuchTopic(NotFound):
+    """A publish or a subscription names a topic the operator has not declared; ``topic``
+    names it."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"no topic is named {topic!r}; the operator declares it with PUT /v1/topics/{topic}"
+        )
+        self.topic = topic
+
+
 class Conflict(HeraldError):
     """The request clashes with what exists, such as a handle already taken."""
 

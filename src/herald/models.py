@@ -352,6 +352,51 @@ class EventType:
 
 
 @dataclass(frozen=True)
+class Topic:
+    """A topic the operator declared, and how many agents subscribe to it now (by its name or a
+    glob that matches it)."""
+
+    name: str
+    description: str
+    created_at: int
+    updated_at: int
+    subscribers: int = 0
+
+    def to_json(self) -> answers.Topic:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "subscribers": self.subscribers,
+            "created_at": iso_ms(self.created_at),
+            "updated_at": iso_ms(self.updated_at),
+        }
+
+
+@dataclass(frozen=True)
+class TopicSubscription:
+    """An agent subscribed to a topic's name or to a glob of names (``pattern``)."""
+
+    agent_id: str
+    handle: str
+    pattern: str
+    created_at: int
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> TopicSubscription:
+        return TopicSubscription(
+            raw["agent"], raw["handle"], raw["topic"], ms_from_iso(raw["created_at"])
+        )
+
+    def to_json(self) -> answers.TopicSubscription:
+        return {
+            "agent": self.agent_id,
+            "handle": self.handle,
+            "topic": self.pattern,
+            "created_at": iso_ms(self.created_at),
+        }
+
+
+@dataclass(frozen=True)
 class PublisherKey:
     """A key an application publishes with instead of the admin key, kept only as a hash: its
     ``scopes`` (what it may do: ``publish``), and, if set, the only ``handles`` it may publish
@@ -367,6 +412,7 @@ class PublisherKey:
     types_json: str | None
     created_at: int
     senders_json: str = "[]"
+    topics_json: str | None = None
 
     @property
     def scopes(self) -> list[str]:
@@ -384,6 +430,10 @@ class PublisherKey:
     def senders(self) -> list[str]:
         return list(json.loads(self.senders_json))
 
+    @property
+    def topics(self) -> list[str] | None:
+        return None if self.topics_json is None else list(json.loads(self.topics_json))
+
     def to_json(self) -> answers.PublisherKey:
         """What the admin sees of the key: never the key, nor its hash."""
         return {
@@ -393,6 +443,7 @@ class PublisherKey:
             "handles": self.handles,
             "types": self.types,
             "senders": self.senders,
+            "topics": self.topics,
             "created_at": iso_ms(self.created_at),
         }
 

@@ -14,6 +14,8 @@ MAX_EVENT_BYTES = 256 * 1024
 MAX_BATCH = 1000
 HANDLE_PATTERN = re.compile(r"[a-z0-9_-]{1,64}")
 TYPE_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
+"""A topic's name: an event type's characters and ``/`` (``repo/herald``)."""
 MAX_DEDUPE_KEY = 256
 MAX_TTL_S = 365 * 24 * 3600
 MAX_DELAY_S = 30 * 24 * 3600

@@ -391,6 +391,28 @@ def test_a_scheduled_event_is_listed_shown_with_its_due_time_and_cancelled_from_
     expect(page.locator("#event-status")).to_have_text("cancelled")
 
 
+def test_a_test_event_sent_to_a_topic_reaches_each_subscriber(
+    page: Page, herald: HeraldProcess, scene: Scene
+) -> None:
+    with herald.client(ADMIN_KEY) as admin:
+        declared = {"description": "the console's test topic"}
+        assert admin.put("/v1/topics/console/check", json=declared).status_code == 201
+        for handle in ("agent-051", "agent-052"):
+            subscribed = admin.put(f"/v1/topics/console/check/subscribers/{handle}")
+            assert subscribed.status_code == 201, subscribed.text
+    sign_in(page, herald)
+    page.get_by_role("link", name="Live tail").click()
+    page.get_by_label("Topic").fill("console/check")
+    page.locator("#send-type").fill("topic.check")
+    page.get_by_role("button", name="Send").click()
+    sent = page.get_by_role("status").filter(has_text="Sent to 2 subscribers of console/check")
+    expect(sent).to_be_visible()
+    with herald.client(ADMIN_KEY) as admin:
+        for handle in ("agent-051", "agent-052"):
+            asked = {"agent": handle, "type": "topic.check"}
+            assert len(admin.get("/v1/events", params=asked).json()["events"]) == 1
+
+
 def publish(herald: HeraldProcess, to: str, type: str) -> str:
     with herald.client(ADMIN_KEY) as admin:
         return published(admin, to, type, f"an event of type {type}")

@@ -46,7 +46,7 @@ def test_every_route_the_app_serves_is_in_the_document_with_its_methods(tmp_path
     assert not missing, "these routes are not described, so not in /openapi.json:\n" + "\n".join(
         f"  {each.method} {each.path}: {each.fix}" for each in missing
     )
-    served = {(method, route.path) for route, method in routes_of(app.routes)}
+    served = {(method, route.path_format) for route, method in routes_of(app.routes)}
     found = document(app.routes)["paths"]
     documented = {(method.upper(), path) for path, methods in found.items() for method in methods}
     assert documented == served
@@ -101,7 +101,9 @@ def test_bodies_and_queries_are_described_by_the_models_that_check_them(
     for name in described_models:
         fields = models[name].model_fields
         schema = schemas[name]
-        assert set(schema["properties"]) == {f.alias or n for n, f in fields.items()}, name
+        # A field excluded is one the model refuses (a topic's event has no to): not shown.
+        shown = {f.alias or n for n, f in fields.items() if not f.exclude}
+        assert set(schema["properties"]) == shown, name
         required = {f.alias or n for n, f in fields.items() if f.is_required()}
         assert set(schema.get("required", ())) == required, name
         assert schema["additionalProperties"] is False, name  # as the models: extra="forbid"
@@ -268,6 +270,19 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     walk("GET", "/v1/event-types", admin, 200)
     walk("GET", kind, admin, 200, name="walk.typed")
 
+    topic = "/v1/topics/{topic}"
+    walk("PUT", topic, admin, 201, topic="walk/topic", json={"description": "a walk"})
+    walk("PUT", topic, admin, 200, topic="walk/topic", json={"description": "a walk again"})
+    walk("PUT", topic, admin, 422, topic="walk topic", json={"description": "a space"})
+    walk("GET", "/v1/topics", admin, 200)
+    walk("GET", topic, admin, 200, topic="walk/topic")
+    walk("GET", topic, admin, 404, topic="walk/none")
+    subscriber = topic + "/subscribers/{agent_id}"
+    walk("PUT", subscriber, admin, 201, topic="walk/topic", agent_id=bob["handle"])
+    walk("PUT", subscriber, admin, 200, topic="walk/topic", agent_id=bob["handle"])
+    walk("PUT", subscriber, admin, 404, topic="walk/none", agent_id=bob["handle"])
+    walk("GET", topic + "/subscribers", admin, 200, topic="walk/topic")
+
     publisher = {"name": "walk", "scopes": ["publish"], "handles": [alice["handle"]]}
     made = walk("POST", "/v1/keys", admin, 201, json=publisher)
     walk("GET", "/v1/keys", admin, 200)
@@ -291,6 +306,10 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     assert len(walk("POST", "/v1/events", admin, 202, json=listed)["events"]) == 2
     walk("POST", "/v1/events", admin, 422, json={**listed, "to": [bob["handle"], "nobody-here"]})
     walk("POST", "/v1/events", admin, 413, json={**batch[0], "text": "x" * 300_000})
+    to_topic = {"topic": "walk/topic", "type": "t", "text": "all"}
+    assert walk("POST", "/v1/events", admin, 202, json=to_topic)["reached"] == 1
+    walk("POST", "/v1/events", admin, 404, json={**to_topic, "topic": "walk/none"})
+    walk("POST", "/v1/events", admin, 422, json={**to_topic, "to": alice["handle"]})
     page = walk("GET", "/v1/events", admin, 200, params={"agent": alice["handle"], "limit": "1"})
     walk("GET", "/v1/events", admin, 200, params={"cursor": page["next"]})
     walk("GET", "/v1/events", admin, 422, params={"since": "yesterday"})
@@ -327,6 +346,14 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     read = walk("GET", "/channel/history", key, 200, params={"limit": "1"})
     walk("GET", "/channel/history", key, 200, params={"before": read["next"], "type": "t*"})
     walk("GET", "/channel/history", key, 422, params={"before": "17"})
+    walk("GET", "/channel/topics", key, 200)
+    walk("POST", "/channel/topics", key, 201, json={"topic": "walk/*"})
+    walk("POST", "/channel/topics", key, 422, json={"topic": "walk topic"})
+    own = "/channel/topics/{topic}"
+    walk("PUT", own, key, 200, topic="walk/*")
+    walk("PUT", own, key, 404, topic="walk/none")
+    walk("DELETE", own, key, 204, topic="walk/*")
+    walk("DELETE", own, key, 404, topic="walk/*")
     again = "/v1/events/{event_id}/redeliver"
     walk("POST", again, admin, 200, event_id=one["id"])
     walk("POST", again, admin, 409, event_id=one["id"])
@@ -378,6 +405,10 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
 
     walk("DELETE", "/v1/keys/{key_id}", admin, 204, key_id=made["id"])
     walk("DELETE", kind, admin, 204, name="walk.typed")
+    walk("DELETE", subscriber, admin, 204, topic="walk/topic", agent_id=bob["handle"])
+    walk("DELETE", subscriber, admin, 404, topic="walk/topic", agent_id=bob["handle"])
+    walk("DELETE", topic, admin, 204, topic="walk/topic")
+    walk("DELETE", topic, admin, 404, topic="walk/topic")
     walk("DELETE", agent, admin, 204, agent_id=bob["id"])
 
     documented = {(m.upper(), path) for path, ms in app_document["paths"].items() for m in ms}

@@ -89,3 +89,29 @@ async def test_send_message_refuses_the_types_only_herald_sends(
     assert refused.is_error and "message.type" in text_of(refused)
     assert "reserved" in text_of(refused)
     assert (await hub.drain(bob, cursor=0)).events == []
+
+
+async def test_an_agent_subscribes_with_the_tool_and_a_topic_publish_comes_to_its_inbox(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.create_agent("bob")
+    await hub.topics.put("repo/herald", "pushes to herald")
+    async with connect(notifier, alice) as (client, _):
+        subscribed = await client.call_tool("subscribe", {"topic": "repo/*"})
+        assert not subscribed.is_error, text_of(subscribed)
+        assert "Subscribed to repo/*" in text_of(subscribed)
+        listed = await client.call_tool("topics", {})
+        assert listed.structured_content is not None
+        assert [s["topic"] for s in listed.structured_content["subscriptions"]] == ["repo/*"]
+        (published,) = await hub.publish_topic("repo/herald", "repo.pushed", "a push")
+        inbox = await client.call_tool("inbox", {})
+        assert inbox.structured_content is not None
+        assert [e["id"] for e in inbox.structured_content["events"]] == [published.event.id]
+        gone = await client.call_tool("unsubscribe", {"topic": "repo/*"})
+        assert "Your topics: none" in text_of(gone)
+        assert await hub.publish_topic("repo/herald", "repo.pushed", "another") == []
+        refused = await client.call_tool("subscribe", {"topic": "repo/never"})
+        assert refused.is_error and "no topic is named 'repo/never'" in text_of(refused)
+        bad = await client.call_tool("subscribe", {"topic": "a b"})
+        assert bad.is_error and "subscription.topic must be" in text_of(bad)

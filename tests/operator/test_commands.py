@@ -110,6 +110,32 @@ def test_send_schedules_with_delay_or_at_and_event_cancel_cancels(herald: Herald
     assert both.returncode != 0 and "not allowed with argument" in both.stderr
 
 
+def test_topics_are_declared_subscribed_sent_to_shown_and_removed(herald: HeraldProcess) -> None:
+    for handle in ("op-topic-a", "op-topic-b"):
+        json_lines(herald, "agent", "add", handle)
+    (declared,) = json_lines(herald, "topics", "add", "op/repo", "pushes to the repo")
+    assert (declared["name"], declared["subscribers"]) == ("op/repo", 0)
+    (subscribed,) = json_lines(herald, "topics", "subscribe", "op/*", "op-topic-a")
+    assert subscribed["topic"] == "op/*" and subscribed["handle"] == "op-topic-a"
+    json_lines(herald, "topics", "subscribe", "op/repo", "op-topic-b")
+    listed = {t["name"]: t["subscribers"] for t in json_lines(herald, "topics", "list")}
+    assert listed["op/repo"] == 2
+    sent = json_lines(herald, "send", "--topic", "op/repo", "pushed", "--type", "repo.pushed")
+    assert len(sent) == 2 and len({row["id"] for row in sent}) == 2
+    shown = json_lines(herald, "topics", "show", "op/repo")
+    assert shown[0]["name"] == "op/repo"
+    assert {row["handle"] for row in shown[1:]} == {"op-topic-a", "op-topic-b"}
+    json_lines(herald, "topics", "unsubscribe", "op/*", "op-topic-a")
+    json_lines(herald, "topics", "unsubscribe", "op/repo", "op-topic-b")
+    nobody = herald_command(herald, "send", "--topic", "op/repo", "again", "--json")
+    assert nobody.returncode == 0 and "no agent is subscribed to 'op/repo'" in nobody.stderr
+    both = herald_command(herald, "send", "--topic", "op/repo", "op-topic-a", "text")
+    assert both.returncode == 1 and "send --topic takes only TEXT" in both.stderr
+    assert herald_command(herald, "topics", "rm", "op/repo").returncode == 0
+    gone = herald_command(herald, "send", "--topic", "op/repo", "late")
+    assert gone.returncode == 1 and "no topic is named 'op/repo'" in gone.stderr
+
+
 def test_send_file_sends_every_line_once_even_when_sent_again(
     herald: HeraldProcess, tmp_path: Path
 ) -> None:

@@ -34,6 +34,7 @@ from herald.http import (
     openapi,
     reference,
     stats,
+    topics,
 )
 from herald.http.auth import MetricsAccess
 from herald.http.feed import FeedRoute
@@ -115,6 +116,7 @@ def create_app(
         Route("/v1/stream", FeedRoute(hub), methods=["GET"]),
         *endpoints.ROUTES,
         *event_types.ROUTES,
+        *topics.ROUTES,
         *stats.ROUTES,
         *keys.ROUTES,
         *metrics.ROUTES,

@@ -16,13 +16,15 @@ from herald.http.io import json_of, json_response, read_body
 from herald.http.limits import ADMIN, PublishRate
 from herald.http.services import services
 from herald.hub import Hub
-from herald.hub.publisher_keys import check_scope
+from herald.hub.publisher_keys import check_scope, check_topic_scope
 from herald.inputs.events import (
     CheckedBatches,
     Lists,
     PublishInput,
     PublishQuery,
+    is_topic_publish,
     parse_publish,
+    parse_topic_event,
     read_publish,
     stored_count,
 )
@@ -42,7 +44,7 @@ from herald.times import iso_ms
         202: Answer(
             "Published: at least one event is new. A receipt for one event for one agent; for a"
             " batch or a list of handles, the receipts of the events stored, in order.",
-            {JSON: answers.Receipt | answers.Receipts},
+            {JSON: answers.Receipt | answers.Receipts | answers.TopicPublished},
         ),
         200: Answer(
             "Every event was published before (the same dedupe_key): nothing new. With"
@@ -63,7 +65,12 @@ from herald.times import iso_ms
         " key limited to handles must cover every handle of a list. With dry_run=true each"
         " event is checked as a publish would check it (its fields, the key's scope, its"
         " type's payload schema, its addressees) and nothing is stored; a dry run does not"
-        " count against the publish rate."
+        " count against the publish rate. An object with topic instead of to (not both: 422)"
+        " publishes to a declared topic (404 if it is not): the event is stored once for each"
+        " agent subscribed to it at that moment, in one transaction, and the answer says how"
+        " many it reached, with each one's receipt; none subscribed is a 202 that says so."
+        " A publish to a topic counts once against the publish rate; a publisher key limited"
+        " to topics may publish only to those, one limited to handles to none."
     ),
 )
 async def publish(request: Request) -> Response:
@@ -73,6 +80,11 @@ async def publish(request: Request) -> Response:
     caller = ADMIN if publisher is None else publisher.id
     dry_run = _dry_run(request)
     raw = await read_body(request)
+    if b'"topic"' in raw and is_topic_publish(body := json_of(raw)):
+        topic, event = parse_topic_event(body)
+        if publisher is not None:
+            check_topic_scope(publisher, topic, event)
+        return await _to_topic(hub, limits.publish, caller, topic, event, dry_run)
     events, batch, lists = _events_of(raw, dry_run, found.checked_batches)
     if publisher is not None:
         check_scope(publisher, events, batch=batch, lists=lists)
@@ -94,6 +106,34 @@ async def publish(request: Request) -> Response:
         ]
     }
     return json_response(receipts, status)
+
+
+async def _to_topic(
+    hub: Hub, rate: PublishRate, caller: str, topic: str, event: NewEvent, dry_run: bool
+) -> Response:
+    """A publish to a topic, answered with how many agents it reached (each its receipt): 202
+    even when none is subscribed (the answer's note says so). A dry run counts them."""
+    if dry_run:
+        checked: answers.Checked = {"checked": await hub.check_topic_publish(topic, event)}
+        return json_response(checked)
+    rate.take(caller, 1)
+    results = await hub.publish_to_topic(topic, event)
+    answer: answers.TopicPublished = {
+        "topic": topic,
+        "reached": len(results),
+        "events": [
+            {"id": r.event.id, "seq": r.event.seq, "duplicate": not r.created} for r in results
+        ],
+        "note": None if results else NO_SUBSCRIBER.format(topic=topic),
+    }
+    created = not results or any(r.created for r in results)
+    return json_response(answer, 202 if created else 200)
+
+
+NO_SUBSCRIBER = (
+    "no agent is subscribed to {topic!r}, so no event was stored; an agent subscribes with"
+    " POST /channel/topics (or the operator, with PUT /v1/topics/{topic}/subscribers/AGENT)"
+)
 
 
 def _events_of(

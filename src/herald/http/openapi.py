@@ -27,6 +27,7 @@ from herald.http.io import json_response
 from herald.inputs.fields import NullIsDefault, whole
 from herald.inputs.listing import AgentName
 from herald.inputs.refusals import Input, says
+from herald.inputs.topics import TOPIC_GLOB_PATTERN
 from herald.validation import TYPE_PATTERN
 
 REF = "#/components/schemas/{model}"
@@ -63,6 +64,11 @@ PATH_PARAMETERS: dict[str, tuple[Any, str]] = {
     "endpoint_id": (str, "The endpoint's id (end_...)."),
     "key_id": (str, "The publisher key's id (key_...)."),
     "file": (str, "A file of the web console, by name."),
+    "topic": (
+        Annotated[str, Field(pattern=whole(TOPIC_GLOB_PATTERN))],
+        "A topic's name (1-128 letters, digits and _ . : / -, such as repo/herald) or, where"
+        " an agent subscribes, a glob of names (repo/*).",
+    ),
     "name": (
         Annotated[str, Field(pattern=whole(TYPE_PATTERN))],
         "The event type's name: 1-128 letters, digits and _ . : -.",
@@ -153,7 +159,8 @@ def document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
         tags.setdefault(tag, TAGS.get(tag) or _tag_description(route.endpoint))
         handler = str(getattr(route.endpoint, "__name__", "route"))
         name = _operation_id(operation.name or handler, names)
-        paths.setdefault(route.path, {})[method.lower()] = _operation(
+        # path_format: the path without its parameters' convertors ({topic:path} is {topic})
+        paths.setdefault(route.path_format, {})[method.lower()] = _operation(
             operation, route, tag, name, schemas
         )
     return {

@@ -22,7 +22,14 @@ from typing import Any, overload
 from herald import cursors
 from herald.capabilities import parse_overrides
 from herald.config import DEFAULTS
-from herald.errors import Conflict, InvalidInput, NoSuchHandle, NotFound, StoreUnavailable
+from herald.errors import (
+    Conflict,
+    InvalidInput,
+    NoSuchHandle,
+    NoSuchTopic,
+    NotFound,
+    StoreUnavailable,
+)
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import AnyEndpoints, EndpointBook
@@ -34,10 +41,17 @@ from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.pushes import PushRecorder
 from herald.hub.schedules import DUE_BATCH, DUE_INTERVAL_S, timed
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
+from herald.hub.topics import TopicBook
 from herald.ids import is_id, new_id
 from herald.inputs.agents import KeyRotationInput
 from herald.inputs.channel import PermissionInput, permission_request
-from herald.inputs.events import Lists, parse_new_event, parse_publish, spread
+from herald.inputs.events import (
+    Lists,
+    parse_new_event,
+    parse_publish,
+    parse_topic_event,
+    spread,
+)
 from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
@@ -124,6 +138,7 @@ class Hub:
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
         self.key_watch = KeyWatch(store)
         self.publisher_keys = PublisherKeyBook(store)
+        self.topics = TopicBook(store)
         self.feed = Feed(store)
         self.pushes = PushRecorder(self._record_pushes)
         """Records what streams push, in the background (``hub.pushes``)."""
@@ -496,6 +511,62 @@ class Hub:
                 f"{listed} names {exc.handle!r}, which no agent has (create it with POST"
                 " /v1/agents, or leave it out); nothing was published"
             ) from None
+
+    async def publish_topic(
+        self,
+        topic: str,
+        type: str,
+        text: str,
+        *,
+        data: dict[str, Any] | list[Any] | None = None,
+        dedupe_key: str | None = None,
+        ttl_s: float | None = None,
+        reply: dict[str, Any] | None = None,
+        sender: str | None = None,
+    ) -> list[Published]:
+        """Store one event for each agent subscribed to ``topic`` at that moment (by its name
+        or a glob that matches it), in one transaction; returns one ``Published`` for each, by
+        handle (none: no agent is subscribed). The ``dedupe_key`` holds for each agent on its
+        own.
+
+        Raises:
+            InvalidInput: as ``publish``, or ``topic`` is not a topic's name.
+            NoSuchTopic: the operator has not declared ``topic``.
+        """
+        fields = {"topic": topic, "type": type, "text": text, "data": data, "reply": reply}
+        options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        name, event = parse_topic_event({**fields, **options})
+        return await self.publish_to_topic(name, event)
+
+    async def publish_to_topic(self, topic: str, event: NewEvent) -> list[Published]:
+        """``publish_topic`` of a checked event (``herald.inputs.events.parse_topic_event``).
+
+        Raises:
+            InvalidInput: the event's type is one only herald sends, or its data is not valid
+                against its type's payload schema.
+            NoSuchTopic: the operator has not declared ``topic``.
+        """
+        refuse_reserved_types([event])
+        await self.event_types.check([event], "event")
+        started = time.perf_counter()
+        published = await self._store.append_to_topic(topic, event)
+        if published is None:
+            raise NoSuchTopic(topic)
+        self.metrics.committed(time.perf_counter() - started)
+        created = [p.event for p in published if p.created]
+        self.metrics.published((e.type for e in created), self.event_types.type_classes)
+        return published
+
+    async def check_topic_publish(self, topic: str, event: NewEvent) -> int:
+        """Check an event to a topic as ``publish_to_topic`` would, and store nothing; returns
+        how many agents it would reach now.
+
+        Raises:
+            InvalidInput, NoSuchTopic: as ``publish_to_topic``.
+        """
+        refuse_reserved_types([event])
+        await self.event_types.check([event], "event")
+        return len({s.agent_id for s in await self.topics.subscribers(topic)})
 
     async def check_publish(self, events: Sequence[NewEvent], lists: Lists | None = None) -> None:
         """Check events (``herald.inputs.events``) as ``publish_many`` would, and store nothing:

@@ -39,6 +39,7 @@ class PublisherKeyBook:
             None if spec.types is None else json.dumps(list(dict.fromkeys(spec.types))),
             self._store.now(),
             json.dumps(list(dict.fromkeys(spec.senders))),
+            None if spec.topics is None else json.dumps(list(dict.fromkeys(spec.topics))),
         )
         await self._store.create_publisher_key(created)
         return created, key
@@ -71,13 +72,19 @@ def check_scope(
     every handle of its list in ``lists``, if it has one).
 
     Raises:
-        Forbidden: the key has no publish scope, or an event is for a handle, of a type or from
-            a sender outside the key's; the message names the first such event (its index in a
-            ``batch``), the handle it may not publish to, and what the key allows.
+        Forbidden: the key has no publish scope, is limited to topics (and lists no handles),
+            or an event is for a handle, of a type or from a sender outside the key's; the
+            message names the first such event (its index in a ``batch``), the handle it may
+            not publish to, and what the key allows.
     """
     if PUBLISH not in key.scopes:
         raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
-    handles, types, senders = key.handles, key.types, key.senders
+    handles = key.handles
+    if handles is None and key.topics is not None:
+        raise Forbidden(
+            f"the publisher key {key.name!r} publishes only to topics ({', '.join(key.topics)}):"
+            ' send {"topic": ...} instead of to; nothing was published'
+        )
     allowed_handles = None if handles is None else frozenset(handles)
     for index, event in enumerate(events):
         if allowed_handles is None:
@@ -86,27 +93,65 @@ def check_scope(
             outside = next((h for h in listed if h not in allowed_handles), None)
         else:
             outside = None if event.to in allowed_handles else event.to
-        if outside is not None:
-            refused = f"is for the agent {outside!r}"
-        elif types is not None and not _matches(event.type, types):
-            refused = f"has the type {event.type!r}"
-        elif event.sender is not None and not _matches(event.sender, senders):
-            refused = f"names {event.sender!r} as its sender (from)"
-        else:
+        refused = f"is for the agent {outside!r}" if outside is not None else _outside(key, event)
+        if refused is None:
             continue
         where = f"events[{index}]" if batch else "event"
         raise Forbidden(
             f"{where} {refused}, which the publisher key {key.name!r} may not publish: it"
-            f" {_allowance(handles, types, senders)}; nothing was published"
+            f" {_allowance(key)}; nothing was published"
         )
+
+
+def check_topic_scope(key: PublisherKey, topic: str, event: NewEvent) -> None:
+    """Refuse a publish to ``topic`` unless ``key`` may make it: a key that lists topics, to
+    one of them; one that lists handles but no topics, to none (a topic reaches agents the key
+    does not name).
+
+    Raises:
+        Forbidden: the key has no publish scope, or the topic, the event's type or its sender
+            are outside the key's; the message says what the key allows.
+    """
+    if PUBLISH not in key.scopes:
+        raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
+    topics = key.topics
+    if topics is None and key.handles is not None:
+        refused: str | None = f"is for the topic {topic!r}"
+    elif topics is not None and not _matches(topic, topics):
+        refused = f"is for the topic {topic!r}"
+    else:
+        refused = _outside(key, event)
+    if refused is not None:
+        raise Forbidden(
+            f"event {refused}, which the publisher key {key.name!r} may not publish: it"
+            f" {_allowance(key)}; nothing was published"
+        )
+
+
+def _outside(key: PublisherKey, event: NewEvent) -> str | None:
+    """What of ``event`` (its type, its sender) the key may not publish; None: nothing."""
+    types = key.types
+    if types is not None and not _matches(event.type, types):
+        return f"has the type {event.type!r}"
+    if event.sender is not None and not _matches(event.sender, key.senders):
+        return f"names {event.sender!r} as its sender (from)"
+    return None
 
 
 def _matches(value: str, globs: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(value, glob) for glob in globs)
 
 
-def _allowance(handles: list[str] | None, types: list[str] | None, senders: list[str]) -> str:
-    to = "any agent" if handles is None else "the agents " + ", ".join(handles)
+def _allowance(key: PublisherKey) -> str:
+    """What the key may publish. (A key that lists handles but no topics publishes to no topic:
+    its refusal says "is for the topic ...".)"""
+    handles, types, senders, topics = key.handles, key.types, key.senders, key.topics
+    if handles is not None:
+        to = "the agents " + ", ".join(handles)
+    else:
+        to = "any agent" if topics is None else "no agent directly"
+    if topics is not None:
+        to += " and the topics matching " + ", ".join(topics)
     of = "any type" if types is None else "types matching " + ", ".join(types)
     named = "no sender" if not senders else "senders matching " + ", ".join(senders)
     return f"publishes to {to}, events of {of}, naming {named} in from"

@@ -13,6 +13,7 @@ from itertools import chain
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import to_json
 
 from herald import json_input
@@ -30,6 +31,7 @@ from herald.inputs.fields import (
     Ttl,
 )
 from herald.inputs.refusals import Input, Says, checked, refuse
+from herald.inputs.topics import TopicName
 from herald.models import NewEvent
 from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BYTES
 
@@ -174,13 +176,69 @@ def _new_event(event: EventInput, to: str) -> NewEvent:
     )
 
 
-PublishInput = EventInput | Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
-"""What ``POST /v1/events`` takes: one event, or a batch (checked by ``parse_publish``)."""
+class TopicEventInput(EventInput):
+    """One event to publish to a topic: stored once for each agent subscribed to it."""
+
+    shape: ClassVar[str] = "a JSON object with topic, type and text"
+
+    # The topic's subscribers are its addressees: to is no field of it (parse_topic_event
+    # refuses a body with both). A narrower type than EventInput's, on purpose.
+    to: Annotated[
+        SkipJsonSchema[None],
+        Field(exclude=True),
+        Says("is not taken with topic: send to or topic, not both"),
+    ] = None  # type: ignore[assignment]
+    topic: Annotated[
+        TopicName,
+        Field(
+            description=(
+                "a declared topic: the event is stored once for each agent subscribed to it"
+                " at that moment (instead of to)"
+            )
+        ),
+    ]
+
+
+PublishInput = (
+    EventInput
+    | TopicEventInput
+    | Annotated[list[EventInput], Field(min_length=1, max_length=MAX_BATCH)]
+)
+"""What ``POST /v1/events`` takes: one event, or a batch (checked by ``parse_publish``), or one
+event to a topic (``parse_topic_event``)."""
+
+
+def is_topic_publish(raw: Any) -> bool:
+    """Whether a publish body (JSON, parsed) is one event to a topic."""
+    return isinstance(raw, dict) and "topic" in raw
+
+
+def parse_topic_event(raw: dict[str, Any]) -> tuple[str, NewEvent]:
+    """Check one event to a topic: the topic's name, and the event (its ``to`` left empty: each
+    subscriber's handle is set as it is stored).
+
+    Raises:
+        InvalidInput: ``to`` is given too (a publish names agents or a topic, not both), or a
+            field is missing, unknown or malformed; the message names it.
+        TooLarge: the event is over 256 KiB.
+    """
+    if "to" in raw:
+        raise InvalidInput(
+            "event has both to and topic: send to (agents' handles) or topic (its subscribers),"
+            " not both"
+        )
+    event = checked(_TOPIC_ONE, TopicEventInput, raw, "event")
+    topic: str = raw["topic"]
+    return topic, event
+
 
 _STORABLE: Any = Annotated[_OneAddressee, AfterValidator(_storable)]
 """An event for one agent checked whole, made a ``NewEvent``."""
 _ONE: TypeAdapter[NewEvent] = TypeAdapter(_STORABLE)
 _BATCH: TypeAdapter[list[NewEvent]] = TypeAdapter(list[_STORABLE])
+_TOPIC_STORABLE: Any = Annotated[TopicEventInput, AfterValidator(lambda e: _new_event(e, ""))]
+"""An event to a topic checked whole, made a ``NewEvent`` without its ``to``."""
+_TOPIC_ONE: TypeAdapter[NewEvent] = TypeAdapter(_TOPIC_STORABLE)
 _LISTED: Any = Annotated[EventInput, AfterValidator(_storable_listed)]
 """An ``EventInput`` checked whole: its ``NewEvent`` and its list of handles, if it has one."""
 _LISTED_ONE: TypeAdapter[tuple[NewEvent, list[str] | None]] = TypeAdapter(_LISTED)

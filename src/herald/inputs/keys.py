@@ -12,6 +12,8 @@ from pydantic import Field
 from herald.inputs.fields import GLOB_RULE, Handle, whole
 from herald.inputs.refusals import Input, Says
 from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
+from herald.inputs.topics import GLOB_RULE as TOPIC_GLOB_RULE
+from herald.inputs.topics import TopicGlob
 
 Scope = Literal["publish"]
 SCOPES: tuple[str, ...] = get_args(Scope)
@@ -73,6 +75,18 @@ class NewPublisherKeyInput(Input):
             Says(
                 f"must be a list of 1-{MAX_GLOBS} event-type globs the key may publish, of"
                 f' {GLOB_RULE} (for example ["build.*"]), or left out for every type'
+            ),
+        ]
+        | None
+    ) = None
+    topics: (
+        Annotated[
+            list[TopicGlob],
+            Field(min_length=1, max_length=MAX_GLOBS),
+            Says(
+                f"must be a list of 1-{MAX_GLOBS} topics the key may publish to, each"
+                f' {TOPIC_GLOB_RULE} (for example ["repo/*"]), or left out; a key limited to'
+                " topics publishes to no agent directly unless handles are listed too"
             ),
         ]
         | None

@@ -1,4 +1,5 @@
-"""herald's MCP tools: inbox, ack, history, reply, send_message. They run against an
+"""herald's MCP tools: inbox, ack, history, reply, send_message, and topics, subscribe and
+unsubscribe. They run against an
 ``AgentApi``: the hub itself (herald's own MCP server) or a hub over HTTP (the stdio bridge)."""
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from herald.inputs.channel import (
 )
 from herald.inputs.refusals import Input, parse
 from herald.inputs.schema import tool_schema
-from herald.models import Acknowledged, Agent, Event, EventStatus, History, Published, Reply
+from herald.inputs.topics import TopicsInput, TopicSubscribeInput
+from herald.models import (
+    Acknowledged,
+    Agent,
+    Event,
+    EventStatus,
+    History,
+    Published,
+    Reply,
+    TopicSubscription,
+)
 
 log = logging.getLogger("herald.mcp")
 
@@ -57,6 +68,16 @@ class AgentApi(Protocol):
         deliver_at: datetime.datetime | None = None,
         delay_s: float | None = None,
     ) -> Published: ...
+
+    async def topics(self) -> list[TopicSubscription]:
+        """The topics (names or globs) the agent is subscribed to."""
+        ...
+
+    async def subscribe(self, topic: str) -> list[TopicSubscription]:
+        """Subscribe to a topic's name or a glob of names; returns every subscription."""
+        ...
+
+    async def unsubscribe(self, topic: str) -> None: ...
 
 
 class LocalApi:
@@ -106,6 +127,16 @@ class LocalApi:
             delay_s=delay_s,
         )
 
+    async def topics(self) -> list[TopicSubscription]:
+        return await self.hub.topics.of_agent(self.agent.id)
+
+    async def subscribe(self, topic: str) -> list[TopicSubscription]:
+        await self.hub.topics.subscribe(self.agent.id, topic)
+        return await self.hub.topics.of_agent(self.agent.id)
+
+    async def unsubscribe(self, topic: str) -> None:
+        await self.hub.topics.unsubscribe(self.agent.id, topic)
+
 
 TOOLS = [
     types.Tool(
@@ -146,6 +177,24 @@ TOOLS = [
         ),
         input_schema=tool_schema(SendMessageInput),
     ),
+    types.Tool(
+        name="topics",
+        description="List the herald topics you are subscribed to (names, or globs of names).",
+        input_schema=tool_schema(TopicsInput),
+    ),
+    types.Tool(
+        name="subscribe",
+        description=(
+            "Subscribe to a herald topic by its name, or to every topic a glob matches"
+            " (repo/*): each event published to it from now on comes to you as your own."
+        ),
+        input_schema=tool_schema(TopicSubscribeInput),
+    ),
+    types.Tool(
+        name="unsubscribe",
+        description="Unsubscribe from a herald topic, named as you subscribed (a name or a glob).",
+        input_schema=tool_schema(TopicSubscribeInput),
+    ),
 ]
 TOOL_INPUTS: dict[str, type[Input]] = {
     "inbox": InboxInput,
@@ -153,6 +202,9 @@ TOOL_INPUTS: dict[str, type[Input]] = {
     "history": HistoryInput,
     "reply": ReplyInput,
     "send_message": SendMessageInput,
+    "topics": TopicsInput,
+    "subscribe": TopicSubscribeInput,
+    "unsubscribe": TopicSubscribeInput,
 }
 """The model each tool's arguments are checked with, and its input schema made from."""
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
@@ -207,6 +259,14 @@ async def _dispatch(
         reply = await api.reply(checked.event_id, checked.text, checked.data)
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
         return text_result(f"Reply sent {where}.", reply.to_json())
+    if isinstance(checked, TopicsInput):
+        return _subscriptions(await api.topics())
+    if isinstance(checked, TopicSubscribeInput):
+        if name == "unsubscribe":
+            await api.unsubscribe(checked.topic)
+            return _subscriptions(await api.topics(), f"Unsubscribed from {checked.topic}.")
+        subscribed = await api.subscribe(checked.topic)
+        return _subscriptions(subscribed, f"Subscribed to {checked.topic}.")
     assert isinstance(checked, SendMessageInput)
     published = await api.send_message(
         checked.to,
@@ -222,6 +282,14 @@ async def _dispatch(
         f"Message {'scheduled' if scheduled else 'sent'} to @{checked.to}.",
         {"id": published.event.id, "seq": published.event.seq},
     )
+
+
+def _subscriptions(listed: list[TopicSubscription], done: str = "") -> types.CallToolResult:
+    """The agent's subscriptions, after what was just ``done``."""
+    said = ", ".join(s.pattern for s in listed) or "none"
+    text = f"{done} Your topics: {said}.".lstrip()
+    answer: answers.TopicSubscriptions = {"subscriptions": [s.to_json() for s in listed]}
+    return text_result(text, answer)
 
 
 def _acknowledged(acked: Acknowledged, cursor: int | str | None) -> str:

@@ -85,6 +85,11 @@ def _add_send(send: argparse.ArgumentParser) -> None:
         nargs="?",
         help="the agent to send to, or several separated by commas (a,b,c): one event each",
     )
+    send.add_argument(
+        "--topic",
+        help="send to a topic instead of agents (then only TEXT): one event for each agent"
+        " subscribed to it",
+    )
     send.add_argument("text", nargs="?")
     send.add_argument("--type", default="message", help="the event's type (default message)")
     send.add_argument("--data", type=_json_value, help="JSON data the event carries")
@@ -167,9 +172,34 @@ def _add_key(parser: argparse.ArgumentParser) -> None:
         dest="senders",
         help="an agent (glob) its events may name in from, to get the replies; none if not given",
     )
+    key_add.add_argument(
+        "--topic",
+        action="append",
+        dest="topics",
+        help="only to this topic (glob); then to no agent directly unless --handle is given",
+    )
     _command(key, "list", "the publisher keys (never the keys themselves)", _keys)
     revoke = _command(key, "revoke", "a publisher key stops working at once", _key_revoke)
     revoke.add_argument("key_id", metavar="ID")
+
+
+def _add_topics(parser: argparse.ArgumentParser) -> None:
+    topics = _actions(parser, "topics")
+    _command(topics, "list", "the topics, each with how many agents it reaches", _topics)
+    add = _command(topics, "add", "declare a topic, or replace its description", _topic_add)
+    add.add_argument("name", help="1-128 letters, digits and _ . : / - (repo/herald)")
+    add.add_argument("description", help="what its events are about")
+    show = _command(topics, "show", "one topic and the agents subscribed to it", _topic_show)
+    show.add_argument("name")
+    remove = _command(topics, "rm", "forget a topic and the subscriptions to its name", _topic_rm)
+    remove.add_argument("name")
+    for verb, help, command in (
+        ("subscribe", "subscribe an agent to a topic, or a glob of them", _topic_subscribe),
+        ("unsubscribe", "unsubscribe an agent (the topic as it was subscribed)", _topic_leave),
+    ):
+        action = _command(topics, verb, help, command)
+        action.add_argument("topic", metavar="NAME_OR_GLOB")
+        action.add_argument("agent", metavar="ID_OR_HANDLE")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -289,8 +319,11 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
             raise OperatorError("send either HANDLE TEXT or --file, not both")
         send_file(api, args.file, out)
         return
+    if args.topic is not None:
+        _send_to_topic(api, args, out)
+        return
     if args.handle is None or args.text is None:
-        raise OperatorError("send needs HANDLE and TEXT (or --file events.jsonl)")
+        raise OperatorError("send needs HANDLE and TEXT (or --topic NAME TEXT, or --file)")
     # A comma list is sent as a list: herald stores the event once for each agent, or none.
     handles = args.handle.split(",") if "," in args.handle else None
     event = {
@@ -310,6 +343,25 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         return
     rows = [{"to": to, **receipt} for to, receipt in zip(handles, sent["events"], strict=True)]
     out.rows(rows, ("to", "id", "seq", "duplicate"), "sent, one event for each agent")
+
+
+def _send_to_topic(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    if args.text is not None:  # "herald send --topic t HANDLE TEXT" names agents and a topic
+        raise OperatorError("send --topic takes only TEXT: the topic's subscribers get it")
+    if args.handle is None:
+        raise OperatorError("send --topic NAME needs TEXT")
+    event = {
+        "topic": args.topic,
+        "type": args.type,
+        "text": args.handle,
+        "data": args.data,
+        "dedupe_key": args.dedupe_key,
+        "reply": args.reply_form,
+    }
+    sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
+    if sent["note"] is not None:
+        out.note(sent["note"])
+    out.rows(sent["events"], ("id", "seq", "duplicate"), f"sent to {sent['reached']} agent(s)")
 
 
 def _events(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
@@ -344,6 +396,47 @@ def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         out.rows(attempts, ATTEMPT_COLUMNS, "attempts, oldest first")
     if deliveries:
         out.rows(deliveries, DELIVERY_COLUMNS, "webhook and OpenClaw deliveries, next retry")
+
+
+# Topics
+
+TOPIC_COLUMNS = ("name", "subscribers", "description", "updated_at")
+
+
+def _topic_path(topic: str) -> str:
+    return f"/v1/topics/{quote(topic, safe='/*')}"
+
+
+def _topics(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    out.rows(api.get("/v1/topics")["topics"], TOPIC_COLUMNS, "topics")
+
+
+def _topic_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    topic = api.put(_topic_path(args.name), {"description": args.description})
+    out.record(topic, f"topic {topic['name']}")
+
+
+def _topic_show(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    topic = api.get(_topic_path(args.name))
+    out.record(topic, f"topic {topic['name']}")
+    subscribed = api.get(f"{_topic_path(args.name)}/subscribers")["subscriptions"]
+    out.rows(subscribed, ("handle", "topic", "created_at"), "subscribed agents")
+
+
+def _topic_rm(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    api.delete(_topic_path(args.name))
+    out.note(f"topic {args.name} forgotten, with the subscriptions to its name")
+
+
+def _topic_subscribe(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    path = f"{_topic_path(args.topic)}/subscribers/{quote(args.agent, safe='')}"
+    listed = api.put(path, None)["subscriptions"]
+    out.rows(listed, ("handle", "topic", "created_at"), f"topics of {args.agent}")
+
+
+def _topic_leave(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    api.delete(f"{_topic_path(args.topic)}/subscribers/{quote(args.agent, safe='')}")
+    out.note(f"{args.agent} unsubscribed from {args.topic}")
 
 
 def _redeliver(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
@@ -439,6 +532,7 @@ def _key_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "handles": args.handles,
         "types": args.types,
         "senders": args.senders,
+        "topics": args.topics,
     }
     made = api.post("/v1/keys", {k: v for k, v in body.items() if v is not None})
     out.record(made, f"publisher key {args.name}")
@@ -446,7 +540,7 @@ def _key_add(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
 
 
 def _keys(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
-    columns = ("id", "name", "handles", "types", "senders", "created_at")
+    columns = ("id", "name", "handles", "types", "senders", "topics", "created_at")
     out.rows(api.get("/v1/keys")["keys"], columns, "keys")
 
 
@@ -465,4 +559,5 @@ _ADDERS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "status": lambda status: _options(status, _status),
     "tail": _add_tail,
     "key": _add_key,
+    "topics": _add_topics,
 }

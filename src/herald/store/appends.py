@@ -113,6 +113,13 @@ def plan_append(
     return AppendPlan(len(events), fresh, repeats)
 
 
+def one_each(agent_ids: Sequence[str]) -> AppendPlan:
+    """The plan of one event stored once for each of ``agent_ids`` (each once), none with a
+    dedupe key: a topic's publish. Every copy is new, the n-th is the n-th agent's; so the
+    event itself stands for each copy (``numbered`` reads only its fields, never its ``to``)."""
+    return AppendPlan(len(agent_ids), list(enumerate(agent_ids)), {})
+
+
 def first_seqs(last_seqs: Mapping[str, int], added: Mapping[str, int]) -> dict[str, int]:
     """The first seq reserved for each agent, from its last seq once advanced by ``added``."""
     return {agent_id: last - added[agent_id] + 1 for agent_id, last in last_seqs.items()}

@@ -59,6 +59,8 @@ from herald.models import (
     Reply,
     SessionRecord,
     StartPosition,
+    Topic,
+    TopicSubscription,
     WebhookSubscription,
 )
 from herald.overview import AgentSummary, EventQuery, Gauges, Stats
@@ -729,6 +731,49 @@ class Store(ABC):
     @abstractmethod
     async def delete_event_type(self, name: str) -> bool:
         """Forget an event type; False if it was not declared."""
+
+    # Topics: names the operator declares, and the agents subscribed to them
+
+    @abstractmethod
+    async def put_topic(self, name: str, description: str) -> tuple[Topic, bool]:
+        """Declare a topic, or replace its description (it keeps its ``created_at``). Returns it
+        as stored, with its subscribers counted, and whether it is new."""
+
+    @abstractmethod
+    async def get_topic(self, name: str) -> Topic | None:
+        """A declared topic with its subscribers counted: the agents with a pattern matching
+        its name."""
+
+    @abstractmethod
+    async def list_topics(self) -> list[Topic]:
+        """Every declared topic by name (in byte order), each with its subscribers counted."""
+
+    @abstractmethod
+    async def delete_topic(self, name: str) -> bool:
+        """Forget a topic and the subscriptions to its exact name (globs stay: they may match
+        other topics); False if it was not declared."""
+
+    @abstractmethod
+    async def subscribe_topic(self, agent_id: str, pattern: str) -> bool:
+        """Subscribe an agent to a topic's name or a glob of names; False if it was already."""
+
+    @abstractmethod
+    async def unsubscribe_topic(self, agent_id: str, pattern: str) -> bool:
+        """Remove an agent's subscription to ``pattern``; False if it had none."""
+
+    @abstractmethod
+    async def topic_subscriptions(
+        self, agent_id: str | None = None, topic: str | None = None
+    ) -> list[TopicSubscription]:
+        """The subscriptions of one agent, or those matching a topic's name (an agent may have
+        several), or every one; by handle, then pattern."""
+
+    @abstractmethod
+    async def append_to_topic(self, topic: str, event: NewEvent) -> list[Published] | None:
+        """Store ``event`` once for each agent subscribed to ``topic`` (by a pattern matching
+        it), the subscribers read in the same transaction as the events are written: a
+        subscription committed meanwhile gets the event or does not, never half. Each answer is
+        as ``append``'s, by agent handle; None: the topic is not declared (nothing stored)."""
 
     # What an operator lists and counts
 

@@ -343,5 +343,6 @@ PUBLISHER_KEYS = Table(
         Column("types", Type.JSON, field="types_json"),
         Column("created_at", Type.INT),
         Column("senders", Type.JSON, field="senders_json"),
+        Column("topics", Type.JSON, field="topics_json"),
     ),
 )

@@ -767,7 +767,8 @@ function preview(value) {
 }
 
 function sendForm(handle) {
-  const to = h("input", { id: "send-to", value: handle || "", required: true, autocomplete: "off", spellcheck: "false", title: "a handle, or several separated by commas: one event for each" });
+  const to = h("input", { id: "send-to", value: handle || "", autocomplete: "off", spellcheck: "false", title: "a handle, or several separated by commas: one event for each" });
+  const topic = h("input", { id: "send-topic", value: "", autocomplete: "off", spellcheck: "false", title: "instead of To: one event for each agent subscribed to this topic" });
   const type = h("input", { id: "send-type", value: "console.test", required: true, autocomplete: "off", spellcheck: "false" });
   const message = h("input", { id: "send-text", value: "A test event from the console", required: true, autocomplete: "off" });
   const status = notice();
@@ -779,8 +780,16 @@ function sendForm(handle) {
       // "a, b, c" is a list: herald stores the event once for each agent, or for none.
       const handles = to.value.split(",").map((one) => one.trim());
       const addressed = handles.length > 1 ? handles : handles[0];
-      const sent = await post("v1/events", { to: addressed, type: type.value.trim(), text: message.value });
-      if (sent.events) {
+      const named = topic.value.trim();
+      const body = { type: type.value.trim(), text: message.value };
+      // A topic and handles together is herald's to refuse, in its words.
+      if (named) body.topic = named;
+      if (!named || addressed) body.to = addressed;
+      const sent = await post("v1/events", body);
+      if (sent.topic !== undefined) {
+        const links = sent.events.flatMap((each, index) => [index ? ", " : "", eventLink(each.id)]);
+        fill(status, sent.reached ? `Sent to ${sent.reached} subscribers of ${sent.topic}: ` : sent.note, ...links);
+      } else if (sent.events) {
         const links = sent.events.flatMap((each, index) => [index ? ", " : "", eventLink(each.id), each.duplicate ? " (a duplicate)" : ""]);
         fill(status, `Sent ${sent.events.length} events: `, ...links);
       } else {
@@ -795,6 +804,7 @@ function sendForm(handle) {
   } },
     h("div", { class: "row" },
       handle ? null : field("To (handle)", to),
+      handle ? null : field("Topic", topic),
       field("Type", type),
       field("Text", message, "grow"),
       button),

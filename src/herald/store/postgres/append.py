@@ -24,6 +24,7 @@ from herald.store.appends import (
     dedupe_keys,
     first_seqs,
     no_agent,
+    one_each,
     plan_append,
     unknown_addressee,
 )
@@ -79,16 +80,54 @@ async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list
     return await _insert(conn, agents, [(new, now) for new in events])
 
 
+PUBLISH_LOCKS = 1024
+"""How many publish locks the agents share. A publish to a topic takes the lock of each of its
+subscribers in one transaction, and PostgreSQL's lock table holds about 6,400 locks in all (64
+for each connection, by default): so a publish to 10,000 agents takes at most 1,024 of them. Two
+agents share one lock now and then, which only makes their publishers take turns."""
+
+
 def publish_lock(handle: str) -> int:
-    """The second half of the key of the publish lock of the agent ``handle`` (a signed 32-bit
-    number; two handles may share one, which only makes their publishers take turns)."""
-    return zlib.crc32(handle.encode()) - 2**31
+    """The second half of the key of the publish lock of the agent ``handle`` (one of
+    ``PUBLISH_LOCKS``; handles share them)."""
+    return zlib.crc32(handle.encode()) % PUBLISH_LOCKS
+
+
+async def append_to_agents(
+    conn: Connection, event: NewEvent, handles: Sequence[str], now: int
+) -> list[Published]:
+    """Store ``event`` once for each agent of ``handles`` (a topic's subscribers, read in the
+    caller's transaction) that still exists once locked, in the order given: an agent deleted
+    meanwhile is no longer subscribed."""
+    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
+        events = [replace(event, to=handle) for handle in handles]
+        agents = await lock_agents(conn, events)
+        timed = [(new, now) for new in events if new.to in agents]
+        return await _insert(conn, agents, timed) if timed else []
+    agents = await _lock_handles(conn, handles)
+    ids = [agents[handle] for handle in handles if handle in agents]
+    if not ids:
+        return []
+    count = len(ids)
+    rows = await conn.fetch(queries.ADVANCE_SEQS, ids, [1] * count, [now] * count)
+    plan = one_each(ids)
+    first = first_seqs({row["id"]: row["last_seq"] for row in rows}, plan.added)
+    # Every copy holds the same JSON: normalised once, as JSONB will store it, not per copy.
+    normal = await conn.fetchrow(queries.NORMALISE_JSON, event.data_json, event.reply_schema_json)
+    assert normal is not None, "a SELECT without FROM answers one row"
+    same = replace(event, data_json=normal[0], reply_schema_json=normal[1])
+    stored = plan.numbered([same] * count, first, [now] * count)
+    return plan.answers(await _insert_fresh(conn, stored, normalised=True), {})
 
 
 async def lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
     """Take the addressees' publish locks, then lock their rows (one statement); returns their
     ids by handle."""
-    handles = list(dict.fromkeys(new.to for new in events))
+    return await _lock_handles(conn, list(dict.fromkeys(new.to for new in events)))
+
+
+async def _lock_handles(conn: Connection, handles: Sequence[str]) -> dict[str, str]:
+    """``lock_agents`` of the agents with ``handles`` (each once)."""
     keys = sorted({publish_lock(h) for h in handles})
     rows = await conn.fetch(queries.LOCK_AGENTS, handles, keys)
     return {row["handle"]: row["id"] for row in rows}
@@ -120,9 +159,12 @@ async def _insert(
     return plan.answers(await _insert_fresh(conn, stored), earlier)
 
 
-async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
+async def _insert_fresh(
+    conn: Connection, stored: list[Event], *, normalised: bool = False
+) -> list[Event]:
     """Insert the events at once, and the journal row that names them; returns them with their
-    JSON as JSONB normalised it, as it is read later."""
+    JSON as JSONB normalised it, as it is read later (``normalised``: their JSON is so
+    already)."""
     if not stored:
         return stored
     agent_id = one_agent(e.agent_id for e in stored)
@@ -133,10 +175,10 @@ async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
         queries.INSERT_EVENTS, *arrays(EVENTS, stored), row.at, row.kind, row.agent_id, row.detail
     )
     note_written()
-    normalised = {row["id"]: row for row in rows}
-    return [
-        replace(e, **{field: normalised[e.id][name] for name, field in JSON_FIELDS}) for e in stored
-    ]
+    if normalised:
+        return stored
+    by_id = {row["id"]: row for row in rows}
+    return [replace(e, **{field: by_id[e.id][name] for name, field in JSON_FIELDS}) for e in stored]
 
 
 _APPEND_ONE_VALUES = itemgetter(*(EVENTS.names.index(name) for name in queries.APPEND_ONE_COLUMNS))

@@ -595,6 +595,51 @@ GET_EVENT_TYPE = f"SELECT {EVENT_TYPE_COLUMNS} FROM event_types WHERE name = $1"
 LIST_EVENT_TYPES = f'SELECT {EVENT_TYPE_COLUMNS} FROM event_types ORDER BY name COLLATE "C"'
 DELETE_EVENT_TYPE = "DELETE FROM event_types WHERE name = $1"
 
+# Topics: a topic's subscribers are the agents with a pattern that matches its name, each glob
+# made a LIKE pattern (event-type globs are matched so too: ``matching`` below).
+TOPIC_GLOB_MATCHES = (
+    "{name} LIKE replace(replace(replace(s.pattern, '_', '\\_'), '*', '%'), '?', '_')"
+)
+TOPIC_COLUMNS = f"""
+t.name, t.description, t.created_at, t.updated_at,
+(SELECT count(DISTINCT s.agent_id)::int FROM topic_subscriptions s
+ WHERE {TOPIC_GLOB_MATCHES.format(name="t.name")}) AS subscribers
+"""
+# A topic just put is not yet seen by a join in its own statement: its row is read from the
+# upsert's RETURNING, its subscribers counted there.
+PUT_TOPIC = f"""
+INSERT INTO topics AS t (name, description, created_at, updated_at) VALUES ($1, $2, $3, $3)
+ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+    updated_at = excluded.updated_at
+RETURNING {TOPIC_COLUMNS}, (xmax = 0) AS created
+"""
+GET_TOPIC = f"SELECT {TOPIC_COLUMNS} FROM topics t WHERE t.name = $1"
+LIST_TOPICS = f'SELECT {TOPIC_COLUMNS} FROM topics t ORDER BY t.name COLLATE "C"'
+NORMALISE_JSON = "SELECT $1::jsonb::text, $2::jsonb::text"
+"""An event's data and reply form as JSONB stores them (read back so)."""
+TOPIC_EXISTS = "SELECT true FROM topics WHERE name = $1"
+DELETE_TOPIC = "DELETE FROM topics WHERE name = $1"
+DELETE_EXACT_SUBSCRIPTIONS = "DELETE FROM topic_subscriptions WHERE pattern = $1"
+SUBSCRIBE_TOPIC = """
+INSERT INTO topic_subscriptions (agent_id, pattern, created_at) VALUES ($1, $2, $3)
+ON CONFLICT (agent_id, pattern) DO NOTHING
+"""
+UNSUBSCRIBE_TOPIC = "DELETE FROM topic_subscriptions WHERE agent_id = $1 AND pattern = $2"
+# $1 the agent's id or null, $2 a topic's name or null.
+TOPIC_SUBSCRIPTIONS = f"""
+SELECT s.agent_id, a.handle, s.pattern, s.created_at
+FROM topic_subscriptions s JOIN agents a ON a.id = s.agent_id
+WHERE ($1::text IS NULL OR s.agent_id = $1)
+  AND ($2::text IS NULL OR {TOPIC_GLOB_MATCHES.format(name="$2")})
+ORDER BY a.handle COLLATE "C", s.pattern COLLATE "C"
+"""
+TOPIC_SUBSCRIBERS = f"""
+SELECT DISTINCT a.handle COLLATE "C" AS handle
+FROM topic_subscriptions s JOIN agents a ON a.id = s.agent_id
+WHERE {TOPIC_GLOB_MATCHES.format(name="$1")}
+ORDER BY 1
+"""
+
 # A schedule's snapshot may show an endpoint (or an event) that a transaction deletes, and
 # commits, before the new deliveries' foreign keys are checked: the whole schedule would fail.
 # So each row is locked as it is read, as the check would lock it (KEY SHARE: a change of other

@@ -44,6 +44,7 @@ from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.schedules import ScheduleStore
 from herald.store.postgres.sessions import SessionStore
 from herald.store.postgres.subscriptions import SubscriptionStore, mark_gaps_of_expiry
+from herald.store.postgres.topics import TopicStore
 from herald.store.postgres.writer import Writer
 from herald.store.rules import (
     NO_SEQ_LIMIT,
@@ -76,6 +77,7 @@ class PostgresStore(
     SubscriptionStore,
     SessionStore,
     EventTypeStore,
+    TopicStore,
     OverviewStore,
     PublisherKeyStore,
     JournalStore,

@@ -80,6 +80,7 @@ from herald.store.sqlite.subscriptions import (
     mark_gaps_of_expiry,
     mark_gaps_of_pruning,
 )
+from herald.store.sqlite.topics import TopicStore
 from herald.store.sqlite.worker import Worker
 from herald.store.tables import AGENTS, ATTEMPTS, EVENTS, REPLIES
 from herald.times import Clock
@@ -110,6 +111,7 @@ class SQLiteStore(
     SubscriptionStore,
     SessionStore,
     EventTypeStore,
+    TopicStore,
     OverviewStore,
     PublisherKeyStore,
     JournalStore,
