@@ -178,11 +178,11 @@ class Handler:
     """A path's ASGI endpoint: it runs the endpoint of the request's method, a handler
     (``request -> response``) or an ASGI app, with the path's template named in the request's
     scope (``ROUTE_TEMPLATE``, for the request count); a method the path does not take is
-    herald's 405, whose ``Allow`` names every method the path takes. (Starlette's router answers
-    a route's other methods with its own 405, in herald's shape only through an exception its
-    router raises when ``scope["app"]`` is set, which it does not document: herald's ``Route``
-    of a path takes every method, and this decides. Starlette wraps a handler given as a
-    function in a layer that looks for exception handlers, and herald has none there: its
+    herald's 405, whose ``Allow`` names every method the path takes. (Starlette's router
+    answers a method no route of a path takes with its own 405, in herald's shape only through
+    an exception it raises when ``scope["app"]`` is set, which it does not document: so the
+    route of a path takes every method, and this decides. And Starlette wraps a handler given
+    as a function in a layer that looks for exception handlers; herald has none there, its
     middleware answers every error.)"""
 
     def __init__(self, template: str, endpoints: Mapping[str, Any]) -> None:
