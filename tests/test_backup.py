@@ -272,12 +272,21 @@ def test_without_pg_restore_a_postgresql_restore_fails_naming_the_command_to_run
     assert "s3cret" not in result.stdout + result.stderr
 
 
+@pytest.fixture(scope="module")
+def made_store() -> Iterator[str]:
+    """A PostgreSQL store made by herald serve and left as it was, for the module's tests whose
+    backups of it fail."""
+    with scratch_database() as url:
+        HeraldProcess(url).stop()
+        yield url
+
+
+@pytest.mark.postgres
 def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_nothing(
-    postgres_database_url: str, tmp_path: Path
+    made_store: str, tmp_path: Path
 ) -> None:
-    HeraldProcess(postgres_database_url).stop()  # the store, made by herald serve
-    mistyped_database = f"{postgres_database_url}_x"
-    mistyped_schema = f"{postgres_database_url}?schema=hbu"
+    mistyped_database = f"{made_store}_x"
+    mistyped_schema = f"{made_store}?schema=hbu"
     for url in (with_password(mistyped_database, "s3cret"), mistyped_schema):
         result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
         assert result.returncode == 1, result.stdout
@@ -287,14 +296,14 @@ def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_no
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.postgres
 def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
-    postgres_database_url: str, tmp_path: Path
+    made_store: str, tmp_path: Path
 ) -> None:
-    HeraldProcess(postgres_database_url).stop()
     role = f"herald_reader_{uuid.uuid4().hex[:8]}"
     run_admin_sql(f'CREATE ROLE "{role}" LOGIN')  # may connect, may read no table
     try:
-        scheme, rest = postgres_database_url.split("://", 1)
+        scheme, rest = made_store.split("://", 1)
         url = f"{scheme}://{role}:s3cret@{rest.split('@', 1)[1]}"
         result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
     finally:
