@@ -20,9 +20,8 @@ from benchmarks.fig_http import (
     CPU_METHOD,
     OK,
     SERVER_METHOD,
-    _batch_body,
-    _event,
-    _http_notes,
+    batch_body,
+    bench_event,
 )
 from benchmarks.loadgen import (
     Connection,
@@ -33,7 +32,7 @@ from benchmarks.loadgen import (
 )
 from benchmarks.measure import Run, Stopwatch, alternate, median_round
 from benchmarks.profiling import Profiler
-from benchmarks.results import Figure, Measurement, Target, per_event_us
+from benchmarks.results import Figure, Measurement, Target, http_notes, per_event_us
 from benchmarks.server import Server, ServerFailure, bare_server, create_agent, herald_server
 from herald import Hub
 from herald.inputs.events import parse_new_event
@@ -85,7 +84,7 @@ async def drain_one(server: Server, key: str, limit: int, deadline: float) -> tu
     return events, heartbeats
 
 
-async def _drain(
+async def drain_backlogs(
     server: Server, keys: list[str], limit: int, seconds: float, database: str | None = None
 ) -> Drain:
     """The drain of ``keys``' backlogs; with ``database`` (the store's PostgreSQL database),
@@ -107,7 +106,7 @@ async def prefill(server: Server, backlog: dict[str, int], batch_size: int) -> N
     requests = []
     for handle, count in backlog.items():
         for start in range(0, count, batch_size):
-            body = _batch_body(handle, min(batch_size, count - start))
+            body = batch_body(handle, min(batch_size, count - start))
             requests.append(
                 encode_request(
                     "POST", "/v1/events", server.address, token=server.admin_key, body=body
@@ -130,7 +129,7 @@ async def _api_drain(sizes: Sizes, workdir: Path) -> Run:
         agent, _ = await hub.create_agent("bench")
         for start in range(0, sizes.backlog, sizes.batch_size):
             count = min(sizes.batch_size, sizes.backlog - start)
-            await hub.publish_many([parse_new_event(_event("bench", i)) for i in range(count)])
+            await hub.publish_many([parse_new_event(bench_event("bench", i)) for i in range(count)])
         watch = Stopwatch()
         deadline = watch.wall + sizes.drain_seconds
         drained = await hub.drain(agent, cursor=0, limit=sizes.drain_limit)
@@ -238,7 +237,7 @@ async def _drains(
         def drain(side: str) -> Callable[[], Awaitable[Drain]]:
             agents = iter(keys[side])
             database = databases.get(side)
-            return lambda: _drain(servers[side], [next(agents)], limit, seconds, database)
+            return lambda: drain_backlogs(servers[side], [next(agents)], limit, seconds, database)
 
         measured = await alternate({side: drain(side) for side in servers}, rounds)
         herald = servers[HERALD_SQLITE]
@@ -250,7 +249,7 @@ async def _drains(
                 await prefill(server, {"profiled": sizes.backlog}, sizes.batch_size)
                 await profiler.run(
                     server.pid, name, f"POST /channel/heartbeat, limit={limit}, {side}",
-                    _drain(server, [key], limit, seconds),
+                    drain_backlogs(server, [key], limit, seconds),
                 )  # fmt: skip
     return Drains(measured, parallel, postgres_error)
 
@@ -261,7 +260,7 @@ async def _parallel_drain(sizes: Sizes, server: Server) -> Drain:
     handles = [f"shared-{index}" for index in range(sizes.drainers)]
     keys = [await create_agent(server, handle) for handle in handles]
     await prefill(server, dict.fromkeys(handles, share), sizes.batch_size)
-    return await _drain(server, keys, sizes.drain_limit, sizes.drain_seconds)
+    return await drain_backlogs(server, keys, sizes.drain_limit, sizes.drain_seconds)
 
 
 def _method(sizes: Sizes) -> str:
@@ -329,7 +328,7 @@ async def _sqlite_figure(sizes: Sizes, workdir: Path, drains: Drains) -> Figure:
     )
     usages = [drain.usage for drain in herald + bare]
     assert figure.herald is not None
-    figure.notes += _http_notes([*usages, drains.parallel.usage], figure.herald.usage)
+    figure.notes += http_notes([*usages, drains.parallel.usage], figure.herald.usage)
     figure.notes += _short_notes(herald + bare, per_round, sizes)
     return figure
 
@@ -375,6 +374,6 @@ def _postgres_figure(sizes: Sizes, drains: Drains) -> Figure:
     herald, bare = drains.rounds[HERALD_POSTGRES], drains.rounds[BARE_POSTGRES]
     figure.herald = _rounds_measurement(_label(HERALD_POSTGRES), herald, per_round)
     figure.diagnostics.append(_rounds_measurement(_label(BARE_POSTGRES), bare, per_round))
-    figure.notes += _http_notes([d.usage for d in herald + bare], figure.herald.usage)
+    figure.notes += http_notes([d.usage for d in herald + bare], figure.herald.usage)
     figure.notes += _short_notes(herald + bare, per_round, sizes)
     return figure

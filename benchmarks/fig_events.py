@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
@@ -26,37 +26,25 @@ from benchmarks.events_client import (
     poll_request,
     stream_request,
 )
-from benchmarks.fig_drain import Drain, _drain, prefill
-from benchmarks.fig_http import SERVER_METHOD, _event, _http_notes
-from benchmarks.fig_mcp import _create_agents
+from benchmarks.fig_drain import Drain, drain_backlogs, prefill
+from benchmarks.fig_http import SERVER_METHOD, bench_event
 from benchmarks.fig_stream import Side, open_loop_latency
 from benchmarks.loadgen import Connection, percentile
 from benchmarks.mcp_client import Inbox, StreamProtocol
-from benchmarks.measure import Run, Stopwatch
+from benchmarks.measure import Run, Stopwatch, median_round, round_orders
 from benchmarks.paired import ALPHA, compare
 from benchmarks.profiling import Profiler
-from benchmarks.results import Figure, Measurement, Target, per_event_us
-from benchmarks.server import Server, herald_server
+from benchmarks.results import Figure, Measurement, Target, http_notes, per_event_us
+from benchmarks.server import Server, create_agents, herald_server
 from herald import Hub
 from herald.inputs.events import parse_new_event
 from herald.models import Agent
 from herald.subscriptions import catalogue
 
-T = TypeVar("T")
 WARM_UP_BACKLOG = 1000
 """Events each way drains, unmeasured, before the first round of figure 11."""
 WARM_UP_S = 1.0
 """How long each way streams, unmeasured, before the first round of figure 12."""
-
-
-def _median(rounds: Sequence[T], key: Callable[[T], float]) -> T:
-    """The median round by ``key`` (the lower middle one of an even count)."""
-    return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
-
-
-def _orders(rounds: int) -> list[tuple[str, str]]:
-    """Which side goes first in each round: alternately the baseline and herald's new way."""
-    return [("old", "new") if index % 2 == 0 else ("new", "old") for index in range(rounds)]
 
 
 # Figure 11: events/poll drain
@@ -103,21 +91,23 @@ async def _poll_rounds(
     heartbeats: list[Drain] = []
     polls: list[Drain] = []
     async with herald_server(workdir, "events-poll") as server:
-        keys = dict(zip(backlog, await _create_agents(server, list(backlog)), strict=True))
+        keys = dict(zip(backlog, await create_agents(server, list(backlog)), strict=True))
         await prefill(server, backlog, sizes.batch_size)
         # Not measured: so that the first round's first side does not meet a cold server.
-        await _drain(server, [keys["warm-hb"]], limit, seconds)
+        await drain_backlogs(server, [keys["warm-hb"]], limit, seconds)
         await _poll_drain(server, keys["warm-poll"], limit, seconds)
-        for index, order in enumerate(_orders(rounds)):
+        for index, order in enumerate(round_orders(rounds)):
             for way in order:
                 if way == "old":
-                    heartbeats.append(await _drain(server, [keys[f"hb{index}"]], limit, seconds))
+                    heartbeats.append(
+                        await drain_backlogs(server, [keys[f"hb{index}"]], limit, seconds)
+                    )
                 else:
                     polls.append(await _poll_drain(server, keys[f"poll{index}"], limit, seconds))
         if profiler is not None:
             await profiler.run(
                 server.pid, "fig11-heartbeat", f"POST /channel/heartbeat, limit={limit} (fig 11)",
-                _drain(server, [keys["profiled-hb"]], limit, seconds),
+                drain_backlogs(server, [keys["profiled-hb"]], limit, seconds),
             )  # fmt: skip
             await profiler.run(
                 server.pid, "fig11-events-poll", f"events/poll, maxEvents={limit}",
@@ -150,7 +140,7 @@ async def _api_drains(sizes: Sizes, workdir: Path) -> tuple[Run, Run]:
             agents.append((await hub.create_agent(handle))[0])
             for start in range(0, sizes.backlog, sizes.batch_size):
                 count = min(sizes.batch_size, sizes.backlog - start)
-                batch = [parse_new_event(_event(handle, i)) for i in range(count)]
+                batch = [parse_new_event(bench_event(handle, i)) for i in range(count)]
                 await hub.publish_many(batch)
         drainer, poller = agents
         sub = await catalogue.resolve(hub, EVENT_NAME, {})
@@ -168,7 +158,7 @@ async def _api_drains(sizes: Sizes, workdir: Path) -> tuple[Run, Run]:
 
 def _drain_rounds(label: str, drains: list[Drain], backlog: int, requests: str) -> Measurement:
     """The median round, its requests counted as ``requests``, every round's rate beside."""
-    median = _median(drains, lambda drain: drain.rate)
+    median = median_round(drains, lambda drain: drain.rate)
     details = {
         "events": median.events,
         requests: median.heartbeats,
@@ -220,8 +210,8 @@ async def poll_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None = N
         ],
     )
     usages = [drain.usage for drain in heartbeats + polls]
-    median_poll = _median(polls, lambda drain: drain.rate)
-    figure.notes += _http_notes(usages, median_poll.usage)
+    median_poll = median_round(polls, lambda drain: drain.rate)
+    figure.notes += http_notes(usages, median_poll.usage)
     ratios = [
         new.rate / old.rate if old.rate else math.nan
         for old, new in zip(heartbeats, polls, strict=True)
@@ -266,7 +256,7 @@ Latencies = tuple[list[float], Usage, int]
 async def _latency_round(server: Server, way: str, label: str, sizes: Sizes) -> Latencies:
     """One side's open loop, on fresh agents (nothing left over from earlier rounds)."""
     handles = [f"{label}-{index:03d}" for index in range(sizes.stream_agents)]
-    tokens = await _create_agents(server, handles)
+    tokens = await create_agents(server, handles)
     kind = EventsSide if way == "new" else Side
     return await open_loop_latency(kind(label, server, tokens, handles), sizes)
 
@@ -280,7 +270,7 @@ async def _stream_rounds(
         warm = dataclasses.replace(sizes, stream_seconds=WARM_UP_S)
         for way in ("old", "new"):
             await _latency_round(server, way, f"warm-{way}", warm)
-        for index, order in enumerate(_orders(sizes.latency_rounds)):
+        for index, order in enumerate(round_orders(sizes.latency_rounds)):
             for way in order:
                 label = f"{way}{index}"
                 measured[way].append(await _latency_round(server, way, label, sizes))
@@ -302,7 +292,7 @@ def _p99(measured: Latencies) -> float:
 
 
 def _latency_rounds(label: str, rounds: list[Latencies]) -> Measurement:
-    latencies, usage, missing = _median(rounds, _p99)
+    latencies, usage, missing = median_round(rounds, _p99)
     p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
     pooled = [value for measured in rounds for value in measured[0]]
     details: dict[str, Any] = {
@@ -353,7 +343,7 @@ async def stream_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None =
         ],
     )
     usages = [measured[1] for measured in old + new]
-    figure.notes += _http_notes(usages, _median(new, _p99)[1])
+    figure.notes += http_notes(usages, median_round(new, _p99)[1])
     ratios = [_p99(n) / _p99(o) for o, n in zip(old, new, strict=True)]
     figure.notes += _round_ratios(ratios)
     figure.paired = compare([_p99(n) for n in new], [_p99(o) for o in old])

@@ -28,10 +28,9 @@ from benchmarks.results import (
     Figure,
     Measurement,
     Target,
-    generator_note,
-    noise_note,
+    http_notes,
     per_event_us,
-    saturation_note,
+    to_ms,
 )
 from benchmarks.server import Server, bare_server, create_agent, herald_server
 from herald import Hub
@@ -58,16 +57,12 @@ CPU_METHOD = (
 )
 
 
-def _event(handle: str, index: int) -> dict[str, Any]:
+def bench_event(handle: str, index: int) -> dict[str, Any]:
     return {"to": handle, "type": "bench.batch", "text": f"event {index}", "data": {"i": index}}
 
 
-def _batch_body(handle: str, size: int) -> bytes:
-    return json.dumps([_event(handle, index) for index in range(size)]).encode()
-
-
-def _ms(seconds: float) -> float:
-    return seconds * 1000.0
+def batch_body(handle: str, size: int) -> bytes:
+    return json.dumps([bench_event(handle, index) for index in range(size)]).encode()
 
 
 def _closed_details(result: ClosedLoopResult, connections: int) -> dict[str, Any]:
@@ -75,8 +70,8 @@ def _closed_details(result: ClosedLoopResult, connections: int) -> dict[str, Any
         "requests": result.requests,
         "seconds": round(result.wall_s, 2),
         "connections": connections,
-        "request p50": f"{_ms(percentile(result.latencies_s, 0.5)):.2f} ms",
-        "request p99": f"{_ms(percentile(result.latencies_s, 0.99)):.2f} ms",
+        "request p50": f"{to_ms(percentile(result.latencies_s, 0.5)):.2f} ms",
+        "request p99": f"{to_ms(percentile(result.latencies_s, 0.99)):.2f} ms",
     }
     failed = {status: n for status, n in result.statuses.items() if status not in OK}
     if failed:
@@ -86,7 +81,7 @@ def _closed_details(result: ClosedLoopResult, connections: int) -> dict[str, Any
     return details
 
 
-async def _measure_closed(
+async def measure_closed(
     server: Server,
     connections: list[Connection],
     request: bytes,
@@ -94,14 +89,14 @@ async def _measure_closed(
 ) -> tuple[ClosedLoopResult, Usage]:
     """A warm-up, then the measured closed loop with the CPU probe around it."""
     await _warm_up(connections, request, sizes)
-    return await _closed(server, connections, request, sizes, sizes.http_seconds)
+    return await closed_round(server, connections, request, sizes, sizes.http_seconds)
 
 
 async def _warm_up(connections: list[Connection], request: bytes, sizes: Sizes) -> None:
     await closed_loop(connections, request, max_requests=10**9, max_seconds=sizes.warmup_seconds)
 
 
-async def _closed(
+async def closed_round(
     server: Server, connections: list[Connection], request: bytes, sizes: Sizes, seconds: float
 ) -> tuple[ClosedLoopResult, Usage]:
     """The measured closed loop with the CPU probe around it."""
@@ -140,7 +135,7 @@ async def _fresh(
     side, the other side's may outlast the server's keep-alive timeout (uvicorn's 5 s)."""
     connections = await open_connections(server.address, sizes.http_connections)
     try:
-        return await _closed(server, connections, request, sizes, seconds)
+        return await closed_round(server, connections, request, sizes, seconds)
     finally:
         await close_connections(connections)
 
@@ -157,7 +152,7 @@ def _closed_rounds(
     return shown
 
 
-async def _profile(
+async def profile_herald(
     profiler: Profiler | None,
     server: Server,
     name: str,
@@ -206,15 +201,15 @@ async def single_publish_figure(
         connections = await open_connections(server.address, sizes.http_connections)
         try:
             await _warm_up(connections, health, sizes)
-            base, base_usage = await _closed(server, connections, health, sizes, seconds)
-            await _profile(
+            base, base_usage = await closed_round(server, connections, health, sizes, seconds)
+            await profile_herald(
                 profiler, server, "fig2-single-publish",
                 f"POST /v1/events, one event per request, {sizes.http_connections} connections",
                 lambda: _again(connections, publish, sizes),
             )  # fmt: skip
         finally:
             await close_connections(connections)
-        await _profile(
+        await profile_herald(
             profiler, bare, "fig2-bare-publish",
             f"the bare endpoint's POST /v1/events, {sizes.http_connections} connections",
             lambda: _fresh(bare, bare_publish, sizes, sizes.http_seconds),
@@ -244,19 +239,8 @@ async def single_publish_figure(
     )
     usages = [usage for side in rounds.values() for _, usage in side]
     assert figure.herald is not None
-    figure.notes += _http_notes([*usages, base_usage], figure.herald.usage)
+    figure.notes += http_notes([*usages, base_usage], figure.herald.usage)
     return figure
-
-
-def _http_notes(usages: list[Usage], herald_usage: Usage | None) -> list[str]:
-    notes = [generator_note(usages)]
-    noise = noise_note(usages)
-    if noise:
-        notes.append(noise)
-    saturation = saturation_note(herald_usage)
-    if saturation:
-        notes.append(saturation)
-    return notes
 
 
 # Figure 3: batched publish
@@ -270,7 +254,7 @@ async def _api_batches(sizes: Sizes, workdir: Path) -> Run:
         await hub.create_agent("bench")
 
         def publish() -> Any:
-            events = [parse_new_event(_event("bench", i)) for i in range(sizes.batch_size)]
+            events = [parse_new_event(bench_event("bench", i)) for i in range(sizes.batch_size)]
             return hub.publish_many(events)
 
         budget = max(1, sizes.http_requests // sizes.batch_size)
@@ -284,7 +268,7 @@ async def batch_publish_figure(
     sizes: Sizes, workdir: Path, profiler: Profiler | None = None
 ) -> Figure:
     n, size = sizes.batch_connections, sizes.batch_size
-    body = _batch_body("bench", size)
+    body = batch_body("bench", size)
     async with herald_server(workdir, "http-batch") as server:
         await create_agent(server, "bench")
         request = encode_request(
@@ -292,8 +276,8 @@ async def batch_publish_figure(
         )
         connections = await open_connections(server.address, n)
         try:
-            result, usage = await _measure_closed(server, connections, request, sizes)
-            await _profile(
+            result, usage = await measure_closed(server, connections, request, sizes)
+            await profile_herald(
                 profiler, server, "fig3-batch-publish",
                 f"POST /v1/events, batches of {size}, {n} connections",
                 lambda: _again(connections, request, sizes),
@@ -305,7 +289,7 @@ async def batch_publish_figure(
         bare_request = encode_request("POST", "/v1/events", bare.address, body=body)
         connections = await open_connections(bare.address, n)
         try:
-            floor, floor_usage = await _measure_closed(bare, connections, bare_request, sizes)
+            floor, floor_usage = await measure_closed(bare, connections, bare_request, sizes)
         finally:
             await close_connections(connections)
     raw = raw_sqlite.batches(workdir / "raw-batches.db", size, 10**8, sizes.http_seconds)
@@ -350,7 +334,7 @@ async def batch_publish_figure(
             CPU_METHOD,
         ],
     )
-    figure.notes += _http_notes([usage, floor_usage], usage)
+    figure.notes += http_notes([usage, floor_usage], usage)
     return figure
 
 
@@ -358,17 +342,17 @@ async def batch_publish_figure(
 
 
 def _latency_measurement(label: str, result: OpenLoopResult, usage: Usage) -> Measurement:
-    p50 = _ms(percentile(result.from_schedule_s, 0.5))
-    p99 = _ms(percentile(result.from_schedule_s, 0.99))
+    p50 = to_ms(percentile(result.from_schedule_s, 0.5))
+    p99 = to_ms(percentile(result.from_schedule_s, 0.99))
     failed = {status: n for status, n in result.statuses.items() if status not in OK}
     details: dict[str, Any] = {
         "sent": sum(result.statuses.values()),
         "planned": result.planned,
-        "p99.9": f"{_ms(percentile(result.from_schedule_s, 0.999)):.2f} ms",
-        "max": f"{_ms(max(result.from_schedule_s, default=math.nan)):.2f} ms",
-        "from send p50/p99": f"{_ms(percentile(result.from_send_s, 0.5)):.2f}"
-        f" / {_ms(percentile(result.from_send_s, 0.99)):.2f} ms",
-        "sender lag p99": f"{_ms(percentile(result.send_lag_s, 0.99)):.2f} ms",
+        "p99.9": f"{to_ms(percentile(result.from_schedule_s, 0.999)):.2f} ms",
+        "max": f"{to_ms(max(result.from_schedule_s, default=math.nan)):.2f} ms",
+        "from send p50/p99": f"{to_ms(percentile(result.from_send_s, 0.5)):.2f}"
+        f" / {to_ms(percentile(result.from_send_s, 0.99)):.2f} ms",
+        "sender lag p99": f"{to_ms(percentile(result.send_lag_s, 0.99)):.2f} ms",
     }
     if failed or result.unfinished:
         details["failed"] = {**failed, "unfinished": result.unfinished}
@@ -469,5 +453,5 @@ async def latency_figure(sizes: Sizes, workdir: Path, profiler: Profiler | None 
             CPU_METHOD,
         ],
     )
-    figure.notes += _http_notes([floor_usage, base_usage, pub_usage], pub_usage)
+    figure.notes += http_notes([floor_usage, base_usage, pub_usage], pub_usage)
     return figure

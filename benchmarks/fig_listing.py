@@ -30,10 +30,10 @@ import asyncpg
 from benchmarks import raw_postgres
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
-from benchmarks.fig_http import _event, _ms
+from benchmarks.fig_http import bench_event
 from benchmarks.loadgen import Connection, encode_request, percentile
 from benchmarks.measure import Run, concurrent
-from benchmarks.results import Figure, Measurement, Target, noise_note
+from benchmarks.results import Figure, Measurement, Target, noise_note, to_ms
 from benchmarks.server import Server, ServerFailure, herald_server
 from herald import Hub
 from herald.inputs.events import parse_new_event
@@ -63,7 +63,7 @@ async def _fill(url: str, sizes: Sizes) -> Run:
                 *(hub.create_agent(h) for h in handles[start : start + AGENTS_AT_ONCE])
             )
         batch = [
-            parse_new_event(_event(handles[index % len(handles)], index))
+            parse_new_event(bench_event(handles[index % len(handles)], index))
             for index in range(FILL_BATCH)
         ]
         budget = max(1, sizes.listing_events // FILL_BATCH)
@@ -126,10 +126,10 @@ async def _backend(
 
 
 def _latency(label: str, seconds: list[float], usage: Usage, extra: dict[str, Any]) -> Measurement:
-    p50, p99 = _ms(percentile(seconds, 0.5)), _ms(percentile(seconds, 0.99))
+    p50, p99 = to_ms(percentile(seconds, 0.5)), to_ms(percentile(seconds, 0.99))
     details: dict[str, Any] = {
         "requests": len(seconds),
-        "max": f"{_ms(max(seconds)):.2f} ms",
+        "max": f"{to_ms(max(seconds)):.2f} ms",
         **extra,
     }
     text = f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"

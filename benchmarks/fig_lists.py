@@ -11,12 +11,11 @@ from benchmarks.cpu import Usage
 from benchmarks.fig_http import (
     CPU_METHOD,
     SERVER_METHOD,
-    _batch_body,
-    _closed,
-    _http_notes,
-    _profile,
     answered,
+    batch_body,
     closed_rate,
+    closed_round,
+    profile_herald,
 )
 from benchmarks.loadgen import (
     ClosedLoopResult,
@@ -26,7 +25,7 @@ from benchmarks.loadgen import (
 )
 from benchmarks.measure import alternate, median_round
 from benchmarks.profiling import Profiler
-from benchmarks.results import Figure, Measurement, Target, per_event_us
+from benchmarks.results import Figure, Measurement, Target, http_notes, per_event_us
 from benchmarks.server import Server, create_agent, herald_server
 
 LIST_SIZE = 100
@@ -45,7 +44,7 @@ async def _round(
     side's rounds, the other's may outlast the server's keep-alive timeout (uvicorn's 5 s)."""
     connections = await open_connections(server.address, sizes.batch_connections)
     try:
-        return await _closed(server, connections, request, sizes, seconds)
+        return await closed_round(server, connections, request, sizes, seconds)
     finally:
         await close_connections(connections)
 
@@ -78,8 +77,8 @@ async def list_publish_figure(
             )
 
         listed = request(_list_body(handles))
-        batch = request(_batch_body(handles[0], size))
-        small_batch = request(_batch_body(handles[0], LIST_SIZE))
+        batch = request(batch_body(handles[0], size))
+        small_batch = request(batch_body(handles[0], LIST_SIZE))
         await _round(server, batch, sizes, sizes.warmup_seconds)
         await _round(server, listed, sizes, sizes.warmup_seconds)
         seconds = sizes.http_seconds / (2 if sizes.http_rounds > 1 else 1)
@@ -94,10 +93,10 @@ async def list_publish_figure(
         if profiler is not None:
             connections = await open_connections(server.address, n)
             try:
-                await _profile(
+                await profile_herald(
                     profiler, server, "fig19-list-publish",
                     f"POST /v1/events, a list of {LIST_SIZE} handles, {n} connections",
-                    lambda: _closed(server, connections, listed, sizes, sizes.http_seconds),
+                    lambda: closed_round(server, connections, listed, sizes, sizes.http_seconds),
                 )  # fmt: skip
             finally:
                 await close_connections(connections)
@@ -134,5 +133,5 @@ async def list_publish_figure(
         ],
     )
     usages = [usage for side in rounds.values() for _, usage in side]
-    figure.notes += _http_notes(usages, figure.herald.usage if figure.herald else None)
+    figure.notes += http_notes(usages, figure.herald.usage if figure.herald else None)
     return figure

@@ -24,7 +24,6 @@ from typing import Any
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
 from benchmarks.loadgen import (
-    Connection,
     close_connections,
     encode_request,
     open_connections,
@@ -42,8 +41,9 @@ from benchmarks.results import (
     noise_note,
     per_event_us,
     saturation_note,
+    to_ms,
 )
-from benchmarks.server import Server, ServerFailure, herald_server, sdk_server
+from benchmarks.server import Server, create_agents, herald_server, sdk_server
 
 EVENT_TYPE = "bench.mcp"
 GRACE_S = 5.0
@@ -74,10 +74,6 @@ CLIENT = (
     " (chunked, SSE) in an asyncio.Protocol; a push is not parsed as JSON, its meta's event_id"
     " is cut out of the bytes. Each session has its own TCP connection for its stream."
 )
-
-
-def _ms(seconds: float) -> float:
-    return seconds * 1000.0
 
 
 def _content(tag: str, seq: int, event_id: str) -> str:
@@ -157,29 +153,11 @@ class SdkSide(Side):
         return [f"evt_{tag:0>26}" for tag in tags] if status == 202 else []
 
 
-async def _create_agents(server: Server, handles: list[str]) -> list[str]:
-    connection = await Connection.open(server.address)
-    keys = []
-    try:
-        for handle in handles:
-            body = json.dumps({"handle": handle}).encode()
-            request = encode_request(
-                "POST", "/v1/agents", server.address, token=server.admin_key, body=body
-            )
-            status, answer = await connection.call(request)
-            if status != 201:
-                raise ServerFailure(f"POST /v1/agents answered {status}: {answer[:300]!r}")
-            keys.append(str(json.loads(answer)["api_key"]))
-    finally:
-        await connection.close()
-    return keys
-
-
 @asynccontextmanager
 async def _herald(workdir: Path, name: str, agents: int) -> AsyncIterator[HeraldSide]:
     async with herald_server(workdir, name) as server:
         handles = [f"{AGENT_PREFIX}{index:03d}" for index in range(agents)]
-        keys = await _create_agents(server, handles)
+        keys = await create_agents(server, handles)
         yield HeraldSide(server, keys, handles)
 
 
@@ -257,18 +235,18 @@ async def _latency_run(
 
 
 def _latency_measurement(label: str, run: LatencyRun) -> Measurement:
-    p50 = _ms(percentile(run.latencies_s, 0.5))
-    p99 = _ms(percentile(run.latencies_s, 0.99))
+    p50 = to_ms(percentile(run.latencies_s, 0.5))
+    p99 = to_ms(percentile(run.latencies_s, 0.99))
     finite_answered = [value for value in run.answered_s if math.isfinite(value)]
+    finite_lags = [value for value in run.lag_s if math.isfinite(value)]
     details: dict[str, Any] = {
         "received": f"{run.received:,} of {run.planned:,}",
         "sessions": run.sessions,
-        "p99.9": f"{_ms(percentile(run.latencies_s, 0.999)):.2f} ms",
-        "max": f"{_ms(max(run.latencies_s, default=math.nan)):.2f} ms",
-        "publish answered p50/p99": f"{_ms(percentile(finite_answered, 0.5)):.2f}"
-        f" / {_ms(percentile(finite_answered, 0.99)):.2f} ms",
-        "sender lag p99": f"{_ms(percentile([x for x in run.lag_s if math.isfinite(x)], 0.99)):.2f}"
-        " ms",
+        "p99.9": f"{to_ms(percentile(run.latencies_s, 0.999)):.2f} ms",
+        "max": f"{to_ms(max(run.latencies_s, default=math.nan)):.2f} ms",
+        "publish answered p50/p99": f"{to_ms(percentile(finite_answered, 0.5)):.2f}"
+        f" / {to_ms(percentile(finite_answered, 0.99)):.2f} ms",
+        "sender lag p99": f"{to_ms(percentile(finite_lags, 0.99)):.2f} ms",
     }
     if run.failed_publishes:
         details["failed publishes"] = run.failed_publishes
@@ -486,7 +464,7 @@ def _burst_measurement(label: str, bursts: list[Burst]) -> Measurement:
         "received": f"{burst.received:,} of {burst.events:,}",
         "sessions": burst.sessions,
         "all published after": f"{burst.published_s:.2f} s",
-        "first push after": f"{_ms(burst.first_s):.1f} ms",
+        "first push after": f"{to_ms(burst.first_s):.1f} ms",
         "last push after": f"{burst.last_s:.2f} s",
         "rate from first to last push": f"{burst.received / window:,.0f} events/s"
         if window > 0

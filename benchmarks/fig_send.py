@@ -40,9 +40,9 @@ from typing import Any
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
-from benchmarks.fig_events import _median, _orders
-from benchmarks.fig_http import OK, SERVER_METHOD, _batch_body, _event
+from benchmarks.fig_http import OK, SERVER_METHOD, batch_body, bench_event
 from benchmarks.loadgen import Connection, closed_loop, encode_request, send_all
+from benchmarks.measure import median_round, round_orders
 from benchmarks.results import (
     Figure,
     Measurement,
@@ -72,7 +72,7 @@ class Sent:
 
 
 def _write_file(path: Path, count: int) -> Path:
-    lines = (json.dumps(_event("bench", index)) for index in range(count))
+    lines = (json.dumps(bench_event("bench", index)) for index in range(count))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -118,7 +118,7 @@ async def _startup_s(workdir: Path, seconds: float) -> float:
 
 async def _warm_up(server: Server, sizes: Sizes) -> None:
     """Figure 3's batches on one connection for the warm-up time, on every side alike."""
-    request = _batch_request(server, _batch_body("bench", sizes.batch_size))
+    request = _batch_request(server, batch_body("bench", sizes.batch_size))
     connection = await Connection.open(server.address)
     try:
         await closed_loop(
@@ -168,7 +168,7 @@ async def _side(side: str, workdir: Path, name: str, sizes: Sizes, work: dict[st
         if side == "keyed":
             bodies = work["keyed"]
             return await _raw_side(server, [_batch_request(server, b) for b in bodies], BATCH)
-        body = _batch_body("bench", sizes.batch_size)
+        body = batch_body("bench", sizes.batch_size)
         count = sizes.send_file_events // sizes.batch_size
         return await _raw_side(server, [_batch_request(server, body)] * count, sizes.batch_size)
 
@@ -183,7 +183,7 @@ async def _rounds(sizes: Sizes, workdir: Path) -> dict[str, list[Sent]]:
     work = {"path": path, "keyed": _keyed_bodies(path)}
     sides: dict[str, list[Sent]] = {"cli": [], "batch": [], "keyed": []}
     names = {"old": "batch", "new": "cli"}
-    for index, (first, second) in enumerate(_orders(sizes.send_file_rounds)):
+    for index, (first, second) in enumerate(round_orders(sizes.send_file_rounds)):
         for side in (names[first], names[second], "keyed"):
             sent = await _side(side, workdir, f"send-{side}-{index}", sizes, work)
             sides[side].append(sent)
@@ -191,7 +191,7 @@ async def _rounds(sizes: Sizes, workdir: Path) -> dict[str, list[Sent]]:
 
 
 def _measurement(label: str, rounds: list[Sent], client: str) -> Measurement:
-    shown = _median(rounds, key=lambda sent: sent.rate)
+    shown = median_round(rounds, key=lambda sent: sent.rate)
     details: dict[str, Any] = {
         "events": shown.events,
         "seconds": round(shown.wall_s, 2),

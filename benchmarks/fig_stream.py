@@ -24,7 +24,6 @@ from typing import Any
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe, Usage
-from benchmarks.fig_mcp import _create_agents
 from benchmarks.loadgen import (
     Address,
     HttpFailure,
@@ -37,7 +36,7 @@ from benchmarks.loadgen import (
 )
 from benchmarks.mcp_client import Inbox, Receipts, StreamProtocol, take_chunks
 from benchmarks.results import Figure, Measurement, Target
-from benchmarks.server import Server, herald_server, stream_server
+from benchmarks.server import Server, create_agents, herald_server, stream_server
 
 MARKER = '"text":"K'
 OPEN_AT_ONCE = 200
@@ -138,7 +137,7 @@ async def _side(name: str, workdir: Path, agents: int) -> AsyncIterator[Side]:
     if name == "herald":
         async with herald_server(workdir, "stream-herald") as server:
             handles = [f"s{index:04d}" for index in range(agents)]
-            yield Side(name, server, await _create_agents(server, handles), handles)
+            yield Side(name, server, await create_agents(server, handles), handles)
     else:
         async with stream_server(workdir, "stream-baseline") as server:
             tokens = [f"agent{index:04d}" for index in range(agents)]

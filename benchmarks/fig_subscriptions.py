@@ -18,13 +18,12 @@ from benchmarks.cpu import Probe
 from benchmarks.fig_webhooks import (
     LOOPBACK,
     CountingSender,
-    _herald_worker,
-    _hub,
-    _median,
-    _run_until,
+    herald_worker,
+    hub_with_endpoints,
     receiver,
+    run_until,
 )
-from benchmarks.results import Figure, Measurement, Target, per_event_us
+from benchmarks.results import Figure, Measurement, Target, median_measurement, per_event_us
 from herald import Hub
 from herald.inputs.refusals import parse
 from herald.inputs.subscriptions import SubscribeInput
@@ -50,13 +49,13 @@ async def _subscriptions(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
         }
         await subscriptions.subscribe(hub, sender, agent, parse(SubscribeInput, raw, "params"))
 
-    hub = await _hub(workdir / "subscriptions.db", urls, per_agent, subscribe)
+    hub = await hub_with_endpoints(workdir / "subscriptions.db", urls, per_agent, subscribe)
     worker = WebhookWorker(hub, sender, per_endpoint=sizes.webhook_per_endpoint)
     total = per_agent * len(urls)
     try:
         probe = Probe(pid)
         started = time.perf_counter()
-        done, finished = await _run_until(worker, sender, {url for _, url in urls}, total, sizes)
+        done, finished = await run_until(worker, sender, {url for _, url in urls}, total, sizes)
         elapsed = finished - started
         usage = probe.stop()
     finally:
@@ -76,20 +75,20 @@ async def subscription_figure(sizes: Sizes, workdir: Path) -> Figure:
         warm = dataclasses.replace(
             sizes, webhook_events=WARM_UP_PER_ENDPOINT * sizes.webhook_endpoints
         )
-        await _herald_worker(warm, workdir, base, pid)
+        await herald_worker(warm, workdir, base, pid)
         await _subscriptions(warm, workdir, base, pid)
         for index in range(rounds):  # interleaved, the order alternating
             if index % 2:
                 subscribed.append(await _subscriptions(sizes, workdir, base, pid))
-                signed.append(await _herald_worker(sizes, workdir, base, pid))
+                signed.append(await herald_worker(sizes, workdir, base, pid))
             else:
-                signed.append(await _herald_worker(sizes, workdir, base, pid))
+                signed.append(await herald_worker(sizes, workdir, base, pid))
                 subscribed.append(await _subscriptions(sizes, workdir, base, pid))
     ratios = ", ".join(
         f"{new.value / old.value:.2f}x" if old.value else "nan"
         for old, new in zip(signed, subscribed, strict=True)
     )
-    baseline, herald = _median(signed), _median(subscribed)
+    baseline, herald = median_measurement(signed), median_measurement(subscribed)
     baseline.label = "herald signed webhooks (figure 9's herald side)"
     short = [m for m in signed + subscribed if m.details["delivered"] < m.details["events"]]
     notes = [

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Usage
-from benchmarks.fig_http import SINGLE_EVENT, _http_notes, _measure_closed, answered, closed_rate
+from benchmarks.fig_http import SINGLE_EVENT, answered, closed_rate, measure_closed
 from benchmarks.loadgen import (
     ClosedLoopResult,
     close_connections,
     encode_request,
     open_connections,
 )
-from benchmarks.results import Figure, Measurement, Target
+from benchmarks.results import Figure, Measurement, Target, http_notes
 from benchmarks.server import Server, create_agent, herald_server
 
 ROUNDS = 5
@@ -118,12 +118,12 @@ async def tail_figure(sizes: Sizes, workdir: Path) -> Figure:
                 for side in order:
                     if side == "without":
                         measured[side].append(
-                            await _measure_closed(server, connections, publish, sizes)
+                            await measure_closed(server, connections, publish, sizes)
                         )
                         continue
                     async with _tail(server, paths[side]) as reader:
                         measured[side].append(
-                            await _measure_closed(server, connections, publish, sizes)
+                            await measure_closed(server, connections, publish, sizes)
                         )
                     readers[side].append(reader)
         finally:
@@ -164,7 +164,7 @@ async def tail_figure(sizes: Sizes, workdir: Path) -> Figure:
         diagnostics=[everything],
     )
     usages = [usage for side in measured.values() for _, usage in side]
-    figure.notes += _http_notes(usages, measured["with"][0][1])
+    figure.notes += http_notes(usages, measured["with"][0][1])
     shown = ", ".join(f"{ratio:.3f}x" for ratio in ratios)
     figure.notes.append(f"With over without, round by round: {shown}.")
     every_ratio = everything.value / max(baseline.value, 1.0)

@@ -25,7 +25,7 @@ from standardwebhooks import Webhook
 
 from benchmarks.config import Sizes
 from benchmarks.cpu import Probe
-from benchmarks.results import Figure, Measurement, Target, per_event_us
+from benchmarks.results import Figure, Measurement, Target, median_measurement, per_event_us
 from herald import Hub
 from herald.addresses import AddressPolicy
 from herald.inputs.events import parse_new_event
@@ -37,13 +37,6 @@ from herald.webhooks.worker import WebhookWorker
 HERE = Path(__file__).resolve().parent
 LOOPBACK = AddressPolicy(allow_loopback=True)
 ROUNDS = 3
-
-
-def _median(rounds: list[Measurement]) -> Measurement:
-    """The median round by rate, with every round's rate in its details."""
-    chosen = sorted(rounds, key=lambda m: m.value)[len(rounds) // 2]
-    chosen.details["rounds"] = [round(m.value) for m in rounds]
-    return chosen
 
 
 class CountingSender(Sender):
@@ -98,7 +91,7 @@ Attach = Callable[[Hub, Agent, str], Awaitable[None]]
 """How an agent gets its URL: a webhook endpoint, or (figure 13) a subscription."""
 
 
-async def _hub(
+async def hub_with_endpoints(
     path: Path, agents: list[tuple[str, str]], per_agent: int, attach: Attach = _set_webhook
 ) -> Hub:
     """A fresh hub with one webhook endpoint per (handle, url) (or what ``attach`` gives the
@@ -121,17 +114,17 @@ async def _hub(
     return hub
 
 
-async def _herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Measurement:
+async def herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Measurement:
     agents = [(f"a{n}", f"{base}/ok/{n}") for n in range(sizes.webhook_endpoints)]
     per_agent = sizes.webhook_events // sizes.webhook_endpoints
-    hub = await _hub(workdir / "webhooks.db", agents, per_agent)
+    hub = await hub_with_endpoints(workdir / "webhooks.db", agents, per_agent)
     sender = CountingSender("http://hub.test", LOOPBACK)
     worker = WebhookWorker(hub, sender, per_endpoint=sizes.webhook_per_endpoint)
     total = per_agent * len(agents)
     try:
         probe = Probe(pid)
         started = time.perf_counter()
-        done, finished = await _run_until(worker, sender, {url for _, url in agents}, total, sizes)
+        done, finished = await run_until(worker, sender, {url for _, url in agents}, total, sizes)
         elapsed = finished - started
         usage = probe.stop()
     finally:
@@ -141,7 +134,7 @@ async def _herald_worker(sizes: Sizes, workdir: Path, base: str, pid: int) -> Me
                        details=details, cpu_us=per_event_us(usage.generator_s, done))  # fmt: skip
 
 
-async def _run_until(
+async def run_until(
     worker: WebhookWorker, sender: CountingSender, urls: set[str], total: int, sizes: Sizes
 ) -> tuple[int, float]:
     """Run the worker's loop until ``total`` deliveries to ``urls`` succeeded (or time is up);
@@ -213,8 +206,12 @@ async def delivery_figure(sizes: Sizes, workdir: Path) -> Figure:
         for _ in range(ROUNDS):  # interleaved; each side shows its median round
             plain.append(await _plain_posts(sizes, base, pid))
             signing.append(await _plain_posts(sizes, base, pid, signed=True))
-            worker.append(await _herald_worker(sizes, workdir, base, pid))
-        baseline, signed, herald = _median(plain), _median(signing), _median(worker)
+            worker.append(await herald_worker(sizes, workdir, base, pid))
+        baseline, signed, herald = (
+            median_measurement(plain),
+            median_measurement(signing),
+            median_measurement(worker),
+        )
     figure = Figure(
         "9",
         "signed webhook deliveries to a local receiver",
@@ -249,7 +246,7 @@ async def _healthy_rate(sizes: Sizes, workdir: Path, base: str, failing: str | N
     healthy = [(f"h{n}", f"{base}/ok/{n}") for n in range(sizes.webhook_endpoints)]
     agents = healthy + ([("bad", f"{base}/{failing}/0")] if failing else [])
     per_agent = sizes.webhook_failing_events // sizes.webhook_endpoints
-    hub = await _hub(workdir / f"webhooks-{failing}.db", agents, per_agent)
+    hub = await hub_with_endpoints(workdir / f"webhooks-{failing}.db", agents, per_agent)
     sender = CountingSender("http://hub.test", LOOPBACK, timeout_s=60.0)
     worker = WebhookWorker(
         hub,
@@ -262,7 +259,7 @@ async def _healthy_rate(sizes: Sizes, workdir: Path, base: str, failing: str | N
     total = per_agent * len(healthy)
     started, cpu = time.perf_counter(), time.process_time()
     try:
-        done, finished = await _run_until(worker, sender, urls, total, sizes)
+        done, finished = await run_until(worker, sender, urls, total, sizes)
         elapsed, cpu = finished - started, time.process_time() - cpu
     finally:
         await hub.__aexit__(None, None, None)
@@ -282,7 +279,11 @@ async def failing_endpoint_figure(sizes: Sizes, workdir: Path) -> Figure:
             alone.append(await _healthy_rate(sizes, workdir, base, None))
             hung.append(await _healthy_rate(sizes, workdir, base, "hang"))
             erring.append(await _healthy_rate(sizes, workdir, base, "fail"))
-        baseline, hanging, failing = _median(alone), _median(hung), _median(erring)
+        baseline, hanging, failing = (
+            median_measurement(alone),
+            median_measurement(hung),
+            median_measurement(erring),
+        )
     baseline.label = "the same endpoints, no failing one"
     return Figure(
         "10",

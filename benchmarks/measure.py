@@ -98,3 +98,9 @@ async def alternate(
 def median_round(rounds: Sequence[T], key: Callable[[T], float]) -> T:
     """The median round by ``key`` (the lower middle one of an even count)."""
     return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
+
+
+def round_orders(rounds: int) -> list[tuple[str, str]]:
+    """Which side goes first in each round: alternately the baseline ("old") and herald's new
+    way ("new"), so that a slow spell of the machine falls on both."""
+    return [("old", "new") if index % 2 == 0 else ("new", "old") for index in range(rounds)]

@@ -330,3 +330,28 @@ def saturation_note(usage: Usage | None) -> str | None:
         f"Not CPU-bound: {split}. The rest of the time it waited: on fsync, on hand-offs between"
         " the event loop and the writer thread, and on the client's round trips."
     )
+
+
+def http_notes(usages: list[Usage], herald_usage: Usage | None) -> list[str]:
+    """The notes of a figure measured with the HTTP load generator: the generator's headroom,
+    other processes' load, and what bounded herald's side (``herald_usage``)."""
+    notes = [generator_note(usages)]
+    noise = noise_note(usages)
+    if noise:
+        notes.append(noise)
+    saturation = saturation_note(herald_usage)
+    if saturation:
+        notes.append(saturation)
+    return notes
+
+
+def median_measurement(rounds: list[Measurement]) -> Measurement:
+    """The median round by rate, with every round's rate in its details."""
+    chosen = sorted(rounds, key=lambda m: m.value)[len(rounds) // 2]
+    chosen.details["rounds"] = [round(m.value) for m in rounds]
+    return chosen
+
+
+def to_ms(seconds: float) -> float:
+    """Seconds in milliseconds, as the reports show latencies."""
+    return seconds * 1000.0

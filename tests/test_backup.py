@@ -10,9 +10,10 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -30,8 +31,6 @@ from tests.http.test_mcp_events import (
 )
 from tests.http.test_mcp_events import answer as mcp_answer
 from tests.sse import Frame, SSEReader
-
-T = TypeVar("T")
 
 WAIT_S = 60
 
@@ -273,12 +272,21 @@ def test_without_pg_restore_a_postgresql_restore_fails_naming_the_command_to_run
     assert "s3cret" not in result.stdout + result.stderr
 
 
+@pytest.fixture(scope="module")
+def made_store() -> Iterator[str]:
+    """A PostgreSQL store made by herald serve and left as it was, for the module's tests whose
+    backups of it fail."""
+    with scratch_database() as url:
+        HeraldProcess(url).stop()
+        yield url
+
+
+@pytest.mark.postgres
 def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_nothing(
-    postgres_database_url: str, tmp_path: Path
+    made_store: str, tmp_path: Path
 ) -> None:
-    HeraldProcess(postgres_database_url).stop()  # the store, made by herald serve
-    mistyped_database = f"{postgres_database_url}_x"
-    mistyped_schema = f"{postgres_database_url}?schema=hbu"
+    mistyped_database = f"{made_store}_x"
+    mistyped_schema = f"{made_store}?schema=hbu"
     for url in (with_password(mistyped_database, "s3cret"), mistyped_schema):
         result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
         assert result.returncode == 1, result.stdout
@@ -288,14 +296,14 @@ def test_a_postgresql_backup_of_a_mistyped_store_fails_in_one_line_and_writes_no
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.postgres
 def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
-    postgres_database_url: str, tmp_path: Path
+    made_store: str, tmp_path: Path
 ) -> None:
-    HeraldProcess(postgres_database_url).stop()
     role = f"herald_reader_{uuid.uuid4().hex[:8]}"
     run_admin_sql(f'CREATE ROLE "{role}" LOGIN')  # may connect, may read no table
     try:
-        scheme, rest = postgres_database_url.split("://", 1)
+        scheme, rest = made_store.split("://", 1)
         url = f"{scheme}://{role}:s3cret@{rest.split('@', 1)[1]}"
         result = herald_command("backup", str(tmp_path / "herald.dump"), "--store", url)
     finally:
@@ -376,34 +384,89 @@ def run(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@dataclass
+class Restored:
+    """A store served again after a restore (``after_a_restore``), and what clients were given
+    of it before: each test reading it has an agent of its own."""
+
+    herald: HeraldProcess
+    agents: dict[str, dict[str, Any]]
+    """Each reading test's agent, by the name of its test (``READERS``)."""
+    kept: dict[str, list[str]]
+    """The ids of every event of each agent the restored store holds, oldest first."""
+    sse_positions: dict[str, str]
+    """The SSE id of the eighth event of the agents of "positions" and "cursor"."""
+    poll_cursor: str
+    """The cursor of the events/poll of the agent of "positions" handed its first 8 events."""
+    feed_id: str
+    """The id of the admin's feed item of the eighth event of the agent of "feed"."""
+
+
+READERS = ("positions", "cursor", "feed")
+"""The tests that read a restored store: each has its agent in it."""
+
+
 @contextlib.contextmanager
-def after_a_restore(
-    backend: str, directory: Path, read: Callable[[HeraldProcess, dict[str, Any]], T]
-) -> Iterator[tuple[HeraldProcess, dict[str, Any], list[str], T]]:
-    """A store backed up when it held an agent's first three events, given five more, read by a
-    client (``read``: what it was given, its positions), then put back from the backup and
-    served again, with ten events published since: the restored herald, the agent, the ids of
-    every event the restored store holds, oldest first, and what ``read`` returned."""
+def after_a_restore(backend: str, directory: Path) -> Iterator[Restored]:
+    """A store backed up when each agent (one per test of ``READERS``) had its first three
+    events, each given five more, read by clients (their positions: an SSE id, an events/poll
+    cursor, an id of the admin's feed, live since before the first event), then put back from
+    the backup and served again, with ten events published to each agent since."""
     with restorable_store(backend, directory) as (url, back_up):
         herald = HeraldProcess(url)
         try:
+            live = SSEReader(herald.url, herald.admin_key or "", path="/v1/stream")
             with herald.client(herald.admin_key) as admin:
-                agent = new_agent(admin)
-                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
+                agents = {name: new_agent(admin) for name in READERS}
+                kept = {
+                    name: [
+                        publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)
+                    ]
+                    for name, agent in agents.items()
+                }
                 put_back = back_up()
-                for n in range(5):
-                    publish(admin, agent["handle"], f"lost {n}")
-            given = read(herald, agent)
+                for agent in agents.values():
+                    for n in range(5):
+                        publish(admin, agent["handle"], f"lost {n}")
+            feed = [_published(live, agents["feed"]["handle"]) for _ in range(8)]
+            feed_id, _ = feed[-1].raw_id, live.close()
+            sse_positions = {
+                name: _sse_position(herald, agents[name]) for name in ("positions", "cursor")
+            }
+            poll_cursor = asyncio.run(_poll_through(herald, agents["positions"]["api_key"], 8))
         finally:
             herald.stop()
         herald = HeraldProcess(put_back())
         try:
             with herald.client(herald.admin_key) as admin:
-                for n in range(10):
-                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
-            yield herald, agent, kept, given
+                for name, agent in agents.items():
+                    for n in range(10):
+                        kept[name].append(publish(admin, agent["handle"], f"new {n}").json()["id"])
+            yield Restored(herald, agents, kept, sse_positions, poll_cursor, feed_id)
         finally:
             herald.stop()
+
+
+@pytest.fixture(scope="module")
+def restored_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restored]:
+    """The restored store of the module's tests on SQLite: each reads its own agent."""
+    with after_a_restore("sqlite", tmp_path_factory.mktemp("restored")) as restored:
+        yield restored
+
+
+@pytest.fixture(scope="module")
+def restored_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restored]:
+    """The restored store of the module's tests on PostgreSQL: each reads its own agent."""
+    with after_a_restore("postgres", tmp_path_factory.mktemp("restored")) as restored:
+        yield restored
+
+
+@pytest.fixture(params=BACKENDS)
+def restored(request: pytest.FixtureRequest) -> Restored:
+    """The restored store on each backend, made once for the module's tests."""
+    found = request.getfixturevalue(f"restored_{request.param}")
+    assert isinstance(found, Restored)
+    return found
 
 
 def _sse_position(herald: HeraldProcess, agent: dict[str, Any]) -> str:
@@ -414,33 +477,27 @@ def _sse_position(herald: HeraldProcess, agent: dict[str, Any]) -> str:
     return position
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_positions_given_before_a_restore_get_every_pending_event_and_are_told(
-    tmp_path: Path, backend: str
+    restored: Restored,
 ) -> None:
     """After a restore, seqs the old store gave are given again: a position from before it is
     no place in the restored store, even once new events pass it. SSE, events/poll and
     events/stream each get every pending event, with the notice that history was lost."""
-
-    def positions(herald: HeraldProcess, agent: dict[str, Any]) -> tuple[str, str]:
-        return _sse_position(herald, agent), asyncio.run(_poll_through(herald, agent["api_key"], 8))
-
-    with after_a_restore(backend, tmp_path, positions) as (herald, agent, kept, given):
-        old_sse, old_cursor = given
-        sse = SSEReader(herald.url, agent["api_key"], last_event_id=old_sse)
-        notice = sse.next()
-        assert notice is not None and notice.event == "truncated", notice
-        assert notice.data["missing"] is None
-        frames = [sse.next() for _ in kept]
-        sse.close()
-        assert [frame.data["id"] for frame in frames if frame is not None] == kept
-        polled, active, pushed = asyncio.run(
-            _poll_and_stream(herald, agent["api_key"], old_cursor, len(kept))
-        )
-        assert polled["truncated"] is True
-        assert [event["eventId"] for event in polled["events"]] == kept
-        assert active["params"]["truncated"] is True
-        assert [message["params"]["eventId"] for message in pushed] == kept
+    herald, agent, kept = restored.herald, restored.agents["positions"], restored.kept["positions"]
+    sse = SSEReader(herald.url, agent["api_key"], last_event_id=restored.sse_positions["positions"])
+    notice = sse.next()
+    assert notice is not None and notice.event == "truncated", notice
+    assert notice.data["missing"] is None
+    frames = [sse.next() for _ in kept]
+    sse.close()
+    assert [frame.data["id"] for frame in frames if frame is not None] == kept
+    polled, active, pushed = asyncio.run(
+        _poll_and_stream(herald, agent["api_key"], restored.poll_cursor, len(kept))
+    )
+    assert polled["truncated"] is True
+    assert [event["eventId"] for event in polled["events"]] == kept
+    assert active["params"]["truncated"] is True
+    assert [message["params"]["eventId"] for message in pushed] == kept
 
 
 async def _poll_through(herald: HeraldProcess, key: str, count: int) -> str:
@@ -468,16 +525,16 @@ async def _poll_and_stream(
     return polled["result"], active, pushed
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_cursor_given_before_a_restore_acknowledges_nothing_after_it(
-    tmp_path: Path, backend: str
+    restored: Restored,
 ) -> None:
     """Seqs are handed out again after a restore: a stream's position from before it, sent to
     POST /channel/ack, acknowledges none of the restored store's events (they may be others
     than the client saw) and says so; a bare seq never acknowledges pushed events at all.
     A position given since acknowledges them."""
-    restored = after_a_restore(backend, tmp_path, _sse_position)
-    with restored as (herald, agent, kept, old_position), herald.client(agent["api_key"]) as client:
+    herald, agent, kept = restored.herald, restored.agents["cursor"], restored.kept["cursor"]
+    old_position = restored.sse_positions["cursor"]
+    with herald.client(agent["api_key"]) as client:
         old = client.post("/channel/ack", json={"cursor": old_position})
         assert old.json() == {"acked": 0, "truncated": True}, old.text
         bare = client.post("/channel/ack", json={"cursor": 8})
@@ -494,44 +551,23 @@ def test_a_cursor_given_before_a_restore_acknowledges_nothing_after_it(
         assert acked.json() == {"acked": len(kept)}, acked.text
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_feed_id_given_before_a_restore_resumes_from_the_oldest_with_a_gap(
-    tmp_path: Path, backend: str
+    restored: Restored,
 ) -> None:
     """The journal's places are handed out again after a restore (on SQLite; on PostgreSQL,
     on a server whose transaction ids are behind the old one's): an id of the admin's feed
     from before it is no place in the restored store, even once new items pass it. The feed
     says so with a gap item and goes on from the oldest item kept, passing over none."""
-    with restorable_store(backend, tmp_path) as (url, back_up):
-        herald = HeraldProcess(url)
-        try:
-            live = SSEReader(herald.url, herald.admin_key or "", path="/v1/stream")
-            with herald.client(herald.admin_key) as admin:
-                agent = new_agent(admin)
-                kept = [publish(admin, agent["handle"], f"kept {n}").json()["id"] for n in range(3)]
-                put_back = back_up()
-                for n in range(5):
-                    publish(admin, agent["handle"], f"lost {n}")
-            seen = [_published(live, agent["handle"]) for _ in range(8)]
-            old_id, _ = seen[-1].raw_id, live.close()
-        finally:
-            herald.stop()
-        herald = HeraldProcess(put_back())
-        try:
-            with herald.client(herald.admin_key) as admin:
-                for n in range(10):
-                    kept.append(publish(admin, agent["handle"], f"new {n}").json()["id"])
-            resumed = SSEReader(
-                herald.url, herald.admin_key or "", path="/v1/stream", last_event_id=old_id
-            )
-            gap = resumed.next()
-            assert gap is not None and gap.event == "gap", gap
-            assert gap.data["after"] == old_id and "another history" in gap.data["message"]
-            frames = [_published(resumed, agent["handle"]) for _ in kept]
-            resumed.close()
-            assert [frame.data["event"]["id"] for frame in frames] == kept
-        finally:
-            herald.stop()
+    herald, handle = restored.herald, restored.agents["feed"]["handle"]
+    resumed = SSEReader(
+        herald.url, herald.admin_key or "", path="/v1/stream", last_event_id=restored.feed_id
+    )
+    gap = resumed.next()
+    assert gap is not None and gap.event == "gap", gap
+    assert gap.data["after"] == restored.feed_id and "another history" in gap.data["message"]
+    frames = [_published(resumed, handle) for _ in restored.kept["feed"]]
+    resumed.close()
+    assert [frame.data["event"]["id"] for frame in frames] == restored.kept["feed"]
 
 
 async def _ack_tool(herald: HeraldProcess, key: str, cursor: str) -> dict[str, Any]:

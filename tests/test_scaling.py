@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import scratch_database
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp_events import agent_http
 from tests.http.test_mcp_sessions import INITIALIZE, MCP_HEADERS
@@ -27,12 +28,13 @@ from tests.sse import SSEReader
 from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]  # the module's hosts too
 
 HOSTS = ("127.0.0.1", "127.0.0.2")
 """Two loopback addresses: two hosts as far as their clients can tell."""
 EVENTS = 12
 BURST = 3
+SUBSCRIPTION_LIMIT = 2
 
 
 def free_port(host: str) -> int:
@@ -65,6 +67,17 @@ def two_hosts(database_url: str, *extra: str) -> Iterator[tuple[HeraldProcess, H
         one.stop()
 
 
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[tuple[HeraldProcess, HeraldProcess]]:
+    """Two hosts on one database, for the module's tests whose processes need not stop before
+    they end nor take a limit of their own: each test has agents of its own."""
+    with (
+        scratch_database() as url,
+        two_hosts(url, "--subscription-limit", str(SUBSCRIPTION_LIMIT)) as both,
+    ):
+        yield both
+
+
 def new_agent(herald: HeraldProcess) -> dict[str, Any]:
     with herald.client(herald.admin_key) as admin:
         made = admin.post("/v1/agents", json={"handle": f"a-{uuid.uuid4().hex[:8]}"})
@@ -84,23 +97,23 @@ def published(herald: HeraldProcess, to: str, text: str) -> str:
 
 
 def test_an_event_published_at_one_host_reaches_an_agent_connected_at_the_other(
-    postgres_database_url: str,
+    hosts: tuple[HeraldProcess, HeraldProcess],
 ) -> None:
-    with two_hosts(postgres_database_url) as (one, two):
-        streamed, drained = new_agent(one), new_agent(one)
-        reader = SSEReader(two.url, streamed["api_key"])
-        try:
-            assert reader.status == 200
-            sent = published(one, streamed["handle"], "from the first host")
-            frame = reader.next()
-            assert frame is not None and frame.event == "message", frame
-            assert frame.data["id"] == sent
-        finally:
-            reader.close()
-        sent_ids = {published(one, drained["handle"], f"to drain {n}") for n in range(3)}
-        with two.client(drained["api_key"]) as agent:
-            answer = agent.post("/channel/heartbeat", json={"limit": 10})
-        assert {event["id"] for event in answer.json()["events"]} == sent_ids
+    one, two = hosts
+    streamed, drained = new_agent(one), new_agent(one)
+    reader = SSEReader(two.url, streamed["api_key"])
+    try:
+        assert reader.status == 200
+        sent = published(one, streamed["handle"], "from the first host")
+        frame = reader.next()
+        assert frame is not None and frame.event == "message", frame
+        assert frame.data["id"] == sent
+    finally:
+        reader.close()
+    sent_ids = {published(one, drained["handle"], f"to drain {n}") for n in range(3)}
+    with two.client(drained["api_key"]) as agent:
+        answer = agent.post("/channel/heartbeat", json={"limit": 10})
+    assert {event["id"] for event in answer.json()["events"]} == sent_ids
 
 
 def test_a_webhook_is_sent_once_by_one_host_with_its_public_url(
@@ -179,31 +192,35 @@ async def test_each_host_counts_streams_sessions_and_the_publish_rate_alone(
             assert "--publish-rate" in over.json()["error"]["message"]
 
 
-async def test_the_subscription_limit_holds_across_hosts(postgres_database_url: str) -> None:
+async def test_the_subscription_limit_holds_across_hosts(
+    hosts: tuple[HeraldProcess, HeraldProcess],
+) -> None:
+    one, two = hosts
     receiver = Receiver(answers_challenges=True)
     try:
-        with two_hosts(postgres_database_url, "--subscription-limit", "1") as (one, two):
-            agent = new_agent(one)
-            async with agent_http(one, agent["api_key"]) as http:
-                held = subscription(receiver.url, arguments={"types": ["a.*"]})
+        agent = new_agent(one)
+        # The limit's worth held at the first host, then one more asked of the second.
+        async with agent_http(one, agent["api_key"]) as http:
+            for n in range(SUBSCRIPTION_LIMIT):
+                held = subscription(receiver.url, arguments={"types": [f"held{n}.*"]})
                 assert "result" in await call(http, "modern", "events/subscribe", held)
-            async with agent_http(two, agent["api_key"]) as http:
-                more = subscription(receiver.url, arguments={"types": ["b.*"]})
-                full = await call(http, "modern", "events/subscribe", more)
-            assert full["error"]["code"] == -32025
-            assert full["error"]["data"] == {"limit": "subscriptions", "max": 1}
+        async with agent_http(two, agent["api_key"]) as http:
+            more = subscription(receiver.url, arguments={"types": ["more.*"]})
+            full = await call(http, "modern", "events/subscribe", more)
+        assert full["error"]["code"] == -32025
+        assert full["error"]["data"] == {"limit": "subscriptions", "max": SUBSCRIPTION_LIMIT}
     finally:
         await asyncio.to_thread(receiver.close)
 
 
 async def test_subscribes_racing_at_both_hosts_never_pass_the_limit(
-    postgres_database_url: str,
+    hosts: tuple[HeraldProcess, HeraldProcess],
 ) -> None:
+    one, two = hosts
     receiver = Receiver(answers_challenges=True)
     try:
-        with two_hosts(postgres_database_url, "--subscription-limit", "2") as (one, two):
-            agent = new_agent(one)
-            answers = await racing_subscribes([one, two] * 4, agent["api_key"], receiver.url)
-        assert held_and_refused(answers, 2) == (2, 6)
+        agent = new_agent(one)
+        answers = await racing_subscribes([one, two] * 4, agent["api_key"], receiver.url)
+        assert held_and_refused(answers, SUBSCRIPTION_LIMIT) == (SUBSCRIPTION_LIMIT, 6)
     finally:
         await asyncio.to_thread(receiver.close)

@@ -6,16 +6,15 @@ the admin's feed) and ``/mcp`` endpoints, the web console, the API's own descrip
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from starlette.datastructures import State
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route, Router
+from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from herald.addresses import AddressGuard
 from herald.config import DEFAULTS, EventsConfig, HttpConfig, MetricsConfig, SubscriptionConfig
@@ -38,6 +37,7 @@ from herald.http import (
 )
 from herald.http.auth import MetricsAccess
 from herald.http.feed import FeedRoute
+from herald.http.io import error_response
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
 from herald.http.metrics import ROUTE_TEMPLATE
@@ -124,10 +124,10 @@ def create_app(
         *openapi.ROUTES,
         *reference.ROUTES,
     ]
-    routes = [_direct(route) for route in routes]
-    router = Router(routes=routes, lifespan=lifespan)
+    router = Router(routes=by_path(routes), default=no_route, lifespan=lifespan)
     app = HeraldApp(
         router,
+        routes,
         HeraldMiddleware(
             router,
             metrics=hub.metrics,
@@ -148,50 +148,87 @@ class HeraldApp:
     herald's one middleware, which answers every error in herald's shape. (Starlette's own app
     class would put two layers of its own around each request, a last-resort 500 and its
     exception handlers, for what that middleware does already.) Like it, it has a ``state``, its
-    ``router`` and ``routes``, and is each request's ``request.app``."""
+    ``router`` and ``routes``, and is each request's ``request.app``. Its ``routes`` are those it
+    was made of, each a path and its methods, as ``/openapi.json`` describes them; its router
+    serves them one route per path (``by_path``)."""
 
-    def __init__(self, router: Router, serve: ASGIApp) -> None:
+    def __init__(self, router: Router, routes: Sequence[Route], serve: ASGIApp) -> None:
         self.router = router
+        self.routes = routes
         self.state = State()
         self._serve = serve
-
-    @property
-    def routes(self) -> list[BaseRoute]:
-        return self.router.routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
         await self._serve(scope, receive, send)
 
 
-class Handler:
-    """A route's ASGI endpoint: it names the route's template in the request's scope
-    (``ROUTE_TEMPLATE``, for the request count), then runs the route's own endpoint, a handler
-    (``request -> response``) or an ASGI app. (Starlette wraps a handler given as a function in
-    a layer that looks for exception handlers, and herald has none there: its middleware answers
-    every error.) It carries the endpoint's name, module and description (``__wrapped__``)."""
+def by_path(routes: Sequence[Route]) -> list[Route]:
+    """One route per path, in the order the paths first come, whose endpoint (``Handler``)
+    takes every method the routes of that path take (a method taken twice: the first route's).
+    No two of herald's paths match one request, so this picks what Starlette's router would."""
+    methods: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if route.methods is None:
+            raise ValueError(f"the route {route.path} takes any method: name the ones it takes")
+        endpoints = methods.setdefault(route.path, {})
+        for method in route.methods:
+            endpoints.setdefault(method, route.endpoint)
+    return [Route(path, Handler(path, endpoints)) for path, endpoints in methods.items()]
 
-    def __init__(self, endpoint: Any, template: str) -> None:
-        functools.update_wrapper(self, endpoint, updated=())
+
+class Handler:
+    """A path's ASGI endpoint: it runs the endpoint of the request's method, a handler
+    (``request -> response``) or an ASGI app, with the path's template named in the request's
+    scope (``ROUTE_TEMPLATE``, for the request count); a method the path does not take is
+    herald's 405, whose ``Allow`` names every method the path takes. (Starlette's router
+    answers a method no route of a path takes with its own 405, in herald's shape only through
+    an exception it raises when ``scope["app"]`` is set, which it does not document: so the
+    route of a path takes every method, and this decides. And Starlette wraps a handler given
+    as a function in a layer that looks for exception handlers; herald has none there, its
+    middleware answers every error.)"""
+
+    def __init__(self, template: str, endpoints: Mapping[str, Any]) -> None:
         self.template = template
-        self.handler: Callable[[Request], Awaitable[Response]] | None = None
-        self.app: ASGIApp | None = None
-        if inspect.iscoroutinefunction(endpoint):
-            self.handler = endpoint
-        else:
-            self.app = endpoint
+        self.handlers = {
+            method: endpoint
+            for method, endpoint in endpoints.items()
+            if inspect.iscoroutinefunction(endpoint)
+        }
+        self.apps = {
+            method: endpoint
+            for method, endpoint in endpoints.items()
+            if method not in self.handlers
+        }
+        self.allow = ", ".join(sorted(endpoints))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope[ROUTE_TEMPLATE] = self.template
-        if self.app is not None:
-            await self.app(scope, receive, send)
+        method = scope["method"]
+        handler = self.handlers.get(method)
+        if handler is not None:
+            scope[ROUTE_TEMPLATE] = self.template
+            response = await handler(Request(scope, receive, send))
+            await response(scope, receive, send)
             return
-        assert self.handler is not None
-        response = await self.handler(Request(scope, receive, send))
-        await response(scope, receive, send)
+        app = self.apps.get(method)
+        if app is not None:
+            scope[ROUTE_TEMPLATE] = self.template
+            await app(scope, receive, send)
+            return
+        path = Request(scope).url.path
+        refusal = error_response(
+            "method_not_allowed", f"{method} is not allowed on {path}", 405, {"Allow": self.allow}
+        )
+        await refusal(scope, receive, send)
 
 
-def _direct(route: Route) -> Route:
-    """The route with ``Handler`` as its ASGI endpoint."""
-    endpoint = Handler(route.endpoint, route.path)
-    return Route(route.path, endpoint, methods=route.methods, name=route.name)
+async def no_route(scope: Scope, receive: Receive, send: Send) -> None:
+    """The router's answer when no route takes the path (its ``default``): herald's 404. (Its
+    own answers in herald's shape only through an exception it raises when ``scope["app"]`` is
+    set, which it does not document.)"""
+    if scope["type"] != "http":  # a WebSocket: herald serves none
+        await WebSocketClose()(scope, receive, send)
+        return
+    path = Request(scope).url.path
+    answer = error_response("not_found", f"no route {path}; GET /docs describes every route", 404)
+    await answer(scope, receive, send)

@@ -9,10 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Match, Route
 from starlette.types import Receive
 
 from herald import json_input
@@ -136,30 +134,3 @@ def error_headers(exc: HeraldError) -> dict[str, str] | None:
 async def herald_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HeraldError)
     return error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
-
-
-async def http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    codes = {404: "not_found", 405: "method_not_allowed"}
-    message = {
-        404: f"no route {request.url.path}; GET /docs describes every route",
-        405: f"{request.method} is not allowed on {request.url.path}",
-    }.get(exc.status_code, str(exc.detail))
-    headers = exc.headers
-    if exc.status_code == 405:
-        headers = {**(headers or {}), "Allow": allowed_methods(request)}
-    return error_response(
-        codes.get(exc.status_code, "http_error"), message, exc.status_code, headers
-    )
-
-
-def allowed_methods(request: Request) -> str:
-    """Every method some route takes at the request's path. (Starlette's 405 names only those
-    of the first route of the path, and a path's methods are often routes of their own.)"""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods is not None:
-            match, _ = route.matches(request.scope)  # PARTIAL: the path, not the method
-            if match is not Match.NONE:
-                methods |= route.methods
-    return ", ".join(sorted(methods))

@@ -8,7 +8,7 @@ Around each request, from the outside in:
   reserve, a request other than a probe is answered 503 and the connection closed;
 - it is counted by method, route template and status class, timed to its answer's status line
   (``Metrics.http_request``);
-- a refusal (a ``HeraldError``, or the router's 404 or 405) is answered in herald's error shape;
+- a refusal (a ``HeraldError``) is answered in herald's error shape;
 - an error no handler expected is logged and answered with a 500 in herald's shape, and the
   connection stays open for the requests behind it (Starlette's last-resort handler raises again
   after its answer, and uvicorn then drops the connection); an error after the answer has begun
@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,7 +34,7 @@ from herald.http.connections import (
     busy_refusal,
     serving_connection,
 )
-from herald.http.io import error_response, herald_error, http_error
+from herald.http.io import error_response, herald_error
 from herald.http.limits import KeyShares
 from herald.http.metrics import ROUTE_TEMPLATE, UNMATCHED
 from herald.metrics import Metrics
@@ -136,19 +135,15 @@ class _Exchange:
             release()
 
     async def _answer(self) -> None:
-        """The app's answer; a refusal (``HeraldError``, or Starlette's 404 or 405) it raised
-        answered in herald's shape while no answer has begun."""
+        """The app's answer; a refusal (``HeraldError``) it raised answered in herald's shape
+        while no answer has begun."""
         scope = self._scope
         try:
             await self._middleware.app(scope, self.receive, self.send)
-        except (HeraldError, HTTPException) as exc:
+        except HeraldError as exc:
             if self.started:
                 raise
-            request = Request(scope)
-            if isinstance(exc, HeraldError):
-                answer = await herald_error(request, exc)
-            else:
-                answer = await http_error(request, exc)
+            answer = await herald_error(Request(scope), exc)
             await answer(scope, self.receive, self.send)
         body = self._body
         if body is not None and body.late is not None and not self.started:
