@@ -48,16 +48,18 @@ async def test_the_router_answers_404_and_405_in_heralds_shape_with_nothing_in_t
 
 def test_no_path_of_the_app_takes_a_request_for_another(tmp_path: Path) -> None:
     # The router serves one route per path and that route decides the method: were a request
-    # for one path taken by another, the method of the other would be refused.
+    # for one path taken by another, the method of the other would be refused. (A path may
+    # match a wider one, `/v1/topics/{topic:path}/subscribers`, if it comes first.)
     app = create_app(Hub.from_url(f"sqlite:///{tmp_path / 'never-opened.db'}"))
     taken_by_others = {}
     for route in app.routes:
-        scope = {"type": "http", "method": "GET", "path": re.sub(r"\{\w+\}", "x", route.path)}
+        path = re.sub(r"\{\w+(:\w+)?\}", "x", route.path)
+        scope = {"type": "http", "method": "GET", "path": path}
         takers = [
             served.path
             for served in app.router.routes
             if served.matches(scope)[0] is not Match.NONE
         ]
-        if takers != [route.path]:
+        if takers[:1] != [route.path]:
             taken_by_others[scope["path"]] = takers
     assert taken_by_others == {}

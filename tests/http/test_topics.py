@@ -224,6 +224,8 @@ def test_bad_names_and_bodies_get_clear_refusals_and_change_nothing(
     (alice,) = new_agents(admin, 1)
     bad = admin.put("/v1/topics/repo herald", json={"description": "x"})
     assert bad.status_code == 422 and "topic 'repo herald' must be a topic's name" in bad.text
+    routed = admin.put("/v1/topics/repo/subscribers/a/b", json={"description": "x"})
+    assert routed.status_code == 422 and "must not have 'subscribers' after a '/'" in routed.text
     glob = admin.put("/v1/topics/repo/*", json={"description": "x"})
     assert glob.status_code == 422 and "must be a topic's name" in glob.text
     empty = admin.put(f"/v1/topics/{topic}", json={})

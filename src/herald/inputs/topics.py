@@ -19,6 +19,8 @@ from herald.validation import TOPIC_PATTERN
 TOPIC_GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:/*?-]{1,128}")
 """A topic's name (``validation.TOPIC_PATTERN``) that may hold * and ?."""
 NAME_RULE = "1-128 letters, digits and _ . : / - (for example repo/herald)"
+ROUTE_WORD = "subscribers"
+"""The word after a topic's name in the routes of its subscribers."""
 GLOB_RULE = f"a topic's name ({NAME_RULE}), or a glob of names with * for any run and ? for one"
 
 TopicName = Annotated[
@@ -72,6 +74,10 @@ def check_topic_name(name: str, where: str = "topic") -> str:
     """
     if TOPIC_PATTERN.fullmatch(name) is None:
         raise InvalidInput(f"{where} {name!r} must be a topic's name of {NAME_RULE}")
+    if ROUTE_WORD in name.split("/")[1:]:
+        # /v1/topics/{name}/subscribers names a topic's subscribers: such a topic would be
+        # out of reach of its own routes.
+        raise InvalidInput(f"{where} {name!r} must not have {ROUTE_WORD!r} after a '/'")
     return name
 
 
