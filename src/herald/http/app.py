@@ -34,8 +34,10 @@ from herald.http import (
     openapi,
     reference,
     stats,
+    stream_tokens,
 )
 from herald.http.auth import MetricsAccess
+from herald.http.cors import Cors
 from herald.http.feed import FeedRoute
 from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
@@ -109,6 +111,7 @@ def create_app(
         *agents.ROUTES,
         *events.ROUTES,
         *channel.ROUTES,
+        *stream_tokens.ROUTES,
         Route("/channel/stream", StreamRoute(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/v1/stream", FeedRoute(hub), methods=["GET"]),
@@ -132,6 +135,7 @@ def create_app(
             body_idle_s=http_config.body_idle_timeout_s,
             body_total_s=http_config.body_timeout_s,
             clock=hub.clock,
+            cors=Cors(http_config.cors_origins) if http_config.cors_origins else None,
         ),
     )
     app.state.services = Services(

@@ -293,3 +293,15 @@ class ResumeInput(Input):
         ]
         | None
     ) = None
+    token: (
+        Annotated[
+            str,
+            Field(
+                description=(
+                    "A token of POST /channel/stream-token, for a web page's EventSource (which"
+                    " cannot send Authorization), instead of the agent's key."
+                ),
+            ),
+        ]
+        | None
+    ) = None
