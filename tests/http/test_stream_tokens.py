@@ -39,9 +39,12 @@ def token_of(herald: HeraldProcess, key: str) -> str:
 def refusal(herald: HeraldProcess, token: str, **headers: str) -> httpx.Response:
     """The answer of the stream to ``token``, which must be a refusal (an answer that opened the
     stream would never end)."""
-    with httpx.Client(base_url=herald.url, timeout=WAIT_S) as anyone:
-        answer = anyone.get("/channel/stream", params={"token": token}, headers=headers)
-    assert answer.status_code != 200
+    with (
+        httpx.Client(base_url=herald.url, timeout=WAIT_S) as anyone,
+        anyone.stream("GET", "/channel/stream", params={"token": token}, headers=headers) as answer,
+    ):
+        assert answer.status_code != 200, "the stream opened"
+        answer.read()
     return answer
 
 
@@ -218,6 +221,9 @@ async def test_a_token_is_refused_once_its_five_minutes_are_over(own_store_url: 
         async with opening as opened:
             assert opened.status_code == 200
         clock.advance(0.1)
-        refused = await http.get("/channel/stream", params={"token": token["token"]})
-    assert refused.status_code == 401
+        async with http.stream(
+            "GET", "/channel/stream", params={"token": token["token"]}
+        ) as refused:
+            assert refused.status_code == 401, "the stream opened"
+            await refused.aread()
     assert json.loads(refused.text)["error"]["message"].startswith("the stream token has expired")
