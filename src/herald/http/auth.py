@@ -10,6 +10,7 @@ from herald.config import MetricsConfig
 from herald.errors import Forbidden, HeraldError, Unauthorized, UnknownKey
 from herald.hub import Hub
 from herald.keys import hash_key, matches
+from herald.logs import HIDDEN_PARAMETER
 from herald.models import Agent, PublisherKey
 
 
@@ -39,7 +40,7 @@ ONLY_ON_THE_STREAM = (
 def bearer_key(request: Request) -> str:
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
-        if "token" in request.query_params:
+        if HIDDEN_PARAMETER in request.query_params:  # a stream token, on another route
             raise Unauthorized(ONLY_ON_THE_STREAM)
         raise Unauthorized("send a key as 'Authorization: Bearer <key>'")
     return key.strip()

@@ -29,13 +29,14 @@ from herald.http.io import json_response
 from herald.http.services import services
 from herald.hub import Hub
 from herald.keys import hash_key
+from herald.logs import HIDDEN_PARAMETER
 from herald.models import Agent
 from herald.times import iso_ms
 
 TOKEN_TTL_MS = 5 * 60 * 1000
 """How long a token opens the stream: a page asks its backend for a new one to reconnect."""
-QUERY = "token"
-"""The query parameter of ``GET /channel/stream`` that carries it."""
+QUERY = HIDDEN_PARAMETER
+"""The query parameter of ``GET /channel/stream`` that carries it: the one no log line shows."""
 AGAIN = "ask POST /channel/stream-token for a new one (with the agent's key, server-side)"
 
 

@@ -273,7 +273,7 @@ it gave (a position), or a bare seq (0: from the oldest; any other, from no know
 
 class ResumeInput(Input):
     """``GET /channel/stream``'s query: where a first connect resumes (a reconnect sends the
-    ``Last-Event-ID`` header instead, which wins)."""
+    ``Last-Event-ID`` header instead, which wins), and a web page's stream token."""
 
     where: ClassVar[str] = "query"
     item: ClassVar[str] = "parameter"
