@@ -31,14 +31,14 @@ class SSEReader:
     def __init__(
         self,
         url: str,
-        key: str,
+        key: str | None,
         *,
         last_event_id: int | str | None = None,
         after: int | str | None = None,
         path: str = "/channel/stream",
         params: dict[str, str] | None = None,
     ) -> None:
-        headers = {"authorization": f"Bearer {key}"}
+        headers = {"authorization": f"Bearer {key}"} if key is not None else {}
         if last_event_id is not None:
             headers["last-event-id"] = str(last_event_id)
         params = {**(params or {}), **({"after": str(after)} if after is not None else {})}

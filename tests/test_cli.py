@@ -370,6 +370,11 @@ SETTINGS = [
         lambda c: c.subscriptions.allow,
         ("https://a.example/hooks/",),
     ),
+    (
+        ("--cors-origin", "https://app.example.com"),
+        lambda c: c.http.cors_origins,
+        ("https://app.example.com",),
+    ),
     (("--metrics-token", "m" * 32), lambda c: c.metrics.token, "m" * 32),
     (("--metrics-open",), lambda c: c.metrics.open, True),
 ]
@@ -425,6 +430,14 @@ PRECEDENCE = [
         "HERALD_SUBSCRIPTION_ALLOW",
         lambda c: c.subscriptions.allow,
         ("https://a.example/", "https://b.example/", '"https://c.example/"'),
+        (),
+    ),
+    (
+        "cors_origin",
+        "--cors-origin",
+        "HERALD_CORS_ORIGIN",
+        lambda c: c.http.cors_origins,
+        ("https://a.example", "https://b.example", '"https://c.example"'),
         (),
     ),
     (
@@ -531,6 +544,28 @@ def test_the_subscription_allowlist_takes_a_prefix_per_flag_and_refuses_a_bad_on
     assert problems(capsys, monkeypatch, HERALD_SUBSCRIPTION_ALLOW="hooks.example/") == [
         "herald: subscription_allow (env HERALD_SUBSCRIPTION_ALLOW): the prefix"
         " 'hooks.example/' must be an absolute http or https URL"
+    ]
+
+
+def test_cors_origins_take_one_per_flag_and_refuse_one_a_browser_would_not_send(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    two = ("https://app.example.com", "http://localhost:5173")
+    flags = ("--cors-origin", two[0], "--cors-origin", two[1])
+    assert settings_from(flags, {}, None, tmp_path).http.cors_origins == two
+    spaced = {"HERALD_CORS_ORIGIN": " ".join(two)}
+    assert settings_from((), spaced, None, tmp_path).http.cors_origins == two
+    listed = f"cors_origin = {json.dumps(list(two))}\n"
+    assert settings_from((), {}, listed, tmp_path).http.cors_origins == two
+    assert problems(capsys, monkeypatch, "--cors-origin", "https://App.example.com:443/") == [
+        "herald: cors_origin (flag --cors-origin): the origin 'https://App.example.com:443/'"
+        " must be written as a browser sends it: 'https://app.example.com'"
+    ]
+    assert problems(capsys, monkeypatch, HERALD_CORS_ORIGIN="https://app.example.com/page") == [
+        "herald: cors_origin (env HERALD_CORS_ORIGIN): the origin 'https://app.example.com/page'"
+        " is not an origin such as https://app.example.com or http://localhost:5173: an http or"
+        " https scheme and a host (IDNA-encoded, xn--...), a port if need be, and nothing after"
+        " them"
     ]
 
 

@@ -400,6 +400,18 @@ class Drained(TypedDict):
     """Send it back as ``cursor`` to acknowledge these events."""
 
 
+@shape
+class StreamToken(TypedDict):
+    """A token with which a web page follows the agent's stream: ``GET
+    /channel/stream?token=...``, and no other route."""
+
+    token: str
+    """``herald_stream_...``: give it to the page only, never the agent's key."""
+    expires_at: Instant
+    """After it the stream refuses it (401), as it does once the agent's key is rotated; a
+    stream opened by then goes on until the agent's key stops working."""
+
+
 class AckedCount(TypedDict):
     """What ``Acked`` always holds (its optional keys are its own). Its field's description is
     in its type: a parent's docstrings are not its child's."""

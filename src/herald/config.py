@@ -18,6 +18,7 @@ from herald.addresses import AddressPolicy
 from herald.endpoint_checks import check_url_prefix
 from herald.errors import InvalidInput
 from herald.keys import check_chosen_key
+from herald.origins import check_origin
 from herald.urls import backend_of
 
 DAY_S = 24 * 3600
@@ -60,10 +61,12 @@ def _require_count(least: int, **counts: int) -> None:
 
 @dataclass(frozen=True)
 class HttpConfig:
-    """Where the hub listens, and how long a connection may take to ask.
+    """Where the hub listens, how long a connection may take to ask, and which web pages may
+    ask.
 
     Raises:
-        InvalidInput: a body timeout is not above 0 s.
+        InvalidInput: a body timeout is not above 0 s, or a CORS origin is not one as browsers
+            write it.
     """
 
     host: str = "127.0.0.1"
@@ -81,8 +84,13 @@ class HttpConfig:
     body_idle_timeout_s: float = 10.0
     """A request body that sends nothing for this long while herald waits for it is refused
     (408) and its connection closed."""
+    cors_origins: tuple[str, ...] = ()
+    """The web origins (``https://app.example.com``) whose pages may call the API: their
+    preflights are answered and every answer to them says so (CORS). None: no CORS at all."""
 
     def __post_init__(self) -> None:
+        for origin in self.cors_origins:
+            check_origin(origin, "a CORS origin")
         _require_seconds(
             body_timeout=self.body_timeout_s, body_idle_timeout=self.body_idle_timeout_s
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from urllib.parse import unquote_plus
 
 from herald.times import iso_ms
 
@@ -45,6 +46,46 @@ def configure_logging(level: str, log_format: str) -> None:
         logging.getLogger(client).setLevel(
             max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()])
         )
+
+
+HIDDEN_PARAMETER = "token"
+"""The query parameter whose value no log line shows: a web page's stream token (``GET
+/channel/stream?token=``)."""
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class QueryTokensHidden(logging.Filter):
+    """Hides the value of a ``token`` query parameter in the URLs a line's arguments carry:
+    uvicorn's access log writes each request's path with its query, and a stream token travels
+    there. (uvicorn has no setting for what its access line shows: a filter on its logger, the
+    logging module's own hook, is the way in.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _without_token(arg) if isinstance(arg, str) else arg for arg in record.args
+            )
+        return True
+
+
+def _without_token(text: str) -> str:
+    path, mark, query = text.partition("?")
+    if not mark:
+        return text
+    return f"{path}?{'&'.join(_hidden(piece) for piece in query.split('&'))}"
+
+
+def _hidden(parameter: str) -> str:
+    name = parameter.partition("=")[0]
+    # The name as the app reads it (percent-decoded): %74oken= is hidden too.
+    return f"{name}=[hidden]" if unquote_plus(name) == HIDDEN_PARAMETER else parameter
+
+
+def hide_query_tokens() -> None:
+    """Keep stream tokens out of uvicorn's access log (once, however many servers start)."""
+    access = logging.getLogger(ACCESS_LOGGER)
+    if not any(isinstance(found, QueryTokensHidden) for found in access.filters):
+        access.addFilter(QueryTokensHidden())
 
 
 def log_attempt(

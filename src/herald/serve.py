@@ -31,7 +31,7 @@ from herald.http.connections import (
     raise_file_limit,
 )
 from herald.hub import Hub
-from herald.logs import webhook_deliveries
+from herald.logs import hide_query_tokens, webhook_deliveries
 from herald.serving_lock import hold_store
 from herald.settings import masked_url
 from herald.times import Clock
@@ -101,6 +101,7 @@ async def serve(
             per_key = config.limits.requests
             per_key = budget.per_key if per_key is None else per_key
             app, stopping = build_app(hub, config, public_url, per_key)
+            hide_query_tokens()
             server_config = uvicorn.Config(
                 app,
                 log_level=config.log_level,

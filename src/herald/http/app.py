@@ -33,9 +33,11 @@ from herald.http import (
     openapi,
     reference,
     stats,
+    stream_tokens,
     topics,
 )
 from herald.http.auth import MetricsAccess
+from herald.http.cors import Cors
 from herald.http.feed import FeedRoute
 from herald.http.io import error_response
 from herald.http.limits import KeyLimits, Limits
@@ -111,6 +113,7 @@ def create_app(
         *agents.ROUTES,
         *events.ROUTES,
         *channel.ROUTES,
+        *stream_tokens.ROUTES,
         Route("/channel/stream", StreamRoute(hub, fanout, per_key.streams), methods=["GET"]),
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
         Route("/v1/stream", FeedRoute(hub), methods=["GET"]),
@@ -135,6 +138,7 @@ def create_app(
             body_idle_s=http_config.body_idle_timeout_s,
             body_total_s=http_config.body_timeout_s,
             clock=hub.clock,
+            cors=Cors(http_config.cors_origins) if http_config.cors_origins else None,
         ),
     )
     app.state.services = Services(

@@ -10,6 +10,7 @@ from herald.config import MetricsConfig
 from herald.errors import Forbidden, HeraldError, Unauthorized, UnknownKey
 from herald.hub import Hub
 from herald.keys import hash_key, matches
+from herald.logs import HIDDEN_PARAMETER
 from herald.models import Agent, PublisherKey
 
 
@@ -28,9 +29,19 @@ class MetricsAccess:
         return cls(token_hash, config.open)
 
 
+STREAM_TOKEN_PREFIX = "herald_stream_"
+"""A stream token's (``herald.http.stream_tokens``): no key, refused wherever a key is asked."""
+ONLY_ON_THE_STREAM = (
+    "a stream token opens GET /channel/stream as ?token= and nothing else: send a key as"
+    " 'Authorization: Bearer <key>'"
+)
+
+
 def bearer_key(request: Request) -> str:
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
+        if HIDDEN_PARAMETER in request.query_params:  # a stream token, on another route
+            raise Unauthorized(ONLY_ON_THE_STREAM)
         raise Unauthorized("send a key as 'Authorization: Bearer <key>'")
     return key.strip()
 
@@ -87,6 +98,8 @@ async def _refusal(hub: Hub, key: str, needed: str) -> HeraldError:
     """Why ``key`` is refused on a route that takes only ``needed``: 403, saying what the key
     may do, when herald knows it; 401 when it does not. (Each lookup answers at once for a
     key without its kind's prefix.)"""
+    if key.startswith(STREAM_TOKEN_PREFIX):
+        return UnknownKey(ONLY_ON_THE_STREAM)
     if await hub.is_admin_key(key):
         return Forbidden(f"this route needs {needed}, not the admin key")
     if await hub.agent_for_key(key) is not None:

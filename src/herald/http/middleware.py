@@ -14,7 +14,9 @@ Around each request, from the outside in:
   after its answer, and uvicorn then drops the connection); an error after the answer has begun
   cannot be answered: it is raised, and the connection, whose answer is cut short, closes;
 - no key holds more than ``requests_per_key`` requests in flight (``herald.http.limits``);
-- its body has deadlines (``herald.http.bodies``): past one, the answer is herald's 408.
+- its body has deadlines (``herald.http.bodies``): past one, the answer is herald's 408;
+- with origins to answer (``herald.http.cors``), a preflight from one is answered before the
+  app, and every answer is marked for the origin that asked.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from herald.http.connections import (
     busy_refusal,
     serving_connection,
 )
+from herald.http.cors import Cors
 from herald.http.io import error_response, herald_error
 from herald.http.limits import KeyShares
 from herald.http.metrics import ROUTE_TEMPLATE, UNMATCHED
@@ -54,8 +57,10 @@ class HeraldMiddleware:
         body_idle_s: float,
         body_total_s: float,
         clock: Callable[[], float],
+        cors: Cors | None = None,
     ) -> None:
-        self.app = app
+        self.app = app if cors is None else cors.around(app)
+        self.cors = cors
         self.metrics = metrics
         self.shares = KeyShares(requests_per_key)
         self.deadlines = BodyDeadlines(idle_s=body_idle_s, total_s=body_total_s, clock=clock)
@@ -179,6 +184,9 @@ class _Exchange:
 
     async def to_connection(self, message: Message) -> None:
         """A message of the answer, counted and told to the connection, to the server."""
+        cors = self._middleware.cors
+        if cors is not None and message["type"] == "http.response.start":
+            message = cors.mark(self._scope, message)
         if message["type"] == "http.response.start" and not self.counted:
             self.counted = True
             scope = self._scope

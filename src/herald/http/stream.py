@@ -20,6 +20,7 @@ from herald.http.auth import bearer_key, require_agent
 from herald.http.described import AGENT_ONLY, EVENT_STREAM, Answer, described
 from herald.http.io import error_headers, error_response
 from herald.http.limits import StreamSlots
+from herald.http.stream_tokens import QUERY, agent_for_token
 from herald.hub import Hub
 from herald.inputs.channel import BARE_SEQ, ResumeInput
 from herald.keys import hash_key
@@ -60,7 +61,9 @@ events it missed is not known."""
     errors=(429,),
     description=(
         "Replays the agent's open events after the resume point (the Last-Event-ID header, else"
-        " ?after=), then streams new ones as they come, without gap or duplicate. A resume"
+        " ?after=), then streams new ones as they come, without gap or duplicate. A web page's"
+        " EventSource, which cannot send Authorization, sends ?token= instead, a token of POST"
+        " /channel/stream-token. A resume"
         " point is not an acknowledgement: acknowledge with POST /channel/ack, sending an"
         " event's id as cursor (it and every pushed event before it)."
     ),
@@ -80,8 +83,7 @@ class StreamRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         try:
-            key = bearer_key(request)
-            agent = await require_agent(self.hub, request)
+            agent, key_hash = await _caller(self.hub, request)
             history = await self.hub.history()
             cursor = _resume_point(request, agent, history)
             # Read now: the key's agent record may be a second old, and a position is checked
@@ -96,7 +98,7 @@ class StreamRoute:
             )
             return
         subscription = self.fanout.subscribe(agent.id, newest)
-        unwatch = self.hub.key_watch.watch(hash_key(key), subscription.close)
+        unwatch = self.hub.key_watch.watch(key_hash, subscription.close)
         try:
             await sse.while_connected(
                 receive, self._stream(agent, history, cursor, subscription, send)
@@ -158,6 +160,24 @@ class StreamRoute:
         metrics = self.hub.metrics
         metrics.delivered(WAY, "sent", len(written))
         metrics.sent(WAY, [event.created_at for event in written], self.hub.now())
+
+
+async def _caller(hub: Hub, request: Request) -> tuple[Agent, str]:
+    """The agent whose stream it is, and the hash of the key that must go on working for the
+    stream to: the key sent, or, for a page's ``?token=``, the agent's key it was made under.
+
+    Raises:
+        Unauthorized: no key or token, or one herald refuses.
+        Forbidden: a key that is not an agent's.
+        InvalidInput: a key and a token both.
+    """
+    token = request.query_params.get(QUERY)
+    if token is None:
+        return await require_agent(hub, request), hash_key(bearer_key(request))
+    if "authorization" in request.headers:
+        raise InvalidInput("send a key (Authorization) or a stream token (?token=), not both")
+    agent = await agent_for_token(hub, token)
+    return agent, agent.key_hash
 
 
 def _resume_point(request: Request, agent: Agent, history: str) -> int | None:

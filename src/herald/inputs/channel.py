@@ -285,7 +285,7 @@ it gave (a position), or a bare seq (0: from the oldest; any other, from no know
 
 class ResumeInput(Input):
     """``GET /channel/stream``'s query: where a first connect resumes (a reconnect sends the
-    ``Last-Event-ID`` header instead, which wins)."""
+    ``Last-Event-ID`` header instead, which wins), and a web page's stream token."""
 
     where: ClassVar[str] = "query"
     item: ClassVar[str] = "parameter"
@@ -302,6 +302,18 @@ class ResumeInput(Input):
                 ),
             ),
             Says("must be the id of the last event the stream gave, or 0"),
+        ]
+        | None
+    ) = None
+    token: (
+        Annotated[
+            str,
+            Field(
+                description=(
+                    "A token of POST /channel/stream-token, for a web page's EventSource (which"
+                    " cannot send Authorization), instead of the agent's key."
+                ),
+            ),
         ]
         | None
     ) = None

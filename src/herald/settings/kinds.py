@@ -13,6 +13,7 @@ from typing import Any
 from herald.addresses import AddressPolicy
 from herald.endpoint_checks import check_url_prefix, parse_schedule
 from herald.errors import InvalidInput
+from herald.origins import check_origin
 from herald.times import format_duration, parse_duration
 
 Plain = str | int | float | bool | list[int] | list[str]
@@ -167,4 +168,22 @@ def _url_prefixes(value: object) -> tuple[str, ...]:
 
 URL_PREFIXES = Kind(_url_prefixes, list, "PREFIX", repeatable=True)
 """Callback URL prefixes: the flag once per prefix, a variable's separated by spaces, a TOML
+file's as a list."""
+
+
+def _origins(value: object) -> tuple[str, ...]:
+    # Whitespace separates them in one text (a variable): an origin holds none.
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, list) or not all(isinstance(origin, str) for origin in value):
+        raise InvalidInput(
+            'write web origins, e.g. ["https://app.example.com"] or'
+            f' "https://app.example.com http://localhost:5173", not {_shown(value)}'
+        )
+    words = [word for origin in value for word in origin.split()]
+    return tuple(check_origin(word, "the origin") for word in words)
+
+
+ORIGINS = Kind(_origins, list, "ORIGIN", repeatable=True)
+"""Web origins (CORS): the flag once per origin, a variable's separated by spaces, a TOML
 file's as a list."""

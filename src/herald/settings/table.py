@@ -11,6 +11,7 @@ from herald.config import DEFAULTS, LOG_FORMATS, LOG_LEVELS, MCP_ERAS
 from herald.settings.kinds import (
     ADDRESSES,
     DURATION,
+    ORIGINS,
     SCHEDULE,
     SWITCH,
     TEXT,
@@ -89,6 +90,14 @@ SETTINGS = (
         "http.body_idle_timeout_s",
         DURATION,
         "refuse a request body (408) and close its connection when it sends nothing for this",
+    ),
+    Setting(
+        "cors_origin",
+        "http.cors_origins",
+        ORIGINS,
+        "a web origin (https://app.example.com) whose pages may call the API: its preflights"
+        " are answered and answers to it carry Access-Control-Allow-Origin; repeat the flag for"
+        " more (in the variable, separate them by spaces); none: no CORS",
     ),
     Setting(
         "lease",
