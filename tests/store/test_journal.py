@@ -60,6 +60,20 @@ async def test_a_publish_writes_one_row_naming_its_events_and_a_repeat_writes_no
     assert one.at < batch.at
 
 
+async def test_each_lone_publish_of_one_event_writes_a_row_naming_its_seq(store: Store) -> None:
+    alice = await add_agent(store, "alice")
+    start = await head(store)
+    first = await store.append([event("alice")])
+    second = await store.append([event("alice")])
+    rows = await rows_after(store, start)
+    assert [(row.kind, row.agent_id) for row in rows] == [("append", alice.id)] * 2
+    assert [row.entry for row in rows] == [
+        JournalEntry(published=(PublishedRange(alice.id, 1, 1),)),
+        JournalEntry(published=(PublishedRange(alice.id, 2, 2),)),
+    ]
+    assert [p.event.seq for p in (*first, *second)] == [1, 2]
+
+
 async def test_drains_acks_and_pushes_write_their_attempts_one_row_each(store: Store) -> None:
     alice = await add_agent(store, "alice")
     ids = [p.event.id for p in await store.append([event("alice") for _ in range(3)])]

@@ -189,12 +189,11 @@ class Worker:
         job = self._jobs.get()
         while job is not None:
             jobs.append(job)
-            if len(jobs) == MAX_GROUP:
+            # Only this thread takes jobs: one is there if the queue is not empty. (Asking
+            # first spares a lone publish the raise and catch of ``queue.Empty``.)
+            if len(jobs) == MAX_GROUP or self._jobs.empty():
                 return jobs, False
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return jobs, False
+            job = self._jobs.get_nowait()
         return jobs, True
 
     def _serve_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
