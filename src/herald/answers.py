@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from herald.models import EndpointStatus, EventStatus, Kind
+from herald.models import EndpointStatus, EventStatus, Kind, Priority
 
 shape = with_config(ConfigDict(use_attribute_docstrings=True))
 """Each shape's decorator: its fields' docstrings become their descriptions."""
@@ -266,6 +266,11 @@ AgentEvent = TypedDict(
         "reply_to": Annotated[str | None, Field(description="The event this one answers.")],
         "reply": Annotated[
             JsonObject | None, Field(description="The form it asks its agent to fill in.")
+        ],
+        "priority": Annotated[
+            str,
+            one_of(Priority),
+            Field(description="low (never pushed), normal, high or urgent (passes quiet hours)."),
         ],
     },
 )

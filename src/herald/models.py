@@ -34,6 +34,16 @@ class EventStatus(enum.StrEnum):
         return self in (EventStatus.PENDING, EventStatus.SENT)
 
 
+class Priority(enum.StrEnum):
+    """How much an event matters to its agent: a low one is never pushed (drained, read from
+    the inbox or MCP Events only); an urgent one passes the agent's quiet hours and digests."""
+
+    LOW = "low"
+    NORMAL = "normal"
+    HIGH = "high"
+    URGENT = "urgent"
+
+
 @dataclass(frozen=True)
 class Agent:
     id: str
@@ -82,6 +92,7 @@ class NewEvent:
     reply_schema_json: str | None = None
     sender: str | None = None
     reply_to: str | None = None
+    priority: Priority = Priority.NORMAL
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
         """The event as the store keeps it, once its id, agent and seq are known."""
@@ -101,6 +112,7 @@ class NewEvent:
             self.sender,
             self.reply_to,
             self.reply_schema_json,
+            self.priority,
         )
 
 
@@ -131,6 +143,7 @@ class Event:
     sender: str | None = None
     reply_to: str | None = None
     reply_schema_json: str | None = None
+    priority: Priority = Priority.NORMAL
 
     @property
     def data(self) -> Any:
@@ -165,6 +178,7 @@ class Event:
             sender=raw.get("from"),
             reply_to=raw.get("reply_to"),
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
+            priority=Priority(raw.get("priority", Priority.NORMAL)),
         )
 
     def to_json(self) -> answers.Event:
@@ -188,6 +202,7 @@ class Event:
             "from": self.sender,
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
+            "priority": self.priority.value,
         }
 
 

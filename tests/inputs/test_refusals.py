@@ -35,7 +35,7 @@ def test_an_unknown_field_is_named_before_the_other_faults_of_its_object() -> No
         parse_batch(batch)
     assert refused.value.message == (
         "events[1] has unknown field(s) colour, size;"
-        " allowed: data, dedupe_key, from, reply, text, to, ttl_s, type"
+        " allowed: data, dedupe_key, from, priority, reply, text, to, ttl_s, type"
     )
 
 

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from herald import cursors
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
+from herald.delivery.push_rules import is_pushed
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http import sse
 from herald.http.auth import bearer_key, require_agent
@@ -123,9 +124,10 @@ class StreamRoute:
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
-            for event in page:
+            pushed = [event for event in page if is_pushed(event)]
+            for event in pushed:
                 await write(self.frames.frame(event, history))
-            self._count(page)
+            self._count(pushed)
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
@@ -142,8 +144,10 @@ class StreamRoute:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            await write("".join(self.frames.frame(event, history) for event in events))
-            self._count(events)
+            pushed = [event for event in events if is_pushed(event)]
+            if pushed:
+                await write("".join(self.frames.frame(event, history) for event in pushed))
+                self._count(pushed)
             last = events[-1].seq
 
     def _count(self, written: list[Event]) -> None:

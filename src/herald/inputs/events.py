@@ -21,6 +21,7 @@ from herald.inputs.fields import (
     DEPTH_CHECKED,
     DedupeKey,
     EventData,
+    EventPriority,
     EventType,
     Form,
     Handle,
@@ -28,7 +29,7 @@ from herald.inputs.fields import (
     Ttl,
 )
 from herald.inputs.refusals import Input, Says, checked, refuse
-from herald.models import NewEvent
+from herald.models import NewEvent, Priority
 from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BYTES
 
 assert MAX_DEPTH + 2 <= json_input.MAX_DEPTH, "data within its depth is within the body's"
@@ -65,6 +66,7 @@ class EventInput(Input):
     dedupe_key: DedupeKey | None = None
     ttl_s: Ttl | None = None
     reply: Annotated[Form | None, Field(description="a form schema: the answer it asks for")] = None
+    priority: EventPriority = Priority.NORMAL
     sender: Annotated[
         Handle | None,
         Field(alias="from", description="the agent that gets the replies"),
@@ -161,6 +163,7 @@ def _new_event(event: EventInput, to: str) -> NewEvent:
         data_json,
         reply_json,
         sender=event.sender,
+        priority=event.priority,
     )
 
 
@@ -333,6 +336,8 @@ def _sure_storable(event: _OneAddressee) -> NewEvent | None:
         data_json.decode(),
         None if reply_json is None else reply_json.decode(),
         event.sender,
+        None,
+        event.priority,
     )
 
 

@@ -22,6 +22,7 @@ from herald.models import (
     EventStatus,
     EventType,
     Kind,
+    Priority,
     PublisherKey,
     Reply,
     SessionRecord,
@@ -214,6 +215,7 @@ EVENTS = Table(
         Column("sender"),
         Column("reply_to"),
         Column("reply_schema", Type.JSON, field="reply_schema_json"),
+        Column("priority", read=by_value(Priority)),
     ),
 )
 

@@ -66,7 +66,8 @@ def acknowledge(
         # was handed (even on an expired lease: it is offered again instead), nor one handed in
         # the answer to this same cursor, which comes again when that answer was lost (see
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
-        # nobody holds: events pushed (by a stream, over MCP), which lease nothing.
+        # nobody holds: events pushed (by a stream, over MCP), which lease nothing; never a low
+        # one, which nothing pushes.
         matching, match_params = match_sql(match)
         handed = (
             "lease_owner = :consumer"
@@ -74,7 +75,7 @@ def acknowledge(
         )
         # Without ``unheld``, only what the consumer holds: read from the index of held
         # events, however many open events come before the cursor.
-        held = f"((lease_owner IS NULL) OR ({handed}))" if unheld else handed
+        held = f"((lease_owner IS NULL AND priority <> 'low') OR ({handed}))" if unheld else handed
         done += _mark_delivered(
             conn,
             f"seq <= :up_to AND {held}{matching}",

@@ -258,7 +258,7 @@ class EndpointStore:
                 # cost nothing, however many events wait for them.
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
-                " AND w.kind <> 'subscription'"
+                " AND w.kind <> 'subscription' AND e.priority <> 'low'"  # never pushed
                 f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
