@@ -81,6 +81,14 @@ class AgentDelivery(TypedDict, total=False):
 
 
 @shape
+class AgentPreferences(TypedDict, total=False):
+    """An agent's own rules for what is pushed to it; a key left out is no rule."""
+
+    muted: list[str]
+    """Globs of the event types never pushed to it (kept, and drained)."""
+
+
+@shape
 class Agent(TypedDict):
     """An agent: an addressable recipient of events."""
 
@@ -94,6 +102,8 @@ class Agent(TypedDict):
     last_seq: int
     """The seq of its newest event."""
     created_at: Instant
+    preferences: AgentPreferences
+    """Its own rules for what is pushed to it."""
 
 
 @shape

@@ -55,6 +55,8 @@ class Agent:
     delivery_json: str = "{}"
     last_seq: int = 0
     """The seq of the agent's newest event when this record was read."""
+    preferences_json: str = "{}"
+    """Its own rules for what is pushed to it (``Preferences``), as JSON."""
 
     @property
     def delivery(self) -> dict[str, Any]:
@@ -71,6 +73,8 @@ class Agent:
             "delivery": cast("answers.AgentDelivery", self.delivery),
             "last_seq": self.last_seq,
             "created_at": iso_ms(self.created_at),
+            # checked as PreferencesInput when they were set
+            "preferences": cast("answers.AgentPreferences", stored_json(self.preferences_json)),
         }
 
 
@@ -455,6 +459,28 @@ class EventMatch:
 
 
 EVERY_EVENT = EventMatch()
+
+
+@dataclass(frozen=True)
+class Preferences:
+    """An agent's own rules for what is pushed to it (set by the operator or by the agent):
+    the event types it muted are kept and drained, never pushed."""
+
+    muted: EventMatch | None = None
+    """The muted types' globs; None: nothing is muted."""
+
+    @staticmethod
+    def from_json(text: str) -> Preferences:
+        """The preferences the store keeps (checked when they were set)."""
+        raw = stored_json(text)
+        muted = tuple(raw.get("muted", ())) if isinstance(raw, dict) else ()
+        return Preferences(muted=EventMatch(types=muted) if muted else None)
+
+    def mutes(self, event: Event) -> bool:
+        return self.muted is not None and self.muted.matches(event)
+
+
+NO_PREFERENCES = Preferences()
 
 
 @dataclass(frozen=True)

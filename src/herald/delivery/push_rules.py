@@ -5,9 +5,10 @@ and resource, MCP Events), and no pushed position acknowledges it."""
 
 from __future__ import annotations
 
-from herald.models import Event, Priority
+from herald.models import Event, Preferences, Priority
 
 
-def is_pushed(event: Event) -> bool:
-    """Whether the event may be pushed: a low one never is."""
-    return event.priority is not Priority.LOW
+def is_pushed(event: Event, preferences: Preferences) -> bool:
+    """Whether the event may be pushed: a low one never is, nor one of a type its agent muted
+    (``preferences``, the hub's: ``hub.preferences.of``)."""
+    return event.priority is not Priority.LOW and not preferences.mutes(event)

@@ -105,10 +105,11 @@ class SessionWorker:
         session = self.session
         while events := session.take_handed() or await self._read_new():
             writes = PendingWrites()
+            preferences = await self.hub.preferences.of(session.agent.id)
             for event in events:
                 if event.seq <= session.offered_through:
                     continue  # read from the store and handed over both
-                if is_pushed(event):  # one that is not waits in the store, to be drained
+                if is_pushed(event, preferences):  # one that is not waits, to be drained
                     await self.cascade.offer(session, event, writes)
                 session.offered_through = event.seq
             self.cascade.record(session, writes)

@@ -124,7 +124,8 @@ class StreamRoute:
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
-            pushed = [event for event in page if is_pushed(event)]
+            preferences = await self.hub.preferences.of(agent.id)
+            pushed = [event for event in page if is_pushed(event, preferences)]
             for event in pushed:
                 await write(self.frames.frame(event, history))
             self._count(pushed)
@@ -144,7 +145,8 @@ class StreamRoute:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            pushed = [event for event in events if is_pushed(event)]
+            preferences = await self.hub.preferences.of(agent.id)
+            pushed = [event for event in events if is_pushed(event, preferences)]
             if pushed:
                 await write("".join(self.frames.frame(event, history) for event in pushed))
                 self._count(pushed)

@@ -31,6 +31,7 @@ from herald.store.sqlite.counts import (
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
+    MUTED,
     OPEN,
     UNEXPIRED,
     as_json,
@@ -39,6 +40,8 @@ from herald.store.sqlite.rows import (
     match_sql,
 )
 from herald.store.tables import ATTEMPTS, EVENTS
+
+MUTED_EVENTS = MUTED.format(events="events")
 
 INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
