@@ -133,3 +133,109 @@ async def test_a_low_event_is_not_pushed_to_an_mcp_session_but_is_in_its_inbox(
             ("loud", "normal"),
         ]
         assert received.queue.empty()
+
+
+def mute(herald: HeraldProcess, agent: dict[str, Any], *globs: str) -> None:
+    """The agent mutes the types itself, and reads its preferences back."""
+    with herald.client(agent["api_key"]) as client:
+        put = client.put("/channel/preferences", json={"muted": list(globs)})
+        assert put.status_code == 200, put.text
+        assert client.get("/channel/preferences").json() == {"muted": list(globs)}
+
+
+def publish_typed(herald: HeraldProcess, to: str, *types: str) -> None:
+    body = [{"to": to, "type": type_, "text": type_} for type_ in types]
+    with herald.client(herald.admin_key) as admin:
+        answer = admin.post("/v1/events", json=body)
+    assert answer.status_code == 202, answer.text
+
+
+def drained_types(herald: HeraldProcess, key: str) -> list[str]:
+    return [text for text, _ in drained_texts(herald, key)]
+
+
+def test_muted_types_are_not_streamed_and_a_streamed_position_leaves_them_pending(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    mute(herald, agent, "ci.*", "build_done")
+    reader = SSEReader(herald.url, agent["api_key"])
+    try:
+        publish_typed(herald, agent["handle"], "ci.passed", "buildXdone", "build_done", "dm.new")
+        frames = [reader.next(), reader.next()]
+        assert [(f.id, f.data["type"]) for f in frames if f] == [(2, "buildXdone"), (4, "dm.new")]
+        with herald.client(agent["api_key"]) as client:
+            acked = client.post("/channel/ack", json={"cursor": reader.last_id}).json()
+        assert acked["acked"] == 2  # the pushed ones, not the muted ones between them
+    finally:
+        reader.close()
+    assert drained_types(herald, agent["api_key"]) == ["ci.passed", "build_done"]
+
+
+def test_muted_types_get_no_webhook_request_and_wait_to_be_drained(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    receiver = Receiver()
+    try:
+        with herald.client(herald.admin_key) as admin:
+            muted = admin.patch(
+                f"/v1/agents/{agent['id']}", json={"preferences": {"muted": ["ci.*"]}}
+            )
+            assert muted.status_code == 200, muted.text
+            assert muted.json()["preferences"] == {"muted": ["ci.*"]}
+            put = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
+            assert put.status_code in (200, 201), put.text
+        publish_typed(herald, agent["handle"], "ci.passed", "dm.new")
+        publish_typed(herald, agent["handle"], "dm.newer")
+        texts = {receiver.arrived.get(timeout=30).json["type"] for _ in range(2)}
+        assert texts == {"dm.new", "dm.newer"}
+        with pytest.raises(queue.Empty):  # scheduled with the first batch, it would be here
+            receiver.arrived.get_nowait()
+    finally:
+        receiver.close()
+    assert drained_types(herald, agent["api_key"]) == ["ci.passed"]
+
+
+@pytest.mark.anyio
+async def test_muted_types_are_not_pushed_to_an_mcp_session_and_unmuted_they_are(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    mute(herald, agent, "ci.*")
+    async with session(herald, agent["api_key"]) as (client, received):
+        publish_typed(herald, agent["handle"], "ci.passed", "dm.new")
+        method, params = await received.next()
+        assert method == "notifications/claude/channel"
+        assert "dm.new" in params["content"] and "ci.passed" not in params["content"]
+        mute(herald, agent)  # nothing muted now: the next ci event is pushed
+        publish_typed(herald, agent["handle"], "ci.failed")
+        assert "ci.failed" in (await received.next())[1]["content"]
+        inbox = await client.call_tool("inbox", {})
+        events = inbox.structured_content["events"]  # type: ignore[index]
+        assert [e["type"] for e in events] == ["ci.passed", "dm.new", "ci.failed"]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"mute": ["ci.*"]}, "unknown key(s) mute; allowed: muted"),
+        ({"muted": ["a b"]}, "preferences.muted must be a list of at most 20"),
+        ({"muted": "ci.*"}, "preferences.muted must be a list"),
+        ([], "preferences must be an object"),
+    ],
+)
+def test_bad_preferences_are_refused_saying_what_to_fix_and_change_nothing(
+    herald: HeraldProcess, body: Any, says: str
+) -> None:
+    agent = new_agent(herald)
+    mute(herald, agent, "ci.*")
+    with herald.client(agent["api_key"]) as client:
+        refused = client.put("/channel/preferences", json=body)
+        assert refused.status_code == 422, refused.text
+        assert says in refused.json()["error"]["message"]
+        assert client.get("/channel/preferences").json() == {"muted": ["ci.*"]}
+    with herald.client(herald.admin_key) as admin:
+        refused = admin.patch(f"/v1/agents/{agent['id']}", json={"preferences": body})
+    assert refused.status_code == 422, refused.text
+    assert says in refused.json()["error"]["message"]

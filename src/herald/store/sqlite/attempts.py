@@ -70,7 +70,7 @@ def acknowledge(
         # the answer to this same cursor, which comes again when that answer was lost (see
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
         # nobody holds: events pushed (by a stream, over MCP), which lease nothing; never a low
-        # one, which nothing pushes.
+        # one or a muted one, which nothing pushes.
         matching, match_params = match_sql(match)
         handed = (
             "lease_owner = :consumer"
@@ -78,7 +78,8 @@ def acknowledge(
         )
         # Without ``unheld``, only what the consumer holds: read from the index of held
         # events, however many open events come before the cursor.
-        held = f"((lease_owner IS NULL AND priority <> 'low') OR ({handed}))" if unheld else handed
+        unheld_sql = f"lease_owner IS NULL AND priority <> 'low' AND NOT {MUTED_EVENTS}"
+        held = f"(({unheld_sql}) OR ({handed}))" if unheld else handed
         done += _mark_delivered(
             conn,
             f"seq <= :up_to AND {held}{matching}",
