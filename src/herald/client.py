@@ -218,6 +218,13 @@ class HeraldClient:
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 
+    async def preferences(self, new: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The agent's preferences (``muted``: types never pushed); with ``new``, replaced by
+        them first."""
+        if new is None:
+            return dict(await self._send("GET", "/channel/preferences"))
+        return dict(await self._send("PUT", "/channel/preferences", json=new))
+
     async def ask_permission(
         self,
         to: str,

@@ -198,19 +198,25 @@ def test_muted_types_get_no_webhook_request_and_wait_to_be_drained(
 
 
 @pytest.mark.anyio
-async def test_muted_types_are_not_pushed_to_an_mcp_session_and_unmuted_they_are(
+async def test_an_mcp_session_mutes_types_with_its_tool_and_they_are_not_pushed_to_it(
     herald: HeraldProcess,
 ) -> None:
     agent = new_agent(herald)
-    mute(herald, agent, "ci.*")
     async with session(herald, agent["api_key"]) as (client, received):
+        muted = await client.call_tool("preferences", {"set": {"muted": ["ci.*"]}})
+        assert muted.structured_content == {"muted": ["ci.*"]}
         publish_typed(herald, agent["handle"], "ci.passed", "dm.new")
         method, params = await received.next()
         assert method == "notifications/claude/channel"
         assert "dm.new" in params["content"] and "ci.passed" not in params["content"]
-        mute(herald, agent)  # nothing muted now: the next ci event is pushed
-        publish_typed(herald, agent["handle"], "ci.failed")
+        unmuted = await client.call_tool("preferences", {"set": {}})
+        assert unmuted.structured_content == {}
+        publish_typed(herald, agent["handle"], "ci.failed")  # nothing muted now: pushed
         assert "ci.failed" in (await received.next())[1]["content"]
+        read = await client.call_tool("preferences", {})
+        assert read.structured_content == {}
+        refused = await client.call_tool("preferences", {"set": {"muted": "ci.*"}})
+        assert refused.is_error and "preferences.muted must be a list" in str(refused.content)
         inbox = await client.call_tool("inbox", {})
         events = inbox.structured_content["events"]  # type: ignore[index]
         assert [e["type"] for e in events] == ["ci.passed", "dm.new", "ci.failed"]

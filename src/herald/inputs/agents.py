@@ -82,6 +82,17 @@ class PreferencesInput(Input):
         return json.dumps(self.model_dump(exclude_unset=True), separators=(",", ":"))
 
 
+class PreferencesToolInput(Input):
+    """The MCP ``preferences`` tool: read the agent's preferences, or replace them (``set``)."""
+
+    where: ClassVar[str] = "arguments"
+
+    set: Annotated[
+        PreferencesInput | None,
+        Field(description="the new preferences, replacing the old whole; leave out to read"),
+    ] = None
+
+
 class NewAgentInput(Input):
     """``POST /v1/agents``."""
 

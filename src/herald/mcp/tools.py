@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -15,6 +16,7 @@ from herald import answers, json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
+from herald.inputs.agents import PreferencesToolInput
 from herald.inputs.channel import (
     DEFAULT_MESSAGE_TYPE,
     AckInput,
@@ -55,6 +57,10 @@ class AgentApi(Protocol):
         type: str = DEFAULT_MESSAGE_TYPE,
     ) -> Published: ...
 
+    async def preferences(self, new: dict[str, Any] | None) -> dict[str, Any]:
+        """The agent's preferences; with ``new``, replaced by them first."""
+        ...
+
 
 class LocalApi:
     """An agent's operations on a hub in this process."""
@@ -91,6 +97,13 @@ class LocalApi:
         type: str = DEFAULT_MESSAGE_TYPE,
     ) -> Published:
         return await self.hub.send_message(self.agent, to, text, data, reply=reply, type=type)
+
+    async def preferences(self, new: dict[str, Any] | None) -> dict[str, Any]:
+        if new is not None:
+            agent = await self.hub.preferences.put(self.agent.id, new)
+        else:
+            agent = await self.hub.get_agent(self.agent.id)
+        return dict(agent.to_json()["preferences"])
 
 
 TOOLS = [
@@ -132,6 +145,15 @@ TOOLS = [
         ),
         input_schema=tool_schema(SendMessageInput),
     ),
+    types.Tool(
+        name="preferences",
+        description=(
+            "Read your herald preferences, or replace them with set: muted is a list of event"
+            " types (or globs such as ci.*) herald keeps for you but never pushes; read them"
+            " with inbox."
+        ),
+        input_schema=tool_schema(PreferencesToolInput),
+    ),
 ]
 TOOL_INPUTS: dict[str, type[Input]] = {
     "inbox": InboxInput,
@@ -139,6 +161,7 @@ TOOL_INPUTS: dict[str, type[Input]] = {
     "history": HistoryInput,
     "reply": ReplyInput,
     "send_message": SendMessageInput,
+    "preferences": PreferencesToolInput,
 }
 """The model each tool's arguments are checked with, and its input schema made from."""
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
@@ -193,6 +216,11 @@ async def _dispatch(
         reply = await api.reply(checked.event_id, checked.text, checked.data)
         where = "to the agent that sent it" if reply.routed_event_id else "to the application"
         return text_result(f"Reply sent {where}.", reply.to_json())
+    if isinstance(checked, PreferencesToolInput):
+        new = checked.set.model_dump(exclude_unset=True) if checked.set is not None else None
+        current = await api.preferences(new)
+        said = "Preferences replaced" if new is not None else "Your preferences"
+        return text_result(f"{said}: {json.dumps(current)}", current)
     assert isinstance(checked, SendMessageInput)
     published = await api.send_message(
         checked.to, checked.text, checked.data, reply=checked.reply, type=checked.type
