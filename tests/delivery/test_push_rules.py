@@ -216,7 +216,7 @@ async def test_an_mcp_session_mutes_types_with_its_tool_and_they_are_not_pushed_
         read = await client.call_tool("preferences", {})
         assert read.structured_content == {}
         refused = await client.call_tool("preferences", {"set": {"muted": "ci.*"}})
-        assert refused.is_error and "preferences.muted must be a list" in str(refused.content)
+        assert refused.is_error and "arguments.set.muted must be a list" in str(refused.content)
         inbox = await client.call_tool("inbox", {})
         events = inbox.structured_content["events"]  # type: ignore[index]
         assert [e["type"] for e in events] == ["ci.passed", "dm.new", "ci.failed"]
@@ -245,3 +245,11 @@ def test_bad_preferences_are_refused_saying_what_to_fix_and_change_nothing(
         refused = admin.patch(f"/v1/agents/{agent['id']}", json={"preferences": body})
     assert refused.status_code == 422, refused.text
     assert says in refused.json()["error"]["message"]
+
+
+def test_a_patch_with_neither_delivery_nor_preferences_is_refused(herald: HeraldProcess) -> None:
+    agent = new_agent(herald)
+    with herald.client(herald.admin_key) as admin:
+        refused = admin.patch(f"/v1/agents/{agent['id']}", json={})
+    assert refused.status_code == 422, refused.text
+    assert "delivery or preferences" in refused.json()["error"]["message"]
