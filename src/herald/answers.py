@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from herald.models import EndpointStatus, EventStatus, Kind
+from herald.models import EndpointStatus, EventStatus, Kind, Priority
 
 shape = with_config(ConfigDict(use_attribute_docstrings=True))
 """Each shape's decorator: its fields' docstrings become their descriptions."""
@@ -81,6 +81,14 @@ class AgentDelivery(TypedDict, total=False):
 
 
 @shape
+class AgentPreferences(TypedDict, total=False):
+    """An agent's own rules for what is pushed to it; a key left out is no rule."""
+
+    muted: list[str]
+    """Globs of the event types never pushed to it (kept, and drained)."""
+
+
+@shape
 class Agent(TypedDict):
     """An agent: an addressable recipient of events."""
 
@@ -94,6 +102,8 @@ class Agent(TypedDict):
     last_seq: int
     """The seq of its newest event."""
     created_at: Instant
+    preferences: AgentPreferences
+    """Its own rules for what is pushed to it."""
 
 
 @shape
@@ -266,6 +276,11 @@ AgentEvent = TypedDict(
         "reply_to": Annotated[str | None, Field(description="The event this one answers.")],
         "reply": Annotated[
             JsonObject | None, Field(description="The form it asks its agent to fill in.")
+        ],
+        "priority": Annotated[
+            str,
+            one_of(Priority),
+            Field(description="low (never pushed), normal, high or urgent (passes quiet hours)."),
         ],
     },
 )

@@ -326,6 +326,13 @@ class HeraldClient:
         """Remove the subscription to ``topic`` (a name or a glob, as subscribed)."""
         await self._send("DELETE", f"/channel/topics/{quote(topic, safe='/*')}")
 
+    async def preferences(self, new: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The agent's preferences (``muted``: types never pushed); with ``new``, replaced by
+        them first."""
+        if new is None:
+            return dict(await self._send("GET", "/channel/preferences"))
+        return dict(await self._send("PUT", "/channel/preferences", json=new))
+
     async def ask_permission(
         self,
         to: str,

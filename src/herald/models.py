@@ -51,6 +51,16 @@ COUNTED_STATUSES = (
 none of them)."""
 
 
+class Priority(enum.StrEnum):
+    """How much an event matters to its agent: a low one is never pushed (drained, read from
+    the inbox or MCP Events only); an urgent one passes the agent's quiet hours and digests."""
+
+    LOW = "low"
+    NORMAL = "normal"
+    HIGH = "high"
+    URGENT = "urgent"
+
+
 @dataclass(frozen=True)
 class Agent:
     id: str
@@ -62,6 +72,8 @@ class Agent:
     delivery_json: str = "{}"
     last_seq: int = 0
     """The seq of the agent's newest event when this record was read."""
+    preferences_json: str = "{}"
+    """Its own rules for what is pushed to it (``Preferences``), as JSON."""
 
     @property
     def delivery(self) -> dict[str, Any]:
@@ -78,6 +90,8 @@ class Agent:
             "delivery": cast("answers.AgentDelivery", self.delivery),
             "last_seq": self.last_seq,
             "created_at": iso_ms(self.created_at),
+            # checked as PreferencesInput when they were set
+            "preferences": cast("answers.AgentPreferences", stored_json(self.preferences_json)),
         }
 
 
@@ -104,6 +118,7 @@ class NewEvent:
     from ``deliver_at`` or ``delay_s`` as published."""
     delay_s: float | None = None
     """As published: due this long after the publish (the hub makes it ``deliver_at``)."""
+    priority: Priority = Priority.NORMAL
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
         """The event as the store keeps it, once its id, agent and seq are known. A scheduled
@@ -127,6 +142,7 @@ class NewEvent:
             self.reply_to,
             self.reply_schema_json,
             due,
+            self.priority,
         )
 
 
@@ -164,6 +180,7 @@ class Event:
     reply_schema_json: str | None = None
     deliver_at: int | None = None
     """When a scheduled event is (or was) due; None for one published to go at once."""
+    priority: Priority = Priority.NORMAL
 
     @property
     def data(self) -> Any:
@@ -198,6 +215,7 @@ class Event:
             sender=raw.get("from"),
             reply_to=raw.get("reply_to"),
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
+            priority=Priority(raw.get("priority", Priority.NORMAL)),
         )
 
     def to_json(self) -> answers.Event:
@@ -223,6 +241,7 @@ class Event:
             "from": self.sender,
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
+            "priority": self.priority.value,
         }
 
 
@@ -526,6 +545,28 @@ class EventMatch:
 
 
 EVERY_EVENT = EventMatch()
+
+
+@dataclass(frozen=True)
+class Preferences:
+    """An agent's own rules for what is pushed to it (set by the operator or by the agent):
+    the event types it muted are kept and drained, never pushed."""
+
+    muted: EventMatch | None = None
+    """The muted types' globs; None: nothing is muted."""
+
+    @staticmethod
+    def from_json(text: str) -> Preferences:
+        """The preferences the store keeps (checked when they were set)."""
+        raw = stored_json(text)
+        muted = tuple(raw.get("muted", ())) if isinstance(raw, dict) else ()
+        return Preferences(muted=EventMatch(types=muted) if muted else None)
+
+    def mutes(self, event: Event) -> bool:
+        return self.muted is not None and self.muted.matches(event)
+
+
+NO_PREFERENCES = Preferences()
 
 
 @dataclass(frozen=True)

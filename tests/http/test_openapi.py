@@ -355,6 +355,9 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     walk("DELETE", own, key, 204, topic="walk/*")
     walk("DELETE", own, key, 404, topic="walk/*")
     walk("POST", "/channel/stream-token", key, 201)
+    walk("PUT", "/channel/preferences", key, 200, json={"muted": ["ci.*"]})
+    walk("PUT", "/channel/preferences", key, 422, json={"mute": []})
+    walk("GET", "/channel/preferences", key, 200)
     again = "/v1/events/{event_id}/redeliver"
     walk("POST", again, admin, 200, event_id=one["id"])
     walk("POST", again, admin, 409, event_id=one["id"])

@@ -33,7 +33,8 @@ VARIED: list[dict[str, Any]] = [
         "ttl_s": 60,
     },
     {"to": "b-1", "type": "t", "text": "a float", "ttl_s": 1.5, "data": [1, "two"], "from": "x"},
-    {"to": "a", "type": "t", "text": "asks", "reply": FORM},
+    {"to": "a", "type": "t", "text": "asks", "reply": FORM, "priority": "low"},
+    {"to": "a", "type": "t", "text": "at once", "priority": "urgent"},
     {"to": "a", "type": "t", "text": "nulls", "data": None, "dedupe_key": None, "ttl_s": None},
     {"to": "a", "type": "t", "text": "more nulls", "reply": None, "from": None},
 ]

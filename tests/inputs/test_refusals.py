@@ -3,12 +3,12 @@ no value for another type."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from herald.errors import InvalidInput, TooLarge
-from herald.inputs.agents import DeliveryInput, DeliveryOverrides, NewAgentInput, RotationInput
+from herald.inputs.agents import DeliveryOverrides, NewAgentInput, RotationInput
 from herald.inputs.channel import ChannelAckInput, HeartbeatInput, PermissionInput
 from herald.inputs.events import EventInput, parse_batch, parse_new_event
 from herald.inputs.refusals import Input, _model_in, parse, says
@@ -35,7 +35,8 @@ def test_an_unknown_field_is_named_before_the_other_faults_of_its_object() -> No
         parse_batch(batch)
     assert refused.value.message == (
         "events[1] has unknown field(s) colour, size;"
-        " allowed: data, dedupe_key, delay_s, deliver_at, from, reply, text, to, ttl_s, type"
+        " allowed: data, dedupe_key, delay_s, deliver_at, from, priority, reply, text, to,"
+        " ttl_s, type"
     )
 
 
@@ -46,8 +47,14 @@ def test_a_missing_field_is_named_with_what_to_send() -> None:
     )
 
 
+class NeedsDelivery(Input):
+    where: ClassVar[str] = "agent"
+
+    delivery: DeliveryOverrides
+
+
 def test_a_missing_object_is_named_with_the_shape_to_send() -> None:
-    assert refusal(DeliveryInput, {}) == (
+    assert refusal(NeedsDelivery, {}) == (
         'agent.delivery is required and must be an object such as {"channel": true,'
         ' "ack_timeout_s": 120}'
     )

@@ -43,7 +43,15 @@ async def test_the_server_declares_channel_and_logging_and_explains_itself(
         assert capabilities.logging is not None
         assert "ack" in (client.instructions or "") and "inbox" in (client.instructions or "")
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"inbox", "ack", "history", "reply", "send_message", *TOPIC_TOOLS}
+        assert names == {
+            "inbox",
+            "ack",
+            "history",
+            "reply",
+            "send_message",
+            *TOPIC_TOOLS,
+            "preferences",
+        }
 
 
 async def test_claude_code_receives_a_channel_notification(hub: Hub, notifier: Notifier) -> None:
@@ -275,6 +283,7 @@ async def test_an_applications_own_server_gets_herald_attached(
             "reply",
             "send_message",
             *TOPIC_TOOLS,
+            "preferences",
         }
         assert text_of(await client.call_tool("weather", {})) == "sunny"
         await hub.publish("alice", "t", "from the forum")

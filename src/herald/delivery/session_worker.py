@@ -17,6 +17,7 @@ import itertools
 import logging
 
 from herald.delivery.cascade import Cascade, PendingWrites
+from herald.delivery.push_rules import is_pushed
 from herald.delivery.sessions import LiveSession
 from herald.hub import Hub
 from herald.models import Event
@@ -104,10 +105,12 @@ class SessionWorker:
         session = self.session
         while events := session.take_handed() or await self._read_new():
             writes = PendingWrites()
+            preferences = await self.hub.preferences.of(session.agent.id)
             for event in events:
                 if event.seq <= session.offered_through:
                     continue  # read from the store and handed over both
-                await self.cascade.offer(session, event, writes)
+                if is_pushed(event, preferences):  # one that is not waits, to be drained
+                    await self.cascade.offer(session, event, writes)
                 session.offered_through = event.seq
             self.cascade.record(session, writes)
 

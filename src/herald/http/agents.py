@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from herald import answers
-from herald.errors import NotFound
+from herald.errors import InvalidInput, NotFound
 from herald.http.auth import require_admin
 from herald.http.described import ADMIN_ONLY, described
 from herald.http.io import json_response, read_json
@@ -92,7 +92,7 @@ async def delete_agent(request: Request) -> Response:
 
 
 @described(
-    "Replace an agent's delivery overrides",
+    "Replace an agent's delivery overrides or preferences",
     keys=ADMIN_ONLY,
     body=DeliveryInput,
     answers={200: answers.Agent},
@@ -102,9 +102,15 @@ async def set_delivery(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     body = parse(DeliveryInput, await read_json(request))
-    delivery = body.delivery.model_dump(exclude_unset=True)
+    if body.delivery is None and body.preferences is None:
+        raise InvalidInput("agent needs delivery or preferences (or both): send what to replace")
     named = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
-    agent = await hub.set_delivery(named.id, delivery)
+    agent = named
+    if body.delivery is not None:
+        agent = await hub.set_delivery(named.id, body.delivery.model_dump(exclude_unset=True))
+    if body.preferences is not None:
+        preferences = body.preferences.model_dump(exclude_unset=True)
+        agent = await hub.preferences.put(named.id, preferences)
     return json_response(agent.to_json())
 
 

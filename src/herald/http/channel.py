@@ -13,6 +13,7 @@ from herald.http.auth import require_agent
 from herald.http.described import AGENT_ONLY, described
 from herald.http.io import json_response, read_json
 from herald.http.services import services
+from herald.inputs.agents import PreferencesInput
 from herald.inputs.channel import (
     ChannelAckInput,
     HeartbeatInput,
@@ -165,7 +166,39 @@ async def ask_permission(request: Request) -> Response:
     return json_response(published.event.to_json(), 202)
 
 
+@described(
+    "Read the agent's preferences",
+    keys=AGENT_ONLY,
+    answers={200: answers.AgentPreferences},
+    description="Its own rules for what is pushed to it, as it or the operator set them.",
+)
+async def preferences(request: Request) -> Response:
+    hub = services(request).hub
+    agent = await require_agent(hub, request)
+    current = await hub.get_agent(agent.id)  # the key's record may be a second old
+    return json_response(current.to_json()["preferences"])
+
+
+@described(
+    "Replace the agent's preferences",
+    keys=AGENT_ONLY,
+    body=PreferencesInput,
+    answers={200: answers.AgentPreferences},
+    description=(
+        "Muted event types (globs) are kept and drained, never pushed. The body replaces the"
+        " preferences whole: a key left out is no rule."
+    ),
+)
+async def set_preferences(request: Request) -> Response:
+    hub = services(request).hub
+    agent = await require_agent(hub, request)
+    changed = await hub.preferences.put(agent.id, await read_json(request))
+    return json_response(changed.to_json()["preferences"])
+
+
 ROUTES = [
+    Route("/channel/preferences", preferences, methods=["GET"]),
+    Route("/channel/preferences", set_preferences, methods=["PUT"]),
     Route("/channel/heartbeat", heartbeat, methods=["POST"]),
     Route("/channel/ack", ack, methods=["POST"]),
     Route("/channel/history", history, methods=["GET"]),

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from herald import cursors
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
+from herald.delivery.push_rules import is_pushed
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http import sse
 from herald.http.auth import bearer_key, require_agent
@@ -125,15 +126,17 @@ class StreamRoute:
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
-            if last == cursor:
+            preferences = await self.hub.preferences.of(agent.id)
+            pushed = [event for event in page if is_pushed(event, preferences)]
+            if last == cursor and pushed:
                 # The first event replayed is handed out again: a client that crashes on an
                 # event resumes from before it and meets it first, each time, until it dies.
                 # Those behind it are counted once the client is past it (and acknowledges
                 # them, or meets them first in its turn). Live pushes are first hand-outs.
-                await self.hub.count_handed_out(agent.id, [page[0].id])
-            for event in page:
+                await self.hub.count_handed_out(agent.id, [pushed[0].id])
+            for event in pushed:
                 await write(self.frames.frame(event, history))
-            self._count(page)
+            self._count(pushed)
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
@@ -150,8 +153,11 @@ class StreamRoute:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            await write("".join(self.frames.frame(event, history) for event in events))
-            self._count(events)
+            preferences = await self.hub.preferences.of(agent.id)
+            pushed = [event for event in events if is_pushed(event, preferences)]
+            if pushed:
+                await write("".join(self.frames.frame(event, history) for event in pushed))
+                self._count(pushed)
             last = events[-1].seq
 
     def _count(self, written: list[Event]) -> None:

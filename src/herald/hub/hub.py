@@ -36,6 +36,7 @@ from herald.hub.endpoints import AnyEndpoints, EndpointBook
 from herald.hub.feed import Feed
 from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
+from herald.hub.preferences import PreferenceBook
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.pushes import PushRecorder
@@ -134,6 +135,7 @@ class Hub:
         )
         self.overview = Overview(store, scan_events)
         self.presence = Presence(store)
+        self.preferences = PreferenceBook(store)
         self.subscriptions = SubscriptionBook(store, any_endpoints)
         self.event_types = Catalogue(store, check_timeout_s=payload_check_s)
         self.key_watch = KeyWatch(store)

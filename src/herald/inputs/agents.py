@@ -10,6 +10,7 @@ from pydantic import Field
 
 from herald.inputs.fields import MAX_ACK_TIMEOUT_S, MAX_GRACE_S, Handle, NullRefused, Secret, Url
 from herald.inputs.refusals import Input, Says
+from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
 
 DEFAULT_ROTATION_GRACE_S = 24 * 3600
 MAX_KEY_GRACE_S = 7 * 86400
@@ -57,6 +58,41 @@ class DeliveryOverrides(Input):
         return json.dumps(self.model_dump(exclude_unset=True), separators=(",", ":"))
 
 
+class PreferencesInput(Input):
+    """An agent's own rules for what is pushed to it (``PATCH /v1/agents/{id}``'s
+    ``preferences``, ``PUT /channel/preferences``): they replace the ones set before whole; a
+    key left out is no rule."""
+
+    where: ClassVar[str] = "preferences"
+    shape: ClassVar[str] = 'an object such as {"muted": ["ci.*", "build.succeeded"]}'
+    item: ClassVar[str] = "key"
+
+    muted: Annotated[
+        list[TypeGlob] | None,
+        Field(
+            max_length=MAX_GLOBS,
+            description="event types (or globs of them) never pushed: kept, and drained",
+        ),
+        NullRefused,
+        Says(f"must be a list of at most {MAX_GLOBS} event types or globs (such as ci.*)"),
+    ] = None
+
+    def to_json(self) -> str:
+        """The keys given, as JSON for the store."""
+        return json.dumps(self.model_dump(exclude_unset=True), separators=(",", ":"))
+
+
+class PreferencesToolInput(Input):
+    """The MCP ``preferences`` tool: read the agent's preferences, or replace them (``set``)."""
+
+    where: ClassVar[str] = "arguments"
+
+    set: Annotated[
+        PreferencesInput | None,
+        Field(description="the new preferences, replacing the old whole; leave out to read"),
+    ] = None
+
+
 class NewAgentInput(Input):
     """``POST /v1/agents``."""
 
@@ -68,11 +104,13 @@ class NewAgentInput(Input):
 
 
 class DeliveryInput(Input):
-    """``PATCH /v1/agents/{id}``: replace the agent's delivery overrides."""
+    """``PATCH /v1/agents/{id}``: replace the agent's delivery overrides, its preferences, or
+    both (at least one)."""
 
     where: ClassVar[str] = "agent"
 
-    delivery: DeliveryOverrides
+    delivery: DeliveryOverrides | None = None
+    preferences: PreferencesInput | None = None
 
 
 class WebhookInput(Input):

@@ -24,6 +24,7 @@ from herald.inputs.fields import (
     Delay,
     DeliverAt,
     EventData,
+    EventPriority,
     EventType,
     Form,
     Handle,
@@ -32,7 +33,7 @@ from herald.inputs.fields import (
 )
 from herald.inputs.refusals import Input, Says, checked, refuse
 from herald.inputs.topics import TopicName
-from herald.models import NewEvent
+from herald.models import NewEvent, Priority
 from herald.validation import MAX_BATCH, MAX_DEDUPE_KEY, MAX_DEPTH, MAX_EVENT_BYTES
 
 assert MAX_DEPTH + 2 <= json_input.MAX_DEPTH, "data within its depth is within the body's"
@@ -71,6 +72,7 @@ class EventInput(Input):
     deliver_at: DeliverAt | None = None
     delay_s: Delay | None = None
     reply: Annotated[Form | None, Field(description="a form schema: the answer it asks for")] = None
+    priority: EventPriority = Priority.NORMAL
     sender: Annotated[
         Handle | None,
         Field(alias="from", description="the agent that gets the replies"),
@@ -173,6 +175,7 @@ def _new_event(event: EventInput, to: str) -> NewEvent:
         sender=event.sender,
         deliver_at=None if event.deliver_at is None else round(event.deliver_at.timestamp() * 1000),
         delay_s=event.delay_s,
+        priority=event.priority,
     )
 
 
@@ -403,6 +406,10 @@ def _sure_storable(event: _OneAddressee) -> NewEvent | None:
         data_json.decode(),
         None if reply_json is None else reply_json.decode(),
         event.sender,
+        None,
+        None,
+        None,
+        event.priority,
     )
 
 
@@ -461,4 +468,5 @@ def _well_formed(item: dict[str, Any]) -> NewEvent:
         "null" if data is None else to_json(data).decode(),
         None if reply is None else to_json(reply).decode(),
         item.get("from"),
+        priority=Priority(item.get("priority", Priority.NORMAL)),
     )

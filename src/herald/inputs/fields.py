@@ -26,6 +26,7 @@ from pydantic_core import (
 
 from herald.endpoint_checks import check_secret, check_url
 from herald.inputs.refusals import Says, refused_by
+from herald.models import Priority
 from herald.validation import (
     HANDLE_PATTERN,
     MAX_DEDUPE_KEY,
@@ -194,6 +195,14 @@ Cursor = Annotated[
     int, Field(ge=0, le=MAX_CURSOR), Says(f"must be an integer from 0 to {MAX_CURSOR}")
 ]
 Limit = Annotated[int, Field(ge=1, le=100), NullIsDefault, Says("must be an integer from 1 to 100")]
+EventPriority = Annotated[
+    Priority,
+    Field(strict=False),  # taken from its value, a JSON string
+    NullIsDefault,
+    Says(
+        "must be one of low, normal, high, urgent (low: never pushed; urgent: passes quiet hours)"
+    ),
+]
 Consumer = Annotated[
     str,
     Field(min_length=1, max_length=128),

@@ -5,6 +5,7 @@ unsubscribe. They run against an
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -17,6 +18,7 @@ from herald import answers, json_input
 from herald.delivery import render
 from herald.errors import HeraldError, InvalidInput
 from herald.hub import Hub
+from herald.inputs.agents import PreferencesToolInput
 from herald.inputs.channel import (
     DEFAULT_MESSAGE_TYPE,
     AckInput,
@@ -79,6 +81,10 @@ class AgentApi(Protocol):
 
     async def unsubscribe(self, topic: str) -> None: ...
 
+    async def preferences(self, new: dict[str, Any] | None) -> dict[str, Any]:
+        """The agent's preferences; with ``new``, replaced by them first."""
+        ...
+
 
 class LocalApi:
     """An agent's operations on a hub in this process."""
@@ -136,6 +142,13 @@ class LocalApi:
 
     async def unsubscribe(self, topic: str) -> None:
         await self.hub.topics.unsubscribe(self.agent.id, topic)
+
+    async def preferences(self, new: dict[str, Any] | None) -> dict[str, Any]:
+        if new is not None:
+            agent = await self.hub.preferences.put(self.agent.id, new)
+        else:
+            agent = await self.hub.get_agent(self.agent.id)
+        return dict(agent.to_json()["preferences"])
 
 
 TOOLS = [
@@ -195,6 +208,15 @@ TOOLS = [
         description="Unsubscribe from a herald topic, named as you subscribed (a name or a glob).",
         input_schema=tool_schema(TopicSubscribeInput),
     ),
+    types.Tool(
+        name="preferences",
+        description=(
+            "Read your herald preferences, or replace them with set: muted is a list of event"
+            " types (or globs such as ci.*) herald keeps for you but never pushes; read them"
+            " with inbox."
+        ),
+        input_schema=tool_schema(PreferencesToolInput),
+    ),
 ]
 TOOL_INPUTS: dict[str, type[Input]] = {
     "inbox": InboxInput,
@@ -205,6 +227,7 @@ TOOL_INPUTS: dict[str, type[Input]] = {
     "topics": TopicsInput,
     "subscribe": TopicSubscribeInput,
     "unsubscribe": TopicSubscribeInput,
+    "preferences": PreferencesToolInput,
 }
 """The model each tool's arguments are checked with, and its input schema made from."""
 TOOL_NAMES = frozenset(tool.name for tool in TOOLS)
@@ -267,6 +290,11 @@ async def _dispatch(
             return _subscriptions(await api.topics(), f"Unsubscribed from {checked.topic}.")
         subscribed = await api.subscribe(checked.topic)
         return _subscriptions(subscribed, f"Subscribed to {checked.topic}.")
+    if isinstance(checked, PreferencesToolInput):
+        new = checked.set.model_dump(exclude_unset=True) if checked.set is not None else None
+        current = await api.preferences(new)
+        said = "Preferences replaced" if new is not None else "Your preferences"
+        return text_result(f"{said}: {json.dumps(current)}", current)
     assert isinstance(checked, SendMessageInput)
     published = await api.send_message(
         checked.to,

@@ -203,6 +203,10 @@ class Store(ABC):
         """Replace an agent's delivery overrides; False if there is no such agent."""
 
     @abstractmethod
+    async def set_agent_preferences(self, agent_id: str, preferences_json: str) -> bool:
+        """Replace an agent's preferences; False if there is no such agent."""
+
+    @abstractmethod
     async def get_setting(self, name: str) -> str | None: ...
 
     @abstractmethod

@@ -22,6 +22,7 @@ from herald.models import (
     EventStatus,
     EventType,
     Kind,
+    Priority,
     PublisherKey,
     Reply,
     SessionRecord,
@@ -183,6 +184,7 @@ AGENTS = Table(
         Column("created_at", Type.INT),
         Column("delivery", Type.JSON, field="delivery_json"),
         Column("last_seq", Type.INT),
+        Column("preferences", Type.JSON, field="preferences_json"),
     ),
     # The agents.webhook_url column is no longer kept (a second copy went stale when the
     # webhook changed): it is the webhook endpoint's. Read from the index on (agent_id, kind) of
@@ -215,6 +217,7 @@ EVENTS = Table(
         Column("reply_to"),
         Column("reply_schema", Type.JSON, field="reply_schema_json"),
         Column("deliver_at", Type.INT),
+        Column("priority", read=by_value(Priority)),
     ),
 )
 

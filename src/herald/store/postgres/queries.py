@@ -24,6 +24,13 @@ AGENT_COLUMNS = column_list(AGENTS)
 EVENT_COLUMNS = column_list(EVENTS)
 REPLY_COLUMNS = column_list(REPLIES)
 OPEN = "status IN ('pending', 'sent')"
+# Whether an event's type is one its agent muted (``Preferences``): never pushed, so never
+# scheduled for a webhook nor acknowledged by a pushed position. ``{events}``: the events' alias.
+MUTED = """EXISTS (
+    SELECT FROM agents m, jsonb_array_elements_text(m.preferences -> 'muted') g (glob)
+    WHERE m.id = {events}.agent_id
+      AND {events}.type LIKE replace(replace(replace(g.glob, '_', '\\_'), '*', '%'), '?', '_'))"""
+MUTED_EVENTS = MUTED.format(events="events")
 PUBLISH_LOCK_CLASS = 0x68657261
 """The first half of the key of every publish lock (``PUBLISH_LOCKS``), whose second half is
 the handle's: an advisory lock of two halves shares no key with the single-key ones herald
@@ -70,6 +77,7 @@ LIST_AGENTS = f'SELECT {AGENT_COLUMNS} FROM agents ORDER BY handle COLLATE "C"'
 DELETE_AGENT_EVENTS = "DELETE FROM events WHERE agent_id = $1"
 DELETE_AGENT = "DELETE FROM agents WHERE id = $1"
 SET_AGENT_DELIVERY = "UPDATE agents SET delivery = $2::jsonb WHERE id = $1"
+SET_AGENT_PREFERENCES = "UPDATE agents SET preferences = $2::jsonb WHERE id = $1"
 GET_SETTING = "SELECT value FROM settings WHERE name = $1"
 INSERT_SETTING_IF_ABSENT = (
     "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING"
@@ -361,7 +369,7 @@ RETURNING {EVENT_COLUMNS}
 # was handed (even on an expired lease: it is offered again instead), nor one handed in the
 # answer to this same cursor, which comes again when that answer was lost, unless it is the event
 # at the cursor. With $6, also what nobody holds: events pushed (by a stream, over MCP), which
-# lease nothing.
+# lease nothing; never a low one, which nothing pushes.
 ACK = f"""
 UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
 WHERE agent_id = $1 AND {OPEN}
@@ -370,7 +378,7 @@ WHERE agent_id = $1 AND {OPEN}
     OR (
       seq <= $3::bigint
       AND (
-        ($6::boolean AND lease_owner IS NULL)
+        ($6::boolean AND lease_owner IS NULL AND priority <> 'low' AND NOT {MUTED_EVENTS})
         OR (
           lease_owner = $4::text
           AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint OR seq = $3::bigint)
@@ -660,6 +668,7 @@ SELECT w.id, e.id, $1
 FROM events e
 JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active' AND w.kind <> 'subscription'
 WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expires_at > $1)
+  AND e.priority <> 'low' AND NOT {MUTED}
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
@@ -668,10 +677,13 @@ ORDER BY e.seq
 LIMIT $5
 ON CONFLICT (endpoint_id, event_id) DO NOTHING
 """
-SCHEDULE_DELIVERIES = _SCHEDULE.format(OPEN=OPEN, STILL_THERE=STILL_THERE, offered="$2")
+SCHEDULE_DELIVERIES = _SCHEDULE.format(
+    OPEN=OPEN, STILL_THERE=STILL_THERE, MUTED=MUTED.format(events="e"), offered="$2"
+)
 SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
     OPEN=OPEN,
     STILL_THERE=STILL_THERE,
+    MUTED=MUTED.format(events="e"),
     offered="""CASE WHEN EXISTS (
     SELECT FROM sessions s WHERE s.agent_id = e.agent_id AND s.can_push AND s.expires_at > $1
 ) THEN $2 - $6::bigint ELSE $2 END""",

@@ -260,6 +260,13 @@ class PostgresStore(
 
         return await self._run(update)
 
+    async def set_agent_preferences(self, agent_id: str, preferences_json: str) -> bool:
+        async def update(conn: Connection) -> bool:
+            status = await conn.execute(queries.SET_AGENT_PREFERENCES, agent_id, preferences_json)
+            return count(status) > 0
+
+        return await self._run(update)
+
     async def get_setting(self, name: str) -> str | None:
         async def select(conn: Connection) -> str | None:
             value = await conn.fetchval(queries.GET_SETTING, name)

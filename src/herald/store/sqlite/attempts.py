@@ -31,6 +31,7 @@ from herald.store.sqlite.counts import (
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
     EVENT_COLUMNS,
+    MUTED,
     OPEN,
     UNEXPIRED,
     as_json,
@@ -39,6 +40,8 @@ from herald.store.sqlite.rows import (
     match_sql,
 )
 from herald.store.tables import ATTEMPTS, EVENTS
+
+MUTED_EVENTS = MUTED.format(events="events")
 
 INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
@@ -66,7 +69,8 @@ def acknowledge(
         # was handed (even on an expired lease: it is offered again instead), nor one handed in
         # the answer to this same cursor, which comes again when that answer was lost (see
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
-        # nobody holds: events pushed (by a stream, over MCP), which lease nothing.
+        # nobody holds: events pushed (by a stream, over MCP), which lease nothing; never a low
+        # one or a muted one, which nothing pushes.
         matching, match_params = match_sql(match)
         handed = (
             "lease_owner = :consumer"
@@ -74,7 +78,8 @@ def acknowledge(
         )
         # Without ``unheld``, only what the consumer holds: read from the index of held
         # events, however many open events come before the cursor.
-        held = f"((lease_owner IS NULL) OR ({handed}))" if unheld else handed
+        unheld_sql = f"lease_owner IS NULL AND priority <> 'low' AND NOT {MUTED_EVENTS}"
+        held = f"(({unheld_sql}) OR ({handed}))" if unheld else handed
         done += _mark_delivered(
             conn,
             f"seq <= :up_to AND {held}{matching}",

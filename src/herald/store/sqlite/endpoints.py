@@ -16,6 +16,7 @@ from herald.store.rules import delivery_updates, endpoint_notes, event_statuses
 from herald.store.sqlite.attempts import insert_attempts
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.rows import (
+    MUTED,
     OPEN,
     Operation,
     as_json,
@@ -259,6 +260,7 @@ class EndpointStore:
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
                 " AND w.kind <> 'subscription'"
+                f" AND e.priority <> 'low' AND NOT {MUTED.format(events='e')}"  # never pushed
                 f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"

@@ -79,6 +79,13 @@ def insert_rows(conn: sqlite3.Connection, table: Table[Any], rows: Sequence[Sequ
 EVENT_COLUMNS = select_list(EVENTS)
 AGENT_COLUMNS = select_list(AGENTS)
 OPEN = "is_open = 1"
+MUTED = (
+    "EXISTS (SELECT 1 FROM agents m, json_each(m.preferences, '$.muted') g"
+    " WHERE m.id = {events}.agent_id AND {events}.type GLOB g.value)"
+)
+"""Whether an event's type is one its agent muted (``Preferences``; GLOB, like herald's globs,
+is case-sensitive with ``*`` and ``?``): never pushed, so never scheduled for a webhook nor
+acknowledged by a pushed position. ``{events}``: the events' table or alias."""
 """An open event: pending or sent. Every statement that opens or closes an event sets
 ``is_open`` with its status (migration 0015 says why it is a column of its own)."""
 UNEXPIRED = "(expires_at IS NULL OR expires_at > :now)"

@@ -220,6 +220,15 @@ class SQLiteStore(
 
         return await self._run(update)
 
+    async def set_agent_preferences(self, agent_id: str, preferences_json: str) -> bool:
+        def update(conn: sqlite3.Connection) -> bool:
+            changed = conn.execute(
+                "UPDATE agents SET preferences = ? WHERE id = ?", (preferences_json, agent_id)
+            )
+            return changed.rowcount > 0
+
+        return await self._run(update)
+
     async def get_setting(self, name: str) -> str | None:
         def select(conn: sqlite3.Connection) -> str | None:
             row = conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
