@@ -9,7 +9,7 @@ extends it. Times are ISO 8601 in UTC with milliseconds (``Instant``)."""
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
@@ -94,6 +94,18 @@ class Agent(TypedDict):
     last_seq: int
     """The seq of its newest event."""
     created_at: Instant
+    loop_guard: NotRequired[LoopGuardLimits]
+    """The loop guard limits that hold for its sends (in the answer that set them)."""
+
+
+@shape
+class LoopGuardLimits(TypedDict):
+    """An agent's loop guard limits: the exchanges two agents may have in ``window_s``
+    seconds, and the messages it may send a minute."""
+
+    exchanges: int
+    window_s: int
+    per_minute: int
 
 
 @shape
@@ -266,6 +278,13 @@ AgentEvent = TypedDict(
         "reply_to": Annotated[str | None, Field(description="The event this one answers.")],
         "reply": Annotated[
             JsonObject | None, Field(description="The form it asks its agent to fill in.")
+        ],
+        "thread": Annotated[
+            str | None,
+            Field(
+                description="The conversation between two agents it belongs to (a message or a"
+                " reply between agents); null for a publisher's event."
+            ),
         ],
     },
 )

@@ -82,6 +82,7 @@ class NewEvent:
     reply_schema_json: str | None = None
     sender: str | None = None
     reply_to: str | None = None
+    thread: str | None = None
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
         """The event as the store keeps it, once its id, agent and seq are known."""
@@ -101,6 +102,7 @@ class NewEvent:
             self.sender,
             self.reply_to,
             self.reply_schema_json,
+            self.thread,
         )
 
 
@@ -131,6 +133,10 @@ class Event:
     sender: str | None = None
     reply_to: str | None = None
     reply_schema_json: str | None = None
+    thread: str | None = None
+    """The conversation between two agents this message belongs to (``herald.loop_guard``):
+    a new ``send_message`` starts one, a reply carries the one of the event it answers; None
+    for events a publisher stores."""
 
     @property
     def data(self) -> Any:
@@ -165,6 +171,7 @@ class Event:
             sender=raw.get("from"),
             reply_to=raw.get("reply_to"),
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
+            thread=raw.get("thread"),
         )
 
     def to_json(self) -> answers.Event:
@@ -188,6 +195,7 @@ class Event:
             "from": self.sender,
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
+            "thread": self.thread,
         }
 
 

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from herald import answers
-from herald.errors import NotFound
+from herald.errors import InvalidInput, NotFound
 from herald.http.auth import require_admin
 from herald.http.described import ADMIN_ONLY, described
 from herald.http.io import json_response, read_json
@@ -92,7 +92,7 @@ async def delete_agent(request: Request) -> Response:
 
 
 @described(
-    "Replace an agent's delivery overrides",
+    "Replace an agent's delivery overrides or loop guard limits",
     keys=ADMIN_ONLY,
     body=DeliveryInput,
     answers={200: answers.Agent},
@@ -102,10 +102,18 @@ async def set_delivery(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     body = parse(DeliveryInput, await read_json(request))
-    delivery = body.delivery.model_dump(exclude_unset=True)
-    named = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
-    agent = await hub.set_delivery(named.id, delivery)
-    return json_response(agent.to_json())
+    if body.delivery is None and body.loop_guard is None:
+        raise InvalidInput("agent: send delivery, loop_guard or both")
+    agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
+    if body.delivery is not None:
+        agent = await hub.set_delivery(agent.id, body.delivery.model_dump(exclude_unset=True))
+    answer = agent.to_json()
+    if body.loop_guard is not None:
+        limits = body.loop_guard
+        answer["loop_guard"] = (
+            await hub.set_loop_limits(agent, limits.exchanges, limits.window_s, limits.per_minute)
+        ).to_json()
+    return json_response(answer)
 
 
 @described(

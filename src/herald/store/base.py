@@ -38,6 +38,7 @@ from types import TracebackType
 
 from herald.config import DEFAULTS
 from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition
+from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -390,14 +391,35 @@ class Store(ABC):
 
     @abstractmethod
     async def add_reply(
-        self, reply: Reply, routed: NewEvent | None
+        self, reply: Reply, routed: NewEvent | None, guard: GuardedSend | None = None
     ) -> tuple[Reply, Published | None]:
         """Store a reply and, in the same transaction, the event that carries it to an agent
-        sender (its id goes in ``routed_event_id``).
+        sender (its id goes in ``routed_event_id``), once ``guard`` (if given) let it through.
 
         Raises:
             NotFound: the routed event's addressee does not exist; nothing is stored.
+            LoopGuardTripped: the routed event is over a loop guard; nothing is stored.
         """
+
+    @abstractmethod
+    async def append_message(self, event: NewEvent, guard: GuardedSend) -> Published:
+        """Store one message between agents, counted against the loop guard's limits in the
+        same transaction (``herald.loop_guard``), so that the limits hold across processes.
+
+        Raises:
+            LoopGuardTripped: the send is over a limit; nothing is stored.
+            NotFound: the addressee does not exist; nothing is stored.
+        """
+
+    @abstractmethod
+    async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
+        """The agent's loop guard limits: ``defaults`` with those set for it in their place."""
+
+    @abstractmethod
+    async def set_loop_limits(
+        self, agent_id: str, exchanges: int | None, window_s: int | None, per_minute: int | None
+    ) -> None:
+        """Set the agent's own loop guard limits (None: the serve-wide one)."""
 
     @abstractmethod
     async def replies(self, event_id: str) -> list[Reply]:

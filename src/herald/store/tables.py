@@ -214,6 +214,7 @@ EVENTS = Table(
         Column("sender"),
         Column("reply_to"),
         Column("reply_schema", Type.JSON, field="reply_schema_json"),
+        Column("thread"),
     ),
 )
 
