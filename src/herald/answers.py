@@ -9,7 +9,7 @@ extends it. Times are ISO 8601 in UTC with milliseconds (``Instant``)."""
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
@@ -94,8 +94,6 @@ class Agent(TypedDict):
     last_seq: int
     """The seq of its newest event."""
     created_at: Instant
-    loop_guard: NotRequired[LoopGuardLimits]
-    """The loop guard limits that hold for its sends (in the answer that set them)."""
 
 
 @shape
@@ -106,6 +104,14 @@ class LoopGuardLimits(TypedDict):
     exchanges: int
     window_s: int
     per_minute: int
+
+
+@shape
+class AgentUpdated(Agent, total=False):
+    """An agent as ``PATCH /v1/agents/{id}`` answers: with its loop guard limits when the
+    request set them."""
+
+    loop_guard: LoopGuardLimits
 
 
 @shape

@@ -3,6 +3,8 @@ live sessions and their keys. An agent is named in the path by its id or its han
 
 from __future__ import annotations
 
+from typing import cast
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -95,7 +97,7 @@ async def delete_agent(request: Request) -> Response:
     "Replace an agent's delivery overrides or loop guard limits",
     keys=ADMIN_ONLY,
     body=DeliveryInput,
-    answers={200: answers.Agent},
+    answers={200: answers.AgentUpdated},
     errors=(404,),
 )
 async def set_delivery(request: Request) -> Response:
@@ -107,7 +109,7 @@ async def set_delivery(request: Request) -> Response:
     agent = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     if body.delivery is not None:
         agent = await hub.set_delivery(agent.id, body.delivery.model_dump(exclude_unset=True))
-    answer = agent.to_json()
+    answer = cast("answers.AgentUpdated", agent.to_json())
     if body.loop_guard is not None:
         limits = body.loop_guard
         answer["loop_guard"] = (
