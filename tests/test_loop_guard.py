@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import mcp_types as types
 import pytest
 
 from herald.config import HttpConfig, HubConfig, ServeConfig
 from herald.serve import serve
 from herald.testing import ManualClock
+from mcp import Client, StdioServerParameters
 from tests.http.test_mcp_events import MODERN, answer, meta
+from tests.mcp.conftest import HeraldNotifications, Received
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +228,67 @@ async def test_a_loop_guard_limit_must_be_a_whole_number_of_one_or_more(
             refused = await served.admin.patch("/v1/agents/alice", json={"loop_guard": bad})
             assert refused.status_code == 422, refused.text
             assert "loop_guard" in refused.json()["error"]["message"]
+
+
+@contextlib.asynccontextmanager
+async def bridged(served: Served, handle: str) -> AsyncIterator[tuple[Client, Received]]:
+    """``herald bridge`` for a new agent ``handle``, a real subprocess driven over stdio as
+    Claude Code drives it."""
+    made = await served.admin.post("/v1/agents", json={"handle": handle})
+    assert made.status_code == 201, made.text
+    received = Received()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "herald.cli", "bridge", "--url", served.url],
+        env={**os.environ, "HERALD_API_KEY": made.json()["api_key"]},
+    )
+    async with Client(
+        params,
+        mode="auto",
+        client_info=types.Implementation(name="claude-code", version="2.1.328"),
+        extensions=[HeraldNotifications(received)],
+    ) as client:
+        yield client, received
+
+
+async def pushed_event_id(received: Received) -> str:
+    """The event of the next ``<channel>`` push the bridge makes."""
+    while True:
+        method, params = await received.next(timeout_s=WAIT_S)
+        if method == "notifications/claude/channel":
+            return str(params["meta"]["event_id"])
+
+
+async def test_two_agents_auto_replying_through_the_bridge_stop_at_the_limit_and_resume(
+    own_store_url: str,
+) -> None:
+    async with (
+        serving(own_store_url, loop_exchanges=3, loop_window_s=120) as served,
+        bridged(served, "alice") as (alice, alice_pushes),
+        bridged(served, "bob") as (bob, bob_pushes),
+    ):
+        sent = await alice.call_tool("send_message", {"to": "bob", "text": "ping"})
+        assert not sent.is_error, sent
+        # The message, then one answer each: 3 exchanges.
+        for speaker, pushes in ((bob, bob_pushes), (alice, alice_pushes)):
+            event_id = await pushed_event_id(pushes)  # each answers what was pushed to it
+            thread = (await served.event(event_id))["thread"]
+            replied = await speaker.call_tool("reply", {"event_id": event_id, "text": "pong"})
+            assert not replied.is_error, replied
+            last_reply_to = event_id
+
+        refused_to = await pushed_event_id(bob_pushes)  # the third exchange reached bob
+        refused = await bob.call_tool("reply", {"event_id": refused_to, "text": "pong"})
+        assert refused.is_error
+        assert refused.structured_content is not None
+        error = refused.structured_content["error"]
+        assert error["code"] == "loop_guard" and error["thread"] == thread
+        assert error["limit"] == "exchanges" and error["retry_after_s"] >= 1
+        assert thread in refused.content[0].text  # type: ignore[union-attr]
+        assert (await served.event(last_reply_to))["status"] == "delivered"  # answered
+        assert (await served.event(refused_to))["status"] != "delivered"  # kept, unanswered
+
+        served.clock.advance(120)
+        resumed = await bob.call_tool("reply", {"event_id": refused_to, "text": "pong"})
+        assert not resumed.is_error, resumed
+        assert (await served.event(await pushed_event_id(alice_pushes)))["thread"] == thread
