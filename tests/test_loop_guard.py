@@ -2,7 +2,8 @@
 on both backends: two agents answering each other over MCP and over the channel routes are
 stopped at the exchange limit with a 429 ``loop_guard`` that names the thread, nothing stored is
 lost and the refused message stores nothing, and the thread goes on once the window has passed;
-the per-minute limit; an agent's raised limits; the refusals counted in ``/metrics``."""
+the per-minute limit; an agent's raised limits; the refusals on the feed and counted in
+``/metrics``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from herald.testing import ManualClock
 from mcp import Client, StdioServerParameters
 from tests.http.test_mcp_events import MODERN, answer, meta
 from tests.mcp.conftest import HeraldNotifications, Received
+from tests.sse import Frame, SSEReader
 
 pytestmark = pytest.mark.anyio
 
@@ -186,6 +188,9 @@ async def test_the_per_minute_limit_and_an_agents_raised_limits(own_store_url: s
     async with serving(own_store_url, loop_per_minute=3) as served:
         chatty = await served.agent("chatty")
         others = [await served.agent(f"peer{n}") for n in range(6)]
+        feed = await asyncio.to_thread(  # the server runs on this loop: open it from a thread
+            SSEReader, served.url, ADMIN_KEY, path="/v1/stream", params={"agent": "chatty"}
+        )
         async with chatty:
             for n in range(3):
                 sent = await chatty.post("/channel/send", json={"to": f"peer{n}", "text": "hi"})
@@ -196,6 +201,11 @@ async def test_the_per_minute_limit_and_an_agents_raised_limits(own_store_url: s
             assert error["code"] == "loop_guard" and error["limit"] == "per_minute"
             assert error["maximum"] == 3 and error["window_s"] == 60
             assert await served.trips("per_minute") == 1
+            tripped = await asyncio.to_thread(next_kind, feed, "loop_guard")
+            assert tripped.data["agent"]["handle"] == "chatty"
+            assert tripped.data["to"] == "peer3" and tripped.data["limit"] == "per_minute"
+            assert tripped.data["maximum"] == 3 and tripped.data["thread"] == error["thread"]
+            await asyncio.to_thread(feed.close)
 
             raised = await served.admin.patch(
                 "/v1/agents/chatty", json={"loop_guard": {"per_minute": 5}}
@@ -228,6 +238,15 @@ async def test_a_loop_guard_limit_must_be_a_whole_number_of_one_or_more(
             refused = await served.admin.patch("/v1/agents/alice", json={"loop_guard": bad})
             assert refused.status_code == 422, refused.text
             assert "loop_guard" in refused.json()["error"]["message"]
+
+
+def next_kind(feed: SSEReader, kind: str) -> Frame:
+    """The feed's next item of ``kind`` (each wait bounded)."""
+    while True:
+        frame = feed.next(timeout_s=WAIT_S)
+        assert frame is not None, f"no {kind} item on the feed"
+        if frame.event == kind:
+            return frame
 
 
 @contextlib.asynccontextmanager

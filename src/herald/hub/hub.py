@@ -28,6 +28,7 @@ from herald.errors import (
     NotFound,
     StoreUnavailable,
 )
+from herald.feed import LoopGuardTrip
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import AnyEndpoints, EndpointBook
@@ -549,7 +550,7 @@ class Hub:
         await self.event_types.check([event], "message")
         guard = self._guard(sender, event)
         started = time.perf_counter()
-        published = await self._guarded(self._store.append_message(event, guard))
+        published = await self._guarded(guard, self._store.append_message(event, guard))
         self.metrics.committed(time.perf_counter() - started)
         if published.created:
             self.metrics.published([published.event.type], self.event_types.type_classes)
@@ -559,14 +560,23 @@ class Hub:
         assert event.thread is not None
         return GuardedSend(sender.id, sender.handle, event.to, event.thread, self.loop_limits)
 
-    async def _guarded(self, send: Awaitable[T]) -> T:
-        """``send``, a message between agents; a loop guard that trips is counted and logged
-        (the operator's ``/metrics`` and log) before the refusal goes to the sender."""
+    async def _guarded(self, guard: GuardedSend | None, send: Awaitable[T]) -> T:
+        """``send``, a message between agents; a loop guard that trips is shown to the operator
+        (the feed, ``/metrics``, the log) before the refusal goes to the sender."""
         try:
             return await send
         except LoopGuardTripped as exc:
+            assert guard is not None
             self.metrics.loop_guard_tripped(exc.limit)
             log.warning("loop guard (%s) refused a message: %s", exc.limit, exc.message)
+            trip = LoopGuardTrip(
+                guard.sender_id, guard.to_handle, exc.thread, exc.limit, exc.maximum
+            )
+            try:
+                await self._store.record_loop_guard(trip)
+            except StoreUnavailable:  # the refusal stands; the log and metric have it
+                log.warning("the loop guard's trip could not be journaled")
+            self.feed.wake()
             raise
 
     async def loop_limits_of(self, agent: Agent) -> LoopLimits:
@@ -630,7 +640,9 @@ class Hub:
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
         guard = self._guard(agent, routed) if routed is not None else None
         try:
-            stored, published = await self._guarded(self._store.add_reply(draft, routed, guard))
+            stored, published = await self._guarded(
+                guard, self._store.add_reply(draft, routed, guard)
+            )
         except NotFound:  # the sender is gone: the reply stays on the event all the same
             stored, published = await self._store.add_reply(draft, None)
         if await self._store.ack(agent.id, ids=[event.id]):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from herald.config import DEFAULTS
-from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition
+from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition, LoopGuardTrip
 from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
@@ -410,6 +410,10 @@ class Store(ABC):
             LoopGuardTripped: the send is over a limit; nothing is stored.
             NotFound: the addressee does not exist; nothing is stored.
         """
+
+    @abstractmethod
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        """Journal a message a loop guard refused, for the operator's feed."""
 
     @abstractmethod
     async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import asyncpg
 
 from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
-from herald.feed import JournalEntry
+from herald.feed import JournalEntry, LoopGuardTrip
 from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
@@ -543,6 +543,14 @@ class PostgresStore(
             return (await append(conn, [event], now))[0]
 
         return await self._run(insert, transaction=True)
+
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        row = record(self.now(), "loop_guard", trip.agent_id, JournalEntry(loop_guards=(trip,)))
+
+        async def insert(conn: Connection) -> None:
+            await write(conn, row)
+
+        await self._run(insert)
 
     async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
         return await self._run(lambda conn: loop_guards.limits_of(conn, agent_id, defaults))

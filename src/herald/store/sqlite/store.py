@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from herald.errors import Conflict
-from herald.feed import JournalEntry
+from herald.feed import JournalEntry, LoopGuardTrip
 from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
@@ -497,6 +497,14 @@ class SQLiteStore(
             return append(conn, [event], now)[0]
 
         return await self._run(insert)
+
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        row = record(self.now(), "loop_guard", trip.agent_id, JournalEntry(loop_guards=(trip,)))
+
+        def insert(conn: sqlite3.Connection) -> None:
+            write(conn, row)
+
+        await self._run(insert)
 
     async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
         return await self._run(lambda conn: loop_guards.limits_of(conn, agent_id, defaults))
