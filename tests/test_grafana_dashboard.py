@@ -23,6 +23,7 @@ def served() -> dict[str, set[str]]:
     metrics.sent("sse", [0], 1)
     metrics.webhook_attempt("webhook", 500)
     metrics.committed(0.001)
+    metrics.loop_guard_tripped("exchanges")
     metrics.http_request("GET", "/metrics", 200, 0.001)
     metrics.store_gauges.show(Gauges(0, 0, None, [("mcp", "legacy", 1)], []))
     text = metrics.render()[0].decode()

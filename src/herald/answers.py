@@ -107,6 +107,24 @@ class Agent(TypedDict):
 
 
 @shape
+class LoopGuardLimits(TypedDict):
+    """An agent's loop guard limits: the exchanges two agents may have in ``window_s``
+    seconds, and the messages it may send a minute."""
+
+    exchanges: int
+    window_s: int
+    per_minute: int
+
+
+@shape
+class AgentUpdated(Agent, total=False):
+    """An agent as ``PATCH /v1/agents/{id}`` answers: with its loop guard limits when the
+    request set them."""
+
+    loop_guard: LoopGuardLimits
+
+
+@shape
 class AgentSummary(Agent):
     """An agent with its open events, live sessions and last activity, read at one moment."""
 
@@ -281,6 +299,13 @@ AgentEvent = TypedDict(
             str,
             one_of(Priority),
             Field(description="low (never pushed), normal, high or urgent (passes quiet hours)."),
+        ],
+        "thread": Annotated[
+            str | None,
+            Field(
+                description="The conversation between two agents it belongs to (a message or a"
+                " reply between agents); null for a publisher's event."
+            ),
         ],
     },
 )

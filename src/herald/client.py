@@ -478,7 +478,7 @@ def _read(message: ServerSentEvent, seq: int | None) -> StreamItem:
 
 
 _EVENT_STRINGS = ("id", "agent", "type", "text", "created_at", "status")
-_EVENT_OPTIONAL_STRINGS = ("from", "reply_to", "expires_at", "dedupe_key")
+_EVENT_OPTIONAL_STRINGS = ("from", "reply_to", "expires_at", "dedupe_key", "thread")
 
 
 def _event(payload: Any) -> Event:
@@ -542,11 +542,21 @@ def _json_rpc(response: httpx2.Response) -> dict[str, Any] | None:
 
 def _error(response: httpx2.Response) -> errors.HeraldError:
     try:
-        message = response.json()["error"]["message"]
+        error = response.json()["error"]
+        message = error["message"]
     except (ValueError, KeyError, TypeError):
-        message = f"HTTP {response.status_code}"
+        error, message = {}, f"HTTP {response.status_code}"
     if response.status_code >= 500:
         return errors.HubUnreachable(f"the hub failed: {message}")
+    if response.status_code == 429 and error.get("code") == errors.LoopGuardTripped.code:
+        return errors.LoopGuardTripped(
+            message,
+            thread=str(error.get("thread")),
+            limit=str(error.get("limit")),
+            maximum=int(error.get("maximum", 0)),
+            window_s=int(error.get("window_s", 0)),
+            retry_after_s=_retry_after_s(response),
+        )
     if response.status_code == 429:
         return errors.RateLimited(message, _retry_after_s(response))
     return _ERRORS.get(response.status_code, errors.InvalidInput)(message)

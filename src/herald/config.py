@@ -124,7 +124,17 @@ class HubConfig:
     SQLite a poll holds the one writer while it looks: 1,000 events take about a millisecond,
     10,000 about thirty."""
 
+    loop_exchanges: int = 12
+    """Loop guard (``herald.loop_guard``): how many messages two agents may exchange (either
+    direction) within ``loop_window_s`` before a send between them is refused."""
+    loop_window_s: int = 600
+    """The window of ``loop_exchanges``, in seconds."""
+    loop_per_minute: int = 30
+    """Loop guard: how many messages one agent may send to agents a minute."""
+
     def __post_init__(self) -> None:
+        if min(self.loop_exchanges, self.loop_window_s, self.loop_per_minute) < 1:
+            raise InvalidInput("the loop guard's limits and window must be 1 or more")
         if self.scan_events < 1:
             raise InvalidInput("the events a read looks at (scan_events) must be 1 or more")
         if self.max_deliveries < 0:

@@ -6,6 +6,8 @@ so the HTTP layer maps errors without knowing them one by one.
 
 from __future__ import annotations
 
+import math
+
 
 class HeraldError(Exception):
     """Root of every error herald raises on purpose."""
@@ -16,6 +18,10 @@ class HeraldError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def details(self) -> dict[str, object]:
+        """What the error's answer carries besides its code and message (a field each)."""
+        return {}
 
 
 class InvalidInput(HeraldError):
@@ -116,6 +122,40 @@ class RateLimited(HeraldError):
     def __init__(self, message: str, retry_after_s: float) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class LoopGuardTripped(RateLimited):
+    """A message between agents refused by a loop guard (``herald.loop_guard``): the two agents
+    reached the exchanges allowed in a window, or the sender the messages allowed a minute.
+    Nothing was stored. ``thread`` names the conversation, ``limit`` which one (exchanges or
+    per_minute), ``maximum`` and ``window_s`` its value; retry after ``retry_after_s``."""
+
+    code = "loop_guard"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread: str,
+        limit: str,
+        maximum: int,
+        window_s: int,
+        retry_after_s: float,
+    ) -> None:
+        super().__init__(message, retry_after_s)
+        self.thread = thread
+        self.limit = limit
+        self.maximum = maximum
+        self.window_s = window_s
+
+    def details(self) -> dict[str, object]:
+        return {
+            "thread": self.thread,
+            "limit": self.limit,
+            "maximum": self.maximum,
+            "window_s": self.window_s,
+            "retry_after_s": max(1, math.ceil(self.retry_after_s)),
+        }
 
 
 class LimitReached(HeraldError):

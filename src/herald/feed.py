@@ -27,6 +27,9 @@ it) and ``agent`` ({``id``, ``handle``}):
 - ``expired``: ``event``, whose time to live ran out unacknowledged;
 - ``endpoint``: ``endpoint`` ({``id``, ``kind``}), ``state`` (created, deleted, failing,
   recovered, disabled, enabled) and ``reason`` (why it fails or was disabled, or null);
+- ``loop_guard``: a message ``agent`` sent to another agent refused by a loop guard
+  (``herald.loop_guard``): ``to`` (the addressee's handle), ``thread``, ``limit`` (exchanges or
+  per_minute) and ``maximum``; nothing of it was stored;
 - ``gap`` (no ``agent``, no ``at``): the cursor sent is older than what the journal keeps
   (its retention is the events'), or from another history of the store (given before a
   restore, or before ids carried their history): ``after`` is that cursor, ``resumes_after``
@@ -101,6 +104,17 @@ class EndpointChange:
 
 
 @dataclass(frozen=True)
+class LoopGuardTrip:
+    """A message between agents that a loop guard refused: ``agent_id`` sent it to ``to``."""
+
+    agent_id: str
+    to: str
+    thread: str
+    limit: str
+    maximum: int
+
+
+@dataclass(frozen=True)
 class JournalEntry:
     """What one transaction changed, in the order the feed shows it."""
 
@@ -108,10 +122,13 @@ class JournalEntry:
     attempts: tuple[AttemptGroup, ...] = ()
     expired: tuple[str, ...] = ()
     endpoints: tuple[EndpointChange, ...] = ()
+    loop_guards: tuple[LoopGuardTrip, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.published or self.attempts or self.expired or self.endpoints)
+        return not (
+            self.published or self.attempts or self.expired or self.endpoints or self.loop_guards
+        )
 
     @property
     def size(self) -> int:
@@ -121,6 +138,7 @@ class JournalEntry:
             + sum(len(g.event_ids) for g in self.attempts)
             + len(self.expired)
             + len(self.endpoints)
+            + len(self.loop_guards)
         )
 
     def items(self, start: int, stop: int) -> Iterator[tuple[int, ItemRef]]:
@@ -140,6 +158,9 @@ class JournalEntry:
         offset += len(self.expired)
         for index in _window(0, len(self.endpoints), offset, start, stop):
             yield offset + index, self.endpoints[index]
+        offset += len(self.endpoints)
+        for index in _window(0, len(self.loop_guards), offset, start, stop):
+            yield offset + index, self.loop_guards[index]
 
 
 def _window(first: int, size: int, offset: int, start: int, stop: int) -> range:
@@ -167,7 +188,7 @@ class ExpiredRef:
     event_id: str
 
 
-ItemRef = PublishedRef | AttemptRef | ExpiredRef | EndpointChange
+ItemRef = PublishedRef | AttemptRef | ExpiredRef | EndpointChange | LoopGuardTrip
 
 
 @dataclass(frozen=True)

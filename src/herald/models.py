@@ -119,6 +119,7 @@ class NewEvent:
     delay_s: float | None = None
     """As published: due this long after the publish (the hub makes it ``deliver_at``)."""
     priority: Priority = Priority.NORMAL
+    thread: str | None = None
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
         """The event as the store keeps it, once its id, agent and seq are known. A scheduled
@@ -143,6 +144,7 @@ class NewEvent:
             self.reply_schema_json,
             due,
             self.priority,
+            self.thread,
         )
 
 
@@ -181,6 +183,10 @@ class Event:
     deliver_at: int | None = None
     """When a scheduled event is (or was) due; None for one published to go at once."""
     priority: Priority = Priority.NORMAL
+    thread: str | None = None
+    """The conversation between two agents this message belongs to (``herald.loop_guard``):
+    a new ``send_message`` starts one, a reply carries the one of the event it answers; None
+    for events a publisher stores."""
 
     @property
     def data(self) -> Any:
@@ -216,6 +222,7 @@ class Event:
             reply_to=raw.get("reply_to"),
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
             priority=Priority(raw.get("priority", Priority.NORMAL)),
+            thread=raw.get("thread"),
         )
 
     def to_json(self) -> answers.Event:
@@ -242,6 +249,7 @@ class Event:
             "reply_to": self.reply_to,
             "reply": self.reply_schema,
             "priority": self.priority.value,
+            "thread": self.thread,
         }
 
 

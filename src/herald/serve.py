@@ -32,6 +32,7 @@ from herald.http.connections import (
 )
 from herald.hub import Hub
 from herald.logs import hide_query_tokens, webhook_deliveries
+from herald.loop_guard import LoopLimits
 from herald.serving_lock import hold_store
 from herald.settings import masked_url
 from herald.times import Clock
@@ -242,6 +243,7 @@ def build_hub(config: ServeConfig, clock: Clock | None = None) -> Hub:
         payload_check_s=settings.payload_check_s,
         scan_events=settings.scan_events,
         max_deliveries=settings.max_deliveries,
+        loop_limits=LoopLimits.of(settings),
         clock=clock or time.time,
     )
 

@@ -324,6 +324,18 @@ def test_an_agents_key_is_rotated_with_a_grace_and_an_openclaw_gateway_set(
     assert kinds == {"openclaw"}
 
 
+def test_an_agents_loop_guard_limits_are_raised_each_left_out_kept_serve_wide(
+    herald: HeraldProcess,
+) -> None:
+    json_lines(herald, "agent", "add", "op-loop")
+    (limits,) = json_lines(
+        herald, "agent", "set-loop-guard", "op-loop", "--exchanges", "40", "--per-minute", "90"
+    )
+    assert limits == {"exchanges": 40, "window_s": 600, "per_minute": 90}
+    refused = herald_command(herald, "agent", "set-loop-guard", "op-loop", "--window", "0")
+    assert refused.returncode != 0 and "window_s" in refused.stderr
+
+
 def test_event_show_tells_when_a_failing_webhook_is_tried_next(tmp_path: Path) -> None:
     receiver = Receiver(script=[(500, {})])
     herald = HeraldProcess(

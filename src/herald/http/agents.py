@@ -3,6 +3,8 @@ live sessions and their keys. An agent is named in the path by its id or its han
 
 from __future__ import annotations
 
+from typing import cast
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -92,18 +94,18 @@ async def delete_agent(request: Request) -> Response:
 
 
 @described(
-    "Replace an agent's delivery overrides or preferences",
+    "Replace an agent's delivery overrides, preferences or loop guard limits",
     keys=ADMIN_ONLY,
     body=DeliveryInput,
-    answers={200: answers.Agent},
+    answers={200: answers.AgentUpdated},
     errors=(404,),
 )
 async def set_delivery(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
     body = parse(DeliveryInput, await read_json(request))
-    if body.delivery is None and body.preferences is None:
-        raise InvalidInput("agent needs delivery or preferences (or both): send what to replace")
+    if body.delivery is None and body.preferences is None and body.loop_guard is None:
+        raise InvalidInput("agent: send delivery, preferences, loop_guard or several of them")
     named = await hub.agent_by_id_or_handle(request.path_params["agent_id"])
     agent = named
     if body.delivery is not None:
@@ -111,7 +113,13 @@ async def set_delivery(request: Request) -> Response:
     if body.preferences is not None:
         preferences = body.preferences.model_dump(exclude_unset=True)
         agent = await hub.preferences.put(named.id, preferences)
-    return json_response(agent.to_json())
+    answer = cast("answers.AgentUpdated", agent.to_json())
+    if body.loop_guard is not None:
+        limits = body.loop_guard
+        answer["loop_guard"] = (
+            await hub.set_loop_limits(agent, limits.exchanges, limits.window_s, limits.per_minute)
+        ).to_json()
+    return json_response(answer)
 
 
 @described(

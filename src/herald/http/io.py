@@ -107,11 +107,16 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 
 def error_response(
-    code: str, message: str, status: int, headers: Mapping[str, str] | None = None
+    code: str,
+    message: str,
+    status: int,
+    headers: Mapping[str, str] | None = None,
+    details: Mapping[str, object] | None = None,
 ) -> Response:
     if status == 503:
         headers = {"Retry-After": str(RETRY_AFTER_S), **(headers or {})}
-    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+    error = {"code": code, "message": message, **(details or {})}
+    return JSONResponse({"error": error}, status, headers=headers)
 
 
 def error_headers(exc: HeraldError) -> dict[str, str] | None:
@@ -133,4 +138,4 @@ def error_headers(exc: HeraldError) -> dict[str, str] | None:
 
 async def herald_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HeraldError)
-    return error_response(exc.code, exc.message, exc.http_status, error_headers(exc))
+    return error_response(exc.code, exc.message, exc.http_status, error_headers(exc), exc.details())

@@ -36,6 +36,7 @@ from herald.feed import (
     ItemRef,
     JournalPosition,
     JournalRow,
+    LoopGuardTrip,
     PublishedRef,
     feed_id,
     item_data,
@@ -261,7 +262,9 @@ class FeedReader:
         one for the handles of endpoints' agents)."""
         ids = [ref.event_id for _, _, ref in refs if isinstance(ref, AttemptRef | ExpiredRef)]
         ranges = _ranges([ref for _, _, ref in refs if isinstance(ref, PublishedRef)])
-        owners = list({ref.agent_id for _, _, ref in refs if isinstance(ref, EndpointChange)})
+        owners = list(
+            {ref.agent_id for _, _, ref in refs if isinstance(ref, EndpointChange | LoopGuardTrip)}
+        )
         heads = await self._store.feed_events(ids, ranges) if ids or ranges else []
         handles = await self._store.agent_handles(owners) if owners else {}
         by_id = {head.id: head for head in heads}
@@ -269,10 +272,10 @@ class FeedReader:
         items = []
         for row, index, ref in refs:
             cursor = FeedCursor(row.at, index)
-            if isinstance(ref, EndpointChange):
+            if isinstance(ref, EndpointChange | LoopGuardTrip):
                 handle = handles.get(ref.agent_id)
                 if handle is not None and self.match.keeps(ref.agent_id, None):
-                    items.append(_endpoint_item(row, cursor, ref, handle))
+                    items.append(_agent_item(row, cursor, ref, handle))
                 continue
             if isinstance(ref, PublishedRef):
                 head = by_seq.get((ref.agent_id, ref.seq))
@@ -327,9 +330,22 @@ def _event_item(row: JournalRow, cursor: FeedCursor, ref: ItemRef, head: EventHe
     return FeedItem(kind, cursor, data)
 
 
-def _endpoint_item(
-    row: JournalRow, cursor: FeedCursor, change: EndpointChange, handle: str
+def _agent_item(
+    row: JournalRow, cursor: FeedCursor, change: EndpointChange | LoopGuardTrip, handle: str
 ) -> FeedItem:
+    """An item about an agent rather than an event: an endpoint's change, a loop guard trip."""
+    if isinstance(change, LoopGuardTrip):
+        data = item_data(
+            "loop_guard",
+            row.written_at,
+            change.agent_id,
+            handle,
+            to=change.to,
+            thread=change.thread,
+            limit=change.limit,
+            maximum=change.maximum,
+        )
+        return FeedItem("loop_guard", cursor, data)
     data = item_data(
         "endpoint",
         row.written_at,

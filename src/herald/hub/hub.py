@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from herald import cursors
 from herald.capabilities import parse_overrides
@@ -25,11 +25,13 @@ from herald.config import DEFAULTS
 from herald.errors import (
     Conflict,
     InvalidInput,
+    LoopGuardTripped,
     NoSuchHandle,
     NoSuchTopic,
     NotFound,
     StoreUnavailable,
 )
+from herald.feed import LoopGuardTrip
 from herald.hub.admin_key import ADMIN_KEY_SETTING, AdminKey
 from herald.hub.catalogue import Catalogue
 from herald.hub.endpoints import AnyEndpoints, EndpointBook
@@ -56,6 +58,7 @@ from herald.inputs.events import (
 from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
+from herald.loop_guard import GuardedSend, LoopLimits
 from herald.metrics import Metrics
 from herald.models import (
     EVERY_EVENT,
@@ -71,6 +74,7 @@ from herald.models import (
     Published,
     Reply,
     StartPosition,
+    is_scheduled,
 )
 from herald.overview import EventQuery
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
@@ -81,6 +85,8 @@ from herald.times import Clock
 from herald.validation import HANDLE_PATTERN, check_form_answer
 
 log = logging.getLogger("herald")
+T = TypeVar("T")
+DEFAULT_LOOP_LIMITS = LoopLimits.of(DEFAULTS.hub)
 
 SIGNING_KEY_SETTING = "signing_key"
 HEARTBEAT = "heartbeat"
@@ -121,8 +127,11 @@ class Hub:
         payload_check_s: float = DEFAULTS.hub.payload_check_s,
         scan_events: int = DEFAULTS.hub.scan_events,
         max_deliveries: int = DEFAULTS.hub.max_deliveries,
+        loop_limits: LoopLimits = DEFAULT_LOOP_LIMITS,
     ) -> None:
         self._store = store
+        self.loop_limits = loop_limits
+        """The serve-wide loop guard limits (``herald.loop_guard``); an agent may have its own."""
         store.max_deliveries = max_deliveries
         self.metrics = Metrics()
         store.on_acknowledged = self._count_acknowledged
@@ -645,10 +654,56 @@ class Hub:
             fields["deliver_at"] = deliver_at
         if delay_s is not None:
             fields["delay_s"] = delay_s
-        event = parse_new_event(fields)
-        (timed_event,) = timed([replace(event, sender=sender.handle)], self.now())
-        (published,) = await self._publish([timed_event], "message")
+        event = replace(parse_new_event(fields), sender=sender.handle, thread=new_id("thr_"))
+        await self.event_types.check([event], "message")
+        guard = self._guard(sender, event)
+        if is_scheduled(event):  # counted by the guard now, published when due
+            (timed_event,) = timed([event], self.now())
+            (scheduled,) = await self._guarded(guard, self._store.schedule([timed_event], guard))
+            assert timed_event.deliver_at is not None
+            self._scheduled(timed_event.deliver_at)
+            return scheduled
+        started = time.perf_counter()
+        published = await self._guarded(guard, self._store.append_message(event, guard))
+        self.metrics.committed(time.perf_counter() - started)
+        if published.created:
+            self.metrics.published([published.event.type], self.event_types.type_classes)
         return published
+
+    def _guard(self, sender: Agent, event: NewEvent) -> GuardedSend:
+        assert event.thread is not None
+        return GuardedSend(sender.id, sender.handle, event.to, event.thread, self.loop_limits)
+
+    async def _guarded(self, guard: GuardedSend | None, send: Awaitable[T]) -> T:
+        """``send``, a message between agents; a loop guard that trips is shown to the operator
+        (the feed, ``/metrics``, the log) before the refusal goes to the sender."""
+        try:
+            return await send
+        except LoopGuardTripped as exc:
+            assert guard is not None
+            self.metrics.loop_guard_tripped(exc.limit)
+            log.warning("loop guard (%s) refused a message: %s", exc.limit, exc.message)
+            trip = LoopGuardTrip(
+                guard.sender_id, guard.to_handle, exc.thread, exc.limit, exc.maximum
+            )
+            try:
+                await self._store.record_loop_guard(trip)
+            except StoreUnavailable:  # the refusal stands; the log and metric have it
+                log.warning("the loop guard's trip could not be journaled")
+            self.feed.wake()
+            raise
+
+    async def loop_limits_of(self, agent: Agent) -> LoopLimits:
+        """The loop guard limits that hold for the agent's sends."""
+        return await self._store.loop_limits(agent.id, self.loop_limits)
+
+    async def set_loop_limits(
+        self, agent: Agent, exchanges: int | None, window_s: int | None, per_minute: int | None
+    ) -> LoopLimits:
+        """Set the agent's own loop guard limits (None: the serve-wide one); the limits that
+        hold for it now."""
+        await self._store.set_loop_limits(agent.id, exchanges, window_s, per_minute)
+        return await self.loop_limits_of(agent)
 
     async def ask_permission(
         self,
@@ -697,8 +752,11 @@ class Hub:
         event, routed = await self._checked_reply(agent, event_id, text, data)
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
+        guard = self._guard(agent, routed) if routed is not None else None
         try:
-            stored, published = await self._store.add_reply(draft, routed)
+            stored, published = await self._guarded(
+                guard, self._store.add_reply(draft, routed, guard)
+            )
         except NotFound:  # the sender is gone: the reply stays on the event all the same
             stored, published = await self._store.add_reply(draft, None)
         if await self._store.ack(agent.id, ids=[event.id]):
@@ -746,7 +804,8 @@ class Hub:
                 "data": payload,
             }
         )
-        return event, replace(routed, sender=agent.handle, reply_to=event.id)
+        thread = event.thread or new_id("thr_")  # a reply carries the thread it answers
+        return event, replace(routed, sender=agent.handle, reply_to=event.id, thread=thread)
 
     def on_reply(self, handler: Callable[[Event, Reply], Awaitable[None]]) -> None:
         """Call ``handler(event, reply)`` after an agent answers an application's event."""

@@ -103,14 +103,33 @@ class NewAgentInput(Input):
     delivery: DeliveryOverrides | None = None
 
 
+LoopLimit = Annotated[
+    int | None, Field(ge=1, le=1_000_000), Says("must be a whole number from 1 to 1000000")
+]
+
+
+class LoopGuardInput(Input):
+    """An agent's own loop guard limits (``herald.loop_guard``); each key not given, or null,
+    is the serve-wide one."""
+
+    where: ClassVar[str] = "loop_guard"
+    shape: ClassVar[str] = 'an object such as {"exchanges": 40, "window_s": 600, "per_minute": 60}'
+    item: ClassVar[str] = "key"
+
+    exchanges: LoopLimit = None
+    window_s: LoopLimit = None
+    per_minute: LoopLimit = None
+
+
 class DeliveryInput(Input):
-    """``PATCH /v1/agents/{id}``: replace the agent's delivery overrides, its preferences, or
-    both (at least one)."""
+    """``PATCH /v1/agents/{id}``: replace the agent's delivery overrides, its preferences, its
+    loop guard limits, or several of them (at least one)."""
 
     where: ClassVar[str] = "agent"
 
     delivery: DeliveryOverrides | None = None
     preferences: PreferencesInput | None = None
+    loop_guard: LoopGuardInput | None = None
 
 
 class WebhookInput(Input):

@@ -245,14 +245,16 @@ async def call(
         json_input.check(arguments, "arguments")
         return await _dispatch(api, name, arguments, held_back)
     except HeraldError as exc:
-        return error(exc.message, exc.code)
+        return error(exc.message, exc.code, exc.details())
 
 
-def error(message: str, code: str = "invalid_input") -> types.CallToolResult:
+def error(
+    message: str, code: str = "invalid_input", details: Mapping[str, object] | None = None
+) -> types.CallToolResult:
     """A tool error: its text for the model, and herald's error shape as structured content."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)],
-        structured_content={"error": {"code": code, "message": message}},
+        structured_content={"error": {"code": code, "message": message, **(details or {})}},
         is_error=True,
     )
 

@@ -77,6 +77,13 @@ class Metrics:
             ["kind", "outcome"],
             registry=registry,
         )
+        self._loop_guards = Counter(
+            "herald_loop_guards_tripped",
+            "Messages between agents refused by a loop guard, by limit: exchanges (two agents"
+            " in a window) or per_minute (one agent's sends)",
+            ["limit"],
+            registry=registry,
+        )
         self._commits = Histogram(
             "herald_store_commit_seconds",
             "Time a publish waits for its events to be committed to the store (group commit"
@@ -127,6 +134,10 @@ class Metrics:
             counted[type_class] = counted.get(type_class, 0) + 1
         for type_class, count in counted.items():
             self._child(self._published, "published", type_class).inc(count)
+
+    def loop_guard_tripped(self, limit: str) -> None:
+        """A message between agents was refused over ``limit`` (exchanges or per_minute)."""
+        self._child(self._loop_guards, "loop_guards", limit).inc()
 
     def committed(self, seconds: float) -> None:
         self._commits.observe(seconds)

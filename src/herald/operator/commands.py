@@ -76,6 +76,13 @@ def _add_agent(parser: argparse.ArgumentParser) -> None:
     openclaw.add_argument("target", metavar="URL", help="the gateway")
     openclaw.add_argument("--token", required=True, help="the gateway's hooks token")
     openclaw.add_argument("--mode", choices=["wake", "agent"], help="how the gateway is woken")
+    guard = _command(
+        agent, "set-loop-guard", "raise or lower an agent's loop guard limits", _set_loop_guard
+    )
+    guard.add_argument("agent", metavar="ID_OR_HANDLE")
+    guard.add_argument("--exchanges", type=int, help="messages two agents may exchange a window")
+    guard.add_argument("--window", type=int, metavar="SECONDS", help="the exchanges' window")
+    guard.add_argument("--per-minute", type=int, help="messages it may send to agents a minute")
 
 
 def _add_send(send: argparse.ArgumentParser) -> None:
@@ -306,6 +313,12 @@ def _set_openclaw(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         f"{_agent_path(args.agent)}/openclaw", {k: v for k, v in body.items() if v is not None}
     )
     out.record(made, f"OpenClaw gateway of {args.agent}")
+
+
+def _set_loop_guard(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
+    limits = {"exchanges": args.exchanges, "window_s": args.window, "per_minute": args.per_minute}
+    made = api.call("PATCH", _agent_path(args.agent), body={"loop_guard": limits})
+    out.record(made["loop_guard"], f"loop guard of {args.agent}")
 
 
 # Events

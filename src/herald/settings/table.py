@@ -112,6 +112,25 @@ SETTINGS = (
         "how many times an event is handed out unacknowledged before it becomes dead (0: no limit)",
     ),
     Setting(
+        "loop_exchanges",
+        "hub.loop_exchanges",
+        integer(1),
+        "loop guard: the messages two agents may exchange within --loop-window before a send"
+        " between them is refused (429 loop_guard)",
+    ),
+    Setting(
+        "loop_window",
+        "hub.loop_window_s",
+        integer(1),
+        "loop guard: the window of --loop-exchanges, in seconds",
+    ),
+    Setting(
+        "loop_per_minute",
+        "hub.loop_per_minute",
+        integer(1),
+        "loop guard: the messages one agent may send to agents a minute",
+    ),
+    Setting(
         "scan_events",
         "hub.scan_events",
         integer(1),

@@ -39,7 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from herald.config import DEFAULTS
-from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition
+from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition, LoopGuardTrip
+from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -407,14 +408,39 @@ class Store(ABC):
 
     @abstractmethod
     async def add_reply(
-        self, reply: Reply, routed: NewEvent | None
+        self, reply: Reply, routed: NewEvent | None, guard: GuardedSend | None = None
     ) -> tuple[Reply, Published | None]:
         """Store a reply and, in the same transaction, the event that carries it to an agent
-        sender (its id goes in ``routed_event_id``).
+        sender (its id goes in ``routed_event_id``), once ``guard`` (if given) let it through.
 
         Raises:
             NotFound: the routed event's addressee does not exist; nothing is stored.
+            LoopGuardTripped: the routed event is over a loop guard; nothing is stored.
         """
+
+    @abstractmethod
+    async def append_message(self, event: NewEvent, guard: GuardedSend) -> Published:
+        """Store one message between agents, counted against the loop guard's limits in the
+        same transaction (``herald.loop_guard``), so that the limits hold across processes.
+
+        Raises:
+            LoopGuardTripped: the send is over a limit; nothing is stored.
+            NotFound: the addressee does not exist; nothing is stored.
+        """
+
+    @abstractmethod
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        """Journal a message a loop guard refused, for the operator's feed."""
+
+    @abstractmethod
+    async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
+        """The agent's loop guard limits: ``defaults`` with those set for it in their place."""
+
+    @abstractmethod
+    async def set_loop_limits(
+        self, agent_id: str, exchanges: int | None, window_s: int | None, per_minute: int | None
+    ) -> None:
+        """Set the agent's own loop guard limits (None: the serve-wide one)."""
 
     @abstractmethod
     async def replies(self, event_id: str) -> list[Reply]:
@@ -459,14 +485,19 @@ class Store(ABC):
     # Schedules: events published for later
 
     @abstractmethod
-    async def schedule(self, events: Sequence[NewEvent]) -> list[Published]:
+    async def schedule(
+        self, events: Sequence[NewEvent], guard: GuardedSend | None = None
+    ) -> list[Published]:
         """Store events that each have a ``deliver_at``, in one transaction, as ``scheduled``:
         each with a placeholder seq below zero, offered by no way and counted in no agent's
         row, its time to live counting from its due time. Dedupe keys hold as for ``append``
-        (a repeat is answered with the event that has the key, scheduled or not).
+        (a repeat is answered with the event that has the key, scheduled or not). With
+        ``guard`` (a message between agents), its loop guard is checked in that transaction
+        first, as ``append_message`` checks it.
 
         Raises:
             NotFound: an addressee does not exist; nothing is stored.
+            LoopGuardTripped: the guard refuses the message; nothing is stored.
         """
 
     @abstractmethod

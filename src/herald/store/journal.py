@@ -7,7 +7,8 @@ A row's detail is one JSON object; each key is optional::
      "attempts": [{"way", "outcome", "events": [event_id, ...],
                    "session"?, "endpoint"?, "error"?, "next_at"?}, ...],
      "expired": [event_id, ...],
-     "endpoints": [{"id", "agent", "kind", "state", "reason"?}, ...]}
+     "endpoints": [{"id", "agent", "kind", "state", "reason"?}, ...],
+     "loop_guards": [{"agent", "to", "thread", "limit", "maximum"}, ...]}
 
 (The PostgreSQL store builds the ``published`` of one event alone in SQL, in the statement
 that stores it: ``queries.APPEND_ONE``; and the ``attempts`` of a claim in the statement that
@@ -29,6 +30,7 @@ from herald.feed import (
     AttemptGroup,
     EndpointChange,
     JournalEntry,
+    LoopGuardTrip,
     PublishedRange,
 )
 from herald.models import Attempt, Event, Finished
@@ -173,6 +175,12 @@ def encode(entry: JournalEntry) -> str:
         detail["expired"] = list(entry.expired)
     if entry.endpoints:
         detail["endpoints"] = [_change_json(c) for c in entry.endpoints]
+    if entry.loop_guards:
+        detail["loop_guards"] = [
+            {"agent": t.agent_id, "to": t.to, "thread": t.thread, "limit": t.limit,
+             "maximum": t.maximum}
+            for t in entry.loop_guards
+        ]  # fmt: skip
     return _ENCODER.encode(detail)
 
 
@@ -199,6 +207,10 @@ def decode(detail: str) -> JournalEntry:
         endpoints=tuple(
             EndpointChange(c["id"], c["agent"], c["kind"], c["state"], c.get("reason"))
             for c in found.get("endpoints", ())
+        ),
+        loop_guards=tuple(
+            LoopGuardTrip(t["agent"], t["to"], t["thread"], t["limit"], int(t["maximum"]))
+            for t in found.get("loop_guards", ())
         ),
     )
 

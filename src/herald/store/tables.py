@@ -218,6 +218,7 @@ EVENTS = Table(
         Column("reply_schema", Type.JSON, field="reply_schema_json"),
         Column("deliver_at", Type.INT),
         Column("priority", read=by_value(Priority)),
+        Column("thread"),
     ),
 )
 

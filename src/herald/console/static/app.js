@@ -1104,6 +1104,8 @@ function tailRow(kind, item) {
     const endpoint = item.endpoint || {};
     detail.push(text(endpoint.kind), " ", badge(item.state, { created: "info", deleted: "bad", failing: "warn", recovered: "ok", disabled: "bad", enabled: "ok" }[item.state]));
     if (item.reason) detail.push(" ", h("span", { class: "muted" }, text(item.reason)));
+  } else if (kind === "loop_guard") {
+    detail.push("refused a message to ", agentLink(item.to), ` (${item.limit}: ${item.maximum}) thread `, h("span", { class: "mono" }, text(item.thread)));
   } else if (kind === "gap") {
     detail.push(text(item.message || "Some items are older than herald keeps: the tail goes on after them."));
   } else if (kind === "skipped") {
@@ -1112,7 +1114,7 @@ function tailRow(kind, item) {
   const agent = item.agent || {};
   return h("tr", { "data-kind": kind },
     h("td", {}, item.at ? when(item.at) : ""),
-    h("td", {}, badge(kind, { published: "info", attempt: "warn", acked: "ok", expired: "bad", endpoint: "info", gap: "bad", skipped: "warn" }[kind])),
+    h("td", {}, badge(kind, { published: "info", attempt: "warn", acked: "ok", expired: "bad", endpoint: "info", loop_guard: "bad", gap: "bad", skipped: "warn" }[kind])),
     h("td", {}, agent.handle ? agentLink(agent.handle) : ""),
     h("td", {}, event.id ? eventLink(event.id) : ""),
     h("td", {}, text(event.type || "")),

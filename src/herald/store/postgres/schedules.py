@@ -15,10 +15,11 @@ from dataclasses import replace
 
 from herald.errors import Conflict
 from herald.feed import JournalEntry, PublishedRange
+from herald.loop_guard import GuardedSend
 from herald.models import Event, NewEvent, Published
 from herald.store.appends import DedupeKey, dedupe_keys, plan_append, unknown_addressee
 from herald.store.journal import one_agent, record
-from herald.store.postgres import queries
+from herald.store.postgres import loop_guards, queries
 from herald.store.postgres.append import JSON_FIELDS, lock_agents, publish_lock
 from herald.store.postgres.attempts import write_attempts
 from herald.store.postgres.journal import write
@@ -82,10 +83,14 @@ class ScheduleStore:
     _run: Runner
     now: Callable[[], int]
 
-    async def schedule(self, events: Sequence[NewEvent]) -> list[Published]:
+    async def schedule(
+        self, events: Sequence[NewEvent], guard: GuardedSend | None = None
+    ) -> list[Published]:
         now = self.now()
 
         async def insert(conn: Connection) -> list[Published]:
+            if guard is not None:
+                await loop_guards.check(conn, guard, now)
             agents = await lock_agents(conn, events)
             if (error := unknown_addressee(events, agents)) is not None:
                 raise error

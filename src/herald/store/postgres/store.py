@@ -13,7 +13,8 @@ from dataclasses import replace
 import asyncpg
 
 from herald.errors import Conflict, HeraldError, InvalidInput, NotFound, StoreUnavailable
-from herald.feed import JournalEntry
+from herald.feed import JournalEntry, LoopGuardTrip
+from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -28,7 +29,7 @@ from herald.models import (
 )
 from herald.store.base import DEFAULT_SCAN, Store
 from herald.store.journal import note_written, one_agent, record, start_watching, written_in
-from herald.store.postgres import queries
+from herald.store.postgres import loop_guards, queries
 from herald.store.postgres.append import append
 from herald.store.postgres.attempts import acknowledge, matching, write_attempts
 from herald.store.postgres.claimants import Claimant, ClaimantStore
@@ -565,12 +566,43 @@ class PostgresStore(
 
     # Replies, attempts and housekeeping
 
+    async def append_message(self, event: NewEvent, guard: GuardedSend) -> Published:
+        now = self.now()
+
+        async def insert(conn: Connection) -> Published:
+            await loop_guards.check(conn, guard, now)
+            return (await append(conn, [event], now))[0]
+
+        return await self._run(insert, transaction=True)
+
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        row = record(self.now(), "loop_guard", trip.agent_id, JournalEntry(loop_guards=(trip,)))
+
+        async def insert(conn: Connection) -> None:
+            await write(conn, row)
+
+        await self._run(insert)
+
+    async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
+        return await self._run(lambda conn: loop_guards.limits_of(conn, agent_id, defaults))
+
+    async def set_loop_limits(
+        self, agent_id: str, exchanges: int | None, window_s: int | None, per_minute: int | None
+    ) -> None:
+        await self._run(
+            lambda conn: conn.execute(
+                loop_guards.SET_LIMITS, agent_id, exchanges, window_s, per_minute
+            )
+        )
+
     async def add_reply(
-        self, reply: Reply, routed: NewEvent | None
+        self, reply: Reply, routed: NewEvent | None, guard: GuardedSend | None = None
     ) -> tuple[Reply, Published | None]:
         now = self.now()
 
         async def insert(conn: Connection) -> tuple[Reply, Published | None]:
+            if guard is not None:
+                await loop_guards.check(conn, guard, now)
             try:
                 published = (await append(conn, [routed], now))[0] if routed else None
                 stored = replace(reply, routed_event_id=published.event.id if published else None)

@@ -9,10 +9,12 @@ from typing import Any
 
 from herald.errors import Conflict
 from herald.feed import JournalEntry, PublishedRange
+from herald.loop_guard import GuardedSend
 from herald.models import Event, EventStatus, NewEvent, Published
 from herald.store.appends import dedupe_keys, plan_append, unknown_addressee
 from herald.store.journal import one_agent, record
 from herald.store.schedules import cancel_attempt, first_placeholders, why_not_cancellable
+from herald.store.sqlite import loop_guards
 from herald.store.sqlite.append import RESERVE_SEQS, agent_ids, stored_keys
 from herald.store.sqlite.attempts import write_attempts
 from herald.store.sqlite.counts import StatusChanges
@@ -55,10 +57,14 @@ class ScheduleStore:
     _run: Callable[[Operation[Any]], Awaitable[Any]]
     now: Callable[[], int]
 
-    async def schedule(self, events: Sequence[NewEvent]) -> list[Published]:
+    async def schedule(
+        self, events: Sequence[NewEvent], guard: GuardedSend | None = None
+    ) -> list[Published]:
         now = self.now()
 
         def insert(conn: sqlite3.Connection) -> list[Published]:
+            if guard is not None:
+                loop_guards.check(conn, guard, now)
             agents = agent_ids(conn, {new.to for new in events})
             if (error := unknown_addressee(events, agents)) is not None:
                 raise error

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from herald.errors import Conflict
-from herald.feed import JournalEntry
+from herald.feed import JournalEntry, LoopGuardTrip
+from herald.loop_guard import GuardedSend, LoopLimits
 from herald.models import (
     EVERY_EVENT,
     Agent,
@@ -35,6 +36,7 @@ from herald.store.rules import (
     polled,
     push_holders,
 )
+from herald.store.sqlite import loop_guards
 from herald.store.sqlite.append import APPENDS, append
 from herald.store.sqlite.attempts import (
     AttemptRun,
@@ -524,12 +526,43 @@ class SQLiteStore(
 
         return await self._run(count)
 
+    async def append_message(self, event: NewEvent, guard: GuardedSend) -> Published:
+        now = self.now()
+
+        def insert(conn: sqlite3.Connection) -> Published:
+            loop_guards.check(conn, guard, now)
+            return append(conn, [event], now)[0]
+
+        return await self._run(insert)
+
+    async def record_loop_guard(self, trip: LoopGuardTrip) -> None:
+        row = record(self.now(), "loop_guard", trip.agent_id, JournalEntry(loop_guards=(trip,)))
+
+        def insert(conn: sqlite3.Connection) -> None:
+            write(conn, row)
+
+        await self._run(insert)
+
+    async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
+        return await self._run(lambda conn: loop_guards.limits_of(conn, agent_id, defaults))
+
+    async def set_loop_limits(
+        self, agent_id: str, exchanges: int | None, window_s: int | None, per_minute: int | None
+    ) -> None:
+        await self._run(
+            lambda conn: conn.execute(
+                loop_guards.SET_LIMITS, (agent_id, exchanges, window_s, per_minute)
+            )
+        )
+
     async def add_reply(
-        self, reply: Reply, routed: NewEvent | None
+        self, reply: Reply, routed: NewEvent | None, guard: GuardedSend | None = None
     ) -> tuple[Reply, Published | None]:
         now = self.now()
 
         def insert(conn: sqlite3.Connection) -> tuple[Reply, Published | None]:
+            if guard is not None:
+                loop_guards.check(conn, guard, now)
             published = append(conn, [routed], now)[0] if routed is not None else None
             stored = replace(reply, routed_event_id=published.event.id if published else None)
             conn.execute(INSERT_REPLY, REPLIES.values(stored))
