@@ -393,14 +393,14 @@ RETURNING id, created_at
 """
 
 # Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the
-# first seq created at $2 or later (from the index on the agent and the time), and of the open,
-# unexpired events that match after seq $6 up to $7 ($1 agent, $2 now, $3 created no earlier
-# than, $4 and $5 as $7 and $8 in MATCHING): the first created at $3 or later, how many were,
-# and how many before.
+# first seq after $2 up to $3 created at $4 or later (from the index on the agent and seq), and
+# of the open, unexpired events that match after seq $6 up to $7 ($1 agent, $2 now, $3 created
+# no earlier than, $4 and $5 as $7 and $8 in MATCHING): the first created at $3 or later, how
+# many were, and how many before.
 OLDEST_OPEN = f"SELECT min(seq) FROM events WHERE agent_id = $1 AND {OPEN}"
 FIRST_CREATED = (
-    "SELECT seq FROM events WHERE agent_id = $1 AND created_at >= $2::bigint"
-    ' ORDER BY created_at, id COLLATE "C" LIMIT 1'
+    "SELECT min(seq) FROM events WHERE agent_id = $1 AND seq > $2::bigint AND seq <= $3::bigint"
+    " AND created_at >= $4::bigint"
 )
 OPEN_IN_LOOK = f"""
 SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
@@ -873,7 +873,8 @@ SELECT {AGENT_COLUMNS},
     (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > $1)
         AS live_sessions,
     greatest(
-        (SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id),
+        (SELECT e.created_at FROM events e WHERE e.agent_id = agents.id
+            ORDER BY e.seq DESC LIMIT 1),
         (SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id)
     ) AS last_activity_at
 FROM agents LEFT JOIN overdue ON overdue.agent_id = agents.id

@@ -481,10 +481,13 @@ class PostgresStore(
                 return StartPosition(newest, 0, 0)
             after, too_old = oldest - 1, 0
             if not_before_ms:
-                # As on SQLite: the start from the index on the time; the too old ones counted
-                # in a look, and past it said.
-                first_new = await conn.fetchval(queries.FIRST_CREATED, agent_id, not_before_ms)
-                start = newest if first_new is None else max(first_new - 1, after)
+                # As on SQLite: the start found in a look by seq; the too old ones counted in a
+                # look, and past it said.
+                looked = looked_through(after, scan, newest)
+                first_new = await conn.fetchval(
+                    queries.FIRST_CREATED, agent_id, after, looked, not_before_ms
+                )
+                start = looked if first_new is None else first_new - 1
                 through = looked_through(after, scan, start)
                 too_old = (await look(after, through, 0))[1] or int(through < start)
                 after = start

@@ -402,14 +402,15 @@ def start_position(
         return StartPosition(newest, 0, 0)
     after, too_old = oldest - 1, 0
     if not_before:
-        # Events created before ``not_before`` are passed: the start is read from the index on
-        # the agent and the time, and how many of the open ones match is counted in a look.
+        # Events created before ``not_before`` are passed: the start is before the first seq
+        # created at it or later, found in a look from the index on the agent and seq (past the
+        # look, it is where the look ended), and how many of the open ones match is counted.
         (first_new,) = conn.execute(
-            "SELECT seq FROM events WHERE agent_id = ? AND created_at >= ?"
-            " ORDER BY created_at, id LIMIT 1",
-            (agent_id, not_before),
-        ).fetchone() or (None,)
-        start = newest if first_new is None else max(first_new - 1, after)
+            "SELECT min(seq) FROM events WHERE agent_id = ? AND seq > ? AND seq <= ?"
+            " AND created_at >= ?",
+            (agent_id, after, looked_through(after, scan, newest), not_before),
+        ).fetchone()
+        start = looked_through(after, scan, newest) if first_new is None else first_new - 1
         through = looked_through(after, scan, start)
         too_old = _count_open(conn, agent_id, match, after, through, now, None)[1]
         too_old = too_old or int(through < start)  # past the look: said, not counted
