@@ -64,8 +64,10 @@ class EventQuery:
         of other types or statuses, which a page looks through, and in one agent's listing
         (by seq) those outside ``since`` and ``until``, which are then filters too."""
         by_time = self.since_ms is not None or self.until_ms is not None
-        return self.type is not None or self.status is not None or (
-            self.agent_id is not None and by_time
+        return (
+            self.type is not None
+            or self.status is not None
+            or (self.agent_id is not None and by_time)
         )
 
     def looked(self) -> EventQuery:
