@@ -787,21 +787,6 @@ async def test_a_subscription_starts_before_the_oldest_open_matching_event(
         await store.start_position(new_id("agt_"), EventMatch())
 
 
-async def test_a_subscription_from_a_time_finds_its_start_in_looks_by_seq(
-    store: Store, clock: ManualClock
-) -> None:
-    alice = await add_agent(store, "alice")
-    await publish(store, "alice", 5)
-    clock.advance(60)
-    floor = store.now()
-    await publish(store, "alice", 1)
-    # The first look (seqs 1 to 3) finds none created since the floor, the next finds seq 6:
-    # the five before it are each counted as too old.
-    assert await store.start_position(alice.id, EventMatch(), floor, scan=3) == StartPosition(
-        5, 1, 5
-    )
-
-
 async def test_pushes_of_several_agents_are_recorded_in_one_call(store: Store) -> None:
     alice, bob = await add_agent(store, "alice"), await add_agent(store, "bob")
     alices = await publish(store, "alice", 2)

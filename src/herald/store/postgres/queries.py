@@ -392,15 +392,15 @@ WHERE agent_id = $1 AND {OPEN} AND lease_owner = $3::text AND seq <= $2::bigint
 RETURNING id, created_at
 """
 
-# Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the
-# first seq after $2 up to $3 created at $4 or later (from the index on the agent and seq), and
-# of the open, unexpired events that match after seq $6 up to $7 ($1 agent, $2 now, $3 created
-# no earlier than, $4 and $5 as $7 and $8 in MATCHING): the first created at $3 or later, how
-# many were, and how many before.
+# Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the seq
+# and time of its first event at seq $2 or after (from the index on the agent and seq, a step of
+# ``rules.first_created_since``), and of the open, unexpired events that match after seq $6 up
+# to $7 ($1 agent, $2 now, $3 created no earlier than, $4 and $5 as $7 and $8 in MATCHING): the
+# first created at $3 or later, how many were, and how many before.
 OLDEST_OPEN = f"SELECT min(seq) FROM events WHERE agent_id = $1 AND {OPEN}"
-FIRST_CREATED = (
-    "SELECT min(seq) FROM events WHERE agent_id = $1 AND seq > $2::bigint AND seq <= $3::bigint"
-    " AND created_at >= $4::bigint"
+FIRST_STORED = (
+    "SELECT seq, created_at FROM events WHERE agent_id = $1 AND seq >= $2::bigint"
+    " ORDER BY seq LIMIT 1"
 )
 OPEN_IN_LOOK = f"""
 SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
