@@ -6,7 +6,7 @@ values, read by the store in single queries (``Store.list_events``, ``Store.agen
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from herald.models import Agent, Endpoint, EndpointStatus, Event, EventStatus, Kind, SessionRecord
@@ -16,10 +16,29 @@ if TYPE_CHECKING:
     from herald import answers
 
 
+Position = tuple[int, str] | int
+"""Where a page of events ends: ``(created_at, id)`` of an event in a listing of every agent, the
+event's seq in a listing of one agent."""
+
+
+def seq_of(position: Position) -> int:
+    """The seq of a position in one agent's listing (the caller's query says it is one)."""
+    assert isinstance(position, int), "a position in one agent's listing is a seq"
+    return position
+
+
+def moment_of(position: Position) -> tuple[int, str]:
+    """The ``(created_at, id)`` of a position in the listing of every agent."""
+    assert isinstance(position, tuple), "a position in every agent's listing is (created_at, id)"
+    return position
+
+
 @dataclass(frozen=True)
 class EventQuery:
-    """Which events a page lists, newest first by ``(created_at, id)``: a total order across
-    agents (seqs are per agent), so that a page's position is one event's ``(created_at, id)``.
+    """Which events a page lists, newest first. Of every agent: by ``(created_at, id)``, a
+    total order across agents (seqs are per agent), so that a page's position is one event's
+    ``(created_at, id)``. Of one agent (``agent_id``): by seq, the order its events were
+    stored in, so that a page's position is one seq, read from the index on the agent and seq.
 
     ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one); ``since_ms``
     is inclusive and ``until_ms`` exclusive; ``before``: only events that sort after that
@@ -31,8 +50,8 @@ class EventQuery:
     type: str | None = None
     since_ms: int | None = None
     until_ms: int | None = None
-    before: tuple[int, str] | None = None
-    through: tuple[int, str] | None = None
+    before: Position | None = None
+    through: Position | None = None
     limit: int = 50
 
     @property
@@ -42,8 +61,26 @@ class EventQuery:
     @property
     def narrowed(self) -> bool:
         """Whether some events the indexes give in the page's order may not be listed: those
-        of other types or statuses, which a page looks through."""
-        return self.type is not None or self.status is not None
+        of other types or statuses, which a page looks through, and in one agent's listing
+        (by seq) those outside ``since`` and ``until``, which are then filters too."""
+        by_time = self.since_ms is not None or self.until_ms is not None
+        return (
+            self.type is not None
+            or self.status is not None
+            or (self.agent_id is not None and by_time)
+        )
+
+    def looked(self) -> EventQuery:
+        """What a narrowed page's look reads (``Store.listing_bound``): this query without the
+        filters it looks through (its type and status; in one agent's listing, its times too,
+        which no index orders it by)."""
+        if self.agent_id is not None:
+            return replace(self, type=None, status=None, since_ms=None, until_ms=None)
+        return replace(self, type=None, status=None)
+
+    def position(self, last: Event) -> Position:
+        """The position of ``last`` in this query's order."""
+        return last.seq if self.agent_id is not None else (last.created_at, last.id)
 
 
 @dataclass(frozen=True)
@@ -53,7 +90,7 @@ class EventPage:
     it). A page of a narrowed query may so be short, even empty, and still be followed."""
 
     events: list[Event]
-    looked_to: tuple[int, str] | None = None
+    looked_to: Position | None = None
 
 
 @dataclass(frozen=True)
@@ -62,8 +99,9 @@ class AgentSummary:
 
     ``pending`` is its open (pending or sent), unexpired events: the counts its row keeps, less
     those past their expiry that the upkeep has not marked yet (read from the expiry index).
-    ``last_activity_at`` is the newest of its newest stored event's ``created_at`` (its last
-    publish) and its sessions' ``seen_at`` (their last sign of life): both read from indexes.
+    ``last_activity_at`` is the newest of its last stored event's (its highest seq's)
+    ``created_at`` (its last publish) and its sessions' ``seen_at`` (their last sign of life):
+    both read from indexes.
     Acknowledgements are not counted (no index finds an agent's last one cheaply); a session
     gone and events pruned are forgotten."""
 

@@ -311,7 +311,7 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     walk("POST", "/v1/events", admin, 404, json={**to_topic, "topic": "walk/none"})
     walk("POST", "/v1/events", admin, 422, json={**to_topic, "to": alice["handle"]})
     page = walk("GET", "/v1/events", admin, 200, params={"agent": alice["handle"], "limit": "1"})
-    walk("GET", "/v1/events", admin, 200, params={"cursor": page["next"]})
+    walk("GET", "/v1/events", admin, 200, params={"agent": alice["handle"], "cursor": page["next"]})
     walk("GET", "/v1/events", admin, 422, params={"since": "yesterday"})
     shown = "/v1/events/{event_id}"
     walk("GET", shown, admin, 200, event_id=one["id"])

@@ -43,6 +43,45 @@ def test_a_walk_of_pages_sees_each_event_once_while_more_are_published(
     assert set(existing) <= set(seen)
 
 
+def test_an_agents_events_are_paged_by_seq_each_once_while_more_are_published(
+    admin: httpx.Client,
+) -> None:
+    alice, bob = new_agent(admin), new_agent(admin)
+    existing = publish(admin, alice["handle"], 7) + publish(admin, alice["handle"], 6)
+    publish(admin, bob["handle"], 5)
+    seqs: list[int] = []
+    params: dict[str, Any] = {"agent": alice["handle"], "limit": 4}
+    while True:
+        page = admin.get("/v1/events", params=params).json()
+        seqs += [event["seq"] for event in page["events"]]
+        assert {event["agent"] for event in page["events"]} <= {alice["id"]}
+        if page["next"] is None:
+            break
+        params["cursor"] = page["next"]
+        publish(admin, alice["handle"], 2)
+        publish(admin, bob["handle"], 1)
+    assert seqs == list(range(len(existing), 0, -1))
+
+
+def test_a_cursor_of_the_other_listing_is_refused_saying_to_start_again(
+    admin: httpx.Client,
+) -> None:
+    alice = new_agent(admin)
+    publish(admin, alice["handle"], 3)
+    by_time = admin.get("/v1/events", params={"limit": 1}).json()["next"]
+    by_seq = admin.get("/v1/events", params={"agent": alice["id"], "limit": 1}).json()["next"]
+
+    old = admin.get("/v1/events", params={"agent": alice["handle"], "cursor": by_time})
+    assert old.status_code == 422
+    assert old.json()["error"]["message"] == (
+        "query.cursor is a cursor of the order an agent's events were once listed in (by time;"
+        " they are listed by seq now): start again from the first page, with no cursor"
+    )
+    crossed = admin.get("/v1/events", params={"cursor": by_seq})
+    assert crossed.status_code == 422
+    assert "query.cursor is a cursor of one agent's events" in crossed.json()["error"]["message"]
+
+
 def test_events_are_filtered_by_agent_handle_status_type_and_time(admin: httpx.Client) -> None:
     alice, bob = new_agent(admin), new_agent(admin)
     dm = publish(admin, alice["handle"], 2, type="dm.received")

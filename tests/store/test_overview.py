@@ -3,6 +3,8 @@ backend."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from herald.errors import Conflict
@@ -45,7 +47,7 @@ async def walk(store: Store, query: EventQuery) -> list[str]:
         seen += [event.id for event in page]
         if len(page) < query.limit:
             return seen
-        before = (page[-1].created_at, page[-1].id)
+        before = query.position(page[-1])
 
 
 async def test_events_are_listed_newest_first_across_agents(
@@ -78,6 +80,30 @@ async def test_a_walk_sees_each_event_that_existed_when_it_began_once(
         await publish(store, "alice", 2)
         clock.advance(0.001)
     assert sorted(seen) == sorted(before)
+
+
+async def test_one_agents_events_come_by_seq_page_by_page_whatever_arrives_meanwhile(
+    store: Store, clock: ManualClock
+) -> None:
+    alice, _ = await add_agent(store, "alice"), await add_agent(store, "bob")
+    stored = await publish(store, "alice", 4)
+    clock.advance(-60)  # a clock set back: stored later, created earlier
+    stored += await publish(store, "alice", 4) + await publish(store, "bob", 3)
+    clock.advance(120)
+    stored += await publish(store, "alice", 3)
+    alices = [e for e in await store.list_events(EventQuery(limit=100)) if e.id in stored]
+    by_seq = sorted((e for e in alices if e.agent_id == alice.id), key=lambda e: -e.seq)
+    seen: list[str] = []
+    query = EventQuery(agent_id=alice.id, limit=3)
+    while True:
+        page = await store.list_events(query)
+        seen += [e.id for e in page]
+        if len(page) < query.limit:
+            break
+        query = replace(query, before=query.position(page[-1]))
+        await publish(store, "alice", 2)  # published between two pages: after the walk's start
+    assert seen == [e.id for e in by_seq]
+    assert query.before == by_seq[8].seq
 
 
 async def test_events_are_filtered_by_agent_status_type_and_time(

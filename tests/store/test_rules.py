@@ -18,6 +18,7 @@ from herald.store.rules import (
     delivery_updates,
     endpoint_notes,
     event_statuses,
+    first_created_since,
     lease_attempts,
     missing,
     take_attempts,
@@ -162,3 +163,28 @@ def test_endpoint_notes_take_the_last_attempt_and_remember_a_recovery() -> None:
         ("end_a", False, True, "HTTP 500 at end_a"),
         ("end_b", False, False, "HTTP 500 at end_b"),
     ]
+
+
+def first_since(
+    stored: dict[int, int], after: int, newest: int, floor: int
+) -> tuple[int | None, int]:
+    """What ``first_created_since`` finds among ``stored`` (seq: created_at), and how many
+    reads it made, each as the stores read it: the first event at a seq or after."""
+    search, reads = first_created_since(after, newest, floor), 0
+    try:
+        seq = next(search)
+        while True:
+            reads += 1
+            at = min((s for s in stored if s >= seq), default=None)
+            seq = search.send(None if at is None else (at, stored[at]))
+    except StopIteration as done:
+        return done.value, reads
+
+
+def test_the_first_seq_created_since_a_time_is_found_by_halving_past_pruned_seqs() -> None:
+    stored = {seq: 1_000 + seq for seq in range(1, 100_001) if not 40_000 < seq < 60_000}
+    assert first_since(stored, 0, 100_000, 1_000 + 50_000) == (60_000, 17)
+    assert first_since(stored, 0, 100_000, 1_000 + 30_000)[0] == 30_000
+    assert first_since(stored, 70_000, 100_000, 1_000 + 30_000)[0] == 70_001
+    assert first_since(stored, 0, 100_000, 1_000 + 200_000)[0] is None
+    assert first_since({}, 0, 0, 0) == (None, 0)

@@ -28,7 +28,7 @@ from herald.inputs.events import (
     read_publish,
     stored_count,
 )
-from herald.inputs.listing import EventListingInput, page_cursor
+from herald.inputs.listing import EventListingInput, listing_position, page_cursor
 from herald.inputs.refusals import parse
 from herald.models import EventStatus, NewEvent, Published, is_scheduled
 from herald.overview import EventQuery, why_waiting
@@ -216,9 +216,13 @@ async def get_event(request: Request) -> Response:
     answers={200: answers.EventPage},
     description=(
         "Events of every agent (or one), newest first, a page at a time: next is the cursor"
-        " of the page after (null: this is the last). A page narrowed by type or status looks"
+        " of the page after (null: this is the last). Every agent's are in the order they were"
+        " created (created_at, then id); one agent's in the order they were stored (seq), and"
+        " since and until then narrow the page as type and status do. A narrowed page looks"
         " through a bounded number of events (herald serve --scan-events): it may be short,"
-        " even empty, and still have a next, which goes on where its look ended."
+        " even empty, and still have a next, which goes on where its look ended. A cursor of"
+        " one agent's events from before they were listed by seq is refused (422): start"
+        " again from the first page."
     ),
 )
 async def list_events(request: Request) -> Response:
@@ -231,13 +235,13 @@ async def list_events(request: Request) -> Response:
         type=asked.type,
         since_ms=asked.since,
         until_ms=asked.until,
-        before=asked.cursor,
+        before=listing_position(asked.agent, asked.cursor),
         limit=asked.limit,
     )
     page, following = await hub.overview.page(query)
     answer: answers.EventPage = {
         "events": [event.to_json() for event in page],
-        "next": page_cursor(*following) if following is not None else None,
+        "next": page_cursor(following) if following is not None else None,
     }
     return json_response(answer)
 

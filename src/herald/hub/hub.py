@@ -1141,15 +1141,15 @@ class Hub:
         self,
         agent: Agent,
         *,
-        before: tuple[int, str] | None = None,
+        before: int | None = None,
         type: str | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> History:
         """A page of the agent's acknowledged (delivered) events still kept, newest first, read
-        as the operator's listing reads them (``Overview.page``): ``before`` is the position the
-        page before ended at, ``type`` an exact type or a glob. A read only: nothing is leased,
-        acknowledged or attempted. Only this agent's events are read, whatever ``before`` says:
-        a position of another agent's event is a place in the order, never a way in."""
+        as the operator's listing of one agent reads them (``Overview.page``, by seq):
+        ``before`` is the seq the page before ended at, ``type`` an exact type or a glob. A
+        read only: nothing is leased, acknowledged or attempted. Only this agent's events are
+        read, whatever ``before`` says."""
         query = EventQuery(
             agent_id=agent.id,
             status=EventStatus.DELIVERED,
@@ -1158,7 +1158,7 @@ class Hub:
             limit=limit,
         )
         events, following = await self.overview.page(query)
-        return History(events, page_cursor(*following) if following is not None else None)
+        return History(events, page_cursor(following) if following is not None else None)
 
     # Delivery: what the ways that push (session workers, streams) read and record
 

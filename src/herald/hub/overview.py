@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from herald.config import DEFAULTS
 from herald.models import Event
-from herald.overview import AgentSummary, EventPage, EventQuery, Gauges, Stats
+from herald.overview import AgentSummary, EventPage, EventQuery, Gauges, Position, Stats
 from herald.store import Store
 
 TOP_AGENTS = 10
@@ -30,22 +30,22 @@ class Overview:
 
     async def events(self, query: EventQuery) -> EventPage:
         """A page of events newest first (``Store.list_events``). A narrowed query (a type, a
-        status) looks at ``scan`` events of the page's order at most, however few of them it
-        lists: its page then says where that look ended."""
+        status, or times in one agent's listing) looks at ``scan`` events of the page's order
+        at most, however few of them it lists: its page then says where that look ended."""
         if not query.narrowed:
             return EventPage(await self._store.list_events(query))
         bound = await self._store.listing_bound(query, self._scan)
         events = await self._store.list_events(replace(query, through=bound))
         return EventPage(events, bound if len(events) < query.limit else None)
 
-    async def page(self, query: EventQuery) -> tuple[list[Event], tuple[int, str] | None]:
+    async def page(self, query: EventQuery) -> tuple[list[Event], Position | None]:
         """At most ``query.limit`` events of ``query`` (``events``), and the position the page
         after starts from: after its last event when more follow, where its look ended when it
         stopped short (a narrowed query), None when this is the last page."""
         listed = await self.events(replace(query, limit=query.limit + 1))  # one more: a next?
         page = listed.events[: query.limit]
         if len(listed.events) > query.limit:
-            return page, (page[-1].created_at, page[-1].id)
+            return page, query.position(page[-1])
         return page, listed.looked_to
 
     async def agents(

@@ -27,7 +27,7 @@ from herald.inputs.fields import (
     Text,
     whole,
 )
-from herald.inputs.listing import DEFAULT_PAGE, Page, PageCursor, TypeFilter
+from herald.inputs.listing import DEFAULT_PAGE, AgentPageCursor, Page, TypeFilter
 from herald.inputs.refusals import Input, Says, refuse, refused_by
 from herald.models import NewEvent
 from herald.reserved import (
@@ -73,7 +73,7 @@ class HistoryInput(Input):
 
     before: (
         Annotated[
-            PageCursor,
+            AgentPageCursor,
             Field(
                 description=(
                     "Where the page starts: the next of the page before (an opaque cursor, not"

@@ -11,23 +11,32 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
+from herald.errors import InvalidInput
 from herald.ids import is_id
 from herald.inputs.fields import GLOB_RULE, TYPE_GLOB_PATTERN, whole
 from herald.inputs.refusals import Input, Says, refuse
+from herald.overview import Position
 from herald.validation import HANDLE_PATTERN
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
 _CURSOR = re.compile(r"(\d{1,15})\.(evt_[0-9A-Z]{26})")
+_SEQ_CURSOR = re.compile(r"\d{1,18}")
+RESTART = (
+    " is a cursor of the order an agent's events were once listed in (by time; they are listed"
+    " by seq now): start again from the first page, with no cursor"
+)
 
 
-def page_cursor(created_at: int, event_id: str) -> str:
-    """The cursor that starts the next page after the event at ``(created_at, event_id)``."""
-    return base64.urlsafe_b64encode(f"{created_at}.{event_id}".encode()).decode().rstrip("=")
+def page_cursor(position: Position) -> str:
+    """The cursor that starts the next page after ``position``: an event's ``(created_at,
+    id)`` in the listing of every agent, its seq in the listing of one."""
+    text = str(position) if isinstance(position, int) else f"{position[0]}.{position[1]}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def _position(value: Any) -> tuple[int, str]:
-    """A cursor read back: the ``(created_at, id)`` the page before ended at."""
+def _position(value: Any) -> Position:
+    """A cursor read back: the ``(created_at, id)`` or the seq the page before ended at."""
     refused = refuse(
         " is not a cursor herald gave: send the next value of the page before, or leave it"
         " out for the first page"
@@ -38,10 +47,37 @@ def _position(value: Any) -> tuple[int, str]:
         text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise refused from None
+    if _SEQ_CURSOR.fullmatch(text):
+        return int(text)
     found = _CURSOR.fullmatch(text)
     if found is None or not is_id(found[2], "evt_"):
         raise refused
     return int(found[1]), found[2]
+
+
+def _agent_position(value: Any) -> int:
+    """A cursor of one agent's listing read back: the seq the page before ended at."""
+    position = _position(value)
+    if not isinstance(position, int):
+        raise refuse(RESTART)
+    return position
+
+
+def listing_position(agent: str | None, cursor: Position | None) -> Position | None:
+    """Where a page of ``GET /v1/events`` starts: a seq when it lists one agent's events, a
+    ``(created_at, id)`` when it lists every agent's.
+
+    Raises:
+        InvalidInput: the cursor is of the other listing.
+    """
+    if agent is not None and isinstance(cursor, tuple):
+        raise InvalidInput("query.cursor" + RESTART)
+    if agent is None and isinstance(cursor, int):
+        raise InvalidInput(
+            "query.cursor is a cursor of one agent's events: send it with that"
+            " agent, or leave it out for the first page"
+        )
+    return cursor
 
 
 def _moment(value: Any) -> int:
@@ -69,8 +105,13 @@ Moment = Annotated[
     Says("must be an ISO 8601 time such as 2025-01-31T09:30:00Z or 2025-01-31"),
 ]
 PageCursor = Annotated[
-    tuple[int, str],
+    tuple[int, str] | int,
     BeforeValidator(_position, json_schema_input_type=str),
+    Says("must be the next value of the page before, or left out for the first page"),
+]
+AgentPageCursor = Annotated[
+    int,
+    BeforeValidator(_agent_position, json_schema_input_type=str),
     Says("must be the next value of the page before, or left out for the first page"),
 ]
 Page = Annotated[

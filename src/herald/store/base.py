@@ -64,7 +64,7 @@ from herald.models import (
     TopicSubscription,
     WebhookSubscription,
 )
-from herald.overview import AgentSummary, EventQuery, Gauges, Stats
+from herald.overview import AgentSummary, EventQuery, Gauges, Position, Stats
 
 Clock = Callable[[], float]
 DEFAULT_SCAN = DEFAULTS.hub.scan_events
@@ -331,8 +331,9 @@ class Store(ABC):
         before ``not_before_ms`` (skipped).
 
         Each look is bounded by ``scan`` seqs: from the agent's oldest open event (or, with
-        ``not_before_ms``, from its first event created then or later, read from the index on
-        the time), the events of at most ``scan`` seqs are read. With no matching event among
+        ``not_before_ms``, from its first event after it created then or later, found in a look
+        of ``scan`` seqs by the index on the agent and seq, or where that look ended), the
+        events of at most ``scan`` seqs are read. With no matching event among
         them, the position is where the look ended (``more``): nothing it passes matches. Open
         matching events too old to be offered are counted in a look of ``scan`` seqs too; past
         it, they are said to be one at least (so a client is told it may have missed some).
@@ -813,17 +814,18 @@ class Store(ABC):
     # What an operator lists and counts
 
     @abstractmethod
-    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
+    async def listing_bound(self, query: EventQuery, scan: int) -> Position | None:
         """Where a look at ``scan`` events in the order of a page of ``query`` ends: the
-        position (``created_at``, id) of the ``scan``-th event that its agent, times and
-        ``before`` select, read from an index (its type and status are not read: they are what
-        a narrowed page looks through); None: there are fewer."""
+        position of the ``scan``-th event that its agent, times and ``before`` select, read from
+        an index (its type and status are not read, nor in one agent's listing its times: they
+        are what a narrowed page looks through); None: there are fewer."""
 
     @abstractmethod
     async def list_events(self, query: EventQuery) -> list[Event]:
-        """A page of events of any agents, newest first by ``(created_at, id)``, as ``query``
-        filters them (``query.before``: those after the previous page's last). A walk of pages
-        sees each event that existed when it started once, whatever is published meanwhile."""
+        """A page of events of any agents, newest first by ``(created_at, id)`` (of one agent: by
+        seq), as ``query`` filters them (``query.before``: those after the previous page's
+        last). A walk of pages sees each event that existed when it started once, whatever is
+        published meanwhile."""
 
     @abstractmethod
     async def agent_summaries(

@@ -6,7 +6,7 @@ event pushed more than once in one record. (How a batch of events is stored is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from herald.errors import CursorAhead
@@ -91,6 +91,31 @@ def check_cursor(cursor: int, newest: int | None) -> None:
 NO_SEQ_LIMIT = 2**63 - 1
 """The highest seq: the upper bound of a read whose look is not bounded (one the index reads,
 where ``:through IS NULL OR seq <= :through`` would read to the end)."""
+
+
+FirstProbe = Generator[int, tuple[int, int] | None, int | None]
+"""A search that yields the seqs it looks at and is sent, for each, the ``(seq, created_at)`` of
+the agent's first stored event at that seq or after (None: none), read from the index on the
+agent and seq; it returns what it found."""
+
+
+def first_created_since(after: int, newest: int, floor: int) -> FirstProbe:
+    """The first of an agent's seqs after ``after`` (up to ``newest``) created at ``floor`` or
+    later, found by halving, in as many reads as the seqs' count has bits: an agent's events are
+    stored in the order they are created, so its seqs order their times too (a clock set back
+    between two may put one in the wrong half; it is then counted too old, or skipped). None:
+    none was."""
+    low, high, found = after, newest + 1, None  # the first is after low and before high, or found
+    while low + 1 < high:
+        middle = (low + high) // 2
+        stored = yield middle
+        if stored is None or stored[0] >= high:
+            high = middle
+        elif stored[1] >= floor:
+            found, high = stored[0], middle
+        else:
+            low = stored[0]
+    return found
 
 
 def looked_through(after: int, scan: int, newest: int) -> int:

@@ -9,7 +9,15 @@ from typing import Any
 
 from herald.errors import Conflict
 from herald.models import COUNTED_STATUSES, Endpoint, Event
-from herald.overview import AgentSummary, EventQuery, Gauges, Stats
+from herald.overview import (
+    AgentSummary,
+    EventQuery,
+    Gauges,
+    Position,
+    Stats,
+    moment_of,
+    seq_of,
+)
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
 from herald.store.rules import like_patterns
@@ -41,12 +49,14 @@ class OverviewStore:
 
         return await self._run(select)
 
-    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
+    async def listing_bound(self, query: EventQuery, scan: int) -> Position | None:
         sql, args = listing_bound(query, scan)
 
-        async def select(conn: Connection) -> tuple[int, str] | None:
+        async def select(conn: Connection) -> Position | None:
             row = await conn.fetchrow(sql, *args)
-            return None if row is None else (row["created_at"], row["id"])
+            if row is None:
+                return None
+            return int(row["seq"]) if query.agent_id is not None else (row["created_at"], row["id"])
 
         return await self._run(select)
 
@@ -166,24 +176,32 @@ def events_page(query: EventQuery) -> tuple[str, list[Any]]:
         parts.append(f"created_at >= {arg(query.since_ms)}::bigint")
     if query.until_ms is not None:
         parts.append(f"created_at < {arg(query.until_ms)}::bigint")
-    if query.before is not None:
-        at, event_id = arg(query.before[0]), arg(query.before[1])
-        parts.append(f'(created_at, id COLLATE "C") < ({at}::bigint, {event_id}::text)')
-    if query.through is not None:
-        at, event_id = arg(query.through[0]), arg(query.through[1])
-        parts.append(f'(created_at, id COLLATE "C") >= ({at}::bigint, {event_id}::text)')
+    if query.agent_id is not None:
+        # One agent's events by seq: the range is read from the index on the agent and seq.
+        if query.before is not None:
+            parts.append(f"seq < {arg(seq_of(query.before))}::bigint")
+        if query.through is not None:
+            parts.append(f"seq >= {arg(seq_of(query.through))}::bigint")
+        order = "seq DESC"
+    else:
+        if query.before is not None:
+            at, event_id = (arg(value) for value in moment_of(query.before))
+            parts.append(f'(created_at, id COLLATE "C") < ({at}::bigint, {event_id}::text)')
+        if query.through is not None:
+            at, event_id = (arg(value) for value in moment_of(query.through))
+            parts.append(f'(created_at, id COLLATE "C") >= ({at}::bigint, {event_id}::text)')
+        order = 'created_at DESC, id COLLATE "C" DESC'
     where = " WHERE " + " AND ".join(parts) if parts else ""
     limit = arg(query.limit)
-    sql = (
-        f"SELECT {queries.EVENT_COLUMNS} FROM events{where}"
-        f' ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT {limit}'
-    )
+    sql = f"SELECT {queries.EVENT_COLUMNS} FROM events{where} ORDER BY {order} LIMIT {limit}"
     return sql, args
 
 
 def listing_bound(query: EventQuery, scan: int) -> tuple[str, list[Any]]:
-    """The SELECT of ``Store.listing_bound`` and its arguments: a page's SELECT without its
-    type and status, read from the index alone, the ``scan``-th row."""
-    sql, args = events_page(replace(query, type=None, status=None, limit=1))
-    sql = sql.replace(f"SELECT {queries.EVENT_COLUMNS} FROM", "SELECT created_at, id FROM", 1)
+    """The SELECT of ``Store.listing_bound`` and its arguments: a page's SELECT without the
+    filters its look reads through (its type and status; in one agent's listing, its times
+    too), read from the index alone, the ``scan``-th row."""
+    sql, args = events_page(replace(query.looked(), limit=1))
+    columns = "seq" if query.agent_id is not None else "created_at, id"
+    sql = sql.replace(f"SELECT {queries.EVENT_COLUMNS} FROM", f"SELECT {columns} FROM", 1)
     return f"{sql} OFFSET ${len(args) + 1}", [*args, scan - 1]

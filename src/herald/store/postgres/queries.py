@@ -400,15 +400,15 @@ WHERE agent_id = $1 AND {OPEN} AND lease_owner = $3::text AND seq <= $2::bigint
 RETURNING id, created_at
 """
 
-# Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the
-# first seq created at $2 or later (from the index on the agent and the time), and of the open,
-# unexpired events that match after seq $6 up to $7 ($1 agent, $2 now, $3 created no earlier
-# than, $4 and $5 as $7 and $8 in MATCHING): the first created at $3 or later, how many were,
-# and how many before.
+# Where a subscription starts, in bounded looks: the agent's oldest open seq ($1 agent), the seq
+# and time of its first event at seq $2 or after (from the index on the agent and seq, a step of
+# ``rules.first_created_since``), and of the open, unexpired events that match after seq $6 up
+# to $7 ($1 agent, $2 now, $3 created no earlier than, $4 and $5 as $7 and $8 in MATCHING): the
+# first created at $3 or later, how many were, and how many before.
 OLDEST_OPEN = f"SELECT min(seq) FROM events WHERE agent_id = $1 AND {OPEN}"
-FIRST_CREATED = (
-    "SELECT seq FROM events WHERE agent_id = $1 AND created_at >= $2::bigint"
-    ' ORDER BY created_at, id COLLATE "C" LIMIT 1'
+FIRST_STORED = (
+    "SELECT seq, created_at FROM events WHERE agent_id = $1 AND seq >= $2::bigint"
+    " ORDER BY seq LIMIT 1"
 )
 OPEN_IN_LOOK = f"""
 SELECT min(seq) FILTER (WHERE created_at >= $3) AS oldest,
@@ -933,7 +933,8 @@ SELECT {AGENT_COLUMNS},
     (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > $1)
         AS live_sessions,
     greatest(
-        (SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id),
+        (SELECT e.created_at FROM events e WHERE e.agent_id = agents.id
+            ORDER BY e.seq DESC LIMIT 1),
         (SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id)
     ) AS last_activity_at
 FROM agents LEFT JOIN overdue ON overdue.agent_id = agents.id

@@ -53,6 +53,7 @@ from herald.store.rules import (
     check_cursor,
     dead_attempts,
     dying,
+    first_created_since,
     first_unhanded,
     lease_attempts,
     looked_through,
@@ -493,10 +494,17 @@ class PostgresStore(
                 return StartPosition(newest, 0, 0)
             after, too_old = oldest - 1, 0
             if not_before_ms:
-                # As on SQLite: the start from the index on the time; the too old ones counted
+                # As on SQLite: the start found by halving on the seqs; the too old ones counted
                 # in a look, and past it said.
-                first_new = await conn.fetchval(queries.FIRST_CREATED, agent_id, not_before_ms)
-                start = newest if first_new is None else max(first_new - 1, after)
+                search = first_created_since(after, newest, not_before_ms)
+                try:
+                    seq = next(search)
+                    while True:
+                        row = await conn.fetchrow(queries.FIRST_STORED, agent_id, seq)
+                        seq = search.send(None if row is None else (row[0], row[1]))
+                except StopIteration as done:
+                    first_new = done.value
+                start = newest if first_new is None else first_new - 1
                 through = looked_through(after, scan, start)
                 too_old = (await look(after, through, 0))[1] or int(through < start)
                 after = start

@@ -19,6 +19,7 @@ from herald.store.rules import (
     DEAD_REASON,
     NO_SEQ_LIMIT,
     check_cursor,
+    first_created_since,
     looked_through,
 )
 from herald.store.sqlite.counts import (
@@ -388,6 +389,13 @@ def insert_attempt_rows(conn: sqlite3.Connection, rows: AttemptRows) -> None:
     write(conn, rows.journal)
 
 
+# A step of ``rules.first_created_since``: the seq and time of the agent's first event at a seq or
+# after, from the index on the agent and seq.
+FIRST_STORED = (
+    "SELECT seq, created_at FROM events WHERE agent_id = ? AND seq >= ? ORDER BY seq LIMIT 1"
+)
+
+
 def start_position(
     conn: sqlite3.Connection,
     agent_id: str,
@@ -407,14 +415,17 @@ def start_position(
         return StartPosition(newest, 0, 0)
     after, too_old = oldest - 1, 0
     if not_before:
-        # Events created before ``not_before`` are passed: the start is read from the index on
-        # the agent and the time, and how many of the open ones match is counted in a look.
-        (first_new,) = conn.execute(
-            "SELECT seq FROM events WHERE agent_id = ? AND created_at >= ?"
-            " ORDER BY created_at, id LIMIT 1",
-            (agent_id, not_before),
-        ).fetchone() or (None,)
-        start = newest if first_new is None else max(first_new - 1, after)
+        # Events created before ``not_before`` are passed: the start is before the first seq
+        # created at it or later, found by halving on the index on the agent and seq, and how
+        # many of the open ones match is counted in a look.
+        search = first_created_since(after, newest, not_before)
+        try:
+            seq = next(search)
+            while True:
+                seq = search.send(conn.execute(FIRST_STORED, (agent_id, seq)).fetchone())
+        except StopIteration as done:
+            first_new = done.value
+        start = newest if first_new is None else first_new - 1
         through = looked_through(after, scan, start)
         too_old = _count_open(conn, agent_id, match, after, through, now, None)[1]
         too_old = too_old or int(through < start)  # past the look: said, not counted

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
 from herald.models import COUNTED_STATUSES, Endpoint, Event
-from herald.overview import AgentSummary, EventQuery, Gauges, Stats
+from herald.overview import (
+    AgentSummary,
+    EventQuery,
+    Gauges,
+    Position,
+    Stats,
+    moment_of,
+    seq_of,
+)
 from herald.store.sqlite.counts import changes_of
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
@@ -43,7 +50,8 @@ SELECT {AGENT_COLUMNS},
     (SELECT count(*) FROM sessions s WHERE s.agent_id = agents.id AND s.expires_at > :now)
         AS live_sessions,
     max(
-        coalesce((SELECT max(e.created_at) FROM events e WHERE e.agent_id = agents.id), 0),
+        coalesce((SELECT e.created_at FROM events e WHERE e.agent_id = agents.id
+            ORDER BY e.seq DESC LIMIT 1), 0),
         coalesce((SELECT max(s.seen_at) FROM sessions s WHERE s.agent_id = agents.id), 0)
     ) AS last_activity_at
 FROM agents LEFT JOIN overdue ON overdue.agent_id = agents.id
@@ -162,27 +170,29 @@ class OverviewStore:
         result: dict[str, int] = await self._run(select)
         return result
 
-    async def listing_bound(self, query: EventQuery, scan: int) -> tuple[int, str] | None:
-        where, params = _filters(replace(query, type=None, status=None))
+    async def listing_bound(self, query: EventQuery, scan: int) -> Position | None:
+        where, params = _filters(query.looked())
+        columns, order = _order(query)
 
-        def select(conn: sqlite3.Connection) -> tuple[int, str] | None:
+        def select(conn: sqlite3.Connection) -> Position | None:
             row = conn.execute(
-                f"SELECT created_at, id FROM events{where}"
-                " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET :offset",
+                f"SELECT {columns} FROM events{where} ORDER BY {order} LIMIT 1 OFFSET :offset",
                 params | {"offset": scan - 1},
             ).fetchone()
-            return None if row is None else (row[0], row[1])
+            if row is None:
+                return None
+            return int(row[0]) if query.agent_id is not None else (row[0], row[1])
 
-        result: tuple[int, str] | None = await self._run(select)
+        result: Position | None = await self._run(select)
         return result
 
     async def list_events(self, query: EventQuery) -> list[Event]:
         where, params = _filters(query)
+        _, order = _order(query)
 
         def select(conn: sqlite3.Connection) -> list[Event]:
             rows = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events{where}"
-                " ORDER BY created_at DESC, id DESC LIMIT :limit",
+                f"SELECT {EVENT_COLUMNS} FROM events{where} ORDER BY {order} LIMIT :limit",
                 params,
             )
             return records(EVENTS, rows)
@@ -299,6 +309,13 @@ _ALREADY_PENDING = (
 )
 
 
+def _order(query: EventQuery) -> tuple[str, str]:
+    """The columns of a page's position and its order, newest first."""
+    if query.agent_id is not None:
+        return "seq", "seq DESC"
+    return "created_at, id", "created_at DESC, id DESC"
+
+
 def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
     """The WHERE clause (or nothing) and the parameters of a page of events."""
     parts: list[str] = []
@@ -318,13 +335,22 @@ def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
     if query.until_ms is not None:
         parts.append("created_at < :until")
         params["until"] = query.until_ms
+    if query.agent_id is not None:
+        # One agent's events by seq: the range is read from the index on the agent and seq.
+        if query.before is not None:
+            parts.append("seq < :before_seq")
+            params["before_seq"] = seq_of(query.before)
+        if query.through is not None:
+            parts.append("seq >= :through_seq")
+            params["through_seq"] = seq_of(query.through)
+        return " WHERE " + " AND ".join(parts), params
     if query.before is not None:
         # The range on created_at is read from the index; the tie on it is broken by id.
         parts.append("created_at <= :before_at AND (created_at < :before_at OR id < :before_id)")
-        params["before_at"], params["before_id"] = query.before
+        params["before_at"], params["before_id"] = moment_of(query.before)
     if query.through is not None:
         parts.append(
             "created_at >= :through_at AND (created_at > :through_at OR id >= :through_id)"
         )
-        params["through_at"], params["through_id"] = query.through
+        params["through_at"], params["through_id"] = moment_of(query.through)
     return (" WHERE " + " AND ".join(parts) if parts else ""), params
