@@ -252,4 +252,4 @@ def test_a_patch_with_neither_delivery_nor_preferences_is_refused(herald: Herald
     with herald.client(herald.admin_key) as admin:
         refused = admin.patch(f"/v1/agents/{agent['id']}", json={})
     assert refused.status_code == 422, refused.text
-    assert "delivery or preferences" in refused.json()["error"]["message"]
+    assert "send delivery, preferences, loop_guard" in refused.json()["error"]["message"]

@@ -314,6 +314,7 @@ class ResumeInput(Input):
                     " cannot send Authorization), instead of the agent's key."
                 ),
             ),
+            Says("must be a token of POST /channel/stream-token"),
         ]
         | None
     ) = None
