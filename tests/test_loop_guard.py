@@ -229,6 +229,28 @@ async def test_the_per_minute_limit_and_an_agents_raised_limits(own_store_url: s
             await other.aclose()
 
 
+async def test_scheduled_messages_are_counted_when_sent_and_a_refused_one_is_not_stored(
+    own_store_url: str,
+) -> None:
+    async with serving(own_store_url, loop_per_minute=2) as served:
+        later = await served.agent("later")
+        peer = await served.agent("peer")
+        async with later, peer:
+            for _ in range(2):
+                body = {"to": "peer", "text": "tomorrow", "delay_s": 3600}
+                sent = await later.post("/channel/send", json=body)
+                assert sent.status_code == 202, sent.text
+            refused = await later.post(
+                "/channel/send", json={"to": "peer", "text": "one more", "delay_s": 60}
+            )
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["limit"] == "per_minute"
+            listed = await served.admin.get(
+                "/v1/events", params={"agent": "peer", "status": "scheduled"}
+            )
+            assert [e["text"] for e in listed.json()["events"]] == ["tomorrow", "tomorrow"]
+
+
 async def test_a_loop_guard_limit_must_be_a_whole_number_of_one_or_more(
     own_store_url: str,
 ) -> None:
