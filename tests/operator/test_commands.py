@@ -17,6 +17,7 @@ import pytest
 
 from herald.times import ms_from_iso
 from tests.herald_process import HeraldProcess
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
 
@@ -459,10 +460,11 @@ def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted
         json_lines(herald, "agent", "set-webhook", "op-ola", receiver.url)
         json_lines(herald, "send", "op-ola", "to a failing receiver")
         receiver.arrived.get(timeout=30)  # the first try, answered 500
-        for _ in range(200):  # the failure is recorded in the background: a bounded wait
-            (endpoint,) = json_lines(herald, "endpoints")
-            if endpoint["failing_since"]:
-                break
+        endpoint = wait_until(  # the failure is recorded in the background
+            lambda: next((e for e in json_lines(herald, "endpoints") if e["failing_since"]), None),
+            "the endpoint's first failure recorded",
+            within_s=90,  # each look is a CLI run: a loaded machine takes seconds for one
+        )
         assert endpoint["state"] == "failing" and "500" in endpoint["last_error"]
         assert [e["id"] for e in json_lines(herald, "endpoints", "--failing")] == [endpoint["id"]]
         (status,) = json_lines(herald, "status")
