@@ -10,5 +10,11 @@ from herald.models import Event, Preferences, Priority
 
 def is_pushed(event: Event, preferences: Preferences) -> bool:
     """Whether the event may be pushed: a low one never is, nor one of a type its agent muted
-    (``preferences``, the hub's: ``hub.preferences.of``)."""
-    return event.priority is not Priority.LOW and not preferences.mutes(event)
+    (``preferences``, the hub's: ``hub.preferences.of``), nor one its agent's quiet hours or a
+    digest held (``held_by``, decided as it was stored: ``herald.push_windows``), which a
+    ``herald.summary`` push counts instead."""
+    return (
+        event.priority is not Priority.LOW
+        and event.held_by is None
+        and not preferences.mutes(event)
+    )

@@ -77,6 +77,7 @@ from herald.models import (
     is_scheduled,
 )
 from herald.overview import EventQuery
+from herald.push_windows import hold_for, summary
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
@@ -171,6 +172,10 @@ class Hub:
         Only a store this process serves alone (SQLite) is known so; a shared one is read at
         every look."""
         self._next_due_known = False
+        self._next_window: int | None = None
+        """When this process's store has a quiet hours or digest window end next (None: none),
+        as far as it knows (as ``_next_due``)."""
+        self._next_window_known = False
         # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
         self.add_listener(lambda _agents: self.feed.wake())
 
@@ -620,7 +625,9 @@ class Hub:
             self.metrics.committed(time.perf_counter() - started)
             self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
+        events = await self._with_holds(events)
         published = await self._store.append(events)
+        self._holds_stored(events)
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
@@ -664,7 +671,9 @@ class Hub:
             self._scheduled(timed_event.deliver_at)
             return scheduled
         started = time.perf_counter()
+        (event,) = await self._with_holds([event])
         published = await self._guarded(guard, self._store.append_message(event, guard))
+        self._holds_stored([event])
         self.metrics.committed(time.perf_counter() - started)
         if published.created:
             self.metrics.published([published.event.type], self.event_types.type_classes)
@@ -750,6 +759,8 @@ class Hub:
                 reply form.
         """
         event, routed = await self._checked_reply(agent, event_id, text, data)
+        if routed is not None:
+            (routed,) = await self._with_holds([routed])
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
         guard = self._guard(agent, routed) if routed is not None else None
@@ -759,6 +770,8 @@ class Hub:
             )
         except NotFound:  # the sender is gone: the reply stays on the event all the same
             stored, published = await self._store.add_reply(draft, None)
+        if routed is not None:
+            self._holds_stored([routed])
         if await self._store.ack(agent.id, ids=[event.id]):
             self._acknowledged(agent.id)
         if published is not None:
@@ -956,6 +969,75 @@ class Hub:
         self._inbox_changed({event.agent_id})  # a recalled event left the inbox
         return event
 
+    # Quiet hours and digests
+
+    async def _with_holds(self, events: Sequence[NewEvent]) -> Sequence[NewEvent]:
+        """The events, each with the rule of its agent's that may hold it back from being
+        pushed (``herald.push_windows``), read from the rules this process remembers: no
+        statement for a publish to agents without such rules. The store decides which window
+        holds it as it stores it."""
+        rules = self.preferences.timed_known()
+        if rules is None:
+            rules = await self.preferences.timed()
+        if not rules:
+            return events
+        now = self.now()
+        held = []
+        for event in events:
+            preferences = rules.get(event.to)
+            hold = hold_for(event, preferences, now) if preferences is not None else None
+            held.append(replace(event, hold=hold) if hold is not None else event)
+        return held
+
+    def _holds_stored(self, events: Sequence[NewEvent]) -> None:
+        """Note when the windows the events (stored) may have opened end. Told after the
+        commit, as ``_scheduled`` is: a look begun before it reads the window then."""
+        for event in events:
+            if event.hold is not None:
+                self._window_may_end(event.hold.until)
+
+    def _window_may_end(self, until: int) -> None:
+        if self._next_window_known:
+            self._next_window = (
+                until if self._next_window is None else min(self._next_window, until)
+            )
+
+    async def _any_window_ended(self) -> bool:
+        """Whether a look may find windows ended: always on a shared store; on one this process
+        serves alone, only once the first known end has come (as ``_anything_due``)."""
+        if self._store.shared:
+            return True
+        if not self._next_window_known:
+            self._next_window_known, self._next_window = True, None
+            found = await self._store.next_window_end()
+            if found is not None:
+                self._window_may_end(found)
+        return self._next_window is not None and self._next_window <= self.now()
+
+    async def release_windows(self) -> list[Event]:
+        """Sum up the quiet hours and digest windows ended by now (up to ``DUE_BATCH``): for
+        each that held events, one ``herald.summary`` event to its agent, saying how many and of
+        which types (counted in the store, never read one by one), pushed like any event; then
+        the window is forgotten. A summary's dedupe key names its window, so it is stored once,
+        whichever process (or a retry after a crash) makes it. Returns the summaries stored."""
+        if not await self._any_window_ended():
+            return []
+        self._next_window_known = False  # read again at the next look
+        summaries = []
+        for window in await self._store.due_windows(DUE_BATCH):
+            counts = await self._store.window_counts(window.id)
+            if counts:
+                try:
+                    (published,) = await self._store.append([summary(window, counts)])
+                except NotFound:  # the agent is gone, and its windows with it
+                    continue
+                if published.created:
+                    summaries.append(published.event)
+            await self._store.close_window(window.id)
+        if summaries:
+            self.metrics.published((e.type for e in summaries), self.event_types.type_classes)
+        return summaries
+
     # Schedules
 
     def _scheduled(self, due: int) -> None:
@@ -996,6 +1078,10 @@ class Hub:
                     pass
             except Exception:  # top-level loop: log, keep going
                 log.exception("releasing due events failed; retrying in %ss", DUE_INTERVAL_S)
+            try:
+                await self.release_windows()
+            except Exception:  # top-level loop: log, keep going
+                log.exception("summing up ended windows failed; retrying in %ss", DUE_INTERVAL_S)
             await asyncio.sleep(DUE_INTERVAL_S)
 
     def schedules(self) -> contextlib.AbstractAsyncContextManager[None]:

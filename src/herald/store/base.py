@@ -57,6 +57,7 @@ from herald.models import (
     OwedEvents,
     Published,
     PublisherKey,
+    PushWindow,
     Reply,
     SessionRecord,
     StartPosition,
@@ -513,6 +514,32 @@ class Store(ABC):
     async def next_due(self) -> int | None:
         """When the first scheduled event is due (None: none is scheduled), from the index of
         them."""
+
+    # Quiet hours and digests (``herald.push_windows``). An event whose ``hold`` the hub set is
+    # held by its rule's window open for its agent, or opens one, in the transaction that stores
+    # it (``herald.store.holds``): so every process sharing the store agrees which it holds.
+
+    @abstractmethod
+    async def timed_rules(self) -> dict[str, str]:
+        """The preferences (JSON) of every agent that has quiet hours or digests, by handle,
+        from an index of those agents only."""
+
+    @abstractmethod
+    async def due_windows(self, limit: int) -> list[PushWindow]:
+        """Up to ``limit`` windows that have ended by now, the first ended first."""
+
+    @abstractmethod
+    async def next_window_end(self) -> int | None:
+        """When the first open window ends (None: none is open)."""
+
+    @abstractmethod
+    async def window_counts(self, window_id: str) -> dict[str, int]:
+        """How many events the window holds, by type, counted in SQL from the index of held
+        events (never read one by one)."""
+
+    @abstractmethod
+    async def close_window(self, window_id: str) -> None:
+        """Forget a window once its summary is stored (no-op if it is gone)."""
 
     @abstractmethod
     async def cancel(self, event_id: str) -> Event | None:

@@ -31,6 +31,7 @@ from herald.store.appends import (
 from herald.store.journal import note_written, one_agent, published, record
 from herald.store.postgres import queries
 from herald.store.postgres.errors import refused
+from herald.store.postgres.push_windows import hold
 from herald.store.postgres.rows import Connection, arrays, event
 from herald.store.tables import EVENTS, Type
 
@@ -60,6 +61,10 @@ async def append_group(
         if error is None
         for new in job.events
     ]
+    if any(new.hold is not None for new, _ in admitted):  # an agent's quiet hours or digest
+        nows = [now for _, now in admitted]
+        held = await hold(conn, [new for new, _ in admitted], agents, nows)
+        admitted = list(zip(held, nows, strict=True))
     try:
         published = iter(await _insert(conn, agents, admitted))
     except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
@@ -72,11 +77,13 @@ async def append_group(
 
 async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
     """Store a batch of events, in the caller's transaction if it has more than one."""
-    if len(events) == 1:
+    if len(events) == 1 and events[0].hold is None:
         return [await _append_one(conn, events[0], now)]
     agents = await lock_agents(conn, events)
     if (error := unknown_addressee(events, agents)) is not None:
         raise error
+    if any(new.hold is not None for new in events):  # an agent's quiet hours or digest
+        events = await hold(conn, events, agents, [now] * len(events))
     return await _insert(conn, agents, [(new, now) for new in events])
 
 

@@ -35,6 +35,7 @@ from herald.store.appends import (
 )
 from herald.store.journal import one_agent, record
 from herald.store.sqlite.journal import write
+from herald.store.sqlite.push_windows import hold
 from herald.store.sqlite.rows import EVENT_COLUMNS, as_json, event, insert_rows
 from herald.store.sqlite.worker import Joinable, Outcome
 from herald.store.tables import EVENTS
@@ -82,13 +83,17 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
     """Store several publishes' batches as one, in order; each answered with its events'
     answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
     handles = {new.to for events, _ in batches for new in events}
-    if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
+    if len(handles) == 1 and all(
+        new.dedupe_key is None and new.hold is None for events, _ in batches for new in events
+    ):
         return _append_to_one(conn, batches, handles.pop())
     agents = agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
     kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
     events = [new for batch, _ in kept for new in batch]
     nows = [now for batch, now in kept for _ in batch]
+    if any(new.hold is not None for new in events):  # an agent's quiet hours or digest
+        events = hold(conn, events, agents, nows)
     answers = iter(_store(conn, events, nows, agents) if events else [])
     return [
         (False, refusal) if refusal is not None else (True, [next(answers) for _ in batch])

@@ -1,0 +1,222 @@
+"""Quiet hours and digests through the hub, on both backends, the hub's clock moved by the test:
+what each rule holds back from being pushed (``held_by``), decided as the event is stored; one
+``herald.summary`` event when a window ends, counting what it held by type; urgent events pass
+both; every event is kept and drained. Pushes over a real serve are in
+``tests/delivery/test_push_windows.py``."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from herald import Hub
+from herald.models import Agent, Event, NewEvent, Priority
+from herald.push_windows import SUMMARY_TYPE
+from herald.store import open_store
+from herald.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+BERLIN_NIGHTS = {"zone": "Europe/Berlin", "start": "22:00", "end": "07:00"}
+
+
+def at(iso: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time."""
+    return datetime.datetime.fromisoformat(iso).timestamp()
+
+
+def set_clock(clock: ManualClock, iso: str) -> None:
+    clock.advance(at(iso) - clock())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start=at("2026-01-10T12:00:00Z"))
+
+
+@pytest.fixture
+async def hub(store_url: str, clock: ManualClock) -> AsyncIterator[Hub]:
+    async with Hub(await open_store(store_url, clock=clock)) as opened:
+        yield opened
+
+
+async def agent_with(hub: Hub, handle: str, preferences: dict[str, Any]) -> Agent:
+    agent, _ = await hub.create_agent(handle)
+    return await hub.preferences.put(agent.id, preferences)
+
+
+async def publish(
+    hub: Hub, to: str, type_: str, priority: Priority = Priority.NORMAL, text: str = "x"
+) -> Event:
+    (published,) = await hub.publish_many([NewEvent(to, type_, text, priority=priority)])
+    return published.event
+
+
+async def summaries(hub: Hub, agent: Agent) -> list[dict[str, Any]]:
+    """The data of the summaries the windows ended by now made (each made at most once)."""
+    return [e.data for e in await hub.release_windows() if e.agent_id == agent.id]
+
+
+async def drained(hub: Hub, agent: Agent) -> list[Event]:
+    return list((await hub.drain(agent, limit=500)).events)
+
+
+async def test_quiet_hours_across_midnight_hold_all_but_urgent_then_one_summary(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "night-owl", {"quiet_hours": BERLIN_NIGHTS})
+    set_clock(clock, "2026-01-10T20:59:00Z")  # 21:59 in Berlin: not yet quiet
+    before = await publish(hub, agent.handle, "ci.done")
+    set_clock(clock, "2026-01-10T21:00:00Z")  # 22:00: quiet
+    held = [
+        await publish(hub, agent.handle, "ci.done"),
+        await publish(hub, agent.handle, "ci.done"),
+    ]
+    set_clock(clock, "2026-01-10T23:30:00Z")  # past midnight, still quiet
+    held.append(await publish(hub, agent.handle, "mail.new"))
+    urgent = await publish(hub, agent.handle, "pager", Priority.URGENT)
+    low = await publish(hub, agent.handle, "digest.low", Priority.LOW)
+    assert before.held_by is None and urgent.held_by is None and low.held_by is None
+    assert len({e.held_by for e in held}) == 1 and held[0].held_by is not None
+
+    set_clock(clock, "2026-01-11T05:59:59.999Z")  # 06:59:59.999 in Berlin
+    assert await summaries(hub, agent) == []
+    set_clock(clock, "2026-01-11T06:00:00Z")  # 07:00: the quiet hours end
+    assert await summaries(hub, agent) == [
+        {
+            "reason": "quiet_hours",
+            "count": 3,
+            "types": {"ci.done": 2, "mail.new": 1},
+            "from": "2026-01-10T21:00:00.000Z",
+            "until": "2026-01-11T06:00:00.000Z",
+        }
+    ]
+    assert await summaries(hub, agent) == []  # made once
+    after = await publish(hub, agent.handle, "ci.done")
+    assert after.held_by is None
+
+    # Nothing is lost: every event, held or not, is drained, and the summary with them.
+    kept = [e.id for e in await drained(hub, agent)]
+    ids = [before.id, *(e.id for e in held), urgent.id, low.id, after.id]
+    assert set(ids) <= set(kept) and len(kept) == len(ids) + 1
+
+
+@pytest.mark.parametrize(
+    ("quiet_from", "ends_before", "ends_at"),
+    [
+        # The night spring loses an hour: 07:00 CEST is 05:00 UTC, not 06:00.
+        ("2026-03-28T21:30:00Z", "2026-03-29T04:59:59.999Z", "2026-03-29T05:00:00Z"),
+        # The night autumn gains one: 07:00 CET is 06:00 UTC, not 05:00.
+        ("2026-10-24T20:30:00Z", "2026-10-25T05:59:59.999Z", "2026-10-25T06:00:00Z"),
+    ],
+    ids=["spring-forward", "fall-back"],
+)
+async def test_quiet_hours_end_on_the_zones_wall_clock_across_a_daylight_saving_change(
+    hub: Hub, clock: ManualClock, quiet_from: str, ends_before: str, ends_at: str
+) -> None:
+    agent = await agent_with(hub, "dst", {"quiet_hours": BERLIN_NIGHTS})
+    set_clock(clock, quiet_from)  # 22:30 in Berlin
+    held = await publish(hub, agent.handle, "ci.done")
+    assert held.held_by is not None
+    set_clock(clock, ends_before)
+    assert await summaries(hub, agent) == []
+    assert (await publish(hub, agent.handle, "ci.done")).held_by == held.held_by  # still quiet
+    set_clock(clock, ends_at)
+    (summed,) = await summaries(hub, agent)
+    assert (summed["count"], summed["until"]) == (2, ends_at.replace(":00Z", ":00.000Z"))
+    assert (await publish(hub, agent.handle, "ci.done")).held_by is None
+
+
+async def test_a_digest_pushes_the_first_of_a_burst_and_sums_up_the_rest_at_its_end(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "ci-watcher", {"digests": [{"types": ["ci.*"], "window_s": 60}]})
+    first = await publish(hub, agent.handle, "ci.build")  # before: opens the window, pushed
+    assert first.held_by is None
+    clock.advance(10)
+    during = [await publish(hub, agent.handle, "ci.test")]
+    other = await publish(hub, agent.handle, "mail.new")  # not of the digest's types
+    urgent = await publish(hub, agent.handle, "ci.broken", Priority.URGENT)
+    clock.advance(49.5)  # 59.5 s after the first: the window is still open
+    during.append(await publish(hub, agent.handle, "ci.build"))
+    assert {e.held_by for e in during} != {None} and len({e.held_by for e in during}) == 1
+    assert other.held_by is None and urgent.held_by is None
+    assert await summaries(hub, agent) == []
+    clock.advance(0.5)  # 60 s after the first: it ends
+    (summed,) = await summaries(hub, agent)
+    assert summed["reason"] == "digest"
+    assert (summed["count"], summed["types"]) == (2, {"ci.build": 1, "ci.test": 1})
+
+    after = await publish(hub, agent.handle, "ci.build")  # after: a new burst, pushed
+    assert after.held_by is None
+    clock.advance(60)
+    assert await summaries(hub, agent) == []  # a burst of one has nothing to sum up
+
+    # Each event is in the inbox on its own, and acknowledged on its own.
+    leased = (await hub.drain(agent, cursor=0, limit=50)).events
+    assert [e.id for e in leased if e.type != SUMMARY_TYPE] == [
+        first.id,
+        during[0].id,
+        other.id,
+        urgent.id,
+        during[1].id,
+        after.id,
+    ]
+    assert (await hub.ack(agent, ids=[during[0].id])).count == 1
+
+
+async def test_quiet_hours_come_before_a_digest_and_urgent_passes_both(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(
+        hub,
+        "both",
+        {"quiet_hours": BERLIN_NIGHTS, "digests": [{"types": ["ci.*"], "window_s": 600}]},
+    )
+    set_clock(clock, "2026-01-10T22:00:00Z")  # 23:00 in Berlin
+    quiet = [await publish(hub, agent.handle, "ci.build") for _ in range(3)]
+    urgent = await publish(hub, agent.handle, "ci.build", Priority.URGENT)
+    assert len({e.held_by for e in quiet} - {None}) == 1 and None not in {e.held_by for e in quiet}
+    assert urgent.held_by is None
+    set_clock(clock, "2026-01-11T06:00:00Z")
+    (summed,) = await summaries(hub, agent)
+    assert (summed["reason"], summed["count"]) == ("quiet_hours", 3)
+    # The morning's first build opens a digest.
+    assert (await publish(hub, agent.handle, "ci.build")).held_by is None
+    assert (await publish(hub, agent.handle, "ci.build")).held_by is not None
+
+
+async def test_a_digest_window_is_shared_by_every_process_and_summed_up_once(
+    store_url: str, clock: ManualClock
+) -> None:
+    async with (
+        Hub(await open_store(store_url, clock=clock)) as here,
+        Hub(await open_store(store_url, clock=clock)) as elsewhere,
+    ):
+        agent = await agent_with(here, "shared", {"digests": [{"types": ["ci.*"], "window_s": 30}]})
+        first = await publish(elsewhere, agent.handle, "ci.a")
+        second = await publish(here, agent.handle, "ci.b")
+        third = await publish(elsewhere, agent.handle, "ci.c")
+        assert first.held_by is None
+        assert second.held_by is not None and second.held_by == third.held_by
+        clock.advance(30)
+        made = [*await here.release_windows(), *await elsewhere.release_windows()]
+        assert [(e.type, e.data["count"]) for e in made] == [(SUMMARY_TYPE, 2)]
+
+
+async def test_a_summary_of_ten_thousand_events_counts_them_all(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "flood", {"quiet_hours": BERLIN_NIGHTS})
+    set_clock(clock, "2026-01-10T22:00:00Z")
+    for batch in range(10):
+        types = ["ci.build", "ci.test"] if batch % 2 else ["mail.new", "ci.build"]
+        events = [NewEvent(agent.handle, types[n % 2], f"{batch}-{n}") for n in range(1000)]
+        await hub.publish_many(events)
+    set_clock(clock, "2026-01-11T06:00:00Z")
+    (summed,) = await summaries(hub, agent)
+    assert summed["count"] == 10_000
+    assert summed["types"] == {"ci.build": 5000, "ci.test": 2500, "mail.new": 2500}
