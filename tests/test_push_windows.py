@@ -1,22 +1,31 @@
 """Quiet hours and digests through the hub, on both backends, the hub's clock moved by the test:
 what each rule holds back from being pushed (``held_by``), decided as the event is stored; one
 ``herald.summary`` event when a window ends, counting what it held by type; urgent events pass
-both; every event is kept and drained. Pushes over a real serve are in
-``tests/delivery/test_push_windows.py``."""
+both; every event is kept and drained; and, over a real serve, what an SSE stream and an MCP
+session are pushed."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+import mcp_types as types
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
 from herald import Hub
 from herald.models import Agent, Event, NewEvent, Priority
 from herald.push_windows import SUMMARY_TYPE
 from herald.store import open_store
 from herald.testing import ManualClock
+from mcp import Client
+from tests.mcp.conftest import HeraldNotifications, Received
+from tests.sse import SSEReader
+from tests.test_loop_guard import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +229,113 @@ async def test_a_summary_of_ten_thousand_events_counts_them_all(
     (summed,) = await summaries(hub, agent)
     assert summed["count"] == 10_000
     assert summed["types"] == {"ci.build": 5000, "ci.test": 2500, "mail.new": 2500}
+
+
+# Over a real serve (``serve()`` on loopback, in process, its clock moved by the test): what an
+# SSE stream and an MCP session are pushed, and what the agent drains.
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(url: str, key: str) -> AsyncIterator[Received]:
+    """A Claude Code-like MCP session of the agent whose key is ``key``: what it is pushed."""
+    received = Received()
+    headers = {"authorization": f"Bearer {key}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=30) as http,
+        Client(
+            streamable_http_client(f"{url}/mcp", http_client=http),
+            mode="auto",
+            client_info=types.Implementation(name="claude-code", version="1.0"),
+            extensions=[HeraldNotifications(received)],
+        ),
+    ):
+        yield received
+
+
+async def next_pushed(stream: SSEReader, session: Received) -> tuple[str, str]:
+    """The next event pushed to both the stream and the MCP session: its text on the stream,
+    and the session's channel push. Neither may show an event a window held."""
+    while True:
+        frame = await asyncio.to_thread(stream.next)
+        assert frame is not None, "the stream ended"
+        if frame.event == "message":
+            break
+    while True:
+        method, params = await session.next(timeout_s=20)
+        if method == "notifications/claude/channel":
+            break
+    text = str(frame.data["text"])
+    assert "held" not in text and "held" not in params["content"], (text, params)
+    return text, str(params["content"])
+
+
+async def test_a_stream_and_an_mcp_session_are_pushed_summaries_not_what_windows_held(
+    own_store_url: str,
+) -> None:
+    async with serving(own_store_url) as served:
+        made = await served.admin.post("/v1/agents", json={"handle": "served-owl"})
+        assert made.status_code == 201, made.text
+        agent = made.json()
+        path = f"/v1/agents/{agent['id']}"
+        rules = {
+            "quiet_hours": BERLIN_NIGHTS,
+            "digests": [{"types": ["ci.*"], "window_s": 60}],
+        }
+
+        # Bad rules are refused, naming what to fix, and change nothing.
+        bad = {"preferences": {**rules, "quiet_hours": {**BERLIN_NIGHTS, "zone": "Mars/Olympus"}}}
+        refused = await served.admin.patch(path, json=bad)
+        assert refused.status_code == 422, refused.text
+        message = refused.json()["error"]["message"]
+        assert "agent.preferences.quiet_hours.zone 'Mars/Olympus'" in message
+        assert (await served.admin.get(path)).json()["preferences"] == {}
+        patched = await served.admin.patch(path, json={"preferences": rules})
+        assert patched.status_code == 200, patched.text
+        assert patched.json()["preferences"] == rules
+
+        async def publish_(type_: str, text: str, priority: str = "normal") -> None:
+            body = {"to": "served-owl", "type": type_, "text": text, "priority": priority}
+            answer = await served.admin.post("/v1/events", json=body)
+            assert answer.status_code == 202, answer.text
+
+        served.clock.advance(at("2027-01-10T20:00:00Z") - served.clock())  # 21:00 in Berlin
+        stream = await asyncio.to_thread(SSEReader, served.url, agent["api_key"])
+        try:
+            async with mcp_session(served.url, agent["api_key"]) as session:
+                # A digest: the first of the burst is pushed, the rest held till its end.
+                await publish_("ci.build", "build one")
+                assert (await next_pushed(stream, session))[0] == "build one"
+                served.clock.advance(10)
+                await publish_("ci.test", "held test")
+                await publish_("mail.new", "a mail")  # not the digest's: pushed
+                assert (await next_pushed(stream, session))[0] == "a mail"
+                served.clock.advance(50)  # the window ends: its summary is pushed
+                text, pushed = await next_pushed(stream, session)
+                assert text.startswith("1 event arrived during a digest's window")
+                assert "1 ci.test" in text and "1 ci.test" in pushed
+
+                # Quiet hours: only urgent is pushed, then one summary when they end.
+                served.clock.advance(at("2027-01-10T21:30:00Z") - served.clock())  # 22:30
+                await publish_("ci.build", "held build")
+                await publish_("mail.new", "held mail")
+                await publish_("pager", "wake up", "urgent")
+                assert (await next_pushed(stream, session))[0] == "wake up"
+                served.clock.advance(at("2027-01-11T06:00:00Z") - served.clock())  # 07:00
+                text, pushed = await next_pushed(stream, session)
+                assert text.startswith("2 events arrived during quiet hours")
+                assert "1 ci.build, 1 mail.new" in text and "1 ci.build, 1 mail.new" in pushed
+        finally:
+            await asyncio.to_thread(stream.close)
+
+        # Nothing is lost: every event is drained, held or not, with both summaries.
+        headers = {"authorization": f"Bearer {agent['api_key']}"}
+        drained = await served.admin.post("/channel/heartbeat", json={}, headers=headers)
+        assert drained.status_code == 200, drained.text
+        events = drained.json()["events"]
+        summaries_ = [e["data"] for e in events if e["type"] == SUMMARY_TYPE]
+        assert [(s["reason"], s["count"]) for s in summaries_] == [
+            ("digest", 1),
+            ("quiet_hours", 2),
+        ]
+        texts = {e["text"] for e in events if e["type"] != SUMMARY_TYPE}
+        assert {"held test", "held build", "held mail"} <= texts
