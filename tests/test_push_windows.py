@@ -231,6 +231,48 @@ async def test_a_summary_of_ten_thousand_events_counts_them_all(
     assert summed["types"] == {"ci.build": 5000, "ci.test": 2500, "mail.new": 2500}
 
 
+async def test_a_scheduled_event_is_held_by_the_quiet_hours_it_falls_due_in(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "later", {"quiet_hours": BERLIN_NIGHTS})
+    set_clock(clock, "2026-01-10T20:00:00Z")  # 21:00 in Berlin: not quiet
+    due_in_quiet = await hub.publish(
+        agent.handle, "ci.done", "x", deliver_at="2026-01-10T22:00:00Z"
+    )
+    cancelled = await hub.publish(agent.handle, "ci.done", "x", deliver_at="2026-01-10T22:30:00Z")
+    due_by_day = await hub.publish(agent.handle, "ci.done", "x", deliver_at="2026-01-10T20:30:00Z")
+    assert due_in_quiet.event.held_by is not None and due_by_day.event.held_by is None
+    await hub.cancel(cancelled.event.id)
+    set_clock(clock, "2026-01-10T22:00:00Z")
+    released = {e.id: e for e in await hub.release_due()}
+    assert released[due_in_quiet.event.id].held_by == due_in_quiet.event.held_by
+    set_clock(clock, "2026-01-11T06:00:00Z")
+    (summed,) = await summaries(hub, agent)
+    assert (summed["count"], summed["types"]) == (1, {"ci.done": 1})  # not the cancelled one
+
+
+async def test_a_topics_copy_is_held_by_its_own_agents_rules_only(
+    hub: Hub, clock: ManualClock
+) -> None:
+    await hub.topics.put("builds", "every build")
+    sleeper = await agent_with(hub, "sleeper", {"quiet_hours": BERLIN_NIGHTS})
+    awake, _ = await hub.create_agent("awake")
+    for agent in (sleeper, awake):
+        await hub.topics.subscribe(agent.id, "builds")
+    set_clock(clock, "2026-01-10T22:00:00Z")  # 23:00 in Berlin
+    copies = await hub.publish_topic("builds", "ci.done", "x")
+    held = {p.event.agent_id: p.event.held_by for p in copies}
+    assert held[sleeper.id] is not None and held[awake.id] is None
+    urgent = await hub.publish_to_topic(
+        "builds", NewEvent("", "ci.done", "x", priority=Priority.URGENT)
+    )
+    assert {p.event.held_by for p in urgent} == {None}
+    set_clock(clock, "2026-01-11T06:00:00Z")
+    assert [(s["reason"], s["count"]) for s in await summaries(hub, sleeper)] == [
+        ("quiet_hours", 1)
+    ]
+
+
 # Over a real serve (``serve()`` on loopback, in process, its clock moved by the test): what an
 # SSE stream and an MCP session are pushed, and what the agent drains.
 

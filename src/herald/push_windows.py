@@ -33,7 +33,8 @@ from herald.times import iso_ms
 SUMMARY_TYPE = "herald.summary"
 """The type of the event that sums up a window's held events (only herald sends it)."""
 QUIET_RULE = "quiet_hours"
-"""The name of the quiet hours' windows (a digest's is ``Digest.rule``)."""
+"""The name of the quiet hours' windows, followed by when they end: each night has its own
+(a digest's is ``Digest.rule``)."""
 
 
 def hold_for(event: NewEvent, preferences: Preferences, now: int) -> Hold | None:
@@ -47,7 +48,7 @@ def hold_for(event: NewEvent, preferences: Preferences, now: int) -> Hold | None
     if preferences.quiet_hours is not None:
         until = quiet_until(preferences.quiet_hours, now)
         if until is not None:
-            return Hold(HoldReason.QUIET_HOURS, QUIET_RULE, until)
+            return Hold(HoldReason.QUIET_HOURS, f"{QUIET_RULE} {until}", until)
     for digest in preferences.digests:
         if any(fnmatch.fnmatchcase(event.type, glob) for glob in digest.types):
             return Hold(HoldReason.DIGEST, digest.rule, now + digest.window_s * 1000)

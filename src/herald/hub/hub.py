@@ -70,7 +70,9 @@ from herald.models import (
     EventMatch,
     EventStatus,
     History,
+    Hold,
     NewEvent,
+    Preferences,
     Published,
     Reply,
     StartPosition,
@@ -565,7 +567,10 @@ class Hub:
         refuse_reserved_types([event])
         await self.event_types.check([event], "event")
         started = time.perf_counter()
-        published = await self._store.append_to_topic(topic, event)
+        holds = await self._holds_of_subscribers(event)
+        published = await self._store.append_to_topic(topic, event, holds)
+        for hold in holds.values():  # after the commit, as ``_holds_stored``
+            self._window_may_end(hold.until)
         if published is None:
             raise NoSuchTopic(topic)
         self.metrics.committed(time.perf_counter() - started)
@@ -621,7 +626,9 @@ class Hub:
             await self.event_types.check(events, where)
         started = time.perf_counter()
         if events and events[0].deliver_at is not None:  # then all are (``timed``)
+            events = await self._with_holds(events)
             scheduled = await self._store.schedule(events)
+            self._holds_stored(events)
             self.metrics.committed(time.perf_counter() - started)
             self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
@@ -665,8 +672,9 @@ class Hub:
         await self.event_types.check([event], "message")
         guard = self._guard(sender, event)
         if is_scheduled(event):  # counted by the guard now, published when due
-            (timed_event,) = timed([event], self.now())
+            (timed_event,) = await self._with_holds(timed([event], self.now()))
             (scheduled,) = await self._guarded(guard, self._store.schedule([timed_event], guard))
+            self._holds_stored([timed_event])
             assert timed_event.deliver_at is not None
             self._scheduled(timed_event.deliver_at)
             return scheduled
@@ -971,23 +979,40 @@ class Hub:
 
     # Quiet hours and digests
 
+    async def _timed_rules(self) -> dict[str, Preferences]:
+        """Every agent's quiet hours and digests, by handle, as this process remembers them."""
+        known = self.preferences.timed_known()
+        return known if known is not None else await self.preferences.timed()
+
     async def _with_holds(self, events: Sequence[NewEvent]) -> Sequence[NewEvent]:
         """The events, each with the rule of its agent's that may hold it back from being
-        pushed (``herald.push_windows``), read from the rules this process remembers: no
-        statement for a publish to agents without such rules. The store decides which window
-        holds it as it stores it."""
-        rules = self.preferences.timed_known()
-        if rules is None:
-            rules = await self.preferences.timed()
+        pushed (``herald.push_windows``) at its time (now, or a scheduled one's due time),
+        read from the rules this process remembers: no statement for a publish to agents
+        without such rules. The store decides which window holds it as it stores it."""
+        rules = await self._timed_rules()
         if not rules:
             return events
         now = self.now()
         held = []
         for event in events:
             preferences = rules.get(event.to)
-            hold = hold_for(event, preferences, now) if preferences is not None else None
+            at = now if event.deliver_at is None else event.deliver_at
+            hold = hold_for(event, preferences, at) if preferences is not None else None
             held.append(replace(event, hold=hold) if hold is not None else event)
         return held
+
+    async def _holds_of_subscribers(self, event: NewEvent) -> dict[str, Hold]:
+        """The rule that may hold a topic's ``event`` back, for each agent (by handle) that has
+        one (``_with_holds``, for the copies of a topic's publish, whose agents the store reads
+        as it stores them)."""
+        rules = await self._timed_rules()
+        now = self.now()
+        holds = {}
+        for handle, preferences in rules.items():
+            hold = hold_for(event, preferences, now)
+            if hold is not None:
+                holds[handle] = hold
+        return holds
 
     def _holds_stored(self, events: Sequence[NewEvent]) -> None:
         """Note when the windows the events (stored) may have opened end. Told after the

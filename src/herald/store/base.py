@@ -52,6 +52,7 @@ from herald.models import (
     EventMatch,
     EventType,
     Finished,
+    Hold,
     NewEvent,
     OneClaim,
     OwedEvents,
@@ -832,11 +833,15 @@ class Store(ABC):
         several), or every one; by handle, then pattern."""
 
     @abstractmethod
-    async def append_to_topic(self, topic: str, event: NewEvent) -> list[Published] | None:
+    async def append_to_topic(
+        self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
+    ) -> list[Published] | None:
         """Store ``event`` once for each agent subscribed to ``topic`` (by a pattern matching
         it), the subscribers read in the same transaction as the events are written: a
         subscription committed meanwhile gets the event or does not, never half. Each answer is
-        as ``append``'s, by agent handle; None: the topic is not declared (nothing stored)."""
+        as ``append``'s, by agent handle; None: the topic is not declared (nothing stored).
+        ``holds``: the rule that may hold the copy of each agent named (by handle) back from
+        being pushed, as ``NewEvent.hold``."""
 
     # What an operator lists and counts
 

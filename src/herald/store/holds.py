@@ -10,17 +10,21 @@ from dataclasses import replace
 from herald.ids import new_id
 from herald.models import HoldReason, NewEvent
 
-WindowKey = tuple[str, str]
-"""An agent's id and the name of one of its rules (``Hold.rule``)."""
+WindowLook = tuple[str, str, int]
+"""An agent's id, the name of one of its rules (``Hold.rule``) and a time: the window of that
+rule open then (opened at or before it, ending after it) is looked for."""
 NewWindow = tuple[str, str, str, str, int, int]
 """A window opened: its id, agent's id, reason, rule, when it opened and when it ends."""
 
 
-def held_keys(events: Sequence[NewEvent], agents: Mapping[str, str]) -> set[WindowKey]:
-    """The windows the events' rules may be held by (of agents that exist)."""
+def looks(
+    events: Sequence[NewEvent], agents: Mapping[str, str], nows: Sequence[int]
+) -> set[WindowLook]:
+    """The windows the events' rules may be held by (of agents that exist), each at the time
+    of the event (its publish, or a scheduled one's due time)."""
     return {
-        (agents[new.to], new.hold.rule)
-        for new in events
+        (agents[new.to], new.hold.rule, now)
+        for new, now in zip(events, nows, strict=True)
         if new.hold is not None and new.to in agents
     }
 
@@ -28,14 +32,13 @@ def held_keys(events: Sequence[NewEvent], agents: Mapping[str, str]) -> set[Wind
 def decide(
     events: Sequence[NewEvent],
     agents: Mapping[str, str],
-    open_windows: Mapping[WindowKey, str],
+    found: Mapping[WindowLook, str],
     nows: Sequence[int],
 ) -> tuple[list[NewEvent], list[NewWindow]]:
     """Each event with the window that holds it (``held_by``), in batch order, and the windows
-    it opens: an event whose rule's window is open (``open_windows``, or opened by an event
-    before it) is held by it; one whose rule has none open opens one, and is held by it in quiet
-    hours, or pushed as the first of a digest's burst."""
-    windows = dict(open_windows)
+    it opens: an event whose rule has a window open at its time (``found`` in the store, or
+    opened by an event of the batch before it) is held by it; one whose rule has none opens one,
+    and is held by it in quiet hours, or pushed as the first of a digest's burst."""
     opened: list[NewWindow] = []
     decided = []
     for new, now in zip(events, nows, strict=True):
@@ -43,13 +46,20 @@ def decide(
         if hold is None or new.to not in agents:
             decided.append(new)
             continue
-        key = (agents[new.to], hold.rule)
-        window = windows.get(key)
+        agent_id = agents[new.to]
+        window = next(
+            (
+                w[0]
+                for w in reversed(opened)
+                if w[1] == agent_id and w[3] == hold.rule and w[4] <= now < w[5]
+            ),
+            found.get((agent_id, hold.rule, now)),
+        )
         if window is not None:
             decided.append(replace(new, held_by=window))
             continue
-        window = windows[key] = new_id("win_")
-        opened.append((window, key[0], hold.reason.value, hold.rule, now, hold.until))
+        window = new_id("win_")
+        opened.append((window, agent_id, hold.reason.value, hold.rule, now, hold.until))
         first_held = hold.reason is HoldReason.QUIET_HOURS
         decided.append(replace(new, held_by=window) if first_held else new)
     return decided, opened

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 
@@ -18,7 +18,7 @@ import asyncpg
 
 from herald.feed import JournalEntry
 from herald.ids import new_id
-from herald.models import Event, NewEvent, Published
+from herald.models import Event, Hold, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
     dedupe_keys,
@@ -101,15 +101,24 @@ def publish_lock(handle: str) -> int:
 
 
 async def append_to_agents(
-    conn: Connection, event: NewEvent, handles: Sequence[str], now: int
+    conn: Connection,
+    event: NewEvent,
+    handles: Sequence[str],
+    now: int,
+    holds: Mapping[str, Hold],
 ) -> list[Published]:
     """Store ``event`` once for each agent of ``handles`` (a topic's subscribers, read in the
     caller's transaction) that still exists once locked, in the order given: an agent deleted
-    meanwhile is no longer subscribed."""
-    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
-        events = [replace(event, to=handle) for handle in handles]
+    meanwhile is no longer subscribed. The copy of each agent of ``holds`` has its rule that
+    may hold it (``NewEvent.hold``)."""
+    held = holds.keys() & set(handles)
+    if event.dedupe_key is not None or held:  # some copies differ: the full plan
+        events = [replace(event, to=handle, hold=holds.get(handle)) for handle in handles]
         agents = await lock_agents(conn, events)
-        timed = [(new, now) for new in events if new.to in agents]
+        events = [new for new in events if new.to in agents]
+        if held:
+            events = await hold(conn, events, agents, [now] * len(events))
+        timed = [(new, now) for new in events]
         return await _insert(conn, agents, timed) if timed else []
     agents = await _lock_handles(conn, handles)
     ids = [agents[handle] for handle in handles if handle in agents]

@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from herald.models import HoldReason, NewEvent, PushWindow
-from herald.store.holds import decide, held_keys
+from herald.store.holds import decide, looks
 from herald.store.postgres.rows import Connection, Runner
 
-# $1 agents, $2 rules (pairs), $3 now: the newest window open of each pair.
+# $1 agents, $2 rules, $3 times (each look a triple): the window open at each look's time.
 OPEN_WINDOWS = """
-SELECT DISTINCT ON (w.agent_id, w.rule) w.agent_id, w.rule, w.id
-FROM push_windows w JOIN unnest($1::text[], $2::text[]) AS k (agent_id, rule)
-    ON w.agent_id = k.agent_id AND w.rule = k.rule
-WHERE w.until > $3
-ORDER BY w.agent_id, w.rule, w.until DESC
+SELECT DISTINCT ON (k.agent_id, k.rule, k.at) k.agent_id, k.rule, k.at, w.id
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k (agent_id, rule, at)
+JOIN push_windows w ON w.agent_id = k.agent_id AND w.rule = k.rule
+    AND w.opened_at <= k.at AND w.until > k.at
+ORDER BY k.agent_id, k.rule, k.at, w.opened_at
 """
 INSERT_WINDOWS = """
 INSERT INTO push_windows (id, agent_id, reason, rule, opened_at, until)
@@ -32,8 +32,12 @@ FROM push_windows w JOIN agents a ON a.id = w.agent_id
 WHERE w.until <= $1 ORDER BY w.until LIMIT $2
 """
 NEXT_WINDOW_END = "SELECT min(until) FROM push_windows"
-# Counted from the partial index of held events: the events themselves are never read.
-WINDOW_COUNTS = "SELECT type, count(*) AS n FROM events WHERE held_by = $1 GROUP BY type"
+# Counted from the partial index of held events: the events themselves are never read. A
+# scheduled event not yet due has not arrived; a cancelled one never will.
+WINDOW_COUNTS = """
+SELECT type, count(*) AS n FROM events
+WHERE held_by = $1 AND status NOT IN ('scheduled', 'cancelled') GROUP BY type
+"""
 CLOSE_WINDOW = "DELETE FROM push_windows WHERE id = $1"
 
 
@@ -45,9 +49,9 @@ async def hold(
 ) -> list[NewEvent]:
     """The events with the windows that hold them (``holds.decide``), the windows they open
     written: in the transaction that stores them, once their agents' publish locks are held."""
-    keys = sorted(held_keys(events, agents))
-    rows = await conn.fetch(OPEN_WINDOWS, [k[0] for k in keys], [k[1] for k in keys], min(nows))
-    found = {(row["agent_id"], row["rule"]): row["id"] for row in rows}
+    wanted = sorted(looks(events, agents, nows))
+    rows = await conn.fetch(OPEN_WINDOWS, *(list(column) for column in zip(*wanted, strict=True)))
+    found = {(row["agent_id"], row["rule"], row["at"]): row["id"] for row in rows}
     decided, opened = decide(events, agents, found, nows)
     if opened:
         await conn.execute(INSERT_WINDOWS, *(list(column) for column in zip(*opened, strict=True)))

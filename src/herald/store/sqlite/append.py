@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from herald.feed import JournalEntry, PublishedRange
 from herald.ids import new_id
-from herald.models import Event, NewEvent, Published
+from herald.models import Event, Hold, NewEvent, Published
 from herald.store.appends import (
     AppendPlan,
     DedupeKey,
@@ -124,18 +124,27 @@ def _append_to_one(
 
 
 def append_to_agents(
-    conn: sqlite3.Connection, event: NewEvent, agents: Mapping[str, str], now: int
+    conn: sqlite3.Connection,
+    event: NewEvent,
+    agents: Mapping[str, str],
+    now: int,
+    holds: Mapping[str, Hold],
 ) -> list[Published]:
     """Store ``event`` once for each of ``agents`` (ids by handle, read in this transaction),
-    in handle order: a topic's subscribers. Without a dedupe key every copy is new, and one
-    statement reserves a seq of each agent (one statement for each cost a publish to 10,000
-    agents most of its time)."""
+    in handle order: a topic's subscribers, the copy of each agent of ``holds`` with its rule
+    that may hold it (``NewEvent.hold``). Without a dedupe key or a hold every copy is new,
+    and one statement reserves a seq of each agent (one statement for each cost a publish to
+    10,000 agents most of its time)."""
     handles = sorted(agents)
     if not handles:
         return []
-    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
-        events = [replace(event, to=handle) for handle in handles]
-        return _store(conn, events, [now] * len(events), agents)
+    held = holds.keys() & agents.keys()
+    if event.dedupe_key is not None or held:  # some copies differ: the full plan
+        events = [replace(event, to=handle, hold=holds.get(handle)) for handle in handles]
+        nows = [now] * len(events)
+        if held:
+            events = hold(conn, events, agents, nows)
+        return _store(conn, events, nows, agents)
     ids = [agents[handle] for handle in handles]
     reserved = conn.execute(RESERVE_ONE_EACH, {"ids": as_json(ids), "now": now})
     first = {agent_id: last_seq for agent_id, last_seq in reserved}

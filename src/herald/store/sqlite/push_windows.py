@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from herald.models import HoldReason, NewEvent, PushWindow
-from herald.store.holds import decide, held_keys
+from herald.store.holds import decide, looks
 from herald.store.sqlite.rows import Operation
 
 OPEN_WINDOW = """
-SELECT id FROM push_windows WHERE agent_id = ? AND rule = ? AND until > ?
-ORDER BY until DESC LIMIT 1
+SELECT id FROM push_windows WHERE agent_id = ? AND rule = ? AND opened_at <= ? AND until > ?
+ORDER BY opened_at LIMIT 1
 """
 INSERT_WINDOW = (
     "INSERT INTO push_windows (id, agent_id, reason, rule, opened_at, until)"
@@ -30,8 +30,12 @@ FROM push_windows w JOIN agents a ON a.id = w.agent_id
 WHERE w.until <= ? ORDER BY w.until LIMIT ?
 """
 NEXT_WINDOW_END = "SELECT min(until) FROM push_windows"
-# Counted from the partial index of held events: the events themselves are never read.
-WINDOW_COUNTS = "SELECT type, count(*) FROM events WHERE held_by = ? GROUP BY type"
+# Counted from the partial index of held events: the events themselves are never read. A
+# scheduled event not yet due has not arrived; a cancelled one never will.
+WINDOW_COUNTS = """
+SELECT type, count(*) FROM events INDEXED BY events_held_by
+WHERE held_by = ? AND status NOT IN ('scheduled', 'cancelled') GROUP BY type
+"""
 CLOSE_WINDOW = "DELETE FROM push_windows WHERE id = ?"
 
 
@@ -44,10 +48,10 @@ def hold(
     """The events with the windows that hold them (``holds.decide``), the windows they open
     written: in the transaction that stores them."""
     found = {}
-    for agent_id, rule in held_keys(events, agents):
-        row = conn.execute(OPEN_WINDOW, (agent_id, rule, min(nows))).fetchone()
+    for agent_id, rule, now in looks(events, agents, nows):
+        row = conn.execute(OPEN_WINDOW, (agent_id, rule, now, now)).fetchone()
         if row is not None:
-            found[agent_id, rule] = row[0]
+            found[agent_id, rule, now] = row[0]
     decided, opened = decide(events, agents, found, nows)
     if opened:
         conn.executemany(INSERT_WINDOW, opened)

@@ -1,9 +1,10 @@
 -- Quiet hours and digests: an event an agent's rules hold back from being pushed names the
 -- window that holds it (held_by), decided in the transaction that stores it. It stays pending,
 -- drained and acknowledged like any other; no way pushes it. The index is partial, so an event
--- nothing holds costs it nothing, and a window's summary counts its events by type from it.
+-- nothing holds costs it nothing, and a window's summary counts its events by type (and status:
+-- not a cancelled one) from it alone.
 ALTER TABLE events ADD COLUMN held_by TEXT;
-CREATE INDEX events_held_by ON events (held_by, type) WHERE held_by IS NOT NULL;
+CREATE INDEX events_held_by ON events (held_by, type, status) WHERE held_by IS NOT NULL;
 
 -- The windows open: an agent's quiet hours until they end, a digest's burst until its window
 -- ends. When one ends, its summary is stored (one event, herald.summary, whose dedupe key names
