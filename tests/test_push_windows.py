@@ -18,6 +18,8 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from herald import Hub
+from herald.client import HeraldClient
+from herald.errors import InvalidInput
 from herald.models import Agent, Event, NewEvent, Priority
 from herald.push_windows import SUMMARY_TYPE
 from herald.store import open_store
@@ -25,7 +27,7 @@ from herald.testing import ManualClock
 from mcp import Client
 from tests.mcp.conftest import HeraldNotifications, Received
 from tests.sse import SSEReader
-from tests.test_loop_guard import serving
+from tests.test_loop_guard import serving, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -381,3 +383,32 @@ async def test_a_stream_and_an_mcp_session_are_pushed_summaries_not_what_windows
         ]
         texts = {e["text"] for e in events if e["type"] != SUMMARY_TYPE}
         assert {"held test", "held build", "held mail"} <= texts
+
+
+async def test_an_agent_sets_its_own_rules_over_http_mcp_and_herald_client(
+    own_store_url: str,
+) -> None:
+    rules = {"quiet_hours": BERLIN_NIGHTS, "digests": [{"types": ["ci.*"], "window_s": 600}]}
+    async with serving(own_store_url) as served:
+        agent = await served.agent("self-ruled")
+        async with agent:
+            bad_zone = {"quiet_hours": {**BERLIN_NIGHTS, "zone": "Europe/Atlantis"}}
+            refused = await agent.put("/channel/preferences", json=bad_zone)
+            assert refused.status_code == 422, refused.text
+            assert "'Europe/Atlantis' is no IANA time zone" in refused.json()["error"]["message"]
+
+            set_ = await tool(agent, "preferences", {"set": rules})
+            assert not set_.get("isError"), set_
+            assert set_["structuredContent"] == rules
+            bad_window = {"digests": [{"types": ["ci.*"], "window_s": 0}]}
+            refused_tool = await tool(agent, "preferences", {"set": bad_window})
+            assert refused_tool["isError"] is True
+            assert "digests[0].window_s" in refused_tool["content"][0]["text"]
+            assert (await agent.get("/channel/preferences")).json() == rules  # unchanged
+
+            key = agent.headers["authorization"].removeprefix("Bearer ")
+            async with HeraldClient(served.url, key) as client:
+                with pytest.raises(InvalidInput, match="quiet_hours starts and ends at 22:00"):
+                    await client.preferences({"quiet_hours": {**BERLIN_NIGHTS, "end": "22:00"}})
+                assert await client.preferences() == rules
+                assert await client.preferences({"muted": ["x.*"]}) == {"muted": ["x.*"]}
