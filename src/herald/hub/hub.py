@@ -38,7 +38,7 @@ from herald.hub.endpoints import AnyEndpoints, EndpointBook
 from herald.hub.feed import Feed
 from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
-from herald.hub.preferences import PreferenceBook
+from herald.hub.preferences import NOBODYS_RULES, PreferenceBook
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook
 from herald.hub.pushes import PushRecorder
@@ -632,9 +632,13 @@ class Hub:
             self.metrics.committed(time.perf_counter() - started)
             self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
-        events = await self._with_holds(events)
+        # Read from what this process remembers: known to be nobody's, nothing more is done.
+        rules = self.preferences.timed_known() != NOBODYS_RULES
+        if rules:
+            events = await self._with_holds(events)
         published = await self._store.append(events)
-        self._holds_stored(events)
+        if rules:
+            self._holds_stored(events)
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)

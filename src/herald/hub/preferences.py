@@ -20,6 +20,8 @@ REMEMBERED_MS = 1000
 """How long an agent's preferences read from the store are used without reading them again:
 another process's change is followed within it."""
 REMEMBERED_AGENTS = 10_000
+NOBODYS_RULES: dict[str, Preferences] = {}
+"""``timed_known`` when no agent has quiet hours or digests (never changed)."""
 
 
 class PreferenceBook:
