@@ -25,9 +25,11 @@ from herald.push_windows import SUMMARY_TYPE
 from herald.store import open_store
 from herald.testing import ManualClock
 from mcp import Client
+from tests.http.test_mcp_webhook_status import serving as serving_webhooks
 from tests.mcp.conftest import HeraldNotifications, Received
 from tests.sse import SSEReader
 from tests.test_loop_guard import serving, tool
+from tests.webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.anyio
 
@@ -412,3 +414,31 @@ async def test_an_agent_sets_its_own_rules_over_http_mcp_and_herald_client(
                     await client.preferences({"quiet_hours": {**BERLIN_NIGHTS, "end": "22:00"}})
                 assert await client.preferences() == rules
                 assert await client.preferences({"muted": ["x.*"]}) == {"muted": ["x.*"]}
+
+
+async def test_a_webhook_gets_the_digests_first_event_and_its_summary_not_what_it_held(
+    own_store_url: str,
+) -> None:
+    receiver = Receiver()
+    try:
+        async with serving_webhooks(own_store_url) as served:
+            made = await served.admin.post("/v1/agents", json={"handle": "hooked"})
+            assert made.status_code == 201, made.text
+            path = f"/v1/agents/{made.json()['id']}"
+            put = await served.admin.put(f"{path}/webhook", json={"url": receiver.url})
+            assert put.status_code in (200, 201), put.text
+            rules = {"preferences": {"digests": [{"types": ["ci.*"], "window_s": 60}]}}
+            assert (await served.admin.patch(path, json=rules)).status_code == 200
+
+            for type_, text in (("ci.build", "first"), ("ci.build", "held"), ("mail", "mail")):
+                body = {"to": "hooked", "type": type_, "text": text}
+                answer = await served.admin.post("/v1/events", json=body)
+                assert answer.status_code == 202, answer.text
+            arrived = [await asyncio.to_thread(receiver.arrived.get, timeout=30) for _ in "ab"]
+            assert sorted(r.json["text"] for r in arrived) == ["first", "mail"]
+            served.clock.advance(60)
+            summed = await asyncio.to_thread(receiver.arrived.get, timeout=30)
+            assert summed.json["type"] == SUMMARY_TYPE and summed.json["data"]["count"] == 1
+            assert "held" not in [r.json["text"] for r in receiver.requests]
+    finally:
+        receiver.close()

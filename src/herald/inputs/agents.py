@@ -72,7 +72,7 @@ def _known_zone(name: str) -> str:
     """An IANA time zone's name, refused with the name when the zone database has none."""
     try:
         zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (KeyError, ValueError, OSError):  # not found, not a key, not a readable zone
         raise refuse(
             f" {name!r} is no IANA time zone herald knows: give one such as Europe/Berlin,"
             " America/New_York or UTC"
