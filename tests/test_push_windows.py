@@ -220,6 +220,21 @@ async def test_a_digest_window_is_shared_by_every_process_and_summed_up_once(
         assert [(e.type, e.data["count"]) for e in made] == [(SUMMARY_TYPE, 2)]
 
 
+async def test_a_window_open_across_a_restart_is_summed_up_once_after_it(
+    store_url: str, clock: ManualClock
+) -> None:
+    async with Hub(await open_store(store_url, clock=clock)) as before:
+        agent = await agent_with(before, "restarted", {"quiet_hours": BERLIN_NIGHTS})
+        set_clock(clock, "2026-01-10T22:00:00Z")
+        held = [await publish(before, agent.handle, "ci.done") for _ in range(2)]
+        assert None not in {e.held_by for e in held}
+    set_clock(clock, "2026-01-11T09:00:00Z")  # down while the quiet hours ended
+    async with Hub(await open_store(store_url, clock=clock)) as after:
+        (summed,) = await summaries(after, agent)
+        assert (summed["count"], summed["until"]) == (2, "2026-01-11T06:00:00.000Z")
+        assert await summaries(after, agent) == []
+
+
 async def test_a_summary_of_ten_thousand_events_counts_them_all(
     hub: Hub, clock: ManualClock
 ) -> None:
