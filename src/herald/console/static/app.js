@@ -766,11 +766,15 @@ function preview(value) {
   return flat.length > 120 ? flat.slice(0, 119) + "…" : flat;
 }
 
+const PRIORITIES = ["low", "normal", "high", "urgent"];
+
 function sendForm(handle) {
   const to = h("input", { id: "send-to", value: handle || "", autocomplete: "off", spellcheck: "false", title: "a handle, or several separated by commas: one event for each" });
   const topic = h("input", { id: "send-topic", value: "", autocomplete: "off", spellcheck: "false", title: "instead of To: one event for each agent subscribed to this topic" });
   const type = h("input", { id: "send-type", value: "console.test", required: true, autocomplete: "off", spellcheck: "false" });
   const message = h("input", { id: "send-text", value: "A test event from the console", required: true, autocomplete: "off" });
+  const priority = h("select", { id: "send-priority", title: "low: never pushed, only drained; urgent: passes quiet hours" },
+    PRIORITIES.map((p) => h("option", { value: p, selected: p === "normal" }, p)));
   const status = notice();
   const button = h("button", { type: "submit", class: "primary" }, "Send");
   return h("form", { class: "send", "aria-label": "Send a test event", onsubmit: async (e) => {
@@ -782,6 +786,7 @@ function sendForm(handle) {
       const addressed = handles.length > 1 ? handles : handles[0];
       const named = topic.value.trim();
       const body = { type: type.value.trim(), text: message.value };
+      if (priority.value !== "normal") body.priority = priority.value;
       // A topic and handles together is herald's to refuse, in its words.
       if (named) body.topic = named;
       if (!named || addressed) body.to = addressed;
@@ -807,6 +812,7 @@ function sendForm(handle) {
       handle ? null : field("Topic", topic),
       field("Type", type),
       field("Text", message, "grow"),
+      field("Priority", priority),
       button),
     status,
   );
