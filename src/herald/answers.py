@@ -136,6 +136,14 @@ class AgentSummary(Agent):
 
 
 @shape
+class AgentDetail(AgentSummary):
+    """One agent as ``GET /v1/agents/{id}`` answers: its summary, and the loop guard limits that
+    hold for its sends (its own where the operator set them, else the serve-wide ones)."""
+
+    loop_guard: LoopGuardLimits
+
+
+@shape
 class AgentPage(TypedDict):
     """A page of agents by handle."""
 

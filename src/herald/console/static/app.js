@@ -687,6 +687,8 @@ async function agentPage(life, body, params, name) {
       fact("Last activity", when(a.last_activity_at)),
       fact("Created", when(a.created_at)),
       fact("Delivery overrides", a.delivery && Object.keys(a.delivery).length ? h("code", {}, text(JSON.stringify(a.delivery))) : h("span", { class: "muted" }, "none")),
+      fact("Preferences", a.preferences && Object.keys(a.preferences).length ? h("code", {}, text(JSON.stringify(a.preferences))) : h("span", { class: "muted" }, "none")),
+      fact("Loop guard", a.loop_guard ? `${a.loop_guard.exchanges} exchanges with one agent in ${a.loop_guard.window_s} s, ${a.loop_guard.per_minute} messages a minute` : "—"),
     )));
   };
   const loadSessions = async () => {
