@@ -321,6 +321,7 @@ const ROUTES = [
   [/^\/events\/([^/]+)$/, eventPage],
   [/^\/endpoints$/, endpointsPage],
   [/^\/tail$/, tailPage],
+  [/^\/loop-guards$/, loopGuardsPage],
 ];
 
 let current = new Life();
@@ -462,9 +463,10 @@ async function overviewPage(life, body) {
   );
 
   const load = async () => {
-    const [stats, failingPage] = await Promise.all([
+    const [stats, failingPage, trips] = await Promise.all([
       get("v1/stats"),
       get("v1/endpoints", { failing: "true", limit: 10 }),
+      get("v1/loop-guards", { limit: 1 }),
     ]);
     const events = stats.events;
     const handed = stats.attempts_recorded.filter((a) => HANDED.has(a.outcome)).reduce((n, a) => n + a.count, 0);
@@ -481,6 +483,7 @@ async function overviewPage(life, body) {
       card("delivered", "Delivered", events.delivered, "kept 7 days"),
       card("expired", "Expired", events.expired, "their time to live ran out"),
       card("dead", "Dead", events.dead, link("/events?status=dead", "handed out too often, never acknowledged")),
+      card("loop-guards", "Loop guard trips", trips.last_day, link("/loop-guards", "messages refused in the last 24 h")),
     );
     fill(clients, table(["Client", "Era", ["Sessions", "num"]],
       stats.clients.map((c) => row(c.client === null ? h("span", { class: "muted" }, "unnamed") : text(c.client), text(c.era), cell({ class: "num" }, c.count))),
@@ -1031,6 +1034,38 @@ function endpointTable(endpoints, withAgent, reload) {
     }),
     withAgent ? "No endpoints." : "No webhook or OpenClaw endpoint.",
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop guard trips
+
+async function loopGuardsPage(life, body) {
+  const list = h("div");
+  const live = liveLabel();
+  fill(body,
+    h("div", { class: "head" }, titled("Loop guard trips"), live),
+    h("p", { class: "muted" }, "Messages between agents that a loop guard refused: nothing of them was stored, and the sender was told when it may go on. An agent's limits are on its page; herald agent set-loop-guard raises them."),
+    h("section", { "aria-label": "Loop guard trips" }, list),
+  );
+  const load = async () => {
+    const answer = await get("v1/loop-guards", { limit: 100 });
+    fill(list,
+      h("p", { id: "trips-last-day" }, `${answer.last_day} in the last 24 hours; the newest ${answer.trips.length} kept:`),
+      table(["When", "Sender", "To", "Limit", "Thread"],
+        answer.trips.map((t) => row(when(t.at), agentLink(t.agent.handle), agentLink(t.to), text(`${t.limit}: ${t.maximum}`), h("span", { class: "mono" }, text(t.thread)))),
+        "No loop guard has tripped."));
+  };
+  await load();
+  live.show("live");
+  const reload = throttled(life, OVERVIEW_EVERY_MS, async () => {
+    try {
+      await load();
+      live.show("live");
+    } catch (error) {
+      live.show("reconnecting");
+    }
+  });
+  every(life, OVERVIEW_EVERY_MS, reload);
 }
 
 // ---------------------------------------------------------------------------------------------
