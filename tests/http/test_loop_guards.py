@@ -1,6 +1,8 @@
-"""``GET /v1/loop-guards`` against a real ``herald serve`` on each backend: a message a loop
-guard refused (429 over ``POST /channel/send``) is listed, newest first, as the feed shows it,
-and counted for the last day; a bad limit is refused saying what to send."""
+"""What the operator reads of loop guards, against a real ``herald serve`` on each backend:
+``GET /v1/loop-guards`` lists a message a loop guard refused (429 over ``POST /channel/send``),
+newest first, as the feed shows it, and counts the last day's (a bad limit is refused saying what
+to send); ``GET /v1/agents/{id}`` shows the limits that hold for an agent, its own or the
+serve's, each one it left out still the serve's."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ def herald(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[HeraldProcess]:
     directory = tmp_path_factory.mktemp(request.param)
-    with serving(request.param, directory, "--loop-per-minute", "1") as process:
+    flags = ("--loop-exchanges", "7", "--loop-window", "120", "--loop-per-minute", "1")
+    with serving(request.param, directory, *flags) as process:
         yield process
 
 
@@ -56,3 +59,17 @@ def test_a_refused_message_is_listed_newest_first_and_counted(herald: HeraldProc
     assert (newest["kind"], newest["limit"], newest["maximum"]) == ("loop_guard", "per_minute", 1)
     assert (older["agent"]["handle"], older["thread"]) == (alice["handle"], threads[0])
     assert bad.status_code == 422 and "query.limit" in bad.json()["error"]["message"]
+
+
+def test_an_agent_read_shows_its_loop_guard_limits_its_own_or_the_serves(
+    herald: HeraldProcess,
+) -> None:
+    agent = new_agent(herald)
+    with herald.client(herald.admin_key) as admin:
+        shown = admin.get(f"/v1/agents/{agent['handle']}").json()
+        assert shown["loop_guard"] == {"exchanges": 7, "window_s": 120, "per_minute": 1}
+        assert shown["id"] == agent["id"] and "pending" in shown
+        raised = admin.patch(f"/v1/agents/{agent['id']}", json={"loop_guard": {"exchanges": 40}})
+        assert raised.status_code == 200, raised.text
+        by_id = admin.get(f"/v1/agents/{agent['id']}").json()
+    assert by_id["loop_guard"] == {"exchanges": 40, "window_s": 120, "per_minute": 1}
