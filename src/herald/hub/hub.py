@@ -425,6 +425,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published: ...
 
     @overload
@@ -441,6 +442,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> list[Published]: ...
 
     async def publish(
@@ -456,6 +458,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published | list[Published]:
         """Store one event for the agent with handle ``to``; returns once it is committed.
         A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
@@ -469,6 +472,9 @@ class Hub:
         ``deliver_at`` (an aware datetime, or RFC 3339 text with its offset) or ``delay_s`` (up
         to 30 days) schedules it: stored now as ``scheduled``, offered by no way until it is due,
         then pending like any other, its ``ttl_s`` counting from then (``cancel`` withdraws it).
+
+        ``priority`` (``low``, ``normal`` (the default), ``high`` or ``urgent``): a low event is
+        never pushed, only drained; an urgent one passes the agent's quiet hours and digests.
 
         Raises:
             InvalidInput: a field is malformed (TooLarge: over 256 KiB), a type only herald
@@ -485,6 +491,8 @@ class Hub:
             options["deliver_at"] = deliver_at
         if delay_s is not None:
             options["delay_s"] = delay_s
+        if priority is not None:
+            options["priority"] = priority
         if isinstance(to, str):
             event = parse_new_event({**fields, **options})
             (published,) = await self.publish_many([event])
@@ -534,11 +542,12 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        priority: str | None = None,
     ) -> list[Published]:
         """Store one event for each agent subscribed to ``topic`` at that moment (by its name
         or a glob that matches it), in one transaction; returns one ``Published`` for each, by
         handle (none: no agent is subscribed). The ``dedupe_key`` holds for each agent on its
-        own.
+        own; ``priority`` as ``publish`` takes it.
 
         Raises:
             InvalidInput: as ``publish``, or ``topic`` is not a topic's name.
@@ -546,6 +555,8 @@ class Hub:
         """
         fields = {"topic": topic, "type": type, "text": text, "data": data, "reply": reply}
         options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        if priority is not None:
+            options["priority"] = priority
         name, event = parse_topic_event({**fields, **options})
         return await self.publish_to_topic(name, event)
 
@@ -637,10 +648,12 @@ class Hub:
         type: str = "message.received",
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published:
         """One agent writes to another by handle; the event carries the sender's handle. With
         ``reply`` (a form schema) it asks for an answer, which comes back as a reply. With
-        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event.
+        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event;
+        ``priority`` is as ``publish`` takes it (a low message is never pushed, only drained).
 
         Raises:
             InvalidInput: a malformed field, a type only herald sends (``reply.received``,
@@ -654,6 +667,8 @@ class Hub:
             fields["deliver_at"] = deliver_at
         if delay_s is not None:
             fields["delay_s"] = delay_s
+        if priority is not None:
+            fields["priority"] = priority
         event = replace(parse_new_event(fields), sender=sender.handle, thread=new_id("thr_"))
         await self.event_types.check([event], "message")
         guard = self._guard(sender, event)

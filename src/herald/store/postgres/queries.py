@@ -1214,3 +1214,10 @@ WHERE s.gap_at IS NOT NULL AND w.state = 'active' AND (w.expires_at IS NULL OR w
 ORDER BY s.id COLLATE "C"
 """
 GAP_TOLD = "UPDATE subscriptions SET gap_at = NULL WHERE id = $1 AND gap_at = $2"
+
+# The operator's loop guard trips: both read the partial index of the journal's trips
+# (journal_loop_guard_trips), never the rest of the journal.
+TRIPS_SINCE = "SELECT count(*) FROM journal WHERE kind = 'loop_guard' AND at >= $1"
+NEWEST_TRIPS = """
+SELECT at, detail FROM journal WHERE kind = 'loop_guard' ORDER BY at DESC, position DESC LIMIT $1
+"""
