@@ -217,8 +217,10 @@ async def get_event(request: Request) -> Response:
     description=(
         "Events of every agent (or one), newest first, a page at a time: next is the cursor"
         " of the page after (null: this is the last). Every agent's are in the order they were"
-        " created (created_at, then id); one agent's in the order they were stored (seq), and"
-        " since and until then narrow the page as type and status do. A narrowed page looks"
+        " created (created_at, then id); one agent's in the order they were stored (seq), those"
+        " not yet numbered first (scheduled: an event takes its seq when it is due; or"
+        " cancelled before that), newest published first, and since and until then narrow the"
+        " page as type and status do. A narrowed page looks"
         " through a bounded number of events (herald serve --scan-events): it may be short,"
         " even empty, and still have a next, which goes on where its look ended. A cursor of"
         " one agent's events from before they were listed by seq is refused (422): start"
