@@ -297,7 +297,7 @@ def _scheduled_receipts(results: list[Published], several: bool) -> Response:
 
 @described(
     "Cancel a scheduled event, or recall a pending one",
-    keys=ADMIN_ONLY,
+    keys=("admin", "publisher"),
     answers={200: answers.Event},
     errors=(404, 409),
     description=(
@@ -305,13 +305,16 @@ def _scheduled_receipts(results: list[Published], several: bool) -> Response:
         " due; a pending one is recalled only if nothing has handed it out yet (never leased,"
         " pushed, delivered or tried by a webhook). Either way it becomes cancelled, is kept,"
         " is offered by no way, and the cancel is one of its attempts. Otherwise 409, saying"
-        " why."
+        " why. A publisher key cancels only an event it may publish (403 otherwise, changing"
+        " nothing): for an agent among its handles, or, for a key limited to topics, an agent"
+        " subscribed to one of them as it is cancelled; of a type and naming a sender (from)"
+        " the key allows."
     ),
 )
 async def cancel(request: Request) -> Response:
     hub = services(request).hub
-    await require_admin(hub, request)
-    event = await hub.cancel(request.path_params["event_id"])
+    publisher = await admin_or_publisher(hub, request)
+    event = await hub.cancel(request.path_params["event_id"], publisher)
     return json_response(event.to_json())
 
 
