@@ -35,11 +35,12 @@ def moment_of(position: Position) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class SeqRun:
-    """A run of one agent's listing, newest first: its numbered events (seq above zero) by seq,
-    or those not yet numbered (a scheduled event's seq is a placeholder below zero until it is
-    due, and stays so if it is cancelled first) by when they were published (``created_at``,
-    then seq: a batch's placeholders go up in its order). ``before``: only the events after
-    the one of that seq in the run's order; ``through``: only those no later than it."""
+    """A run of one agent's listing, newest first, read from the index on its agent and seq:
+    its numbered events (seq above zero), by seq descending, or those not yet numbered (a
+    scheduled event's seq is a placeholder below zero until it is due, and stays so if it is
+    cancelled first; placeholders go down as events are scheduled, ``store/schedules.py``), by
+    seq ascending. ``before``: only the seqs after it in the run's order; ``through``: only
+    those no later than it."""
 
     numbered: bool
     before: int | None = None

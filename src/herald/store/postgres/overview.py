@@ -213,16 +213,13 @@ def events_page(
             parts.append(f"seq >= {arg(run.through)}::bigint")
         order = "seq DESC"
     elif run is not None:
-        # Its events not yet numbered, few: read from the same index (seq below zero), and
-        # ordered by when they were published, the page's bounds by the events that end them.
-        agent = args.index(query.agent_id) + 1
+        # Its events not yet numbered (seq below zero), the newest the lowest: ascending.
         parts.append("seq < 0")
-        at_seq = f"SELECT b.created_at, b.seq FROM events b WHERE b.agent_id = ${agent} AND b.seq"
         if run.before is not None:
-            parts.append(f"(created_at, seq) < ({at_seq} = {arg(run.before)}::bigint)")
+            parts.append(f"seq > {arg(run.before)}::bigint")
         if run.through is not None:
-            parts.append(f"(created_at, seq) >= ({at_seq} = {arg(run.through)}::bigint)")
-        order = "created_at DESC, seq DESC"
+            parts.append(f"seq <= {arg(run.through)}::bigint")
+        order = "seq"
     else:
         if query.before is not None:
             at, event_id = (arg(value) for value in moment_of(query.before))

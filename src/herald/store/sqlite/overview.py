@@ -330,11 +330,8 @@ _ALREADY_PENDING = (
 )
 
 
-_AT_SEQ = "SELECT b.created_at, b.seq FROM events b WHERE b.agent_id = :agent AND b.seq"
-
-
 def _seq_order(run: SeqRun) -> str:
-    return "seq DESC" if run.numbered else "created_at DESC, seq DESC"
+    return "seq DESC" if run.numbered else "seq"
 
 
 def _seq_bound(conn: sqlite3.Connection, looked: EventQuery, scan: int) -> int | None:
@@ -385,14 +382,13 @@ def _filters(query: EventQuery, run: SeqRun | None = None) -> tuple[str, dict[st
             params["through_seq"] = run.through
         return " WHERE " + " AND ".join(parts), params
     if run is not None:
-        # Its events not yet numbered, few: read from the same index (seq below zero), and
-        # ordered by when they were published, the page's bounds by the events that end them.
+        # Its events not yet numbered (seq below zero), the newest the lowest: ascending.
         parts.append("seq < 0")
         if run.before is not None:
-            parts.append(f"(created_at, seq) < ({_AT_SEQ} = :before_seq)")
+            parts.append("seq > :before_seq")
             params["before_seq"] = run.before
         if run.through is not None:
-            parts.append(f"(created_at, seq) >= ({_AT_SEQ} = :through_seq)")
+            parts.append("seq <= :through_seq")
             params["through_seq"] = run.through
         return " WHERE " + " AND ".join(parts), params
     if query.before is not None:
