@@ -581,6 +581,11 @@ class EventCounts(TypedDict):
     delivered: int
     expired: int
     dead: int
+    scheduled: int
+    """Published for later (deliver_at or delay_s) and not yet due."""
+    cancelled: int
+    """Cancelled before they were due, or recalled before anything handed them out; kept for
+    the retention from when they were cancelled."""
 
 
 @shape

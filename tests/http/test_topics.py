@@ -165,6 +165,9 @@ def test_a_subscription_made_during_publishes_gets_each_event_whole_or_not_at_al
     for ids in reached:  # each event of a publish is stored, and each for another agent
         assert len({owner[i] for i in ids}) == len(ids)
     assert sum(counts) == sum(last_seqs(admin, agents))
+    for agent in agents:  # once it has one publish's event, it has every later one's
+        got = [any(owner[i] == agent["id"] for i in ids) for ids in reached]
+        assert got == sorted(got), f"{agent['handle']} missed a publish after its first"
 
 
 def test_an_agent_handles_only_its_own_subscriptions(

@@ -40,7 +40,7 @@ from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
 from herald.hub.preferences import PreferenceBook
 from herald.hub.presence import Presence
-from herald.hub.publisher_keys import PublisherKeyBook
+from herald.hub.publisher_keys import PublisherKeyBook, check_cancel_scope
 from herald.hub.pushes import PushRecorder
 from herald.hub.schedules import DUE_BATCH, DUE_INTERVAL_S, timed
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
@@ -72,6 +72,7 @@ from herald.models import (
     History,
     NewEvent,
     Published,
+    PublisherKey,
     Reply,
     StartPosition,
     is_scheduled,
@@ -956,20 +957,42 @@ class Hub:
         self._announce({event.agent_id})  # its ways read the agent's open events again
         return event
 
-    async def cancel(self, event_id: str) -> Event:
+    async def cancel(self, event_id: str, publisher: PublisherKey | None = None) -> Event:
         """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
         (``Store.cancel``): it becomes ``cancelled``, kept, offered by no way, the cancel one of
-        its attempts.
+        its attempts. With ``publisher``, only an event that key may publish
+        (``check_cancel_scope``).
 
         Raises:
             NotFound: no such event.
+            Forbidden: ``publisher`` may not publish it; nothing changes.
             Conflict: it was handed out, tried or finished already; the message says which.
         """
+        if publisher is not None:
+            await self._check_cancel_scope(event_id, publisher)
         event = await self._store.cancel(event_id) if is_id(event_id, "evt_") else None
         if event is None:
             raise NotFound(f"no event {event_id!r}")
         self._inbox_changed({event.agent_id})  # a recalled event left the inbox
         return event
+
+    async def _check_cancel_scope(self, event_id: str, publisher: PublisherKey) -> None:
+        """Raises: NotFound (no such event), Forbidden (``publisher`` may not publish it). What
+        is checked never changes: an event's agent, type and sender (and, for a key limited to
+        topics, whether one of them reaches its agent as it is cancelled)."""
+        event = await self.find_event(event_id)
+        if event is None:
+            raise NotFound(f"no event {event_id!r}")
+        agent = await self._store.get_agent(event.agent_id)
+        handle = agent.handle if agent is not None else event.agent_id
+        topics = publisher.topics
+        handles = publisher.handles
+        reached = (
+            topics is not None
+            and (handles is None or handle not in handles)
+            and await self.topics.reach(event.agent_id, topics)
+        )
+        check_cancel_scope(publisher, event, handle, reached)
 
     # Schedules
 

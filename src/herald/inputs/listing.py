@@ -22,7 +22,7 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 50
 DEFAULT_TRIPS = 20
 _CURSOR = re.compile(r"(\d{1,15})\.(evt_[0-9A-Z]{26})")
-_SEQ_CURSOR = re.compile(r"\d{1,18}")
+_SEQ_CURSOR = re.compile(r"-?\d{1,18}")  # below zero: an event not yet numbered
 RESTART = (
     " is a cursor of the order an agent's events were once listed in (by time; they are listed"
     " by seq now): start again from the first page, with no cursor"

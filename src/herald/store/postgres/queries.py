@@ -999,6 +999,7 @@ FROM agents
 """
 DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0)::bigint FROM agents"
 SCHEDULED_EVENTS = "SELECT count(*) FROM events WHERE status = 'scheduled'"
+CANCELLED_EVENTS = "SELECT count(*) FROM events WHERE status = 'cancelled'"
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) AS n FROM sessions WHERE expires_at > $1
 GROUP BY transport, era ORDER BY transport COLLATE "C", era COLLATE "C"
