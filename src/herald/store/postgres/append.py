@@ -100,7 +100,7 @@ async def append_to_agents(
     caller's transaction) that still exists once locked, in the order given: an agent deleted
     meanwhile is no longer subscribed."""
     if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
-        events = [replace(event, to=handle) for handle in handles]
+        events = [event.for_handle(handle) for handle in handles]
         agents = await lock_agents(conn, events)
         timed = [(new, now) for new in events if new.to in agents]
         return await _insert(conn, agents, timed) if timed else []
