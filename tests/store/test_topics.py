@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from herald.ids import new_id
-from herald.models import Agent, NewEvent
+from herald.models import Agent, NewEvent, Priority
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -99,6 +99,34 @@ async def test_a_publish_to_a_topic_stores_one_event_for_each_subscriber_only(
     for p in published:
         assert await store.get_event(p.event.id) == p.event
     assert (await store.get_agent(carol.id)).last_seq == 0  # type: ignore[union-attr]
+
+
+async def test_each_copy_of_a_topic_publish_stores_every_field_as_it_answers_it(
+    store: Store,
+) -> None:
+    # Copies share all their columns but id, agent and seq: each of those others is stored
+    # once for all of them (PostgreSQL: one value each), and read back the same in every copy.
+    await store.put_topic("repo/herald", "pushes")
+    agents = [await agent_of(store, h) for h in ("alice", "bob", "carol")]
+    for agent in agents:
+        await store.subscribe_topic(agent.id, "repo/*")
+    full = NewEvent(
+        "", "build.failed", "red", {"b": [1, 2.5], "a": "\u00e9"}, None, 90.0,
+        '{"b":[1,2.5],"a":"\u00e9"}', '{"type":"object","properties":{}}', sender="bot",
+        priority=Priority.HIGH,
+    )  # fmt: skip
+    published = await store.append_to_topic("repo/herald", full)
+    assert published is not None
+    assert [p.event.agent_id for p in published] == [a.id for a in agents]
+    for p in published:
+        stored = await store.get_event(p.event.id)
+        assert stored == p.event
+        assert (stored.type, stored.text, stored.sender, stored.priority) == (
+            "build.failed", "red", "bot", Priority.HIGH
+        )  # fmt: skip
+        assert stored.data == {"b": [1, 2.5], "a": "\u00e9"}
+        assert stored.reply_schema == {"type": "object", "properties": {}}
+        assert stored.expires_at == stored.created_at + 90_000
 
 
 async def test_a_publish_to_an_undeclared_topic_stores_nothing_and_to_no_subscriber_none(
