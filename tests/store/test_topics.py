@@ -9,6 +9,7 @@ import itertools
 
 import pytest
 
+from herald import open_store
 from herald.ids import new_id
 from herald.models import Agent, NewEvent, Priority
 from herald.store import Store
@@ -197,3 +198,33 @@ async def test_a_subscription_racing_publishes_gets_each_event_whole_or_not_at_a
     for agent in agents:
         got = sum(agent.id in each for each in reached)
         assert (await store.get_agent(agent.id)).last_seq == got  # type: ignore[union-attr]
+
+
+async def test_another_process_hears_of_a_topics_agents_in_few_notifications(
+    postgres_database_url: str,
+) -> None:
+    # One notification names up to 200 agents: a publish to 401 wakes a listening process
+    # with three, not 401 (each handled on its own there, and queued in PostgreSQL).
+    heard: list[set[str]] = []
+    all_heard = asyncio.Event()
+    async with (
+        await open_store(postgres_database_url) as writer,
+        await open_store(postgres_database_url) as reader,
+    ):
+        await writer.put_topic("repo/herald", "pushes")
+        agents = [await agent_of(writer, f"agent-{n:03d}") for n in range(401)]
+        for agent in agents:
+            await writer.subscribe_topic(agent.id, "repo/herald")
+        ids = {agent.id for agent in agents}
+
+        def hear(agent_ids: set[str]) -> None:
+            heard.append(agent_ids)
+            if set().union(*heard) >= ids:
+                all_heard.set()
+
+        await reader.listen(hear)
+        assert await writer.append_to_topic("repo/herald", EVENT)
+        async with asyncio.timeout(10):
+            await all_heard.wait()
+    assert set().union(*heard) == ids
+    assert len(heard) == 3
