@@ -205,6 +205,8 @@ class Fanout:
         """Keep the events just published here for their agents' subscribers, where they follow
         the newest kept; the rest is left to the reader of the store."""
         followed = self._topics  # only the agents with a stream here
+        if not followed:
+            return
         by_agent: dict[str, list[Event]] = {}
         for event in events:
             if event.agent_id in followed:

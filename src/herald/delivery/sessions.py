@@ -213,6 +213,8 @@ class SessionRegistry:
         # Only the agents with a session here: a publish to a topic of 10,000 agents, few of
         # them connected, no longer sorts every event by agent.
         live = self._by_agent
+        if not live:
+            return
         by_agent: dict[str, list[Event]] = {}
         for event in events:
             if event.agent_id in live:
