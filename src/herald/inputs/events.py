@@ -422,17 +422,6 @@ def _json(value: Any, refusal: str) -> str:
     return text
 
 
-def storable_json(value: Any) -> str | None:
-    """``value`` as the JSON text herald stores it (compact, no NaN or Infinity, Unicode);
-    None when it has none (``_json`` then names why)."""
-    try:
-        text = _COMPACT_FINITE.encode(value)
-        text.encode()
-    except (ValueError, TypeError, UnicodeEncodeError, RecursionError):
-        return None
-    return text
-
-
 # Made once: json.dumps makes an encoder at each call given any option (a third of its time here).
 _COMPACT_FINITE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 

@@ -9,9 +9,11 @@ words. What this check takes, the full check takes too, as the same event."""
 
 from __future__ import annotations
 
+from math import isfinite
 from typing import Any
 
-from herald.inputs.events import storable_json
+from pydantic_core import PydanticSerializationError, to_json
+
 from herald.models import NewEvent, Priority
 from herald.validation import (
     HANDLE_PATTERN,
@@ -59,12 +61,12 @@ def quick_new_event(
         builtins_type(ttl_s) in (int, float) and 0 < ttl_s <= MAX_TTL_S  # NaN: not taken
     ):
         return None
-    data_json: str | None = "null"
+    data_json = "null"
     if data is not None:
-        data = _copied(data)
-        data_json = None if data is None else storable_json(data)
-    if data_json is None:
-        return None
+        copied = _copied_json(data)
+        if copied is None:
+            return None
+        data, data_json = copied
     if "\x00" in text or "\x00" in (dedupe_key or "") or "\\u0000" in data_json:
         return None  # refused (PostgreSQL stores no NUL): the full check says so
     try:
@@ -86,31 +88,52 @@ def quick_new_event(
     )  # fmt: skip
 
 
-def _copied(data: Any) -> dict[str, Any] | list[Any] | None:
-    """A copy of ``data`` as the full check makes one (a new dict or list, its values the
-    same), if it is a JSON object with text keys or an array within herald's depth; else None."""
+def _copied_json(data: Any) -> tuple[dict[str, Any] | list[Any], str] | None:
+    """A copy of ``data`` as the full check makes one (a new dict or list, its values the same)
+    and its JSON text, if it is a JSON object or array of plain values (text keys, finite
+    numbers) within herald's depth; else None. Its text is spelled by ``pydantic_core`` (as a
+    body's data is in the one pass over it), not by ``json``: the same value."""
     kind = builtins_type(data)
     if kind is dict:
-        if not all(str is builtins_type(key) for key in data):
-            return None
         copy: dict[str, Any] | list[Any] = dict(data)
     elif kind is list:
         copy = list(data)
     else:
         return None
-    return copy if _within_depth(copy) else None
+    if not _plain(copy):
+        return None
+    try:
+        return copy, to_json(copy).decode()
+    except (PydanticSerializationError, UnicodeDecodeError):  # an unpaired surrogate, say
+        return None
 
 
-def _within_depth(value: dict[str, Any] | list[Any]) -> bool:
-    """Whether ``value`` nests at most ``MAX_DEPTH`` levels (``validation.check_depth``)."""
+def _plain(value: dict[str, Any] | list[Any]) -> bool:
+    """Whether ``value`` nests at most ``MAX_DEPTH`` levels (``validation.check_depth``) of
+    dicts with text keys and lists, of text, whole numbers, finite floats, booleans and null."""
     level: list[Any] = [value]
     for _ in range(MAX_DEPTH):
-        level = [
-            child
-            for container in level
-            for child in (container.values() if isinstance(container, dict) else container)
-            if isinstance(child, (dict, list))
-        ]
-        if not level:
+        below: list[Any] = []
+        for container in level:
+            if builtins_type(container) is dict:
+                if not all(str is builtins_type(key) for key in container):
+                    return False
+                values = container.values()
+            else:
+                values = container
+            for item in values:
+                kind = builtins_type(item)
+                if kind is dict or kind is list:
+                    below.append(item)
+                elif kind is float:
+                    if not isfinite(item):
+                        return False
+                elif kind not in _SCALARS:
+                    return False
+        if not below:
             return True
+        level = below
     return False
+
+
+_SCALARS = frozenset({str, int, bool, builtins_type(None)})
