@@ -15,7 +15,7 @@ from herald.errors import InvalidInput, TooLarge
 from herald.inputs.events import parse_new_event
 from herald.inputs.keyword_event import quick_new_event
 from herald.models import NewEvent
-from herald.validation import MAX_DEPTH
+from herald.validation import MAX_DEPTH, MAX_EVENT_BYTES
 from tests.http.hostile import datas, strings, ttls
 
 
@@ -27,6 +27,11 @@ def fully_checked(arguments: dict[str, Any]) -> NewEvent:
 
 def quickly_checked(arguments: dict[str, Any]) -> NewEvent | None:
     return quick_new_event(**arguments)
+
+
+ROOM = MAX_EVENT_BYTES - len("a" + "t" + "hi")
+"""The bytes an event to "a" of type "t" saying "hi" leaves its data: {"big":"..."} is 10 more
+than its string."""
 
 
 def same_event(quick: NewEvent, full: NewEvent) -> bool:
@@ -46,8 +51,10 @@ ODD: list[Any] = [
     True, 1, 1.5, None, b"bytes", ("tuple",), {1: "int key"}, {"k": float("nan")},
     {"k": float("inf")}, {"k": object()}, {"k": "\x00"}, {"k": "\\u0000"}, {"\ud800": 1},
     nested(MAX_DEPTH), nested(MAX_DEPTH + 1), [nested(MAX_DEPTH - 1)], [nested(MAX_DEPTH)],
-    {"big": "x" * 262_000}, {"big": "é" * 131_000}, {"k": {1: "nested int key"}},
-    {"k": [float("-inf")]}, {"k": (1, 2)}, {"k": {"s": "\ud800"}}, [[[]]],
+    {"big": "x" * (ROOM - 10)}, {"big": "x" * (ROOM - 9)},
+    {"big": "é" * ((ROOM - 10) // 2)}, {"big": "é" * ((ROOM - 8) // 2)},
+    {"k": {1: "nested int key"}}, {"k": [float("-inf")]}, {"k": (1, 2)},
+    {"k": {"s": "\ud800"}}, [[[]]],
 ]  # fmt: skip
 
 
@@ -133,6 +140,33 @@ def test_odd_data_is_left_to_the_full_check_or_taken_as_it_takes_it(data: Any) -
         assert quick is None
         return
     assert quick is None or same_event(quick, full)  # None: the full check takes it
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"text": "\ud800"}, {"text": "é\ud800"}, {"text": ""}, {"text": "\x00"}, {"text": b"hi"},
+        {"dedupe_key": "\udfff"}, {"dedupe_key": "é\x00"}, {"dedupe_key": ""},
+        {"dedupe_key": "k" * 257}, {"dedupe_key": "é" * 256}, {"to": "A"}, {"to": "a\n"},
+        {"type": "t\n"}, {"sender": "x:y"}, {"sender": ""}, {"ttl_s": True}, {"ttl_s": 0},
+        {"ttl_s": float("nan")}, {"ttl_s": 365 * 86400 + 1}, {"ttl_s": "60"},
+        {"text": "é" * (ROOM // 2 - 3), "data": None}, {"text": "é" * (ROOM // 2 - 1)},
+        {"dedupe_key": "é" * 256, "text": "x" * (ROOM - 512 - 2)},
+        {"dedupe_key": "é" * 256, "text": "x" * (ROOM - 512 + 1)},
+    ],
+)  # fmt: skip
+def test_odd_arguments_are_left_to_the_full_check_or_taken_as_it_takes_them(
+    odd: dict[str, Any],
+) -> None:
+    given = {"to": "a", "type": "t", "text": "hi", "data": None, "dedupe_key": None,
+             "ttl_s": None, "sender": None, **odd}  # fmt: skip
+    quick = quickly_checked(given)
+    try:
+        full = fully_checked(given)
+    except (InvalidInput, TooLarge, TypeError):
+        assert quick is None
+        return
+    assert quick is not None and same_event(quick, full)
 
 
 def test_the_quick_check_takes_a_plain_event_as_the_full_check_makes_it() -> None:

@@ -61,38 +61,43 @@ def quick_new_event(
         builtins_type(ttl_s) in (int, float) and 0 < ttl_s <= MAX_TTL_S  # NaN: not taken
     ):
         return None
-    data_json = "null"
+    data_json, data_bytes = "null", 4
     if data is not None:
         copied = _copied_json(data)
         if copied is None:
             return None
-        data, data_json = copied
+        data, data_json, data_bytes = copied
     if "\x00" in text or "\x00" in (dedupe_key or "") or "\\u0000" in data_json:
         return None  # refused (PostgreSQL stores no NUL): the full check says so
-    try:
-        size = (
-            len(to.encode())
-            + len(type.encode())
-            + len(text.encode())
-            + len(data_json.encode())
-            + (0 if dedupe_key is None else len(dedupe_key.encode()))
-            + (0 if sender is None else len(sender.encode()))
-        )
-    except UnicodeEncodeError:  # an unpaired surrogate
-        return None
+    # A handle and a type are ASCII (their patterns): a byte a character.
+    size = len(to) + len(type) + data_bytes + (0 if sender is None else len(sender))
+    for part in (text, dedupe_key):
+        if part is None:
+            continue
+        if part.isascii():
+            size += len(part)
+            continue
+        try:
+            size += len(part.encode())
+        except UnicodeEncodeError:  # an unpaired surrogate
+            return None
     if size > MAX_EVENT_BYTES:
         return None
     return NewEvent(  # in order, as the one pass over a body builds it
         to, type, text, data, dedupe_key, ttl_s, data_json, None, sender, None, None, None,
-        Priority.NORMAL,
+        _NORMAL,
     )  # fmt: skip
 
 
-def _copied_json(data: Any) -> tuple[dict[str, Any] | list[Any], str] | None:
-    """A copy of ``data`` as the full check makes one (a new dict or list, its values the same)
-    and its JSON text, if it is a JSON object or array of plain values (text keys, finite
-    numbers) within herald's depth; else None. Its text is spelled by ``pydantic_core`` (as a
-    body's data is in the one pass over it), not by ``json``: the same value."""
+_NORMAL = Priority.NORMAL
+
+
+def _copied_json(data: Any) -> tuple[dict[str, Any] | list[Any], str, int] | None:
+    """A copy of ``data`` as the full check makes one (a new dict or list, its values the same),
+    its JSON text and that text's length in UTF-8, if it is a JSON object or array of plain
+    values (text keys, finite numbers) within herald's depth; else None. Its text is spelled by
+    ``pydantic_core`` (as a body's data is in the one pass over it), not by ``json``: the same
+    value."""
     kind = builtins_type(data)
     if kind is dict:
         copy: dict[str, Any] | list[Any] = dict(data)
@@ -103,9 +108,10 @@ def _copied_json(data: Any) -> tuple[dict[str, Any] | list[Any], str] | None:
     if not _plain(copy):
         return None
     try:
-        return copy, to_json(copy).decode()
-    except (PydanticSerializationError, UnicodeDecodeError):  # an unpaired surrogate, say
+        text = to_json(copy)
+    except PydanticSerializationError:  # an unpaired surrogate, say
         return None
+    return copy, text.decode(), len(text)
 
 
 def _plain(value: dict[str, Any] | list[Any]) -> bool:
