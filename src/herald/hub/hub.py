@@ -487,7 +487,7 @@ class Hub:
                 days ahead).
             NotFound: no agent has the handle ``to``.
         """
-        if reply is None and deliver_at is None and delay_s is None:
+        if reply is None and deliver_at is None and delay_s is None and priority is None:
             quick = quick_new_event(to, type, text, data, dedupe_key, ttl_s, sender)
             if quick is not None:
                 (published,) = await self.publish_many([quick])
