@@ -37,10 +37,19 @@ class PreferenceBook:
 
     async def of(self, agent_id: str) -> Preferences:
         """The agent's preferences (none for an agent that no longer exists)."""
-        cached = self._known.get(agent_id)
-        if cached is None:
+        remembered = self.remembered(agent_id)
+        if remembered is None:
             # shielded: a caller that gives up leaves the read to the others waiting on it
             return await asyncio.shield(self._read(agent_id))
+        return remembered
+
+    def remembered(self, agent_id: str) -> Preferences | None:
+        """The agent's preferences as remembered (None: not remembered; ``of`` reads them),
+        read again in the background when they are a second old. No coroutine: each of an
+        agent's streams asks for them for every event it writes."""
+        cached = self._known.get(agent_id)
+        if cached is None:
+            return None
         now = self._store.now()
         # A clock set back ends what was remembered too, or it could be kept for good.
         if not cached[1] <= now < cached[1] + REMEMBERED_MS:
