@@ -6,23 +6,20 @@ replaced makes none; and no log line ever shows one."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from herald.config import HttpConfig, ServeConfig
-from herald.serve import serve
 from herald.testing import ManualClock
 from herald.times import iso_ms
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_stream import new_agent, publish, read_events
+from tests.in_process import serving_here
 from tests.sse import SSEReader
 
 WAIT_S = 30.0
@@ -181,34 +178,12 @@ def test_no_log_line_shows_a_token(tmp_path: Path) -> None:
     assert [line for line in lines if signature in line] == []
 
 
-@contextlib.asynccontextmanager
-async def served_with(store_url: str, clock: ManualClock) -> AsyncIterator[str]:
-    """``serve()`` on ``store_url`` with ``clock``; its URL."""
-    config = ServeConfig(store_url=store_url, log_level="warning", http=HttpConfig(port=0))
-    listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-    def announce(line: str) -> None:
-        if (found := re.search(r"listening on (http://\S+)", line)) and not listening.done():
-            listening.set_result(found.group(1))
-
-    stop = asyncio.Event()
-    running = asyncio.create_task(
-        serve(config, admin_key=ADMIN_KEY, announce=announce, stop=stop, clock=clock)
-    )
-    try:
-        async with asyncio.timeout(WAIT_S):
-            yield await listening
-    finally:
-        stop.set()
-        async with asyncio.timeout(WAIT_S):
-            await running
-
-
 @pytest.mark.anyio
 async def test_a_token_is_refused_once_its_five_minutes_are_over(own_store_url: str) -> None:
     clock = ManualClock(start=time.time())
+    config = ServeConfig(store_url=own_store_url, log_level="warning", http=HttpConfig(port=0))
     async with (
-        served_with(own_store_url, clock) as url,
+        serving_here(config, clock) as url,
         httpx.AsyncClient(base_url=url, timeout=WAIT_S) as http,
     ):
         admin = {"authorization": f"Bearer {ADMIN_KEY}"}
