@@ -46,6 +46,7 @@ from herald.store.sqlite.attempts import (
     claimable,
     insert_attempt_rows,
     lease,
+    lease_next,
     mark_pushed,
     matching_seqs,
     newest_seq,
@@ -322,10 +323,15 @@ class SQLiteStore(
                     conn, agent_id, [], ack_up_to, consumer, now, False, match
                 )
             burials = Burials(self.max_deliveries)
-            events = claimable(
-                conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
+            until = now + lease_ms
+            events = lease_next(
+                conn, agent_id, consumer, limit, now, until, ack_up_to, match, after, burials
             )
-            lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
+            if events is None:
+                events = claimable(
+                    conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
+                )
+                lease(conn, agent_id, events, consumer, until, ack_up_to)
             runs = [
                 AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
                 *burials.runs(consumer),
