@@ -208,68 +208,6 @@ def claimable(
         return others[:limit] if others else events
 
 
-def lease_next(
-    conn: sqlite3.Connection,
-    agent_id: str,
-    consumer: str,
-    limit: int,
-    now: int,
-    until: int,
-    cursor: int | None,
-    match: EventMatch,
-    after: int | None,
-    burials: Burials,
-) -> list[Event] | None:
-    """``claimable`` and ``lease`` of a drain step in one statement: the oldest ``limit``
-    claimable events after ``after``, but the one at ``cursor``, leased to ``consumer`` until
-    ``until`` and read back (a look and a lease by id cost a step about a third more). Those
-    among them handed out as often as allowed are not leased but die, as ``claimable`` has them.
-    None when it leased nothing: the caller looks the long way, which hands out the event at the
-    cursor alone, or buries a look's worth of the dying and looks again."""
-    matching, match_params = match_sql(match)
-    params = {
-        "agent": agent_id,
-        "consumer": consumer,
-        "now": now,
-        "until": until,
-        "cursor": cursor,
-        "limit": limit,
-        "after": after or 0,
-        "max": burials.max_deliveries,
-        **match_params,
-    }
-    # The claimable rows (``claimable``'s look), but the one at the cursor; a lease leaves
-    # them claimable by this consumer, so the same look finds the same rows after it.
-    candidates = (
-        f"SELECT rowid FROM events WHERE agent_id = :agent AND {OPEN} AND {UNEXPIRED}"
-        f" AND (lease_owner IS NULL OR lease_owner = :consumer OR lease_until <= :now){matching}"
-        " AND seq > :after AND seq IS NOT :cursor ORDER BY seq LIMIT :limit"
-    )
-    rows = conn.execute(
-        "UPDATE events SET lease_owner = :consumer, lease_until = :until,"
-        " lease_cursor = :cursor, handed_out = handed_out + 1"
-        f" WHERE rowid IN ({candidates}) AND (:max = 0 OR handed_out < :max)"
-        f" RETURNING {EVENT_COLUMNS}",
-        params,
-    )
-    read = EVENTS.reader([column[0] for column in rows.description])
-    events = sorted((read(row) for row in rows), key=lambda event: event.seq)  # no order
-    if not events:
-        return None
-    if burials.max_deliveries and len(events) < limit:  # some may have been left to die
-        leased = {event.id for event in events}
-        dying = conn.execute(
-            f"SELECT {EVENT_COLUMNS}, handed_out FROM events"
-            f" WHERE rowid IN ({candidates}) AND handed_out >= :max",
-            params,
-        )
-        read = EVENTS.reader([column[0] for column in dying.description])
-        found = [row for row in dying if row[0] not in leased]
-        if found:
-            burials.bury(conn, [(read(row), row[-1]) for row in found], now)
-    return events
-
-
 def lease(
     conn: sqlite3.Connection,
     agent_id: str,

@@ -46,7 +46,6 @@ from herald.store.sqlite.attempts import (
     claimable,
     insert_attempt_rows,
     lease,
-    lease_next,
     mark_pushed,
     matching_seqs,
     newest_seq,
@@ -323,15 +322,10 @@ class SQLiteStore(
                     conn, agent_id, [], ack_up_to, consumer, now, False, match
                 )
             burials = Burials(self.max_deliveries)
-            until = now + lease_ms
-            events = lease_next(
-                conn, agent_id, consumer, limit, now, until, ack_up_to, match, after, burials
+            events = claimable(
+                conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
             )
-            if events is None:
-                events = claimable(
-                    conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
-                )
-                lease(conn, agent_id, events, consumer, until, ack_up_to)
+            lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
             runs = [
                 AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
                 *burials.runs(consumer),
