@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from herald import NotFound, Unauthorized
 from herald.client import HeraldClient
 from herald.errors import HubUnreachable, InvalidInput, RateLimited
+from herald.models import Priority
 from tests.herald_process import HeraldProcess
 from tests.sse_server import CraftedStream, event_frame
 
@@ -173,6 +175,47 @@ async def test_a_publisher_publishes_to_one_agent_and_to_a_list_each_receipt_in_
             drained = await client.heartbeat(limit=10)
         assert [(e.id, e.seq) for e in drained.events] == [(r.id, r.seq) for r in expected]
         assert all(e.text in ("alone", "all") for e in drained.events)
+
+
+async def test_publish_and_send_message_carry_a_priority_and_publish_a_schedule(
+    herald: HeraldProcess,
+) -> None:
+    key = agent(herald, "prio-reader")
+    writer = agent(herald, "prio-writer")
+    due = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(days=1)
+    async with HeraldClient(herald.url, herald.admin_key) as admin:
+        low = await admin.publish("prio-reader", "t", "fyi", priority="low")
+        assert (low.seq, low.deliver_at) == (1, None)
+        later = await admin.publish("prio-reader", "t", "standup", delay_s=3600, priority="high")
+        at = await admin.publish(["prio-reader"], "t", "review", deliver_at=due)
+        in_an_hour = (datetime.datetime.now(datetime.UTC).timestamp() + 3600) * 1000
+        assert later.seq < 0 and later.deliver_at is not None
+        assert abs(later.deliver_at - in_an_hour) < 60_000
+        assert [(r.seq < 0, r.deliver_at) for r in at] == [(True, due.timestamp() * 1000)]
+        with pytest.raises(InvalidInput, match=r"event\.priority must be one of low"):
+            await admin.publish("prio-reader", "t", "x", priority="critical")
+        with pytest.raises(InvalidInput, match="not both"):
+            await admin.publish("prio-reader", "t", "x", delay_s=60, deliver_at=due)
+    async with HeraldClient(herald.url, writer) as client:
+        sent = await client.send_message("prio-reader", "urgent word", priority="urgent")
+        assert sent.event.priority is Priority.URGENT
+        with pytest.raises(InvalidInput, match=r"message\.priority must be one of low"):
+            await client.send_message("prio-reader", "x", priority="soon")
+    with herald.client(herald.admin_key) as admin_http:
+        listed = admin_http.get("/v1/events", params={"agent": "prio-reader"}).json()["events"]
+    shown = {e["text"]: (e["priority"], e["status"]) for e in listed}
+    assert shown == {
+        "fyi": ("low", "pending"),
+        "standup": ("high", "scheduled"),
+        "review": ("normal", "scheduled"),
+        "urgent word": ("urgent", "pending"),
+    }
+    async with HeraldClient(herald.url, key) as reader:
+        drained = await reader.heartbeat(limit=10)
+    assert [(e.text, e.priority) for e in drained.events] == [
+        ("fyi", Priority.LOW),
+        ("urgent word", Priority.URGENT),
+    ]
 
 
 async def test_errors_come_back_as_heralds_own(herald: HeraldProcess, tmp_path: Path) -> None:

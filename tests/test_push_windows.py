@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,17 +20,34 @@ from mcp.client.streamable_http import streamable_http_client
 
 from herald import Hub
 from herald.client import HeraldClient
+from herald.config import HttpConfig, ServeConfig
 from herald.errors import InvalidInput
 from herald.models import Agent, Event, NewEvent, Priority
 from herald.push_windows import SUMMARY_TYPE
 from herald.store import open_store
 from herald.testing import ManualClock
 from mcp import Client
+from tests.herald_process import ADMIN_KEY
 from tests.http.test_mcp_webhook_status import serving as serving_webhooks
+from tests.in_process import serving_here
 from tests.mcp.conftest import HeraldNotifications, Received
 from tests.sse import SSEReader
-from tests.test_loop_guard import serving, tool
+from tests.test_loop_guard import Served, tool
 from tests.webhooks.receiver import Receiver
+
+
+@contextlib.asynccontextmanager
+async def serving(store_url: str) -> AsyncIterator[Served]:
+    """``serve()`` on ``store_url`` with its clock in the test's hands, for one test."""
+    clock = ManualClock(start=time.time())
+    config = ServeConfig(store_url=store_url, log_level="warning", http=HttpConfig(port=0))
+    headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+    async with (
+        serving_here(config, clock) as url,
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=30.0) as admin,
+    ):
+        yield Served(url, clock, admin)
+
 
 pytestmark = pytest.mark.anyio
 

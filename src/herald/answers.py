@@ -158,6 +158,14 @@ class AgentSummary(Agent):
 
 
 @shape
+class AgentDetail(AgentSummary):
+    """One agent as ``GET /v1/agents/{id}`` answers: its summary, and the loop guard limits that
+    hold for its sends (its own where the operator set them, else the serve-wide ones)."""
+
+    loop_guard: LoopGuardLimits
+
+
+@shape
 class AgentPage(TypedDict):
     """A page of agents by handle."""
 
@@ -595,6 +603,11 @@ class EventCounts(TypedDict):
     delivered: int
     expired: int
     dead: int
+    scheduled: int
+    """Published for later (deliver_at or delay_s) and not yet due."""
+    cancelled: int
+    """Cancelled before they were due, or recalled before anything handed them out; kept for
+    the retention from when they were cancelled."""
 
 
 @shape
@@ -641,6 +654,42 @@ class OldestPending(TypedDict):
     """The agent's id."""
     handle: str
     created_at: Instant
+
+
+@shape
+class TripAgent(TypedDict):
+    id: str
+    handle: str
+
+
+@shape
+class LoopGuardTrip(TypedDict):
+    """A message between agents a loop guard refused (nothing of it was stored), as the feed's
+    ``loop_guard`` item shows it."""
+
+    kind: Literal["loop_guard"]
+    at: Instant
+    """When it was refused."""
+    agent: TripAgent
+    """The agent that sent it."""
+    to: str
+    """The handle of the agent it was for."""
+    thread: str
+    limit: Annotated[str, WithJsonSchema({"type": "string", "enum": ["exchanges", "per_minute"]})]
+    """The limit it was over: the exchanges of the two agents in a window, or the messages the
+    sender sends a minute."""
+    maximum: int
+
+
+@shape
+class LoopGuardTrips(TypedDict):
+    """The messages loop guards refused, newest first."""
+
+    trips: list[LoopGuardTrip]
+    """The newest trips the journal keeps (it keeps them as long as events); one whose sender
+    was deleted since is left out."""
+    last_day: int
+    """How many messages loop guards refused in the last 24 hours."""
 
 
 @shape

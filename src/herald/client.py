@@ -31,6 +31,7 @@ from herald.models import (
     TopicSubscription,
 )
 from herald.sse import ServerSentEvent, SSEDecoder
+from herald.times import ms_from_iso
 
 _ERRORS: dict[int, type[errors.HeraldError]] = {
     400: errors.InvalidInput,
@@ -77,15 +78,24 @@ class StreamItem:
 @dataclass(frozen=True)
 class Receipt:
     """A published event: its id and its agent's seq; ``duplicate``: an event with the same
-    ``dedupe_key`` was published to that agent before, and this is that one."""
+    ``dedupe_key`` was published to that agent before, and this is that one. ``deliver_at``
+    (ms since the epoch): the event is scheduled, offered from then on (its ``seq`` until then
+    is a placeholder below zero)."""
 
     id: str
     seq: int
     duplicate: bool
+    deliver_at: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Receipt:
-        return cls(str(data["id"]), int(data["seq"]), bool(data["duplicate"]))
+        due = data.get("deliver_at")
+        return cls(
+            str(data["id"]),
+            int(data["seq"]),
+            bool(data["duplicate"]),
+            ms_from_iso(due) if due is not None else None,
+        )
 
 
 class HeraldClient:
@@ -239,15 +249,14 @@ class HeraldClient:
         type: str = "message.received",
         deliver_at: datetime.datetime | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published:
         """Write to another agent; with ``reply`` (a form schema), ask it for an answer. With
         ``deliver_at`` (an aware datetime) or ``delay_s`` (up to 30 days) the message is
-        scheduled: the other agent is offered it from then on."""
+        scheduled: the other agent is offered it from then on. ``priority``: ``low`` (never
+        pushed, only drained), ``normal`` (the default), ``high`` or ``urgent``."""
         body: dict[str, Any] = {"to": to, "text": text, "data": data, "type": type}
-        if deliver_at is not None:
-            body["deliver_at"] = deliver_at.isoformat()
-        if delay_s is not None:
-            body["delay_s"] = delay_s
+        body |= _timing(deliver_at, delay_s, priority)
         answer = await self._post("/channel/send", {**body, "reply": reply})
         return Published(Event.from_json(answer), created=True)
 
@@ -263,6 +272,9 @@ class HeraldClient:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Receipt: ...
 
     @overload
@@ -277,6 +289,9 @@ class HeraldClient:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
+        priority: str | None = None,
     ) -> list[Receipt]: ...
 
     async def publish(
@@ -290,11 +305,17 @@ class HeraldClient:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        deliver_at: datetime.datetime | None = None,
+        delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Receipt | list[Receipt]:
         """Publish an event (``POST /v1/events``, with a publisher or the admin key) to the
         agent with handle ``to``; or, ``to`` a list of up to 1,000 handles, one event for each
         agent in one transaction, a receipt for each in the list's order (``dedupe_key``
         holds for each agent on its own). ``sender`` names the agent that gets the replies.
+        ``deliver_at`` (an aware datetime) or ``delay_s`` (up to 30 days) schedules it (the
+        receipt's ``deliver_at`` says when it is due); ``priority``: ``low`` (never pushed,
+        only drained), ``normal`` (the default), ``high`` or ``urgent``.
 
         Raises:
             InvalidInput: a malformed field, or a list that names an agent twice or one that
@@ -305,6 +326,7 @@ class HeraldClient:
         body: dict[str, Any] = {"to": to, "type": type, "text": text, "data": data}
         options = {"reply": reply, "dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
         body |= {name: value for name, value in options.items() if value is not None}
+        body |= _timing(deliver_at, delay_s, priority)
         answer = await self._post("/v1/events", body)
         if isinstance(to, str):
             return Receipt.from_json(answer)
@@ -442,6 +464,21 @@ class HeraldClient:
         if response.status_code >= 400:
             raise _error(response)
         return None if response.status_code == 204 else response.json()
+
+
+def _timing(
+    deliver_at: datetime.datetime | None, delay_s: float | None, priority: str | None
+) -> dict[str, Any]:
+    """The fields of a publish or a message that say when it is due and how much it matters,
+    those given (the hub refuses both times at once, saying so)."""
+    fields: dict[str, Any] = {}
+    if deliver_at is not None:
+        fields["deliver_at"] = deliver_at.isoformat()
+    if delay_s is not None:
+        fields["delay_s"] = delay_s
+    if priority is not None:
+        fields["priority"] = priority
+    return fields
 
 
 def _item(message: ServerSentEvent) -> StreamItem:

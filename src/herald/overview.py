@@ -34,11 +34,38 @@ def moment_of(position: Position) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
+class SeqRun:
+    """A run of one agent's listing, newest first, read from the index on its agent and seq:
+    its numbered events (seq above zero), by seq descending, or those not yet numbered (a
+    scheduled event's seq is a placeholder below zero until it is due, and stays so if it is
+    cancelled first; placeholders go down as events are scheduled, ``store/schedules.py``), by
+    seq ascending. ``before``: only the seqs after it in the run's order; ``through``: only
+    those no later than it."""
+
+    numbered: bool
+    before: int | None = None
+    through: int | None = None
+
+
+def seq_runs(before: int | None, through: int | None) -> list[SeqRun]:
+    """The runs one agent's listing reads in turn, given the seq a page starts after
+    (``before``) and the seq its look ends at (``through``): first the events not yet numbered,
+    which will be numbered after every event there is, then the numbered ones."""
+    runs = []
+    if before is None or before < 0:
+        runs.append(SeqRun(False, before, through if through is not None and through < 0 else None))
+    if through is None or through > 0:
+        runs.append(SeqRun(True, before if before is not None and before >= 0 else None, through))
+    return runs
+
+
+@dataclass(frozen=True)
 class EventQuery:
     """Which events a page lists, newest first. Of every agent: by ``(created_at, id)``, a
     total order across agents (seqs are per agent), so that a page's position is one event's
     ``(created_at, id)``. Of one agent (``agent_id``): by seq, the order its events were
-    stored in, so that a page's position is one seq, read from the index on the agent and seq.
+    stored in (those not yet numbered, scheduled, first: ``seq_runs``), so that a page's
+    position is one seq, read from the index on the agent and seq.
 
     ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one); ``since_ms``
     is inclusive and ``until_ms`` exclusive; ``before``: only events that sort after that
@@ -77,6 +104,13 @@ class EventQuery:
         if self.agent_id is not None:
             return replace(self, type=None, status=None, since_ms=None, until_ms=None)
         return replace(self, type=None, status=None)
+
+    def runs(self) -> list[SeqRun]:
+        """The runs of seqs one agent's listing reads in turn (``seq_runs``)."""
+        return seq_runs(
+            None if self.before is None else seq_of(self.before),
+            None if self.through is None else seq_of(self.through),
+        )
 
     def position(self, last: Event) -> Position:
         """The position of ``last`` in this query's order."""
@@ -128,8 +162,10 @@ class Stats:
     by client and era, endpoints by kind and state, and the oldest open event."""
 
     events: dict[str, int]
-    """Events stored, by status (kept in each agent's row as they change): an event past its
-    expiry counts as pending or sent until the upkeep marks it expired, a few seconds later."""
+    """Events stored, by status (kept in each agent's row as they change; scheduled and
+    cancelled ones, which no agent's row counts, read from the indexes that hold them alone):
+    an event past its expiry counts as pending or sent until the upkeep marks it expired, a few
+    seconds later."""
     published: int
     """Events published since the store was made, to the agents it has (pruned ones included):
     the sum of their newest seqs. Read twice, it gives the publish rate in between."""
@@ -156,6 +192,8 @@ class Stats:
                 "delivered": count(EventStatus.DELIVERED, 0),
                 "expired": count(EventStatus.EXPIRED, 0),
                 "dead": count(EventStatus.DEAD, 0),
+                "scheduled": count(EventStatus.SCHEDULED, 0),
+                "cancelled": count(EventStatus.CANCELLED, 0),
             },
             "published": self.published,
             "attempts_recorded": [

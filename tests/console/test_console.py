@@ -391,6 +391,46 @@ def test_a_scheduled_event_is_listed_shown_with_its_due_time_and_cancelled_from_
     expect(page.locator("#event-status")).to_have_text("cancelled")
 
 
+def test_a_test_event_is_sent_with_the_priority_chosen_in_the_form(
+    page: Page, herald: HeraldProcess, scene: Scene
+) -> None:
+    sign_in(page, herald)
+    page.goto(f"{herald.url}/console/#/agents/agent-050")
+    page.locator("#send-type").fill("prio.check")
+    page.get_by_label("Priority").select_option("low")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status").filter(has_text="Sent")).to_be_visible()
+    with herald.client(ADMIN_KEY) as admin:
+        asked = {"agent": "agent-050", "type": "prio.check"}
+        (event,) = admin.get("/v1/events", params=asked).json()["events"]
+    assert event["priority"] == "low"
+
+
+def test_loop_guard_trips_show_on_the_overview_their_page_and_the_agents_limits(
+    page: Page, herald: HeraldProcess, scene: Scene
+) -> None:
+    with herald.client(ADMIN_KEY) as admin:
+        made = admin.post("/v1/agents", json={"handle": "ops-chatty"})
+        chatty = created(made)
+        limits = {"loop_guard": {"per_minute": 1}}
+        assert admin.patch("/v1/agents/ops-chatty", json=limits).status_code == 200
+    with herald.client(chatty["api_key"]) as agent:
+        assert agent.post("/channel/send", json={"to": "ops-bob", "text": "1"}).status_code == 202
+        refused = agent.post("/channel/send", json={"to": "ops-bob", "text": "2"})
+    assert refused.status_code == 429
+    thread = refused.json()["error"]["thread"]
+    sign_in(page, herald)
+    expect(page.locator("#card-loop-guards .value")).to_have_text("1")
+    page.locator("#card-loop-guards").get_by_role("link").click()
+    expect(page.get_by_role("heading", name="Loop guard trips", level=1)).to_be_visible()
+    trips = page.get_by_role("region", name="Loop guard trips")
+    expect(trips.get_by_role("row", name=re.compile(thread))).to_contain_text("ops-bob")
+    expect(trips.get_by_role("row", name=re.compile(thread))).to_contain_text("per_minute: 1")
+    trips.get_by_role("link", name="ops-chatty").click()
+    expect(page.get_by_role("heading", name="ops-chatty", level=1)).to_be_visible()
+    expect(page.locator(".facts")).to_contain_text("600 s, 1 messages a minute")
+
+
 def test_a_test_event_sent_to_a_topic_reaches_each_subscriber(
     page: Page, herald: HeraldProcess, scene: Scene
 ) -> None:

@@ -14,6 +14,7 @@ from herald import EventStatus, Hub
 from herald.capabilities import DeliveryCapabilities, detect
 from herald.delivery.base import (
     EVERY_PUSH_PATH,
+    Backlog,
     Mechanism,
     Notification,
     Peer,
@@ -48,8 +49,8 @@ class Pager(Mechanism):
         await peer.notify(PAGE_METHOD, {"event_id": event.id})
         return PushResult(PushOutcome.SENT)
 
-    def backlog_summary(self, count: int, oldest: Event) -> Notification:
-        return Notification(PAGE_METHOD, {"unread": count})
+    def backlog_summary(self, backlog: Backlog) -> Notification:
+        return Notification(PAGE_METHOD, {"unread": backlog.unread})
 
 
 class Poll(Mechanism):

@@ -18,7 +18,7 @@ from herald.hub import Hub
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_api import error_code, new_agent
 
-PUBLISH_ROUTES = {("POST", "/v1/events")}
+PUBLISH_ROUTES = {("POST", "/v1/events"), ("DELETE", "/v1/events/{event_id}")}
 PUBLIC_ROUTES = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),

@@ -386,6 +386,7 @@ def test_what_each_route_answers_on_a_walk_through_all_of_them_is_as_documented(
     walk("DELETE", agent + "/webhook", admin, 404, agent_id=alice["id"])
     walk("DELETE", agent + "/openclaw", admin, 204, agent_id=alice["id"])
     walk("GET", "/v1/stats", admin, 200)
+    walk("GET", "/v1/loop-guards", admin, 200, params={"limit": "5"})
     metrics = walk("GET", "/metrics", admin, 200)
     assert "herald_" in metrics.text
     rotate = "/v1/agents/{id_or_handle}/rotate-key"

@@ -183,7 +183,15 @@ def test_the_stats_count_a_known_store(tmp_path: Path) -> None:
             stats = admin.get("/v1/stats").json()
     finally:
         herald.stop()
-    assert stats["events"] == {"pending": 4, "sent": 0, "delivered": 1, "expired": 0, "dead": 0}
+    assert stats["events"] == {
+        "pending": 4,
+        "sent": 0,
+        "delivered": 1,
+        "expired": 0,
+        "dead": 0,
+        "scheduled": 0,
+        "cancelled": 0,
+    }
     assert stats["attempts_recorded"] == [
         {"mechanism": "heartbeat", "outcome": "delivered", "count": 1}
     ]

@@ -42,6 +42,7 @@ async def test_each_tool_advertises_the_schema_of_the_model_that_checks_it(
         "type",
         "deliver_at",
         "delay_s",
+        "priority",
     }
 
 
@@ -76,6 +77,28 @@ async def test_send_message_schedules_a_message_for_later(
     (released,) = await hub.release_due()
     assert (released.sender, released.seq) == ("alice", 1)
     assert [e.id for e in (await hub.drain(bob, cursor=0)).events] == [released.id]
+
+
+async def test_send_message_with_priority_low_is_not_pushed_to_the_other_agent_but_kept(
+    hub: Hub, notifier: Notifier
+) -> None:
+    alice, _ = await hub.create_agent("alice")
+    bob, _ = await hub.create_agent("bob")
+    async with connect(notifier, alice) as (client, _), connect(notifier, bob) as (_, received):
+        quiet = {"to": "bob", "text": "by the way", "priority": "low"}
+        assert not (await client.call_tool("send_message", quiet)).is_error
+        loud = {"to": "bob", "text": "look now", "priority": "urgent"}
+        assert not (await client.call_tool("send_message", loud)).is_error
+        wrong = await client.call_tool("send_message", {"to": "bob", "text": "x", "priority": "!"})
+        assert wrong.is_error and "message.priority must be one of low" in text_of(wrong)
+        # Offered in seq order: had the low one been pushed, it would have come first.
+        _, pushed = await received.next()
+        assert "look now" in json.dumps(pushed) and "by the way" not in json.dumps(pushed)
+    drained = (await hub.drain(bob, cursor=0)).events
+    assert [(e.text, e.priority.value) for e in drained] == [
+        ("by the way", "low"),
+        ("look now", "urgent"),
+    ]
 
 
 @pytest.mark.parametrize("kind", ["reply.received", "permission.request", "HERALD.backlog"])

@@ -111,6 +111,21 @@ def test_send_schedules_with_delay_or_at_and_event_cancel_cancels(herald: Herald
     assert both.returncode != 0 and "not allowed with argument" in both.stderr
 
 
+def test_send_priority_is_stored_with_the_event_to_agents_and_to_a_topic(
+    herald: HeraldProcess,
+) -> None:
+    json_lines(herald, "agent", "add", "op-prio")
+    (low,) = json_lines(herald, "send", "op-prio", "fyi", "--priority", "low")
+    (plain,) = json_lines(herald, "send", "op-prio", "plain")
+    json_lines(herald, "topics", "add", "op/prio", "priorities")
+    json_lines(herald, "topics", "subscribe", "op/prio", "op-prio")
+    (topical,) = json_lines(herald, "send", "--topic", "op/prio", "now", "--priority", "urgent")
+    shown = [json_lines(herald, "event", "show", e["id"])[0] for e in (low, plain, topical)]
+    assert [e["priority"] for e in shown] == ["low", "normal", "urgent"]
+    wrong = herald_command(herald, "send", "op-prio", "x", "--priority", "critical")
+    assert wrong.returncode != 0 and "invalid choice: 'critical'" in wrong.stderr
+
+
 def test_topics_are_declared_subscribed_sent_to_shown_and_removed(herald: HeraldProcess) -> None:
     for handle in ("op-topic-a", "op-topic-b"):
         json_lines(herald, "agent", "add", handle)

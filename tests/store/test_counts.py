@@ -257,7 +257,15 @@ async def test_the_stats_read_the_kept_counts(store: Store, clock: ManualClock) 
     await store.ack(alice.id, ids=[acked.id])
     clock.advance(2)  # bob's second event ran out; the sweep has not marked it yet
     stats = await store.stats()
-    assert stats.events == {"pending": 4, "sent": 0, "delivered": 1, "expired": 0, "dead": 0}
+    assert stats.events == {
+        "pending": 4,
+        "sent": 0,
+        "delivered": 1,
+        "expired": 0,
+        "dead": 0,
+        "scheduled": 0,
+        "cancelled": 0,
+    }
     assert stats.top_pending == [(alice.id, "alice", 2), (bob.id, "bob", 1)]
     (bob_summary,) = await store.agent_summaries(bob.id)
     assert bob_summary.pending == 1

@@ -106,6 +106,41 @@ async def test_one_agents_events_come_by_seq_page_by_page_whatever_arrives_meanw
     assert query.before == by_seq[8].seq
 
 
+async def test_one_agents_events_not_yet_numbered_come_first_newest_first_then_by_seq(
+    store: Store, clock: ManualClock
+) -> None:
+    """A scheduled event's seq is a placeholder below zero until it is due: listed by seq alone
+    it would come after the agent's oldest event, pages away. Its agent's listing shows those
+    first (they will be numbered after every event there is), the newest scheduled first."""
+    alice = await add_agent(store, "alice")
+    await add_agent(store, "bob")
+    numbered = await publish(store, "alice", 3)
+    later = NewEvent(to="alice", type="t", text="later", deliver_at=store.now() + 60_000)
+    cancelled, due = [p.event.id for p in await store.schedule([later] * 2)]
+    (last,) = [p.event.id for p in await store.schedule([later])]  # another batch, as soon
+    await store.cancel(cancelled)
+    await publish(store, "bob", 1)
+    await store.schedule([replace(later, to="bob")])
+    expected = [last, due, cancelled, *numbered[::-1]]
+    for limit in (1, 2, 3, 4, 10):
+        assert await walk(store, EventQuery(agent_id=alice.id, limit=limit)) == expected
+    pending = EventQuery(agent_id=alice.id, status=EventStatus.PENDING)
+    # A narrowed look counts through the runs in turn: the unnumbered, then the numbered.
+    bounds = [await store.listing_bound(pending, scan) for scan in (2, 3, 4, 6, 7)]
+    placeholders = [e.seq for e in await store.list_events(EventQuery(agent_id=alice.id))][:3]
+    assert bounds == [placeholders[1], placeholders[2], 3, 1, None]
+    assert [e.id for e in await store.list_events(replace(pending, through=3))] == [numbered[2]]
+    scheduled = EventQuery(agent_id=alice.id, status=EventStatus.SCHEDULED)
+    assert [e.id for e in await store.list_events(scheduled)] == [last, due]
+
+    clock.advance(61)
+    assert len(await store.release_due(10)) == 3  # alice's two, bob's one: numbered when due
+    listed = await store.list_events(EventQuery(agent_id=alice.id))
+    assert [e.seq for e in listed][1:] == [5, 4, 3, 2, 1]  # numbered in the order scheduled
+    expected = [cancelled, last, due, *numbered[::-1]]
+    assert await walk(store, EventQuery(agent_id=alice.id, limit=2)) == expected
+
+
 async def test_events_are_filtered_by_agent_status_type_and_time(
     store: Store, clock: ManualClock
 ) -> None:
@@ -171,6 +206,9 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
     await add_agent(store, "carol")
     oldest, *_ = await publish(store, "alice", 3)
     await publish(store, "bob", 1)
+    later = NewEvent(to="carol", type="t", text="later", deliver_at=store.now() + 60_000)
+    first, _ = await store.schedule([later, later])
+    await store.cancel(first.event.id)  # one scheduled, one cancelled: in no agent's row
     await store.claim(alice.id, "c", 1, 60_000, "heartbeat")
     await store.take(bob.id, 1, "heartbeat", "s")
     now = store.now()
@@ -188,9 +226,18 @@ async def test_the_stats_count_events_attempts_sessions_and_endpoints(store: Sto
     stats = await store.stats(top=1)
     oldest = (await store.list_events(EventQuery(agent_id=alice.id)))[-1]
     assert stats.to_json() == {
-        "events": {"pending": 3, "sent": 0, "delivered": 1, "expired": 0, "dead": 0},
+        "events": {
+            "pending": 3,
+            "sent": 0,
+            "delivered": 1,
+            "expired": 0,
+            "dead": 0,
+            "scheduled": 1,
+            "cancelled": 1,
+        },
         "published": 4,
         "attempts_recorded": [
+            {"mechanism": "cancel", "outcome": "cancelled", "count": 1},
             {"mechanism": "heartbeat", "outcome": "delivered", "count": 1},
             {"mechanism": "heartbeat", "outcome": "leased", "count": 1},
         ],

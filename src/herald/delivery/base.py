@@ -38,6 +38,18 @@ class Notification:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """What waits for a session as it (re)connects, told in one summary when it is long:
+    ``unread`` events it would be pushed, the ``oldest`` of them first, and apart from them
+    ``not_pushed`` events that no way pushes (low priority, or of a type its agent muted),
+    which wait in the inbox all the same."""
+
+    unread: int
+    oldest: Event
+    not_pushed: int = 0
+
+
 class Peer(Protocol):
     """The push side of one live session, whatever its transport. Whoever builds it knows what
     its connection can carry unasked (``push_paths``); the engine trusts that, never the era."""
@@ -105,9 +117,9 @@ class Mechanism(ABC):
         (default: any event, once it reaches the session)."""
         return self.reaches(caps)
 
-    def backlog_summary(self, count: int, oldest: Event) -> Notification | None:
-        """The one notification that tells a session it reaches of a long backlog (``count``
-        open events, ``oldest`` first), or None when this way cannot (the default)."""
+    def backlog_summary(self, backlog: Backlog) -> Notification | None:
+        """The one notification that tells a session it reaches of a long backlog, or None
+        when this way cannot (the default)."""
         return None
 
     @abstractmethod

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from herald import cursors
 from herald.delivery.answers import reply_with
-from herald.delivery.base import FormAnswer, Mechanism, PushOutcome, PushResult
+from herald.delivery.base import Backlog, FormAnswer, Mechanism, PushOutcome, PushResult
 from herald.delivery.sessions import LiveSession, Unconfirmed
 from herald.hub import Hub
 from herald.logs import log_attempt
@@ -105,17 +105,16 @@ class Cascade:
                 return
         writes.add(*self._written(session, event, "store", NO_WAY, sent=False))
 
-    async def summarise(self, session: LiveSession, count: int, oldest: Event) -> None:
-        """Tell the session of a backlog of ``count`` events in one notification, the richest
-        way that can, instead of one push each."""
+    async def summarise(self, session: LiveSession, backlog: Backlog) -> None:
+        """Tell the session of a backlog in one notification, the richest way that can,
+        instead of one push each."""
         for _, mechanism in self._ways(session):
-            summary = mechanism.backlog_summary(count, oldest)
+            summary = mechanism.backlog_summary(backlog)
             if summary is not None:
                 await session.peer.notify(summary.method, summary.params)
                 break
-        attempt = Attempt(
-            oldest.id, self.hub.now(), "summary", "sent", session.id, f"{count} unread"
-        )
+        said = f"{backlog.unread} unread, {backlog.not_pushed} not pushed"
+        attempt = Attempt(backlog.oldest.id, self.hub.now(), "summary", "sent", session.id, said)
         await self.hub.record_attempts([attempt])
 
     async def _ask(self, session: LiveSession, event: Event, index: int) -> None:

@@ -10,6 +10,7 @@ from herald.capabilities import LOG_NOTICE, DeliveryCapabilities
 from herald.delivery import render
 from herald.delivery.base import (
     REQUESTS,
+    Backlog,
     Mechanism,
     Notification,
     Peer,
@@ -38,11 +39,13 @@ class Channel(Mechanism):
         await peer.notify(CHANNEL_METHOD, params)
         return PushResult(PushOutcome.SENT)
 
-    def backlog_summary(self, count: int, oldest: Event) -> Notification:
-        meta = {"type": "herald.backlog", "unread": str(count)}
-        return Notification(
-            CHANNEL_METHOD, {"content": render.summary(count, oldest), "meta": meta}
-        )
+    def backlog_summary(self, backlog: Backlog) -> Notification:
+        meta = {
+            "type": "herald.backlog",
+            "unread": str(backlog.unread),
+            "not_pushed": str(backlog.not_pushed),
+        }
+        return Notification(CHANNEL_METHOD, {"content": _summary(backlog), "meta": meta})
 
 
 class Elicitation(Mechanism):
@@ -104,9 +107,9 @@ class Stream(Mechanism):
         await peer.notify(STREAM_METHOD, params)
         return PushResult(PushOutcome.SENT)
 
-    def backlog_summary(self, count: int, oldest: Event) -> Notification:
-        text = render.summary(count, oldest)
-        return Notification(STREAM_METHOD, {"summary": {"unread": count}, "text": text})
+    def backlog_summary(self, backlog: Backlog) -> Notification:
+        counts = {"unread": backlog.unread, "not_pushed": backlog.not_pushed}
+        return Notification(STREAM_METHOD, {"summary": counts, "text": _summary(backlog)})
 
 
 class Log(Mechanism):
@@ -127,9 +130,13 @@ class Log(Mechanism):
         await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": data})
         return PushResult(PushOutcome.SENT)
 
-    def backlog_summary(self, count: int, oldest: Event) -> Notification:
-        text = render.summary(count, oldest)
+    def backlog_summary(self, backlog: Backlog) -> Notification:
+        text = _summary(backlog)
         return Notification(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": text})
+
+
+def _summary(backlog: Backlog) -> str:
+    return render.summary(backlog.unread, backlog.oldest, backlog.not_pushed)
 
 
 def default_mechanisms() -> list[Mechanism]:

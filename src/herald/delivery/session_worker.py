@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import logging
 
+from herald.delivery.base import Backlog
 from herald.delivery.cascade import Cascade, PendingWrites
 from herald.delivery.push_rules import is_pushed
 from herald.delivery.sessions import LiveSession
@@ -86,18 +87,31 @@ class SessionWorker:
         return max(wait, 0.0)
 
     async def offer_backlog(self) -> None:
-        """A backlog longer than the limit is told in one summary and not pushed one by one;
-        a shorter one is left to ``offer_new``, in order."""
+        """A backlog of more events to push than the limit is told in one summary and not
+        pushed one by one; a shorter one is left to ``offer_new``, in order. Events no way
+        pushes (low, muted) are counted apart: they are never pushes to come, so a backlog of
+        them alone is no reason for a summary."""
         session = self.session
         agent_id = session.agent.id
-        first = await self.hub.open_events(agent_id, 0, self.backlog_limit + 1)
-        if len(first) <= self.backlog_limit:
+        page = await self.hub.open_events(agent_id, 0, self.backlog_limit + 1)
+        if len(page) <= self.backlog_limit:
             return
-        count, last = len(first), first[-1]
-        while page := await self.hub.open_events(agent_id, last.seq, OFFER_PAGE):
-            count, last = count + len(page), page[-1]
-        await self.cascade.summarise(session, count, first[0])
-        session.offered_through = last.seq
+        preferences = await self.hub.preferences.of(agent_id)
+        oldest: Event | None = None
+        unread = not_pushed = last_seq = 0
+        while page:
+            for event in page:
+                if not is_pushed(event, preferences):
+                    not_pushed += 1
+                    continue
+                unread += 1
+                oldest = oldest or event
+            last_seq = page[-1].seq
+            page = await self.hub.open_events(agent_id, last_seq, OFFER_PAGE)
+        if oldest is None or unread <= self.backlog_limit:
+            return
+        await self.cascade.summarise(session, Backlog(unread, oldest, not_pushed))
+        session.offered_through = last_seq
 
     async def offer_new(self) -> None:
         """Offer the events after ``offered_through``: those handed over as they were committed

@@ -73,7 +73,7 @@ async def list_agents(request: Request) -> Response:
     return json_response(listed)
 
 
-@described("Read an agent", keys=ADMIN_ONLY, answers={200: answers.AgentSummary}, errors=(404,))
+@described("Read an agent", keys=ADMIN_ONLY, answers={200: answers.AgentDetail}, errors=(404,))
 async def get_agent(request: Request) -> Response:
     hub = services(request).hub
     await require_admin(hub, request)
@@ -81,7 +81,9 @@ async def get_agent(request: Request) -> Response:
     summaries = await hub.overview.agents(agent.id)
     if not summaries:  # deleted since it was read
         raise NotFound(f"no agent has the id {agent.id!r}")
-    return json_response(summaries[0].to_json())
+    limits = await hub.loop_limits_of(agent)
+    detail: answers.AgentDetail = {**summaries[0].to_json(), "loop_guard": limits.to_json()}
+    return json_response(detail)
 
 
 @described("Delete an agent and its events", keys=ADMIN_ONLY, answers={204: None}, errors=(404,))

@@ -138,6 +138,7 @@ async def send_message(request: Request) -> Response:
         type=body.type,
         deliver_at=body.deliver_at,
         delay_s=body.delay_s,
+        priority=body.priority,
     )
     return json_response(published.event.to_json(), 202)
 

@@ -217,8 +217,10 @@ async def get_event(request: Request) -> Response:
     description=(
         "Events of every agent (or one), newest first, a page at a time: next is the cursor"
         " of the page after (null: this is the last). Every agent's are in the order they were"
-        " created (created_at, then id); one agent's in the order they were stored (seq), and"
-        " since and until then narrow the page as type and status do. A narrowed page looks"
+        " created (created_at, then id); one agent's in the order they were stored (seq), those"
+        " not yet numbered first (scheduled: an event takes its seq when it is due; or"
+        " cancelled before that), newest published first, and since and until then narrow the"
+        " page as type and status do. A narrowed page looks"
         " through a bounded number of events (herald serve --scan-events): it may be short,"
         " even empty, and still have a next, which goes on where its look ended. A cursor of"
         " one agent's events from before they were listed by seq is refused (422): start"
@@ -295,7 +297,7 @@ def _scheduled_receipts(results: list[Published], several: bool) -> Response:
 
 @described(
     "Cancel a scheduled event, or recall a pending one",
-    keys=ADMIN_ONLY,
+    keys=("admin", "publisher"),
     answers={200: answers.Event},
     errors=(404, 409),
     description=(
@@ -303,13 +305,16 @@ def _scheduled_receipts(results: list[Published], several: bool) -> Response:
         " due; a pending one is recalled only if nothing has handed it out yet (never leased,"
         " pushed, delivered or tried by a webhook). Either way it becomes cancelled, is kept,"
         " is offered by no way, and the cancel is one of its attempts. Otherwise 409, saying"
-        " why."
+        " why. A publisher key cancels only an event it may publish (403 otherwise, changing"
+        " nothing): for an agent among its handles, or, for a key limited to topics, an agent"
+        " subscribed to one of them as it is cancelled; of a type and naming a sender (from)"
+        " the key allows."
     ),
 )
 async def cancel(request: Request) -> Response:
     hub = services(request).hub
-    await require_admin(hub, request)
-    event = await hub.cancel(request.path_params["event_id"])
+    publisher = await admin_or_publisher(hub, request)
+    event = await hub.cancel(request.path_params["event_id"], publisher)
     return json_response(event.to_json())
 
 

@@ -40,7 +40,7 @@ from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
 from herald.hub.preferences import NOBODYS_RULES, PreferenceBook
 from herald.hub.presence import Presence
-from herald.hub.publisher_keys import PublisherKeyBook
+from herald.hub.publisher_keys import PublisherKeyBook, check_cancel_scope
 from herald.hub.pushes import PushRecorder
 from herald.hub.schedules import DUE_BATCH, DUE_INTERVAL_S, timed
 from herald.hub.subscriptions import AGENT_DELETED, SubscriptionBook
@@ -55,6 +55,7 @@ from herald.inputs.events import (
     parse_topic_event,
     spread,
 )
+from herald.inputs.keyword_event import quick_new_event
 from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
@@ -74,6 +75,7 @@ from herald.models import (
     NewEvent,
     Preferences,
     Published,
+    PublisherKey,
     Reply,
     StartPosition,
     is_scheduled,
@@ -432,6 +434,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published: ...
 
     @overload
@@ -448,6 +451,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> list[Published]: ...
 
     async def publish(
@@ -463,6 +467,7 @@ class Hub:
         sender: str | None = None,
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published | list[Published]:
         """Store one event for the agent with handle ``to``; returns once it is committed.
         A repeated ``dedupe_key`` for the same agent returns the first event, ``created=False``.
@@ -477,6 +482,9 @@ class Hub:
         to 30 days) schedules it: stored now as ``scheduled``, offered by no way until it is due,
         then pending like any other, its ``ttl_s`` counting from then (``cancel`` withdraws it).
 
+        ``priority`` (``low``, ``normal`` (the default), ``high`` or ``urgent``): a low event is
+        never pushed, only drained; an urgent one passes the agent's quiet hours and digests.
+
         Raises:
             InvalidInput: a field is malformed (TooLarge: over 256 KiB), a type only herald
                 sends (``reply.received``, ``permission.request``, ``herald.*``), ``data``
@@ -486,12 +494,19 @@ class Hub:
                 days ahead).
             NotFound: no agent has the handle ``to``.
         """
+        if reply is None and deliver_at is None and delay_s is None and priority is None:
+            quick = quick_new_event(to, type, text, data, dedupe_key, ttl_s, sender)
+            if quick is not None:
+                (published,) = await self.publish_many([quick])
+                return published
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         options: dict[str, Any] = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
         if deliver_at is not None:
             options["deliver_at"] = deliver_at
         if delay_s is not None:
             options["delay_s"] = delay_s
+        if priority is not None:
+            options["priority"] = priority
         if isinstance(to, str):
             event = parse_new_event({**fields, **options})
             (published,) = await self.publish_many([event])
@@ -541,11 +556,12 @@ class Hub:
         ttl_s: float | None = None,
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
+        priority: str | None = None,
     ) -> list[Published]:
         """Store one event for each agent subscribed to ``topic`` at that moment (by its name
         or a glob that matches it), in one transaction; returns one ``Published`` for each, by
         handle (none: no agent is subscribed). The ``dedupe_key`` holds for each agent on its
-        own.
+        own; ``priority`` as ``publish`` takes it.
 
         Raises:
             InvalidInput: as ``publish``, or ``topic`` is not a topic's name.
@@ -553,6 +569,8 @@ class Hub:
         """
         fields = {"topic": topic, "type": type, "text": text, "data": data, "reply": reply}
         options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        if priority is not None:
+            options["priority"] = priority
         name, event = parse_topic_event({**fields, **options})
         return await self.publish_to_topic(name, event)
 
@@ -655,10 +673,12 @@ class Hub:
         type: str = "message.received",
         deliver_at: datetime.datetime | str | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published:
         """One agent writes to another by handle; the event carries the sender's handle. With
         ``reply`` (a form schema) it asks for an answer, which comes back as a reply. With
-        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event.
+        ``deliver_at`` or ``delay_s`` it is scheduled, as ``publish`` schedules an event;
+        ``priority`` is as ``publish`` takes it (a low message is never pushed, only drained).
 
         Raises:
             InvalidInput: a malformed field, a type only herald sends (``reply.received``,
@@ -672,6 +692,8 @@ class Hub:
             fields["deliver_at"] = deliver_at
         if delay_s is not None:
             fields["delay_s"] = delay_s
+        if priority is not None:
+            fields["priority"] = priority
         event = replace(parse_new_event(fields), sender=sender.handle, thread=new_id("thr_"))
         await self.event_types.check([event], "message")
         guard = self._guard(sender, event)
@@ -966,15 +988,19 @@ class Hub:
         self._announce({event.agent_id})  # its ways read the agent's open events again
         return event
 
-    async def cancel(self, event_id: str) -> Event:
+    async def cancel(self, event_id: str, publisher: PublisherKey | None = None) -> Event:
         """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
         (``Store.cancel``): it becomes ``cancelled``, kept, offered by no way, the cancel one of
-        its attempts.
+        its attempts. With ``publisher``, only an event that key may publish
+        (``check_cancel_scope``).
 
         Raises:
             NotFound: no such event.
+            Forbidden: ``publisher`` may not publish it; nothing changes.
             Conflict: it was handed out, tried or finished already; the message says which.
         """
+        if publisher is not None:
+            await self._check_cancel_scope(event_id, publisher)
         event = await self._store.cancel(event_id) if is_id(event_id, "evt_") else None
         if event is None:
             raise NotFound(f"no event {event_id!r}")
@@ -1066,6 +1092,24 @@ class Hub:
         if summaries:
             self.metrics.published((e.type for e in summaries), self.event_types.type_classes)
         return summaries
+
+    async def _check_cancel_scope(self, event_id: str, publisher: PublisherKey) -> None:
+        """Raises: NotFound (no such event), Forbidden (``publisher`` may not publish it). What
+        is checked never changes: an event's agent, type and sender (and, for a key limited to
+        topics, whether one of them reaches its agent as it is cancelled)."""
+        event = await self.find_event(event_id)
+        if event is None:
+            raise NotFound(f"no event {event_id!r}")
+        agent = await self._store.get_agent(event.agent_id)
+        handle = agent.handle if agent is not None else event.agent_id
+        topics = publisher.topics
+        handles = publisher.handles
+        reached = (
+            topics is not None
+            and (handles is None or handle not in handles)
+            and await self.topics.reach(event.agent_id, topics)
+        )
+        check_cancel_scope(publisher, event, handle, reached)
 
     # Schedules
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from typing import Any
 
 from herald.config import DEFAULTS
+from herald.feed import item_data
 from herald.models import Event
 from herald.overview import AgentSummary, EventPage, EventQuery, Gauges, Position, Stats
 from herald.store import Store
 
 TOP_AGENTS = 10
+DAY_MS = 24 * 3600 * 1000
 GAUGES_MAX_AGE_S = 1.0
 """How old the copy of the store's gauges may be: however many scrapes come, each process reads
 them once a second at most."""
@@ -63,6 +66,30 @@ class Overview:
 
     async def stats(self) -> Stats:
         return await self._store.stats(TOP_AGENTS)
+
+    async def loop_guard_trips(self, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """How many messages loop guards refused in the last 24 hours (by the store's clock),
+        and the newest ``limit`` trips the journal keeps, each as the feed's ``loop_guard``
+        item shows it, newest first (one whose sender was deleted since is left out, as the
+        feed leaves it out)."""
+        last_day, trips = await self._store.loop_guard_trips(self._store.now() - DAY_MS, limit)
+        handles = await self._store.agent_handles(sorted({trip.agent_id for _, trip in trips}))
+        shown = [
+            (at, trip, handles[trip.agent_id]) for at, trip in trips if trip.agent_id in handles
+        ]
+        return last_day, [
+            item_data(
+                "loop_guard",
+                at,
+                trip.agent_id,
+                handle,
+                to=trip.to,
+                thread=trip.thread,
+                limit=trip.limit,
+                maximum=trip.maximum,
+            )
+            for at, trip, handle in shown
+        ]
 
     async def gauges(self, max_age_s: float = GAUGES_MAX_AGE_S) -> Gauges:
         """The open events, sessions and endpoints (``Store.gauges``), as read at most

@@ -13,7 +13,7 @@ from herald.ids import is_id, new_id
 from herald.inputs.events import Lists
 from herald.inputs.keys import PUBLISH, NewPublisherKeyInput
 from herald.keys import PUBLISHER_PREFIX, hash_key, new_key
-from herald.models import NewEvent, PublisherKey
+from herald.models import Event, NewEvent, PublisherKey
 from herald.store import Store
 
 KEY_ID_PREFIX = "key_"
@@ -128,7 +128,34 @@ def check_topic_scope(key: PublisherKey, topic: str, event: NewEvent) -> None:
         )
 
 
-def _outside(key: PublisherKey, event: NewEvent) -> str | None:
+def check_cancel_scope(key: PublisherKey, event: Event, handle: str, reached: bool) -> None:
+    """Refuse to cancel (or recall) ``event``, for the agent ``handle``, unless ``key`` may
+    publish it: to that agent (a key that lists handles, and names it; one that lists neither
+    handles nor topics), or to a topic that reaches it now (``reached``: a key that lists topics,
+    one of which the agent is subscribed to), of a type and naming a sender the key allows.
+
+    Raises:
+        Forbidden: the key has no publish scope, or may not publish such an event; the message
+            says what the key allows.
+    """
+    if PUBLISH not in key.scopes:
+        raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
+    handles, topics = key.handles, key.topics
+    to_any = handles is None and topics is None
+    if to_any or (handles is not None and handle in handles) or (topics is not None and reached):
+        refused = _outside(key, event)
+    else:
+        refused = f"is for the agent {handle!r}"
+        if topics is not None:
+            refused += ", subscribed to none of its topics"
+    if refused is not None:
+        raise Forbidden(
+            f"event {event.id!r} {refused}, which the publisher key {key.name!r} may not"
+            f" publish, so it may not cancel it: it {_allowance(key)}; nothing was cancelled"
+        )
+
+
+def _outside(key: PublisherKey, event: NewEvent | Event) -> str | None:
     """What of ``event`` (its type, its sender) the key may not publish; None: nothing."""
     types = key.types
     if types is not None and not _matches(event.type, types):

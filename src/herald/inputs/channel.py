@@ -18,6 +18,7 @@ from herald.inputs.fields import (
     Cursor,
     Delay,
     DeliverAt,
+    EventPriority,
     EventType,
     Form,
     Handle,
@@ -29,7 +30,7 @@ from herald.inputs.fields import (
 )
 from herald.inputs.listing import DEFAULT_PAGE, AgentPageCursor, Page, TypeFilter
 from herald.inputs.refusals import Input, Says, refuse, refused_by
-from herald.models import NewEvent
+from herald.models import NewEvent, Priority
 from herald.reserved import (
     MAX_DESCRIPTION_CHARS,
     MAX_INPUT_PREVIEW_CHARS,
@@ -221,6 +222,7 @@ class SendMessageInput(Input):
     ] = DEFAULT_MESSAGE_TYPE
     deliver_at: DeliverAt | None = None
     delay_s: Delay | None = None
+    priority: EventPriority = Priority.NORMAL
 
     @model_validator(mode="after")
     def _one_time(self) -> SendMessageInput:

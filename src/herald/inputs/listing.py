@@ -20,8 +20,9 @@ from herald.validation import HANDLE_PATTERN
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
+DEFAULT_TRIPS = 20
 _CURSOR = re.compile(r"(\d{1,15})\.(evt_[0-9A-Z]{26})")
-_SEQ_CURSOR = re.compile(r"\d{1,18}")
+_SEQ_CURSOR = re.compile(r"-?\d{1,18}")  # below zero: an event not yet numbered
 RESTART = (
     " is a cursor of the order an agent's events were once listed in (by time; they are listed"
     " by seq now): start again from the first page, with no cursor"
@@ -192,3 +193,12 @@ class AgentListingInput(Input):
     search: HandlePart | None = None
     cursor: Handle | None = None
     limit: Page = DEFAULT_PAGE
+
+
+class TripListingInput(Input):
+    """``GET /v1/loop-guards``'s query parameters: how many of the newest trips to list."""
+
+    where: ClassVar[str] = "query"
+    item: ClassVar[str] = "parameter"
+
+    limit: Page = DEFAULT_TRIPS

@@ -69,6 +69,7 @@ class AgentApi(Protocol):
         type: str = DEFAULT_MESSAGE_TYPE,
         deliver_at: datetime.datetime | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published: ...
 
     async def topics(self) -> list[TopicSubscription]:
@@ -121,6 +122,7 @@ class LocalApi:
         type: str = DEFAULT_MESSAGE_TYPE,
         deliver_at: datetime.datetime | None = None,
         delay_s: float | None = None,
+        priority: str | None = None,
     ) -> Published:
         return await self.hub.send_message(
             self.agent,
@@ -131,6 +133,7 @@ class LocalApi:
             type=type,
             deliver_at=deliver_at,
             delay_s=delay_s,
+            priority=priority,
         )
 
     async def topics(self) -> list[TopicSubscription]:
@@ -186,7 +189,7 @@ TOOLS = [
         name="send_message",
         description=(
             "Send a message to another agent by its handle; with reply (a form schema), ask it"
-            " for a structured answer."
+            " for a structured answer. priority low: never pushed to it, read when it drains."
         ),
         input_schema=tool_schema(SendMessageInput),
     ),
@@ -310,6 +313,7 @@ async def _dispatch(
         type=checked.type,
         deliver_at=checked.deliver_at,
         delay_s=checked.delay_s,
+        priority=checked.priority,
     )
     scheduled = checked.deliver_at is not None or checked.delay_s is not None
     return text_result(

@@ -102,6 +102,11 @@ def _add_send(send: argparse.ArgumentParser) -> None:
     send.add_argument("--data", type=_json_value, help="JSON data the event carries")
     send.add_argument("--dedupe-key", help="the same key again stores nothing new")
     send.add_argument("--reply-form", type=_json_value, help="a JSON Schema form to answer")
+    send.add_argument(
+        "--priority",
+        choices=("low", "normal", "high", "urgent"),
+        help="low: never pushed, only drained; urgent: passes quiet hours (default normal)",
+    )
     later = send.add_mutually_exclusive_group()
     later.add_argument(
         "--delay",
@@ -348,6 +353,7 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         "reply": args.reply_form,
         "delay_s": args.delay,
         "deliver_at": args.at,
+        "priority": args.priority,
     }
     sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
     if handles is None:
@@ -370,6 +376,7 @@ def _send_to_topic(api: AdminApi, args: argparse.Namespace, out: Output) -> None
         "data": args.data,
         "dedupe_key": args.dedupe_key,
         "reply": args.reply_form,
+        "priority": args.priority,
     }
     sent = api.post("/v1/events", {k: v for k, v in event.items() if v is not None})
     if sent["note"] is not None:

@@ -436,6 +436,14 @@ class Store(ABC):
         """Journal a message a loop guard refused, for the operator's feed."""
 
     @abstractmethod
+    async def loop_guard_trips(
+        self, since_ms: int, limit: int
+    ) -> tuple[int, list[tuple[int, LoopGuardTrip]]]:
+        """The messages loop guards refused, as the journal keeps them (``record_loop_guard``):
+        how many were refused from ``since_ms`` on, and the newest ``limit`` of all those kept,
+        each with when it was refused, newest first. Both read only the journal's trips."""
+
+    @abstractmethod
     async def loop_limits(self, agent_id: str, defaults: LoopLimits) -> LoopLimits:
         """The agent's loop guard limits: ``defaults`` with those set for it in their place."""
 

@@ -321,6 +321,7 @@ const ROUTES = [
   [/^\/events\/([^/]+)$/, eventPage],
   [/^\/endpoints$/, endpointsPage],
   [/^\/tail$/, tailPage],
+  [/^\/loop-guards$/, loopGuardsPage],
 ];
 
 let current = new Life();
@@ -462,9 +463,10 @@ async function overviewPage(life, body) {
   );
 
   const load = async () => {
-    const [stats, failingPage] = await Promise.all([
+    const [stats, failingPage, trips] = await Promise.all([
       get("v1/stats"),
       get("v1/endpoints", { failing: "true", limit: 10 }),
+      get("v1/loop-guards", { limit: 1 }),
     ]);
     const events = stats.events;
     const handed = stats.attempts_recorded.filter((a) => HANDED.has(a.outcome)).reduce((n, a) => n + a.count, 0);
@@ -481,6 +483,7 @@ async function overviewPage(life, body) {
       card("delivered", "Delivered", events.delivered, "kept 7 days"),
       card("expired", "Expired", events.expired, "their time to live ran out"),
       card("dead", "Dead", events.dead, link("/events?status=dead", "handed out too often, never acknowledged")),
+      card("loop-guards", "Loop guard trips", trips.last_day, link("/loop-guards", "messages refused in the last 24 h")),
     );
     fill(clients, table(["Client", "Era", ["Sessions", "num"]],
       stats.clients.map((c) => row(c.client === null ? h("span", { class: "muted" }, "unnamed") : text(c.client), text(c.era), cell({ class: "num" }, c.count))),
@@ -687,6 +690,8 @@ async function agentPage(life, body, params, name) {
       fact("Last activity", when(a.last_activity_at)),
       fact("Created", when(a.created_at)),
       fact("Delivery overrides", a.delivery && Object.keys(a.delivery).length ? h("code", {}, text(JSON.stringify(a.delivery))) : h("span", { class: "muted" }, "none")),
+      fact("Preferences", a.preferences && Object.keys(a.preferences).length ? h("code", {}, text(JSON.stringify(a.preferences))) : h("span", { class: "muted" }, "none")),
+      fact("Loop guard", a.loop_guard ? `${a.loop_guard.exchanges} exchanges with one agent in ${a.loop_guard.window_s} s, ${a.loop_guard.per_minute} messages a minute` : "—"),
     )));
   };
   const loadSessions = async () => {
@@ -766,11 +771,15 @@ function preview(value) {
   return flat.length > 120 ? flat.slice(0, 119) + "…" : flat;
 }
 
+const PRIORITIES = ["low", "normal", "high", "urgent"];
+
 function sendForm(handle) {
   const to = h("input", { id: "send-to", value: handle || "", autocomplete: "off", spellcheck: "false", title: "a handle, or several separated by commas: one event for each" });
   const topic = h("input", { id: "send-topic", value: "", autocomplete: "off", spellcheck: "false", title: "instead of To: one event for each agent subscribed to this topic" });
   const type = h("input", { id: "send-type", value: "console.test", required: true, autocomplete: "off", spellcheck: "false" });
   const message = h("input", { id: "send-text", value: "A test event from the console", required: true, autocomplete: "off" });
+  const priority = h("select", { id: "send-priority", title: "low: never pushed, only drained; urgent: passes quiet hours" },
+    PRIORITIES.map((p) => h("option", { value: p, selected: p === "normal" }, p)));
   const status = notice();
   const button = h("button", { type: "submit", class: "primary" }, "Send");
   return h("form", { class: "send", "aria-label": "Send a test event", onsubmit: async (e) => {
@@ -782,6 +791,7 @@ function sendForm(handle) {
       const addressed = handles.length > 1 ? handles : handles[0];
       const named = topic.value.trim();
       const body = { type: type.value.trim(), text: message.value };
+      if (priority.value !== "normal") body.priority = priority.value;
       // A topic and handles together is herald's to refuse, in its words.
       if (named) body.topic = named;
       if (!named || addressed) body.to = addressed;
@@ -807,6 +817,7 @@ function sendForm(handle) {
       handle ? null : field("Topic", topic),
       field("Type", type),
       field("Text", message, "grow"),
+      field("Priority", priority),
       button),
     status,
   );
@@ -1023,6 +1034,38 @@ function endpointTable(endpoints, withAgent, reload) {
     }),
     withAgent ? "No endpoints." : "No webhook or OpenClaw endpoint.",
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop guard trips
+
+async function loopGuardsPage(life, body) {
+  const list = h("div");
+  const live = liveLabel();
+  fill(body,
+    h("div", { class: "head" }, titled("Loop guard trips"), live),
+    h("p", { class: "muted" }, "Messages between agents that a loop guard refused: nothing of them was stored, and the sender was told when it may go on. An agent's limits are on its page; herald agent set-loop-guard raises them."),
+    h("section", { "aria-label": "Loop guard trips" }, list),
+  );
+  const load = async () => {
+    const answer = await get("v1/loop-guards", { limit: 100 });
+    fill(list,
+      h("p", { id: "trips-last-day" }, `${answer.last_day} in the last 24 hours; the newest ${answer.trips.length} kept:`),
+      table(["When", "Sender", "To", "Limit", "Thread"],
+        answer.trips.map((t) => row(when(t.at), agentLink(t.agent.handle), agentLink(t.to), text(`${t.limit}: ${t.maximum}`), h("span", { class: "mono" }, text(t.thread)))),
+        "No loop guard has tripped."));
+  };
+  await load();
+  live.show("live");
+  const reload = throttled(life, OVERVIEW_EVERY_MS, async () => {
+    try {
+      await load();
+      live.show("live");
+    } catch (error) {
+      live.show("reconnecting");
+    }
+  });
+  every(life, OVERVIEW_EVERY_MS, reload);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition, JournalRow
+from herald.feed import (
+    EventHead,
+    JournalBounds,
+    JournalPage,
+    JournalPosition,
+    JournalRow,
+    LoopGuardTrip,
+)
 from herald.models import Attempt
 from herald.store.journal import JournalRecord, decode, note_written
 from herald.store.postgres import queries
@@ -132,6 +139,19 @@ class JournalStore:
             return [EventHead(*row) for row in rows]
 
         return await self._run(select)
+
+    async def loop_guard_trips(
+        self, since_ms: int, limit: int
+    ) -> tuple[int, list[tuple[int, LoopGuardTrip]]]:
+        async def read(conn: Connection) -> tuple[int, list[tuple[int, LoopGuardTrip]]]:
+            count = int(await conn.fetchval(queries.TRIPS_SINCE, since_ms))
+            rows = await conn.fetch(queries.NEWEST_TRIPS, limit)
+            trips = [
+                (row["at"], trip) for row in rows for trip in decode(row["detail"]).loop_guards
+            ]
+            return count, trips
+
+        return await self._run(read)
 
     async def agent_handles(self, agent_ids: Sequence[str]) -> dict[str, str]:
         async def select(conn: Connection) -> dict[str, str]:

@@ -8,15 +8,15 @@ from dataclasses import replace
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import COUNTED_STATUSES, Endpoint, Event
+from herald.models import COUNTED_STATUSES, Endpoint, Event, EventStatus
 from herald.overview import (
     AgentSummary,
     EventQuery,
     Gauges,
     Position,
+    SeqRun,
     Stats,
     moment_of,
-    seq_of,
 )
 from herald.store.postgres import queries
 from herald.store.postgres.rows import Connection, Runner, endpoint, event
@@ -50,21 +50,29 @@ class OverviewStore:
         return await self._run(select)
 
     async def listing_bound(self, query: EventQuery, scan: int) -> Position | None:
-        sql, args = listing_bound(query, scan)
+        looked = query.looked()
 
         async def select(conn: Connection) -> Position | None:
-            row = await conn.fetchrow(sql, *args)
-            if row is None:
-                return None
-            return int(row["seq"]) if query.agent_id is not None else (row["created_at"], row["id"])
+            if looked.agent_id is not None:
+                return await _seq_bound(conn, looked, scan)
+            sql, args = events_page(replace(looked, limit=1), columns="created_at, id")
+            row = await conn.fetchrow(f"{sql} OFFSET ${len(args) + 1}", *args, scan - 1)
+            return None if row is None else (row["created_at"], row["id"])
 
         return await self._run(select)
 
     async def list_events(self, query: EventQuery) -> list[Event]:
-        sql, args = events_page(query)
-
         async def select(conn: Connection) -> list[Event]:
-            return [event(row) for row in await conn.fetch(sql, *args)]
+            if query.agent_id is None:
+                sql, args = events_page(query)
+                return [event(row) for row in await conn.fetch(sql, *args)]
+            found: list[Event] = []
+            for run in query.runs():  # one agent's: its runs of seqs in turn
+                sql, args = events_page(replace(query, limit=query.limit - len(found)), run)
+                found += [event(row) for row in await conn.fetch(sql, *args)]
+                if len(found) >= query.limit:
+                    break
+            return found
 
         return await self._run(select)
 
@@ -105,7 +113,9 @@ class OverviewStore:
             oldest = await rows(queries.OLDEST_PENDING, now)
             return Stats(
                 events={
-                    status.value: n for status, n in zip(COUNTED_STATUSES, by_status, strict=True)
+                    **{s.value: n for s, n in zip(COUNTED_STATUSES, by_status, strict=True)},
+                    EventStatus.SCHEDULED.value: await conn.fetchval(queries.SCHEDULED_EVENTS),
+                    EventStatus.CANCELLED.value: await conn.fetchval(queries.CANCELLED_EVENTS),
                 },
                 published=published,
                 attempts_recorded=await rows(queries.ATTEMPTS_RECORDED),
@@ -152,10 +162,28 @@ class OverviewStore:
         return await self._run(reoffer, transaction=True)
 
 
-def events_page(query: EventQuery) -> tuple[str, list[Any]]:
-    """The SELECT of a page of events and its arguments: only the filters given are in it, so
-    that each combination gets a plan of its own (a filter made void by a NULL argument would
-    not be read from its index)."""
+async def _seq_bound(conn: Connection, looked: EventQuery, scan: int) -> int | None:
+    """``listing_bound`` of one agent's listing: the ``scan``-th seq of its runs in turn."""
+    runs = looked.runs()
+    for index, run in enumerate(runs):
+        if index == len(runs) - 1:  # the last: its row at the offset left, if it has one
+            sql, args = events_page(replace(looked, limit=1), run, columns="seq")
+            found = await conn.fetchval(f"{sql} OFFSET ${len(args) + 1}", *args, scan - 1)
+            return None if found is None else int(found)
+        sql, args = events_page(replace(looked, limit=scan), run, columns="seq")
+        seqs = [row["seq"] for row in await conn.fetch(sql, *args)]
+        if len(seqs) == scan:
+            return int(seqs[-1])
+        scan -= len(seqs)
+    return None
+
+
+def events_page(
+    query: EventQuery, run: SeqRun | None = None, columns: str = queries.EVENT_COLUMNS
+) -> tuple[str, list[Any]]:
+    """The SELECT of a page of events (of one agent's: of one ``run`` of its seqs) and its
+    arguments: only the filters given are in it, so that each combination gets a plan of its
+    own (a filter made void by a NULL argument would not be read from its index)."""
     parts: list[str] = []
     args: list[Any] = []
 
@@ -176,13 +204,22 @@ def events_page(query: EventQuery) -> tuple[str, list[Any]]:
         parts.append(f"created_at >= {arg(query.since_ms)}::bigint")
     if query.until_ms is not None:
         parts.append(f"created_at < {arg(query.until_ms)}::bigint")
-    if query.agent_id is not None:
+    if run is not None and run.numbered:
         # One agent's events by seq: the range is read from the index on the agent and seq.
-        if query.before is not None:
-            parts.append(f"seq < {arg(seq_of(query.before))}::bigint")
-        if query.through is not None:
-            parts.append(f"seq >= {arg(seq_of(query.through))}::bigint")
+        parts.append("seq > 0")
+        if run.before is not None:
+            parts.append(f"seq < {arg(run.before)}::bigint")
+        if run.through is not None:
+            parts.append(f"seq >= {arg(run.through)}::bigint")
         order = "seq DESC"
+    elif run is not None:
+        # Its events not yet numbered (seq below zero), the newest the lowest: ascending.
+        parts.append("seq < 0")
+        if run.before is not None:
+            parts.append(f"seq > {arg(run.before)}::bigint")
+        if run.through is not None:
+            parts.append(f"seq <= {arg(run.through)}::bigint")
+        order = "seq"
     else:
         if query.before is not None:
             at, event_id = (arg(value) for value in moment_of(query.before))
@@ -193,15 +230,5 @@ def events_page(query: EventQuery) -> tuple[str, list[Any]]:
         order = 'created_at DESC, id COLLATE "C" DESC'
     where = " WHERE " + " AND ".join(parts) if parts else ""
     limit = arg(query.limit)
-    sql = f"SELECT {queries.EVENT_COLUMNS} FROM events{where} ORDER BY {order} LIMIT {limit}"
+    sql = f"SELECT {columns} FROM events{where} ORDER BY {order} LIMIT {limit}"
     return sql, args
-
-
-def listing_bound(query: EventQuery, scan: int) -> tuple[str, list[Any]]:
-    """The SELECT of ``Store.listing_bound`` and its arguments: a page's SELECT without the
-    filters its look reads through (its type and status; in one agent's listing, its times
-    too), read from the index alone, the ``scan``-th row."""
-    sql, args = events_page(replace(query.looked(), limit=1))
-    columns = "seq" if query.agent_id is not None else "created_at, id"
-    sql = sql.replace(f"SELECT {queries.EVENT_COLUMNS} FROM", f"SELECT {columns} FROM", 1)
-    return f"{sql} OFFSET ${len(args) + 1}", [*args, scan - 1]

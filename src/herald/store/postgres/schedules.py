@@ -25,7 +25,12 @@ from herald.store.postgres.attempts import write_attempts
 from herald.store.postgres.journal import write
 from herald.store.postgres.push_windows import hold
 from herald.store.postgres.rows import Connection, Runner, arrays, event, unnest_insert
-from herald.store.schedules import cancel_attempt, first_placeholders, why_not_cancellable
+from herald.store.schedules import (
+    cancel_attempt,
+    first_placeholders,
+    going_down,
+    why_not_cancellable,
+)
 from herald.store.tables import EVENTS
 
 LOWEST_SEQS = """
@@ -47,7 +52,7 @@ SELECT a.id, a.handle FROM agents a WHERE a.id IN (
 DUE = """
 SELECT id, agent_id, deliver_at FROM events
 WHERE status = 'scheduled' AND deliver_at <= $1 AND agent_id = ANY($3::text[])
-ORDER BY deliver_at, created_at, seq LIMIT $2
+ORDER BY deliver_at, created_at, seq DESC LIMIT $2
 FOR UPDATE SKIP LOCKED
 """
 # The count trigger counts the events pending as their status changes: only the seqs here.
@@ -109,7 +114,8 @@ class ScheduleStore:
             added = plan.added
             rows = await conn.fetch(LOWEST_SEQS, list(added))
             lowest = {row["agent_id"]: row["lowest"] for row in rows}
-            stored = plan.numbered(timed, first_placeholders(lowest, added), [now] * len(events))
+            first = first_placeholders(lowest, added)
+            stored = going_down(plan.numbered(timed, first, [now] * len(events)), first, added)
             if stored:
                 inserted = await conn.fetch(INSERT_SCHEDULED, *arrays(EVENTS, stored))
                 normalised = {row["id"]: row for row in inserted}

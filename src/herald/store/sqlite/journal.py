@@ -7,7 +7,14 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from herald.feed import EventHead, JournalBounds, JournalPage, JournalPosition, JournalRow
+from herald.feed import (
+    EventHead,
+    JournalBounds,
+    JournalPage,
+    JournalPosition,
+    JournalRow,
+    LoopGuardTrip,
+)
 from herald.store.journal import JournalRecord, decode, note_written
 from herald.store.sqlite.rows import Operation, as_json
 
@@ -31,6 +38,14 @@ def horizon(value: str | None) -> JournalPosition | None:
         return None
     tx, _, position = value.partition(".")
     return JournalPosition(int(tx), int(position))
+
+
+# Both read the partial index of the journal's trips (journal_loop_guard_trips), never the rest.
+TRIPS_SINCE = "SELECT count(*) FROM journal WHERE kind = 'loop_guard' AND at >= ?"
+NEWEST_TRIPS = (
+    "SELECT at, detail FROM journal WHERE kind = 'loop_guard' ORDER BY at DESC, position DESC"
+    " LIMIT ?"
+)
 
 
 class JournalStore:
@@ -116,6 +131,17 @@ class JournalStore:
             return [EventHead(*row) for row in rows]
 
         result: list[EventHead] = await self._run(select)
+        return result
+
+    async def loop_guard_trips(
+        self, since_ms: int, limit: int
+    ) -> tuple[int, list[tuple[int, LoopGuardTrip]]]:
+        def read(conn: sqlite3.Connection) -> tuple[int, list[tuple[int, LoopGuardTrip]]]:
+            (count,) = conn.execute(TRIPS_SINCE, (since_ms,)).fetchone()
+            rows = conn.execute(NEWEST_TRIPS, (limit,)).fetchall()
+            return count, [(at, trip) for at, detail in rows for trip in decode(detail).loop_guards]
+
+        result: tuple[int, list[tuple[int, LoopGuardTrip]]] = await self._run(read)
         return result
 
     async def agent_handles(self, agent_ids: Sequence[str]) -> dict[str, str]:

@@ -8,15 +8,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from herald.errors import Conflict
-from herald.models import COUNTED_STATUSES, Endpoint, Event
+from herald.models import COUNTED_STATUSES, Endpoint, Event, EventStatus
 from herald.overview import (
     AgentSummary,
     EventQuery,
     Gauges,
     Position,
+    SeqRun,
     Stats,
     moment_of,
-    seq_of,
 )
 from herald.store.sqlite.counts import changes_of
 from herald.store.sqlite.rows import (
@@ -108,6 +108,9 @@ FROM agents
 """
 DEAD_EVENTS = "SELECT coalesce(sum(dead_events), 0) FROM agents"
 SCHEDULED_EVENTS = "SELECT count(*) FROM events INDEXED BY events_due WHERE status = 'scheduled'"
+CANCELLED_EVENTS = (
+    "SELECT count(*) FROM events INDEXED BY events_cancelled WHERE status = 'cancelled'"
+)
 SESSIONS_BY_WAY = """
 SELECT transport, era, count(*) FROM sessions WHERE expires_at > :now
 GROUP BY transport, era ORDER BY transport, era
@@ -171,31 +174,45 @@ class OverviewStore:
         return result
 
     async def listing_bound(self, query: EventQuery, scan: int) -> Position | None:
-        where, params = _filters(query.looked())
-        columns, order = _order(query)
+        looked = query.looked()
 
         def select(conn: sqlite3.Connection) -> Position | None:
-            row = conn.execute(
-                f"SELECT {columns} FROM events{where} ORDER BY {order} LIMIT 1 OFFSET :offset",
-                params | {"offset": scan - 1},
-            ).fetchone()
-            if row is None:
-                return None
-            return int(row[0]) if query.agent_id is not None else (row[0], row[1])
+            if looked.agent_id is None:
+                where, params = _filters(looked)
+                row = conn.execute(
+                    f"SELECT created_at, id FROM events{where}"
+                    " ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET :offset",
+                    params | {"offset": scan - 1},
+                ).fetchone()
+                return None if row is None else (row[0], row[1])
+            return _seq_bound(conn, looked, scan)
 
         result: Position | None = await self._run(select)
         return result
 
     async def list_events(self, query: EventQuery) -> list[Event]:
-        where, params = _filters(query)
-        _, order = _order(query)
-
         def select(conn: sqlite3.Connection) -> list[Event]:
-            rows = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events{where} ORDER BY {order} LIMIT :limit",
-                params,
-            )
-            return records(EVENTS, rows)
+            if query.agent_id is None:
+                where, params = _filters(query)
+                rows = conn.execute(
+                    f"SELECT {EVENT_COLUMNS} FROM events{where}"
+                    " ORDER BY created_at DESC, id DESC LIMIT :limit",
+                    params,
+                )
+                return records(EVENTS, rows)
+            found: list[Event] = []
+            for run in query.runs():  # one agent's: its runs of seqs in turn
+                where, params = _filters(query, run)
+                params["limit"] = query.limit - len(found)
+                rows = conn.execute(
+                    f"SELECT {EVENT_COLUMNS} FROM events{where} ORDER BY {_seq_order(run)}"
+                    " LIMIT :limit",
+                    params,
+                )
+                found += records(EVENTS, rows)
+                if len(found) >= query.limit:
+                    break
+            return found
 
         result: list[Event] = await self._run(select)
         return result
@@ -241,9 +258,13 @@ class OverviewStore:
             (counts,) = rows(EVENTS_BY_STATUS)
             *by_status, published = counts
             oldest = rows(OLDEST_PENDING)
+            (scheduled,) = conn.execute(SCHEDULED_EVENTS).fetchone()
+            (cancelled,) = conn.execute(CANCELLED_EVENTS).fetchone()
             return Stats(
                 events={
-                    status.value: n for status, n in zip(COUNTED_STATUSES, by_status, strict=True)
+                    **{s.value: n for s, n in zip(COUNTED_STATUSES, by_status, strict=True)},
+                    EventStatus.SCHEDULED.value: scheduled,
+                    EventStatus.CANCELLED.value: cancelled,
                 },
                 published=published,
                 attempts_recorded=rows(
@@ -309,15 +330,30 @@ _ALREADY_PENDING = (
 )
 
 
-def _order(query: EventQuery) -> tuple[str, str]:
-    """The columns of a page's position and its order, newest first."""
-    if query.agent_id is not None:
-        return "seq", "seq DESC"
-    return "created_at, id", "created_at DESC, id DESC"
+def _seq_order(run: SeqRun) -> str:
+    return "seq DESC" if run.numbered else "seq"
 
 
-def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
-    """The WHERE clause (or nothing) and the parameters of a page of events."""
+def _seq_bound(conn: sqlite3.Connection, looked: EventQuery, scan: int) -> int | None:
+    """``listing_bound`` of one agent's listing: the ``scan``-th seq of its runs in turn."""
+    runs = looked.runs()
+    for index, run in enumerate(runs):
+        where, params = _filters(looked, run)
+        select = f"SELECT seq FROM events{where} ORDER BY {_seq_order(run)}"
+        if index == len(runs) - 1:  # the last: its row at the offset left, if it has one
+            row = conn.execute(f"{select} LIMIT 1 OFFSET :offset", params | {"offset": scan - 1})
+            found = row.fetchone()
+            return None if found is None else int(found[0])
+        seqs = [row[0] for row in conn.execute(f"{select} LIMIT :scan", params | {"scan": scan})]
+        if len(seqs) == scan:
+            return int(seqs[-1])
+        scan -= len(seqs)
+    return None
+
+
+def _filters(query: EventQuery, run: SeqRun | None = None) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause (or nothing) and the parameters of a page of events (of one agent's:
+    of one ``run`` of its seqs)."""
     parts: list[str] = []
     params: dict[str, Any] = {"limit": query.limit}
     if query.agent_id is not None:
@@ -335,14 +371,25 @@ def _filters(query: EventQuery) -> tuple[str, dict[str, Any]]:
     if query.until_ms is not None:
         parts.append("created_at < :until")
         params["until"] = query.until_ms
-    if query.agent_id is not None:
+    if run is not None and run.numbered:
         # One agent's events by seq: the range is read from the index on the agent and seq.
-        if query.before is not None:
+        parts.append("seq > 0")
+        if run.before is not None:
             parts.append("seq < :before_seq")
-            params["before_seq"] = seq_of(query.before)
-        if query.through is not None:
+            params["before_seq"] = run.before
+        if run.through is not None:
             parts.append("seq >= :through_seq")
-            params["through_seq"] = seq_of(query.through)
+            params["through_seq"] = run.through
+        return " WHERE " + " AND ".join(parts), params
+    if run is not None:
+        # Its events not yet numbered (seq below zero), the newest the lowest: ascending.
+        parts.append("seq < 0")
+        if run.before is not None:
+            parts.append("seq > :before_seq")
+            params["before_seq"] = run.before
+        if run.through is not None:
+            parts.append("seq <= :through_seq")
+            params["through_seq"] = run.through
         return " WHERE " + " AND ".join(parts), params
     if query.before is not None:
         # The range on created_at is read from the index; the tie on it is broken by id.

@@ -13,7 +13,12 @@ from herald.loop_guard import GuardedSend
 from herald.models import Event, EventStatus, NewEvent, Published
 from herald.store.appends import dedupe_keys, plan_append, unknown_addressee
 from herald.store.journal import one_agent, record
-from herald.store.schedules import cancel_attempt, first_placeholders, why_not_cancellable
+from herald.store.schedules import (
+    cancel_attempt,
+    first_placeholders,
+    going_down,
+    why_not_cancellable,
+)
 from herald.store.sqlite import loop_guards
 from herald.store.sqlite.append import RESERVE_SEQS, agent_ids, stored_keys
 from herald.store.sqlite.attempts import write_attempts
@@ -28,7 +33,7 @@ CLOSE_SCHEDULED = "UPDATE events SET is_open = 0 WHERE id IN (SELECT value FROM 
 DUE = """
 SELECT id, agent_id, deliver_at FROM events INDEXED BY events_due
 WHERE status = 'scheduled' AND deliver_at <= ?
-ORDER BY deliver_at, created_at, seq LIMIT ?
+ORDER BY deliver_at, created_at, seq DESC LIMIT ?
 """
 NEXT_DUE = "SELECT min(deliver_at) FROM events INDEXED BY events_due WHERE status = 'scheduled'"
 RELEASE = (
@@ -77,7 +82,8 @@ class ScheduleStore:
             plan = plan_append(timed, agents, earlier)
             added = plan.added
             lowest = {a: conn.execute(LOWEST_SEQ, (a,)).fetchone()[0] or 0 for a in added}
-            stored = plan.numbered(timed, first_placeholders(lowest, added), [now] * len(events))
+            first = first_placeholders(lowest, added)
+            stored = going_down(plan.numbered(timed, first, [now] * len(events)), first, added)
             if stored:
                 insert_rows(conn, EVENTS, [EVENTS.values(e) for e in stored])
                 conn.execute(CLOSE_SCHEDULED, (as_json([e.id for e in stored]),))
