@@ -81,11 +81,33 @@ class AgentDelivery(TypedDict, total=False):
 
 
 @shape
+class QuietHours(TypedDict):
+    """No push but urgent between ``start`` and ``end`` (``"HH:MM"``, ``end`` before ``start``:
+    the next day) on the wall clock of ``zone``; then one ``herald.summary`` push."""
+
+    zone: str
+    """An IANA time zone, such as Europe/Berlin."""
+    start: str
+    end: str
+
+
+@shape
+class Digest(TypedDict):
+    """Events of ``types`` in bursts: the first pushed, the rest of ``window_s`` seconds kept
+    unpushed and summed up in one ``herald.summary`` push at the window's end."""
+
+    types: list[str]
+    window_s: int
+
+
+@shape
 class AgentPreferences(TypedDict, total=False):
     """An agent's own rules for what is pushed to it; a key left out is no rule."""
 
     muted: list[str]
     """Globs of the event types never pushed to it (kept, and drained)."""
+    quiet_hours: QuietHours
+    digests: list[Digest]
 
 
 @shape

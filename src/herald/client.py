@@ -349,8 +349,9 @@ class HeraldClient:
         await self._send("DELETE", f"/channel/topics/{quote(topic, safe='/*')}")
 
     async def preferences(self, new: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The agent's preferences (``muted``: types never pushed); with ``new``, replaced by
-        them first."""
+        """The agent's preferences (``muted``: types never pushed; ``quiet_hours``: a zone,
+        start and end, when only urgent events are pushed; ``digests``: types whose bursts are
+        pushed as their first event and one summary); with ``new``, replaced by them first."""
         if new is None:
             return dict(await self._send("GET", "/channel/preferences"))
         return dict(await self._send("PUT", "/channel/preferences", json=new))

@@ -120,6 +120,12 @@ class NewEvent:
     """As published: due this long after the publish (the hub makes it ``deliver_at``)."""
     priority: Priority = Priority.NORMAL
     thread: str | None = None
+    hold: Hold | None = None
+    """The agent's rule that may hold it back from being pushed (quiet hours, a digest), as
+    the hub read it at the publish (``herald.push_windows``): the store decides with it, in the
+    transaction that stores the event, which window holds it (``held_by``)."""
+    held_by: str | None = None
+    """The window that holds it back (set by the store)."""
 
     def for_handle(self, handle: str) -> NewEvent:
         """The same event for the agent ``handle``: a copy for each handle of a list. (Its
@@ -170,6 +176,7 @@ class NewEvent:
             deliver_at=due,
             priority=self.priority,
             thread=self.thread,
+            held_by=self.held_by,
         )
         return made
 
@@ -216,6 +223,10 @@ class Event:
     """The conversation between two agents this message belongs to (``herald.loop_guard``):
     a new ``send_message`` starts one, a reply carries the one of the event it answers; None
     for events a publisher stores."""
+    held_by: str | None = None
+    """The window of its agent's quiet hours or digest that held it back: kept, drained and
+    acknowledged like any other, never pushed (a ``herald.summary`` event counts it when the
+    window ends); None for an event pushed as usual."""
 
     @property
     def data(self) -> Any:
@@ -584,23 +595,103 @@ class EventMatch:
 EVERY_EVENT = EventMatch()
 
 
+class HoldReason(enum.StrEnum):
+    """Why an event is held back from being pushed, as its summary says."""
+
+    QUIET_HOURS = "quiet_hours"
+    DIGEST = "digest"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A rule of its agent that holds an event back, as the hub read it at the publish: the
+    store finds the rule's window open for the agent (``rule`` names it), or opens one that
+    ends at ``until``. The event is held by an open window; the one that opens it is held too
+    in quiet hours, and pushed in a digest (the first of a burst)."""
+
+    reason: HoldReason
+    rule: str
+    until: int
+
+
+@dataclass(frozen=True)
+class PushWindow:
+    """An agent's quiet hours or digest window, open from ``opened_at`` until ``until``: the
+    events it holds are summed up in one push when it ends."""
+
+    id: str
+    agent_id: str
+    handle: str
+    reason: HoldReason
+    opened_at: int
+    until: int
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """No push but urgent from ``start`` to ``end`` (minutes after midnight, ``end`` maybe the
+    next day), on the wall clock of the IANA time zone ``zone``."""
+
+    zone: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Digest:
+    """Events of ``types`` (globs) come in bursts: the first is pushed, the rest of
+    ``window_s`` seconds are held, and summed up in one push at the window's end."""
+
+    types: tuple[str, ...]
+    window_s: int
+
+    @property
+    def rule(self) -> str:
+        """The name of its windows: the same types share them."""
+        return "digest " + json.dumps(self.types, separators=(",", ":"))
+
+
+def _minutes(hh_mm: str) -> int:
+    hours, minutes = hh_mm.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
 @dataclass(frozen=True)
 class Preferences:
     """An agent's own rules for what is pushed to it (set by the operator or by the agent):
-    the event types it muted are kept and drained, never pushed."""
+    the event types it muted are kept and drained, never pushed; in its quiet hours, and in a
+    digest's window, events are kept and drained, pushed as one summary at the end."""
 
     muted: EventMatch | None = None
     """The muted types' globs; None: nothing is muted."""
+    quiet_hours: QuietHours | None = None
+    digests: tuple[Digest, ...] = ()
 
     @staticmethod
     def from_json(text: str) -> Preferences:
         """The preferences the store keeps (checked when they were set)."""
         raw = stored_json(text)
-        muted = tuple(raw.get("muted", ())) if isinstance(raw, dict) else ()
-        return Preferences(muted=EventMatch(types=muted) if muted else None)
+        if not isinstance(raw, dict):
+            return NO_PREFERENCES
+        muted = tuple(raw.get("muted", ()))
+        quiet = raw.get("quiet_hours")
+        return Preferences(
+            muted=EventMatch(types=muted) if muted else None,
+            quiet_hours=QuietHours(quiet["zone"], _minutes(quiet["start"]), _minutes(quiet["end"]))
+            if quiet
+            else None,
+            digests=tuple(Digest(tuple(d["types"]), d["window_s"]) for d in raw.get("digests", ())),
+        )
 
-    def mutes(self, event: Event) -> bool:
-        return self.muted is not None and self.muted.matches(event)
+    @property
+    def timed(self) -> bool:
+        """Whether it has rules that hold events back for a time (quiet hours, digests)."""
+        return self.quiet_hours is not None or bool(self.digests)
+
+    def mutes(self, event: Event | NewEvent) -> bool:
+        return self.muted is not None and any(
+            fnmatch.fnmatchcase(event.type, t) for t in self.muted.types
+        )
 
 
 NO_PREFERENCES = Preferences()

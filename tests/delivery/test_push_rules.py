@@ -242,7 +242,7 @@ async def test_an_mcp_session_mutes_types_with_its_tool_and_they_are_not_pushed_
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        ({"mute": ["ci.*"]}, "unknown key(s) mute; allowed: muted"),
+        ({"mute": ["ci.*"]}, "unknown key(s) mute; allowed: digests, muted, quiet_hours"),
         ({"muted": ["a b"]}, "preferences.muted must be a list of at most 20"),
         ({"muted": "ci.*"}, "preferences.muted must be a list"),
         ([], "preferences must be an object"),

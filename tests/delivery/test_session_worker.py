@@ -95,7 +95,7 @@ async def test_a_long_backlog_summary_counts_what_is_pushed_and_tells_the_rest_a
     }
     assert params["content"].startswith(
         f"{BACKLOG_LIMIT + 1} unread herald events are waiting (and {BACKLOG_LIMIT + 2} never"
-        " pushed: low priority or muted). The oldest: [t] to push 0"  # not the low one
+        " pushed: low priority, muted or held). The oldest: [t] to push 0"  # not the low one
     )
     await hub.publish(agent.handle, "t", "new")
     assert "new" in (await peer.next())[1]["content"]  # the summary stood for the backlog

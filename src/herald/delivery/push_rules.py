@@ -14,18 +14,20 @@ about as costly as the rest of the rule, and the rule runs for every event of ev
 
 def is_pushed(event: Event, preferences: Preferences) -> bool:
     """Whether the event may be pushed: a low one never is, nor one of a type its agent muted
-    (``preferences``, the hub's: ``hub.preferences.of``)."""
-    return event.priority is not LOW and not preferences.mutes(event)
+    (``preferences``, the hub's: ``hub.preferences.of``), nor one its agent's quiet hours or a
+    digest held (``held_by``, decided as it was stored: ``herald.push_windows``), which a
+    ``herald.summary`` push counts instead."""
+    return event.priority is not LOW and event.held_by is None and not preferences.mutes(event)
 
 
 def pushed(events: list[Event], preferences: Preferences) -> list[Event]:
     """Those of ``events`` that may be pushed (``is_pushed``), in their order: ``events``
     itself when all may, as they mostly do. Each stream of an agent asks for each event it
-    writes, so the usual answer costs a look at each event's priority and nothing more (a
-    comprehension is a new function object each time on Python 3.11)."""
+    writes, so the usual answer costs a look at each event's priority and hold and nothing
+    more (a comprehension is a new function object each time on Python 3.11)."""
     if preferences.muted is None:
         for event in events:
-            if event.priority is LOW:
-                return [event for event in events if event.priority is not LOW]
+            if event.priority is LOW or event.held_by is not None:
+                return [e for e in events if e.priority is not LOW and e.held_by is None]
         return events
     return [event for event in events if is_pushed(event, preferences)]

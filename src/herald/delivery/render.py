@@ -60,9 +60,10 @@ def channel_meta(event: Event, cursor: str | None) -> dict[str, str]:
 
 def summary(count: int, oldest: Event | None, not_pushed: int = 0) -> str:
     """A backlog told in one line: ``count`` events that would have been pushed, and apart from
-    them the ``not_pushed`` ones (low priority or muted), which the inbox holds too."""
+    them the ``not_pushed`` ones (low priority, muted, or held by quiet hours or a digest), which
+    the inbox holds too."""
     first = f" The oldest: {headline(oldest)}".translate(_TAG_SAFE) if oldest else ""
-    also = f" (and {not_pushed} never pushed: low priority or muted)" if not_pushed else ""
+    also = f" (and {not_pushed} never pushed: low priority, muted or held)" if not_pushed else ""
     return (
         f"{count} unread herald events are waiting{also}.{first} Call inbox to read them, then ack."
     )

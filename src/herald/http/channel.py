@@ -186,8 +186,11 @@ async def preferences(request: Request) -> Response:
     body=PreferencesInput,
     answers={200: answers.AgentPreferences},
     description=(
-        "Muted event types (globs) are kept and drained, never pushed. The body replaces the"
-        " preferences whole: a key left out is no rule."
+        "Muted event types (globs) are kept and drained, never pushed. In quiet hours (an IANA"
+        " zone, start and end) only urgent events are pushed, then one herald.summary event"
+        " says what arrived; a digest pushes the first event of a burst of its types and sums"
+        " up the rest of its window in one herald.summary. Held events stay in the inbox. The"
+        " body replaces the preferences whole: a key left out is no rule."
     ),
 )
 async def set_preferences(request: Request) -> Response:

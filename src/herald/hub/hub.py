@@ -38,7 +38,7 @@ from herald.hub.endpoints import AnyEndpoints, EndpointBook
 from herald.hub.feed import Feed
 from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
-from herald.hub.preferences import PreferenceBook
+from herald.hub.preferences import NOBODYS_RULES, PreferenceBook
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook, check_cancel_scope
 from herald.hub.pushes import PushRecorder
@@ -71,7 +71,9 @@ from herald.models import (
     EventMatch,
     EventStatus,
     History,
+    Hold,
     NewEvent,
+    Preferences,
     Published,
     PublisherKey,
     Reply,
@@ -79,6 +81,7 @@ from herald.models import (
     is_scheduled,
 )
 from herald.overview import EventQuery
+from herald.push_windows import hold_for, summary
 from herald.reserved import refuse_reserved_type, refuse_reserved_types
 from herald.store import Store, copy_sqlite_store, store_exists, store_from_url
 from herald.store.rules import ACK, DELIVERED, LEASED
@@ -173,6 +176,10 @@ class Hub:
         Only a store this process serves alone (SQLite) is known so; a shared one is read at
         every look."""
         self._next_due_known = False
+        self._next_window: int | None = None
+        """When this process's store has a quiet hours or digest window end next (None: none),
+        as far as it knows (as ``_next_due``)."""
+        self._next_window_known = False
         # Another process's publish (heard on PostgreSQL) journaled it: the feed looks again.
         self.add_listener(lambda _agents: self.feed.wake())
 
@@ -578,7 +585,10 @@ class Hub:
         refuse_reserved_types([event])
         await self.event_types.check([event], "event")
         started = time.perf_counter()
-        published = await self._store.append_to_topic(topic, event)
+        holds = await self._holds_of_subscribers(event)
+        published = await self._store.append_to_topic(topic, event, holds)
+        for hold in holds.values():  # after the commit, as ``_holds_stored``
+            self._window_may_end(hold.until)
         if published is None:
             raise NoSuchTopic(topic)
         self.metrics.committed(time.perf_counter() - started)
@@ -634,11 +644,19 @@ class Hub:
             await self.event_types.check(events, where)
         started = time.perf_counter()
         if events and events[0].deliver_at is not None:  # then all are (``timed``)
+            events = await self._with_holds(events)
             scheduled = await self._store.schedule(events)
+            self._holds_stored(events)
             self.metrics.committed(time.perf_counter() - started)
             self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
+        # Read from what this process remembers: known to be nobody's, nothing more is done.
+        rules = self.preferences.timed_known() != NOBODYS_RULES
+        if rules:
+            events = await self._with_holds(events)
         published = await self._store.append(events)
+        if rules:
+            self._holds_stored(events)
         self.metrics.committed(time.perf_counter() - started)
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
@@ -680,13 +698,16 @@ class Hub:
         await self.event_types.check([event], "message")
         guard = self._guard(sender, event)
         if is_scheduled(event):  # counted by the guard now, published when due
-            (timed_event,) = timed([event], self.now())
+            (timed_event,) = await self._with_holds(timed([event], self.now()))
             (scheduled,) = await self._guarded(guard, self._store.schedule([timed_event], guard))
+            self._holds_stored([timed_event])
             assert timed_event.deliver_at is not None
             self._scheduled(timed_event.deliver_at)
             return scheduled
         started = time.perf_counter()
+        (event,) = await self._with_holds([event])
         published = await self._guarded(guard, self._store.append_message(event, guard))
+        self._holds_stored([event])
         self.metrics.committed(time.perf_counter() - started)
         if published.created:
             self.metrics.published([published.event.type], self.event_types.type_classes)
@@ -772,6 +793,8 @@ class Hub:
                 reply form.
         """
         event, routed = await self._checked_reply(agent, event_id, text, data)
+        if routed is not None:
+            (routed,) = await self._with_holds([routed])
         data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         draft = Reply(new_id("rpl_"), event.id, agent.id, text, data_json, self._store.now())
         guard = self._guard(agent, routed) if routed is not None else None
@@ -781,6 +804,8 @@ class Hub:
             )
         except NotFound:  # the sender is gone: the reply stays on the event all the same
             stored, published = await self._store.add_reply(draft, None)
+        if routed is not None:
+            self._holds_stored([routed])
         if await self._store.ack(agent.id, ids=[event.id]):
             self._acknowledged(agent.id)
         if published is not None:
@@ -982,6 +1007,92 @@ class Hub:
         self._inbox_changed({event.agent_id})  # a recalled event left the inbox
         return event
 
+    # Quiet hours and digests
+
+    async def _timed_rules(self) -> dict[str, Preferences]:
+        """Every agent's quiet hours and digests, by handle, as this process remembers them."""
+        known = self.preferences.timed_known()
+        return known if known is not None else await self.preferences.timed()
+
+    async def _with_holds(self, events: Sequence[NewEvent]) -> Sequence[NewEvent]:
+        """The events, each with the rule of its agent's that may hold it back from being
+        pushed (``herald.push_windows``) at its time (now, or a scheduled one's due time),
+        read from the rules this process remembers: no statement for a publish to agents
+        without such rules. The store decides which window holds it as it stores it."""
+        rules = await self._timed_rules()
+        if not rules:
+            return events
+        now = self.now()
+        held = []
+        for event in events:
+            preferences = rules.get(event.to)
+            at = now if event.deliver_at is None else event.deliver_at
+            hold = hold_for(event, preferences, at) if preferences is not None else None
+            held.append(replace(event, hold=hold) if hold is not None else event)
+        return held
+
+    async def _holds_of_subscribers(self, event: NewEvent) -> dict[str, Hold]:
+        """The rule that may hold a topic's ``event`` back, for each agent (by handle) that has
+        one (``_with_holds``, for the copies of a topic's publish, whose agents the store reads
+        as it stores them)."""
+        rules = await self._timed_rules()
+        now = self.now()
+        holds = {}
+        for handle, preferences in rules.items():
+            hold = hold_for(event, preferences, now)
+            if hold is not None:
+                holds[handle] = hold
+        return holds
+
+    def _holds_stored(self, events: Sequence[NewEvent]) -> None:
+        """Note when the windows the events (stored) may have opened end. Told after the
+        commit, as ``_scheduled`` is: a look begun before it reads the window then."""
+        for event in events:
+            if event.hold is not None:
+                self._window_may_end(event.hold.until)
+
+    def _window_may_end(self, until: int) -> None:
+        if self._next_window_known:
+            self._next_window = (
+                until if self._next_window is None else min(self._next_window, until)
+            )
+
+    async def _any_window_ended(self) -> bool:
+        """Whether a look may find windows ended: always on a shared store; on one this process
+        serves alone, only once the first known end has come (as ``_anything_due``)."""
+        if self._store.shared:
+            return True
+        if not self._next_window_known:
+            self._next_window_known, self._next_window = True, None
+            found = await self._store.next_window_end()
+            if found is not None:
+                self._window_may_end(found)
+        return self._next_window is not None and self._next_window <= self.now()
+
+    async def release_windows(self) -> list[Event]:
+        """Sum up the quiet hours and digest windows ended by now (up to ``DUE_BATCH``): for
+        each that held events, one ``herald.summary`` event to its agent, saying how many and of
+        which types (counted in the store, never read one by one), pushed like any event; then
+        the window is forgotten. A summary's dedupe key names its window, so it is stored once,
+        whichever process (or a retry after a crash) makes it. Returns the summaries stored."""
+        if not await self._any_window_ended():
+            return []
+        self._next_window_known = False  # read again at the next look
+        summaries = []
+        for window in await self._store.due_windows(DUE_BATCH):
+            counts = await self._store.window_counts(window.id)
+            if counts:
+                try:
+                    (published,) = await self._store.append([summary(window, counts)])
+                except NotFound:  # the agent is gone, and its windows with it
+                    continue
+                if published.created:
+                    summaries.append(published.event)
+            await self._store.close_window(window.id)
+        if summaries:
+            self.metrics.published((e.type for e in summaries), self.event_types.type_classes)
+        return summaries
+
     async def _check_cancel_scope(self, event_id: str, publisher: PublisherKey) -> None:
         """Raises: NotFound (no such event), Forbidden (``publisher`` may not publish it). What
         is checked never changes: an event's agent, type and sender (and, for a key limited to
@@ -1040,6 +1151,10 @@ class Hub:
                     pass
             except Exception:  # top-level loop: log, keep going
                 log.exception("releasing due events failed; retrying in %ss", DUE_INTERVAL_S)
+            try:
+                await self.release_windows()
+            except Exception:  # top-level loop: log, keep going
+                log.exception("summing up ended windows failed; retrying in %ss", DUE_INTERVAL_S)
             await asyncio.sleep(DUE_INTERVAL_S)
 
     def schedules(self) -> contextlib.AbstractAsyncContextManager[None]:

@@ -20,6 +20,8 @@ REMEMBERED_MS = 1000
 """How long an agent's preferences read from the store are used without reading them again:
 another process's change is followed within it."""
 REMEMBERED_AGENTS = 10_000
+NOBODYS_RULES: dict[str, Preferences] = {}
+"""``timed_known`` when no agent has quiet hours or digests (never changed)."""
 
 
 class PreferenceBook:
@@ -35,6 +37,51 @@ class PreferenceBook:
         """By agent: the preferences, when they were read and until when they are used as read."""
         self._reading: dict[str, asyncio.Task[Preferences]] = {}
         self._changes = 0  # changes made here: a read begun before one is not remembered
+        self._timed: tuple[dict[str, Preferences], int] | None = None
+        self._reading_timed: asyncio.Task[dict[str, Preferences]] | None = None
+
+    def timed_known(self) -> dict[str, Preferences] | None:
+        """The preferences of every agent with quiet hours or digests, by handle, as last read
+        (None: not read yet, or changed here since): what a publish reads its addressees'
+        rules from, with no statement of its own. A second old (by the store's clock), they are
+        read again in the background, so another process's change is followed within it."""
+        known = self._timed
+        if known is None:
+            return None
+        if not known[1] <= self._store.now() < known[1] + REMEMBERED_MS:
+            self._read_timed()
+        return known[0]
+
+    async def timed(self) -> dict[str, Preferences]:
+        """``timed_known``, read first if it is not known."""
+        known = self.timed_known()
+        if known is not None:
+            return known
+        return await asyncio.shield(self._read_timed())
+
+    def _read_timed(self) -> asyncio.Task[dict[str, Preferences]]:
+        reading = self._reading_timed
+        if reading is None:
+            reading = asyncio.get_running_loop().create_task(self._load_timed())
+            self._reading_timed = reading
+            reading.add_done_callback(self._timed_read_ended)
+        return reading
+
+    def _timed_read_ended(self, done: asyncio.Task[dict[str, Preferences]]) -> None:
+        if self._reading_timed is done:
+            self._reading_timed = None
+        if not done.cancelled() and isinstance(done.exception(), HeraldError):
+            log.debug("timed preferences not read again: %s", done.exception())
+
+    async def _load_timed(self) -> dict[str, Preferences]:
+        now, changes = self._store.now(), self._changes
+        rules = {
+            handle: Preferences.from_json(raw)
+            for handle, raw in (await self._store.timed_rules()).items()
+        }
+        if changes == self._changes:
+            self._timed = (rules, now)
+        return rules
 
     async def of(self, agent_id: str) -> Preferences:
         """The agent's preferences (none for an agent that no longer exists)."""
@@ -97,6 +144,7 @@ class PreferenceBook:
             raise NotFound(f"no agent has the id {agent_id!r}")
         self._changes += 1
         self._known.pop(agent_id, None)
+        self._timed = self._reading_timed = None  # the next publish reads them anew
         agent = await self._store.get_agent(agent_id)
         if agent is None:
             raise NotFound(f"no agent has the id {agent_id!r}")

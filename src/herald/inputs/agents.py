@@ -4,12 +4,13 @@ OpenClaw target, a new signing secret, a new key."""
 from __future__ import annotations
 
 import json
+import zoneinfo
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
 from herald.inputs.fields import MAX_ACK_TIMEOUT_S, MAX_GRACE_S, Handle, NullRefused, Secret, Url
-from herald.inputs.refusals import Input, Says
+from herald.inputs.refusals import Input, Says, refuse
 from herald.inputs.subscriptions import MAX_GLOBS, TypeGlob
 
 DEFAULT_ROTATION_GRACE_S = 24 * 3600
@@ -58,13 +59,88 @@ class DeliveryOverrides(Input):
         return json.dumps(self.model_dump(exclude_unset=True), separators=(",", ":"))
 
 
+ClockTime = Annotated[
+    str,
+    Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$"),
+    Says('must be a time of day as "HH:MM", from "00:00" to "23:59"'),
+]
+MAX_DIGESTS = 20
+MAX_DIGEST_WINDOW_S = 86_400
+
+
+def _known_zone(name: str) -> str:
+    """An IANA time zone's name, refused with the name when the zone database has none."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # not found, not a key, not a readable zone
+        raise refuse(
+            f" {name!r} is no IANA time zone herald knows: give one such as Europe/Berlin,"
+            " America/New_York or UTC"
+        ) from None
+    return name
+
+
+class QuietHoursInput(Input):
+    """No push but urgent between ``start`` and ``end`` on the wall clock of ``zone``, then one
+    summary of what arrived (``herald.push_windows``)."""
+
+    where: ClassVar[str] = "quiet_hours"
+    shape: ClassVar[str] = (
+        'an object such as {"zone": "Europe/Berlin", "start": "22:00", "end": "07:00"}'
+    )
+    item: ClassVar[str] = "key"
+
+    zone: Annotated[
+        str,
+        Field(min_length=1, max_length=64, description="an IANA time zone, such as Europe/Berlin"),
+        Says("must be an IANA time zone's name, such as Europe/Berlin"),
+        AfterValidator(_known_zone),
+    ]
+    start: Annotated[ClockTime, Field(description='when they begin, "HH:MM" (such as "22:00")')]
+    end: Annotated[
+        ClockTime, Field(description='when they end, "HH:MM"; before start: the next day')
+    ]
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> QuietHoursInput:
+        if self.start == self.end:
+            raise refuse(
+                f" starts and ends at {self.start}: give an end other than the start"
+                ' (before it for hours across midnight, such as "22:00" to "07:00")'
+            )
+        return self
+
+
+class DigestInput(Input):
+    """Events of ``types`` in bursts: the first pushed, the rest of ``window_s`` seconds summed
+    up in one push at the window's end (``herald.push_windows``)."""
+
+    where: ClassVar[str] = "digest"
+    shape: ClassVar[str] = 'an object such as {"types": ["ci.*"], "window_s": 600}'
+    item: ClassVar[str] = "key"
+
+    types: Annotated[
+        list[TypeGlob],
+        Field(min_length=1, max_length=MAX_GLOBS, description="event types (or globs of them)"),
+        Says(f"must be a list of 1-{MAX_GLOBS} event types or globs (such as ci.*)"),
+    ]
+    window_s: Annotated[
+        int,
+        Field(ge=1, le=MAX_DIGEST_WINDOW_S, description="how long a burst's window lasts"),
+        Says(f"must be a whole number of seconds from 1 to {MAX_DIGEST_WINDOW_S} (a day)"),
+    ]
+
+
 class PreferencesInput(Input):
     """An agent's own rules for what is pushed to it (``PATCH /v1/agents/{id}``'s
     ``preferences``, ``PUT /channel/preferences``): they replace the ones set before whole; a
     key left out is no rule."""
 
     where: ClassVar[str] = "preferences"
-    shape: ClassVar[str] = 'an object such as {"muted": ["ci.*", "build.succeeded"]}'
+    shape: ClassVar[str] = (
+        'an object such as {"muted": ["ci.*"], "quiet_hours": {"zone": "Europe/Berlin",'
+        ' "start": "22:00", "end": "07:00"}, "digests": [{"types": ["build.*"], "window_s": 600}]}'
+    )
     item: ClassVar[str] = "key"
 
     muted: Annotated[
@@ -76,10 +152,30 @@ class PreferencesInput(Input):
         NullRefused,
         Says(f"must be a list of at most {MAX_GLOBS} event types or globs (such as ci.*)"),
     ] = None
+    quiet_hours: Annotated[
+        QuietHoursInput | None,
+        Field(description="no push but urgent meanwhile; then one summary push"),
+        NullRefused,
+    ] = None
+    digests: Annotated[
+        list[DigestInput] | None,
+        Field(
+            max_length=MAX_DIGESTS,
+            description="bursts of these types: the first pushed, the rest summed up in one push",
+        ),
+        NullRefused,
+        Says(
+            f'must be a list of at most {MAX_DIGESTS} digests such as {{"types": ["ci.*"],'
+            ' "window_s": 600}'
+        ),
+    ] = None
 
     def to_json(self) -> str:
-        """The keys given, as JSON for the store."""
-        return json.dumps(self.model_dump(exclude_unset=True), separators=(",", ":"))
+        """The keys given, as JSON for the store (an empty list of digests is no rule)."""
+        given = self.model_dump(exclude_unset=True)
+        if not given.get("digests", True):
+            del given["digests"]
+        return json.dumps(given, separators=(",", ":"))
 
 
 class PreferencesToolInput(Input):

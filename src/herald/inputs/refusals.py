@@ -134,12 +134,16 @@ def _locate(
     that are not fields (a union's member, an index inside a field) are not places in the body."""
     path, owner, field = where, model, None
     current: type[Input] | None = model
+    items: type[Input] | None = None  # the model of each item of the field reached, a list
     for part in loc:
-        if isinstance(part, int) and field is None:
+        if isinstance(part, int) and (field is None or items is not None):
             path += f"[{part}]"
+            if items is not None:
+                current, items = items, None
         elif isinstance(part, str) and current is not None and (name := _field(current, part)):
             path, owner, field = f"{path}.{part}", current, name
-            current = _model_in(current.model_fields[name].annotation)
+            annotation = current.model_fields[name].annotation
+            current, items = _model_in(annotation), _items_in(annotation)
         else:
             current = None if isinstance(part, int) else current
     return path, owner, field, current
@@ -156,6 +160,14 @@ def _model_in(annotation: Any) -> type[Input] | None:
     for candidate in (annotation, *getattr(annotation, "__args__", ())):
         if isinstance(candidate, type) and issubclass(candidate, Input):
             return candidate
+    return None
+
+
+def _items_in(annotation: Any) -> type[Input] | None:
+    """The model of each item of a field that is a list of them (or None)."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if getattr(candidate, "__origin__", None) is list:
+            return _model_in(get_args(candidate)[0])
     return None
 
 

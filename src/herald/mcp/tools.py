@@ -216,7 +216,11 @@ TOOLS = [
         description=(
             "Read your herald preferences, or replace them with set: muted is a list of event"
             " types (or globs such as ci.*) herald keeps for you but never pushes; read them"
-            " with inbox."
+            " with inbox. quiet_hours {zone, start, end} (such as Europe/Berlin, 22:00, 07:00):"
+            " nothing but urgent is pushed meanwhile, then one herald.summary says what"
+            " arrived. digests [{types, window_s}]: the first event of a burst of those types is"
+            " pushed, the rest of the window come as one herald.summary at its end. Every event"
+            " stays in your inbox, to read and acknowledge on its own."
         ),
         input_schema=tool_schema(PreferencesToolInput),
     ),

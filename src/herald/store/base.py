@@ -52,11 +52,13 @@ from herald.models import (
     EventMatch,
     EventType,
     Finished,
+    Hold,
     NewEvent,
     OneClaim,
     OwedEvents,
     Published,
     PublisherKey,
+    PushWindow,
     Reply,
     SessionRecord,
     StartPosition,
@@ -522,6 +524,32 @@ class Store(ABC):
         """When the first scheduled event is due (None: none is scheduled), from the index of
         them."""
 
+    # Quiet hours and digests (``herald.push_windows``). An event whose ``hold`` the hub set is
+    # held by its rule's window open for its agent, or opens one, in the transaction that stores
+    # it (``herald.store.holds``): so every process sharing the store agrees which it holds.
+
+    @abstractmethod
+    async def timed_rules(self) -> dict[str, str]:
+        """The preferences (JSON) of every agent that has quiet hours or digests, by handle,
+        from an index of those agents only."""
+
+    @abstractmethod
+    async def due_windows(self, limit: int) -> list[PushWindow]:
+        """Up to ``limit`` windows that have ended by now, the first ended first."""
+
+    @abstractmethod
+    async def next_window_end(self) -> int | None:
+        """When the first open window ends (None: none is open)."""
+
+    @abstractmethod
+    async def window_counts(self, window_id: str) -> dict[str, int]:
+        """How many events the window holds, by type, counted in SQL from the index of held
+        events (never read one by one)."""
+
+    @abstractmethod
+    async def close_window(self, window_id: str) -> None:
+        """Forget a window once its summary is stored (no-op if it is gone)."""
+
     @abstractmethod
     async def cancel(self, event_id: str) -> Event | None:
         """Cancel a scheduled event, or recall a pending one that nothing has handed out yet
@@ -813,11 +841,15 @@ class Store(ABC):
         several), or every one; by handle, then pattern."""
 
     @abstractmethod
-    async def append_to_topic(self, topic: str, event: NewEvent) -> list[Published] | None:
+    async def append_to_topic(
+        self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
+    ) -> list[Published] | None:
         """Store ``event`` once for each agent subscribed to ``topic`` (by a pattern matching
         it), the subscribers read in the same transaction as the events are written: a
         subscription committed meanwhile gets the event or does not, never half. Each answer is
-        as ``append``'s, by agent handle; None: the topic is not declared (nothing stored)."""
+        as ``append``'s, by agent handle; None: the topic is not declared (nothing stored).
+        ``holds``: the rule that may hold the copy of each agent named (by handle) back from
+        being pushed, as ``NewEvent.hold``."""
 
     # What an operator lists and counts
 

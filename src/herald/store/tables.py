@@ -219,6 +219,7 @@ EVENTS = Table(
         Column("deliver_at", Type.INT),
         Column("priority", read=by_value(Priority)),
         Column("thread"),
+        Column("held_by"),
     ),
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 
@@ -18,7 +18,7 @@ import asyncpg
 
 from herald.feed import JournalEntry
 from herald.ids import new_id
-from herald.models import Event, NewEvent, Published
+from herald.models import Event, Hold, NewEvent, Published
 from herald.store.appends import (
     DedupeKey,
     dedupe_keys,
@@ -31,6 +31,7 @@ from herald.store.appends import (
 from herald.store.journal import note_written, one_agent, published, record
 from herald.store.postgres import queries
 from herald.store.postgres.errors import refused
+from herald.store.postgres.push_windows import hold
 from herald.store.postgres.rows import Connection, arrays, copies_values, event
 from herald.store.tables import EVENTS, Type
 
@@ -60,6 +61,10 @@ async def append_group(
         if error is None
         for new in job.events
     ]
+    if any(new.hold is not None for new, _ in admitted):  # an agent's quiet hours or digest
+        nows = [now for _, now in admitted]
+        held = await hold(conn, [new for new, _ in admitted], agents, nows)
+        admitted = list(zip(held, nows, strict=True))
     try:
         published = iter(await _insert(conn, agents, admitted))
     except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
@@ -72,11 +77,13 @@ async def append_group(
 
 async def append(conn: Connection, events: Sequence[NewEvent], now: int) -> list[Published]:
     """Store a batch of events, in the caller's transaction if it has more than one."""
-    if len(events) == 1:
+    if len(events) == 1 and events[0].hold is None:
         return [await _append_one(conn, events[0], now)]
     agents = await lock_agents(conn, events)
     if (error := unknown_addressee(events, agents)) is not None:
         raise error
+    if any(new.hold is not None for new in events):  # an agent's quiet hours or digest
+        events = await hold(conn, events, agents, [now] * len(events))
     return await _insert(conn, agents, [(new, now) for new in events])
 
 
@@ -94,15 +101,26 @@ def publish_lock(handle: str) -> int:
 
 
 async def append_to_agents(
-    conn: Connection, event: NewEvent, handles: Sequence[str], now: int
+    conn: Connection,
+    event: NewEvent,
+    handles: Sequence[str],
+    now: int,
+    holds: Mapping[str, Hold],
 ) -> list[Published]:
     """Store ``event`` once for each agent of ``handles`` (a topic's subscribers, read in the
     caller's transaction) that still exists once locked, in the order given: an agent deleted
-    meanwhile is no longer subscribed."""
-    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
+    meanwhile is no longer subscribed. The copy of each agent of ``holds`` has its rule that
+    may hold it (``NewEvent.hold``)."""
+    held = holds.keys() & set(handles)
+    if event.dedupe_key is not None or held:  # some copies differ: the full plan
         events = [event.for_handle(handle) for handle in handles]
+        if held:
+            events = [replace(new, hold=holds[new.to]) if new.to in held else new for new in events]
         agents = await lock_agents(conn, events)
-        timed = [(new, now) for new in events if new.to in agents]
+        events = [new for new in events if new.to in agents]
+        if held:
+            events = await hold(conn, events, agents, [now] * len(events))
+        timed = [(new, now) for new in events]
         return await _insert(conn, agents, timed) if timed else []
     agents = await _lock_handles(conn, handles)
     ids = [agents[handle] for handle in handles if handle in agents]

@@ -391,7 +391,7 @@ RETURNING {EVENT_COLUMNS}
 # was handed (even on an expired lease: it is offered again instead), nor one handed in the
 # answer to this same cursor, which comes again when that answer was lost, unless it is the event
 # at the cursor. With $6, also what nobody holds: events pushed (by a stream, over MCP), which
-# lease nothing; never a low one, which nothing pushes.
+# lease nothing; never a low one or one a window held, which nothing pushes.
 ACK = f"""
 UPDATE events SET status = 'delivered', status_at = $5, lease_owner = NULL, lease_until = NULL
 WHERE agent_id = $1 AND {OPEN}
@@ -400,7 +400,8 @@ WHERE agent_id = $1 AND {OPEN}
     OR (
       seq <= $3::bigint
       AND (
-        ($6::boolean AND lease_owner IS NULL AND priority <> 'low' AND NOT {MUTED_EVENTS})
+        ($6::boolean AND lease_owner IS NULL AND priority <> 'low' AND held_by IS NULL
+          AND NOT {MUTED_EVENTS})
         OR (
           lease_owner = $4::text
           AND (lease_cursor IS NULL OR lease_cursor <> $3::bigint OR seq = $3::bigint)
@@ -690,7 +691,7 @@ SELECT w.id, e.id, $1
 FROM events e
 JOIN endpoints w ON w.agent_id = e.agent_id AND w.state = 'active' AND w.kind <> 'subscription'
 WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expires_at > $1)
-  AND e.priority <> 'low' AND NOT {MUTED}
+  AND e.priority <> 'low' AND e.held_by IS NULL AND NOT {MUTED}
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)

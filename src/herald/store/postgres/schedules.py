@@ -23,6 +23,7 @@ from herald.store.postgres import loop_guards, queries
 from herald.store.postgres.append import JSON_FIELDS, lock_agents, publish_lock
 from herald.store.postgres.attempts import write_attempts
 from herald.store.postgres.journal import write
+from herald.store.postgres.push_windows import hold
 from herald.store.postgres.rows import Connection, Runner, arrays, event, unnest_insert
 from herald.store.schedules import (
     cancel_attempt,
@@ -106,12 +107,15 @@ class ScheduleStore:
                     queries.FIND_DUPLICATES, [k[0] for k in keys], [k[1] for k in keys]
                 )
                 earlier = {(row["agent_id"], row["dedupe_key"]): event(row) for row in rows}
-            plan = plan_append(events, agents, earlier)
+            timed = events
+            if any(new.hold is not None for new in events):  # held as of when each is due
+                timed = await hold(conn, events, agents, [new.deliver_at or now for new in events])
+            plan = plan_append(timed, agents, earlier)
             added = plan.added
             rows = await conn.fetch(LOWEST_SEQS, list(added))
             lowest = {row["agent_id"]: row["lowest"] for row in rows}
             first = first_placeholders(lowest, added)
-            stored = going_down(plan.numbered(events, first, [now] * len(events)), first, added)
+            stored = going_down(plan.numbered(timed, first, [now] * len(events)), first, added)
             if stored:
                 inserted = await conn.fetch(INSERT_SCHEDULED, *arrays(EVENTS, stored))
                 normalised = {row["id"]: row for row in inserted}

@@ -41,6 +41,7 @@ from herald.store.postgres.listener import Listener
 from herald.store.postgres.overview import OverviewStore
 from herald.store.postgres.pool import HeldConnection, open_pool
 from herald.store.postgres.publisher_keys import PublisherKeyStore
+from herald.store.postgres.push_windows import PushWindowStore
 from herald.store.postgres.rows import Connection, Operation, T, count, event
 from herald.store.postgres.schedules import ScheduleStore
 from herald.store.postgres.sessions import SessionStore
@@ -84,6 +85,7 @@ class PostgresStore(
     PublisherKeyStore,
     JournalStore,
     ScheduleStore,
+    PushWindowStore,
     Store,
 ):
     """Store on a PostgreSQL database named by a ``postgresql://user@host:port/db`` URL."""

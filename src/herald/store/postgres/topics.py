@@ -3,11 +3,11 @@ subscribers and stores their events in one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import asyncpg
 
-from herald.models import NewEvent, Published, Topic, TopicSubscription
+from herald.models import Hold, NewEvent, Published, Topic, TopicSubscription
 from herald.store.postgres import queries
 from herald.store.postgres.append import append_to_agents
 from herald.store.postgres.errors import refused
@@ -82,7 +82,9 @@ class TopicStore:
 
         return await self._run(select)
 
-    async def append_to_topic(self, topic: str, event: NewEvent) -> list[Published] | None:
+    async def append_to_topic(
+        self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
+    ) -> list[Published] | None:
         now = self.now()
 
         async def append(conn: Connection) -> list[Published] | None:
@@ -90,7 +92,7 @@ class TopicStore:
                 return None
             handles = [row[0] for row in await conn.fetch(queries.TOPIC_SUBSCRIBERS, topic)]
             try:
-                return await append_to_agents(conn, event, handles, now)
+                return await append_to_agents(conn, event, handles, now, holds or {})
             except asyncpg.DataError as exc:  # its message may quote the event: not shown
                 raise refused() from exc
 

@@ -103,7 +103,9 @@ class Writer:
             except asyncpg.DataError as exc:  # its message may quote the whole batch: not shown
                 raise refused() from exc
 
-        try:  # one event is one statement: no transaction needed
-            return await self._run(store, transaction=len(job.events) > 1)
+        # One event is one statement: no transaction needed, unless a window may hold it.
+        whole = len(job.events) > 1 or job.events[0].hold is not None
+        try:
+            return await self._run(store, transaction=whole)
         except Exception as exc:  # for its caller
             return exc

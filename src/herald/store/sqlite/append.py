@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 
 from herald.feed import JournalEntry, PublishedRange
 from herald.ids import new_id
-from herald.models import Event, NewEvent, Published
+from herald.models import Event, Hold, NewEvent, Published
 from herald.store.appends import (
     AppendPlan,
     DedupeKey,
@@ -34,6 +35,7 @@ from herald.store.appends import (
 )
 from herald.store.journal import one_agent, record
 from herald.store.sqlite.journal import write
+from herald.store.sqlite.push_windows import hold
 from herald.store.sqlite.rows import EVENT_COLUMNS, as_json, event, insert_rows
 from herald.store.sqlite.worker import Joinable, Outcome
 from herald.store.tables import EVENTS
@@ -88,13 +90,17 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
     """Store several publishes' batches as one, in order; each answered with its events'
     answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
     handles = {new.to for events, _ in batches for new in events}
-    if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
+    if len(handles) == 1 and all(
+        new.dedupe_key is None and new.hold is None for events, _ in batches for new in events
+    ):
         return _append_to_one(conn, batches, handles.pop())
     agents = agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
     kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
     events = [new for batch, _ in kept for new in batch]
     nows = [now for batch, now in kept for _ in batch]
+    if any(new.hold is not None for new in events):  # an agent's quiet hours or digest
+        events = hold(conn, events, agents, nows)
     answers = iter(_store(conn, events, nows, agents) if events else [])
     return [
         (False, refusal) if refusal is not None else (True, [next(answers) for _ in batch])
@@ -125,18 +131,29 @@ def _append_to_one(
 
 
 def append_to_agents(
-    conn: sqlite3.Connection, event: NewEvent, agents: Mapping[str, str], now: int
+    conn: sqlite3.Connection,
+    event: NewEvent,
+    agents: Mapping[str, str],
+    now: int,
+    holds: Mapping[str, Hold],
 ) -> list[Published]:
     """Store ``event`` once for each of ``agents`` (ids by handle, read in this transaction),
-    in handle order: a topic's subscribers. Without a dedupe key every copy is new, and one
-    statement reserves a seq of each agent (one statement for each cost a publish to 10,000
-    agents most of its time)."""
+    in handle order: a topic's subscribers, the copy of each agent of ``holds`` with its rule
+    that may hold it (``NewEvent.hold``). Without a dedupe key or a hold every copy is new,
+    and one statement reserves a seq of each agent (one statement for each cost a publish to
+    10,000 agents most of its time)."""
     handles = sorted(agents)
     if not handles:
         return []
-    if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
+    held = holds.keys() & agents.keys()
+    if event.dedupe_key is not None or held:  # some copies differ: the full plan
         events = [event.for_handle(handle) for handle in handles]
-        return _store(conn, events, [now] * len(events), agents)
+        if held:
+            events = [replace(new, hold=holds[new.to]) if new.to in held else new for new in events]
+        nows = [now] * len(events)
+        if held:
+            events = hold(conn, events, agents, nows)
+        return _store(conn, events, nows, agents)
     ids = [agents[handle] for handle in handles]
     reserved = conn.execute(RESERVE_ONE_EACH, {"ids": as_json(ids), "now": now})
     first = {agent_id: last_seq for agent_id, last_seq in reserved}

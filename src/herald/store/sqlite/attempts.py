@@ -71,7 +71,7 @@ def acknowledge(
         # the answer to this same cursor, which comes again when that answer was lost (see
         # ``claimable``), unless it is the event at the cursor. With ``unheld``, also what
         # nobody holds: events pushed (by a stream, over MCP), which lease nothing; never a low
-        # one or a muted one, which nothing pushes.
+        # one, a muted one or one a window held, which nothing pushes.
         matching, match_params = match_sql(match)
         handed = (
             "lease_owner = :consumer"
@@ -79,7 +79,9 @@ def acknowledge(
         )
         # Without ``unheld``, only what the consumer holds: read from the index of held
         # events, however many open events come before the cursor.
-        unheld_sql = f"lease_owner IS NULL AND priority <> 'low' AND NOT {MUTED_EVENTS}"
+        unheld_sql = (
+            f"lease_owner IS NULL AND priority <> 'low' AND held_by IS NULL AND NOT {MUTED_EVENTS}"
+        )
         held = f"(({unheld_sql}) OR ({handed}))" if unheld else handed
         done += _mark_delivered(
             conn,

@@ -260,7 +260,8 @@ class EndpointStore:
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
                 " AND w.kind <> 'subscription'"
-                f" AND e.priority <> 'low' AND NOT {MUTED.format(events='e')}"  # never pushed
+                " AND e.priority <> 'low' AND e.held_by IS NULL"  # never pushed
+                f" AND NOT {MUTED.format(events='e')}"
                 f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"

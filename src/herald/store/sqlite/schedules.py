@@ -24,6 +24,7 @@ from herald.store.sqlite.append import RESERVE_SEQS, agent_ids, stored_keys
 from herald.store.sqlite.attempts import write_attempts
 from herald.store.sqlite.counts import StatusChanges
 from herald.store.sqlite.journal import write
+from herald.store.sqlite.push_windows import hold
 from herald.store.sqlite.rows import EVENT_COLUMNS, Operation, as_json, event, insert_rows
 from herald.store.tables import EVENTS
 
@@ -75,11 +76,14 @@ class ScheduleStore:
                 raise error
             keys = {key for key in dedupe_keys(events, agents) if key is not None}
             earlier = stored_keys(conn, keys) if keys else {}
-            plan = plan_append(events, agents, earlier)
+            timed = events
+            if any(new.hold is not None for new in events):  # held as of when each is due
+                timed = hold(conn, events, agents, [new.deliver_at or now for new in events])
+            plan = plan_append(timed, agents, earlier)
             added = plan.added
             lowest = {a: conn.execute(LOWEST_SEQ, (a,)).fetchone()[0] or 0 for a in added}
             first = first_placeholders(lowest, added)
-            stored = going_down(plan.numbered(events, first, [now] * len(events)), first, added)
+            stored = going_down(plan.numbered(timed, first, [now] * len(events)), first, added)
             if stored:
                 insert_rows(conn, EVENTS, [EVENTS.values(e) for e in stored])
                 conn.execute(CLOSE_SCHEDULED, (as_json([e.id for e in stored]),))

@@ -59,6 +59,7 @@ from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.journal import JournalStore, write
 from herald.store.sqlite.overview import OverviewStore
 from herald.store.sqlite.publisher_keys import PublisherKeyStore
+from herald.store.sqlite.push_windows import PushWindowStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -118,6 +119,7 @@ class SQLiteStore(
     PublisherKeyStore,
     JournalStore,
     ScheduleStore,
+    PushWindowStore,
     Store,
 ):
     """Store on a SQLite file. ``synchronous`` is SQLite's pragma: FULL (default) fsyncs each

@@ -4,10 +4,10 @@ subscribers and stores their events in one transaction of the store's one writer
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from herald.models import NewEvent, Published, Topic, TopicSubscription
+from herald.models import Hold, NewEvent, Published, Topic, TopicSubscription
 from herald.store.sqlite.append import append_to_agents
 from herald.store.sqlite.rows import Operation
 
@@ -125,14 +125,16 @@ class TopicStore:
         listed: list[TopicSubscription] = await self._run(select)
         return listed
 
-    async def append_to_topic(self, topic: str, event: NewEvent) -> list[Published] | None:
+    async def append_to_topic(
+        self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
+    ) -> list[Published] | None:
         now = self.now()
 
         def append(conn: sqlite3.Connection) -> list[Published] | None:
             if conn.execute("SELECT 1 FROM topics WHERE name = ?", (topic,)).fetchone() is None:
                 return None
             agents = dict(conn.execute(SUBSCRIBERS, {"topic": topic}).fetchall())
-            return append_to_agents(conn, event, agents, now)
+            return append_to_agents(conn, event, agents, now, holds or {})
 
         published: list[Published] | None = await self._run(append)
         if published:
