@@ -18,7 +18,7 @@ from herald.inputs.events import (
     read_publish,
     spread,
 )
-from herald.models import NewEvent
+from herald.models import NewEvent, Priority
 from tests.http.hostile import bodies, datas, either, forms, objects, ttls
 
 FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
@@ -74,6 +74,7 @@ ONE_PASS_EVENTS = objects(
         "ttl_s": ttls(),
         "reply": forms(),
         "from": either(st.sampled_from(["a", "x:y"])),
+        "priority": either(st.sampled_from(["low", "normal", "high", "urgent", None])),
     },
     required=("to", "type", "text"),
 )
@@ -178,6 +179,16 @@ def test_an_event_for_a_list_is_left_to_the_full_checks_which_spread_it_over_its
             "b",
         ]
     )
+
+
+@pytest.mark.parametrize("body", [EVENT % "{}", "[" + EVENT % "{}" + "]"])
+def test_a_null_priority_is_taken_as_normal_whichever_pass_reads_it(body: str) -> None:
+    raw = body.replace('"text"', '"priority": null, "text"').encode()
+    one_pass = read_publish(raw)
+    full = _fully_checked(raw)[0]
+    assert full[0].priority is Priority.NORMAL
+    if one_pass is not None:
+        _same_events(one_pass[0], full)
 
 
 def test_a_body_after_a_byte_order_mark_is_left_to_the_full_checks_which_take_it() -> None:

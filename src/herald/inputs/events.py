@@ -10,11 +10,13 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import chain
-from typing import Annotated, Any, ClassVar, Literal
+from types import GenericAlias
+from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import to_json
+from typing_extensions import TypedDict
 
 from herald import json_input
 from herald.errors import InvalidInput, TooLarge
@@ -28,6 +30,7 @@ from herald.inputs.fields import (
     EventType,
     Form,
     Handle,
+    NullIsDefault,
     Text,
     Ttl,
 )
@@ -324,10 +327,31 @@ def stored_count(events: Sequence[NewEvent], lists: Lists | None) -> int:
     return len(events) - len(lists) + sum(len(handles) for handles in lists.values())
 
 
-_ONE_PASS: TypeAdapter[_OneAddressee] = TypeAdapter(_OneAddressee)
-_BATCH_PASS: TypeAdapter[list[_OneAddressee]] = TypeAdapter(
-    Annotated[list[_OneAddressee], Field(min_length=1, max_length=MAX_BATCH)]
-)
+def _one_pass_adapters(model: type[Input]) -> tuple[Any, Any]:
+    """Validators of one event and of a batch of them as ``model`` takes each, made into a
+    ``TypedDict`` of its fields, each with its own type, checks and alias (the key a body
+    uses), under the model's config: what pydantic takes as the model, given as a plain dict
+    of the keys sent. Made from the model so that the two cannot drift apart; the one pass
+    validates into dicts because building a model for each event cost as much as the rest of
+    its validation."""
+    fields = {}
+    for name, field in model.model_fields.items():
+        # A null taken as the field left out needs the field's default, which a dict's key has
+        # not: the one pass refuses such a null, and the full checks take it.
+        checks = [check for check in field.metadata if check is not NullIsDefault]
+        annotation = Annotated[(field.annotation, *checks)] if checks else field.annotation
+        fields[field.alias or name] = annotation if field.is_required() else NotRequired[annotation]
+    made = TypedDict(f"{model.__name__}Fields", fields)  # type: ignore[misc]
+    shape = with_config(ConfigDict(**model.model_config))(made)
+    # A batch's length is looked at by the one pass (a list of a type made here cannot be
+    # annotated with its bounds in a way the type checker follows).
+    batch: Any = GenericAlias(list, (shape,))
+    return TypeAdapter(shape), TypeAdapter(batch)
+
+
+_ONE_PASS: TypeAdapter[dict[str, Any]]
+_BATCH_PASS: TypeAdapter[list[dict[str, Any]]]
+_ONE_PASS, _BATCH_PASS = _one_pass_adapters(_OneAddressee)
 _SURE_BYTES = MAX_EVENT_BYTES // 2
 """An event's size that its fields' lengths alone show to be within the limit; a larger one is
 measured by the full check (its data is spelled as ``_storable`` spells it)."""
@@ -349,6 +373,8 @@ def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
     try:
         if batch:
             items = _BATCH_PASS.validate_json(body, context=DEPTH_CHECKED)
+            if not 0 < len(items) <= MAX_BATCH:
+                return None
         else:
             items = [_ONE_PASS.validate_json(body, context=DEPTH_CHECKED)]
     except ValidationError:
@@ -357,14 +383,19 @@ def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
     # nesting or numbers as herald does, so what it made is looked at for those here, the
     # depth of the data too (the body's, which is two levels more, is then within its own).
     found = json_input.plain(
-        [part for item in items for part in (item.data, item.reply) if part is not None],
+        [
+            part
+            for item in items
+            for part in (item.get("data"), item.get("reply"))
+            if part is not None
+        ],
         MAX_DEPTH,
         long_ints=len(body) > json_input.SHORTEST_LONG_INT,
     )
     if found is None:
         return None
     keys, strings = found
-    keys += sum(len(item.model_fields_set) for item in items)
+    keys += sum(map(len, items))  # each item holds the keys it was sent with
     if not json_input.keys_once(body, keys, chain(strings, _field_strings(items))):
         return None
     events = []
@@ -376,40 +407,45 @@ def read_publish(body: bytes) -> tuple[list[NewEvent], bool] | None:
     return events, batch
 
 
-def _field_strings(items: list[_OneAddressee]) -> Iterator[str]:
+def _field_strings(items: list[dict[str, Any]]) -> Iterator[str]:
     for item in items:
-        yield from (item.to, item.type, item.text)
-        if item.dedupe_key is not None:
-            yield item.dedupe_key
-        if item.sender is not None:
-            yield item.sender
+        yield from (item["to"], item["type"], item["text"])
+        for name in ("dedupe_key", "from"):
+            value = item.get(name)
+            if value is not None:
+                yield value
 
 
-def _sure_storable(event: _OneAddressee) -> NewEvent | None:
-    """``_storable`` for an event whose strings are known to hold no NUL and to be Unicode (its
-    body passed ``json_input.unsure``); None if its size is not surely within the limit."""
-    if event.deliver_at is not None or event.delay_s is not None:
+def _sure_storable(event: dict[str, Any]) -> NewEvent | None:
+    """``_storable`` for an event (as the one pass reads it: the keys sent) whose strings are
+    known to hold no NUL and to be Unicode (its body passed ``json_input.unsure``); None if its
+    size is not surely within the limit."""
+    get = event.get
+    if get("deliver_at") is not None or get("delay_s") is not None:
         return None  # a schedule is checked by the full checks (both given is refused there)
-    data_json = b"null" if event.data is None else to_json(event.data)
-    reply_json = None if event.reply is None else to_json(event.reply)
+    data = get("data")
+    reply = get("reply")
+    data_json = b"null" if data is None else to_json(data)
+    reply_json = None if reply is None else to_json(reply)
+    text = event["text"]
     # At most 4 bytes a character in UTF-8.
-    most = len(data_json) + len(reply_json or b"") + 4 * (len(event.text) + _MOST_NAME_CHARS)
+    most = len(data_json) + len(reply_json or b"") + 4 * (len(text) + _MOST_NAME_CHARS)
     if most > _SURE_BYTES:
         return None
     return NewEvent(  # in order: a keyword costs a tenth of the rest of this function
-        event.to,
-        event.type,
-        event.text,
-        event.data,
-        event.dedupe_key,
-        event.ttl_s,
+        event["to"],
+        event["type"],
+        text,
+        data,
+        get("dedupe_key"),
+        get("ttl_s"),
         data_json.decode(),
         None if reply_json is None else reply_json.decode(),
-        event.sender,
+        get("from"),
         None,
         None,
         None,
-        event.priority,
+        get("priority", Priority.NORMAL),
     )
 
 
