@@ -415,6 +415,47 @@ async def test_a_claim_passes_over_a_held_subscription_and_takes_a_paced_one_at_
     assert kept.paced_until == now + 1500
 
 
+async def test_a_paced_claim_locks_its_subscriptions_in_id_order_so_claims_never_deadlock(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL: a paced claim moves on the pace of each subscription it takes from. Another
+    transaction (a claim in another process) holds the first subscription in id order; the
+    claim waits for it holding no other, so that the other can go on to lock the rest in the
+    same order (in any other order, each would wait for the other: a deadlock)."""
+    store = await open_store(postgres_database_url)
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting() -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= 1)
+
+    try:
+        agent = await agent_of(store)
+        puts = [subscription(store, agent, number) for number in range(1, 9)]
+        for endpoint, record in puts:
+            await store.put_subscription(endpoint, record, 0)
+        await publish(store, "alice", "t")
+        assert await store.schedule_subscription_deliveries(100) == len(puts)
+        ids = sorted(endpoint.id for endpoint, _ in puts)
+        lock = "SELECT id FROM subscriptions WHERE id = ANY($1::text[])"
+        lock += ' ORDER BY id COLLATE "C" FOR NO KEY UPDATE'
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute(lock, ids[:1])
+        claiming = asyncio.create_task(
+            store.claim_deliveries("w", 100, 10**9, per_endpoint=24, pace_ms=500.0)
+        )
+        await until(waiting, "the claim waits for the first subscription")
+        assert len(await holder.fetch(lock, ids[1:])) == len(ids) - 1  # none held by the claim
+        await transaction.commit()
+        claimed = await claiming
+        assert sorted(endpoint.id for _, endpoint, _, _ in claimed) == ids
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()
+
+
 async def test_events_that_expire_or_are_pruned_while_owed_leave_a_gap_until_told(
     store: Store, clock: ManualClock
 ) -> None:

@@ -711,7 +711,9 @@ RELEASE_CLAIMS = (
 # a pace (one delivery per $8 ms: ``pace.paced_allowance``), a subscription's room is also
 # what its pace allows, and its pace moves on by what was claimed (a claim racing this one in
 # another process may read the same pace, and both take it; the pace moves on by both, so the
-# rate holds over time).
+# rate holds over time). Its subscriptions are locked in id order before their paces move on, as
+# every statement that updates several of them locks them: two claims of the same subscriptions
+# in two processes then wait for each other, never deadlock.
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
@@ -737,12 +739,17 @@ WITH busy AS (
       AND (s.held_until IS NULL OR s.held_until <= $2)
 ), due AS (
     SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
+), pace_locks AS MATERIALIZED (
+    SELECT id FROM subscriptions
+    WHERE $8::float8 IS NOT NULL AND id IN (SELECT endpoint_id FROM due)
+    ORDER BY id COLLATE "C"
+    FOR NO KEY UPDATE
 ), paced AS (
     UPDATE subscriptions s
     SET paced_until
         = greatest(coalesce(s.paced_until, 0), $2) + ceil(c.taken * $8::float8)::bigint
     FROM (SELECT endpoint_id, count(*) AS taken FROM due GROUP BY endpoint_id) c
-    WHERE $8::float8 IS NOT NULL AND s.id = c.endpoint_id
+    WHERE s.id = c.endpoint_id AND s.id IN (SELECT id FROM pace_locks)
 ), claimed AS (
     UPDATE deliveries d SET claimed_by = $1, claimed_until = $4
     FROM due
