@@ -456,6 +456,40 @@ async def test_a_paced_claim_locks_its_subscriptions_in_id_order_so_claims_never
         await store.close()
 
 
+async def test_a_refresh_locks_its_subscription_before_its_agent_as_a_batch_of_attempts_does(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL: a batch of attempts locks a subscription's endpoint, then (counting its events)
+    the agent's row. Another transaction holds the endpoint as such a batch does; a refresh of
+    the subscription waits for it holding nothing, so the agent's row is free for the batch (in
+    the other order, each would wait for the other: a deadlock)."""
+    store = await open_store(postgres_database_url)
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting() -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= 1)
+
+    try:
+        agent = await agent_of(store)
+        endpoint, record = subscription(store, agent, 1)
+        await store.put_subscription(endpoint, record, 0)
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("SELECT FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", endpoint.id)
+        refreshing = asyncio.create_task(store.put_subscription(endpoint, record, 0, max_live=5))
+        await until(waiting, "the refresh waits for the subscription's endpoint")
+        agent_lock = "SELECT id FROM agents WHERE id = $1 FOR NO KEY UPDATE NOWAIT"
+        assert await holder.fetchval(agent_lock, agent.id) == agent.id  # not held by the refresh
+        await transaction.commit()
+        refreshed = await refreshing
+        assert refreshed is not None and refreshed[0].id == endpoint.id
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()
+
+
 async def test_events_that_expire_or_are_pruned_while_owed_leave_a_gap_until_told(
     store: Store, clock: ManualClock
 ) -> None:
