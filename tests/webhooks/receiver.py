@@ -89,7 +89,8 @@ class Receiver:
                     receiver.requests.append(got)
                     control = receiver.controls_ok and body.startswith(b'{"type":')
                     scripted = receiver.script and not control
-                    status, headers = receiver.script.pop(0) if scripted else (receiver.otherwise, {})
+                    otherwise = (receiver.otherwise, {})
+                    status, headers = receiver.script.pop(0) if scripted else otherwise
                 if receiver.on_request is not None:
                     receiver.on_request(got)
                 receiver.arrived.put(got)

@@ -720,6 +720,9 @@ SUBSCRIPTIONS_LOCKED = """subscriptions_locked AS MATERIALIZED (
 # rate holds over time). Its subscriptions are locked in id order before their paces move on
 # (``SUBSCRIPTIONS_LOCKED``): two claims of the same subscriptions in two processes then wait for
 # each other, never deadlock.
+PACED_LOCKED = SUBSCRIPTIONS_LOCKED.format(
+    which="$8::float8 IS NOT NULL AND id IN (SELECT endpoint_id FROM due)"
+)
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
@@ -745,9 +748,7 @@ WITH busy AS (
       AND (s.held_until IS NULL OR s.held_until <= $2)
 ), due AS (
     SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
-), {SUBSCRIPTIONS_LOCKED.format(
-    which="$8::float8 IS NOT NULL AND id IN (SELECT endpoint_id FROM due)"
-)}, paced AS (
+), {PACED_LOCKED}, paced AS (
     UPDATE subscriptions s
     SET paced_until
         = greatest(coalesce(s.paced_until, 0), $2) + ceil(c.taken * $8::float8)::bigint
