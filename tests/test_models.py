@@ -1,8 +1,9 @@
+import dataclasses
 import json
 
 import pytest
 
-from herald.models import Event, EventStatus
+from herald.models import Event, EventStatus, NewEvent, Priority
 
 # Stored data that pydantic_core's parser refuses but ``json`` reads: an older herald kept such.
 LONE_SURROGATE = '{"text":"\\ud800"}'
@@ -26,3 +27,22 @@ def test_an_event_reads_back_any_data_it_stored(data_json: str) -> None:
     assert event.reply_schema == json.loads(data_json)
     assert event.to_json()["data"] == json.loads(data_json)
     assert event.to_json()["created_at"] == "2025-12-07T09:33:20.123Z"
+
+
+def test_a_stored_event_is_the_event_its_init_makes_with_every_field() -> None:
+    new = NewEvent(
+        "alice", "build.failed", "red", None, "k", 60.0, '{"n":1}', '{"type":"object"}',
+        sender="bob", reply_to="evt_0", deliver_at=5_000, priority=Priority.LOW, thread="thr_1",
+    )  # fmt: skip
+    made = new.stored("evt_1", "agt_1", 7, 1_000)
+    assert made == Event(
+        "evt_1", "agt_1", 7, "build.failed", "red", '{"n":1}', 1_000, EventStatus.SCHEDULED,
+        "k", 65_000, 1_000, "bob", "evt_0", '{"type":"object"}', 5_000, Priority.LOW, "thr_1",
+    )  # fmt: skip
+    assert set(vars(made)) == {f.name for f in dataclasses.fields(Event)}
+
+
+def test_an_event_for_another_handle_differs_only_in_its_addressee() -> None:
+    new = NewEvent("alice", "t.x", "text", {"n": 1}, "k", 1.5, '{"n":1}', None, "bob", None,
+                   None, 30.0, Priority.HIGH, "thr_1")  # fmt: skip
+    assert new.for_handle("carol") == dataclasses.replace(new, to="carol")

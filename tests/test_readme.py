@@ -72,8 +72,17 @@ def run(code: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     return done.stdout
 
 
+@pytest.fixture(scope="module")
+def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    """One hub for the module's examples that each work on an agent of their own."""
+    process = HeraldProcess(f"sqlite:///{tmp_path_factory.mktemp('readme') / 'hub.db'}")
+    yield process
+    process.stop()
+
+
 @pytest.fixture
-def herald(tmp_path: Path) -> Iterator[HeraldProcess]:
+def own_herald(tmp_path: Path) -> Iterator[HeraldProcess]:
+    """A hub of the test's own: for an example that names its agent (``alice``) as written."""
     process = HeraldProcess(f"sqlite:///{tmp_path / 'hub.db'}")
     yield process
     process.stop()
@@ -199,7 +208,8 @@ def commands(block: str) -> list[tuple[str, str | None]]:
     return found
 
 
-def test_the_curl_walkthrough_runs_against_a_real_hub(herald: HeraldProcess) -> None:
+def test_the_curl_walkthrough_runs_against_a_real_hub(own_herald: HeraldProcess) -> None:
+    herald = own_herald
     block = shell_example("export ALICE")
     env = {**os.environ, "H": herald.url, "ADMIN": herald.admin_key}
     event_id = ""
@@ -288,7 +298,8 @@ def test_the_webhook_example_sets_rotates_and_lists_the_endpoint(herald: HeraldP
     assert endpoint["kind"] == "webhook" and endpoint["state"] == "active"
 
 
-def test_the_openclaw_example_points_the_agent_at_its_gateway(herald: HeraldProcess) -> None:
+def test_the_openclaw_example_points_the_agent_at_its_gateway(own_herald: HeraldProcess) -> None:
+    herald = own_herald
     with herald.client(herald.admin_key) as admin:
         assert admin.post("/v1/agents", json={"handle": "alice"}).status_code == 201
     env = {"H": herald.url, "ADMIN": str(herald.admin_key)}

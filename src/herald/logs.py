@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from urllib.parse import unquote_plus
 
@@ -55,30 +56,29 @@ ACCESS_LOGGER = "uvicorn.access"
 
 
 class QueryTokensHidden(logging.Filter):
-    """Hides the value of a ``token`` query parameter in the URLs a line's arguments carry:
-    uvicorn's access log writes each request's path with its query, and a stream token travels
-    there. (uvicorn has no setting for what its access line shows: a filter on its logger, the
-    logging module's own hook, is the way in.)"""
+    """Hides the value of a ``token`` query parameter in a line: uvicorn's access log writes
+    each request's path with its query, and a stream token travels there. (uvicorn has no
+    setting for what its access line shows: a filter on its logger, the logging module's own
+    hook, is the way in.) The line is looked at whole, as the logging module makes it
+    (``getMessage``), not in the arguments uvicorn happens to build it from, which it does not
+    document."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(
-                _without_token(arg) if isinstance(arg, str) else arg for arg in record.args
-            )
+        message = record.getMessage()
+        hidden = _QUERY_PARAMETER.sub(_hidden, message)
+        if hidden != message:
+            record.msg, record.args = hidden, ()
         return True
 
 
-def _without_token(text: str) -> str:
-    path, mark, query = text.partition("?")
-    if not mark:
-        return text
-    return f"{path}?{'&'.join(_hidden(piece) for piece in query.split('&'))}"
+_QUERY_PARAMETER = re.compile(r"(?<=[?&])([^=&?\s\"#]*)=([^&\s\"#]*)")
+"""A ``name=value`` of a URL's query, wherever a URL is in a line."""
 
 
-def _hidden(parameter: str) -> str:
-    name = parameter.partition("=")[0]
+def _hidden(parameter: re.Match[str]) -> str:
+    name = parameter.group(1)
     # The name as the app reads it (percent-decoded): %74oken= is hidden too.
-    return f"{name}=[hidden]" if unquote_plus(name) == HIDDEN_PARAMETER else parameter
+    return f"{name}=[hidden]" if unquote_plus(name) == HIDDEN_PARAMETER else parameter.group(0)
 
 
 def hide_query_tokens() -> None:

@@ -115,6 +115,9 @@ async def serve(
                 proxy_headers=config.access_log,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=guarded_protocol(guard),
+                # Each request's task keeps the context it starts in: the guard's wrapper finds
+                # the request's connection there (herald.http.connections, point 2).
+                reset_contextvars=False,
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
                 backlog=budget.backlog,
             )
@@ -210,7 +213,9 @@ async def _stopping_with(
 
     uvicorn has no hook between "told to stop" and "waiting for the requests" (the ASGI
     lifespan's shutdown comes after the wait): ``should_exit`` is looked at as often as
-    uvicorn itself does."""
+    uvicorn itself does. (``Server.should_exit`` is not in uvicorn's documentation, but it is
+    the way its maintainers give to stop a server from code, encode/uvicorn#742: uvicorn has
+    no documented one.)"""
 
     async def watch() -> None:
         while not server.should_exit:

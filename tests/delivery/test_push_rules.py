@@ -15,6 +15,7 @@ from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.http.test_mcp import session
 from tests.sse import SSEReader
+from tests.waiting import wait_until
 from tests.webhooks.receiver import Receiver
 
 
@@ -105,10 +106,11 @@ def test_a_low_event_gets_no_webhook_request_and_waits_to_be_drained(
         with herald.client(herald.admin_key) as admin:
             put = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
             assert put.status_code in (200, 201), put.text
-        publish(herald, agent["handle"], ("quiet", "low"), ("loud", "high"))
-        publish(herald, agent["handle"], ("louder", "urgent"))
+        _, loud = publish(herald, agent["handle"], ("quiet", "low"), ("loud", "high"))
+        (louder,) = publish(herald, agent["handle"], ("louder", "urgent"))
         texts = {receiver.arrived.get(timeout=30).json["text"] for _ in range(2)}
         assert texts == {"loud", "louder"}
+        all_delivered(herald, [loud, louder])
         with pytest.raises(queue.Empty):  # scheduled with the first batch, it would be here
             receiver.arrived.get_nowait()
     finally:
@@ -143,11 +145,25 @@ def mute(herald: HeraldProcess, agent: dict[str, Any], *globs: str) -> None:
         assert client.get("/channel/preferences").json() == {"muted": list(globs)}
 
 
-def publish_typed(herald: HeraldProcess, to: str, *types: str) -> None:
+def publish_typed(herald: HeraldProcess, to: str, *types: str) -> list[str]:
     body = [{"to": to, "type": type_, "text": type_} for type_ in types]
     with herald.client(herald.admin_key) as admin:
         answer = admin.post("/v1/events", json=body)
     assert answer.status_code == 202, answer.text
+    return [event["id"] for event in answer.json()["events"]]
+
+
+def all_delivered(herald: HeraldProcess, ids: list[str]) -> None:
+    """Waits (bounded) until each event's delivery is recorded: a webhook's request arrives
+    before herald records its answer, and until then a drain may hand the event out too."""
+    with herald.client(herald.admin_key) as admin:
+        for event_id in ids:
+            wait_until(
+                lambda event_id=event_id: (
+                    admin.get(f"/v1/events/{event_id}").json()["status"] == "delivered"
+                ),
+                f"the delivery of {event_id} recorded",
+            )
 
 
 def drained_types(herald: HeraldProcess, key: str) -> list[str]:
@@ -186,10 +202,11 @@ def test_muted_types_get_no_webhook_request_and_wait_to_be_drained(
             assert muted.json()["preferences"] == {"muted": ["ci.*"]}
             put = admin.put(f"/v1/agents/{agent['id']}/webhook", json={"url": receiver.url})
             assert put.status_code in (200, 201), put.text
-        publish_typed(herald, agent["handle"], "ci.passed", "dm.new")
-        publish_typed(herald, agent["handle"], "dm.newer")
+        _, new = publish_typed(herald, agent["handle"], "ci.passed", "dm.new")
+        (newer,) = publish_typed(herald, agent["handle"], "dm.newer")
         texts = {receiver.arrived.get(timeout=30).json["type"] for _ in range(2)}
         assert texts == {"dm.new", "dm.newer"}
+        all_delivered(herald, [new, newer])
         with pytest.raises(queue.Empty):  # scheduled with the first batch, it would be here
             receiver.arrived.get_nowait()
     finally:

@@ -10,9 +10,11 @@ from tests.backends import BACKENDS, serving
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
-    """One real ``herald serve`` on a fresh SQLite store for the module's tests."""
+    """One real ``herald serve`` on a fresh SQLite store, shared by the tests of every module
+    that asks for it (each test with agents, keys and topics of its own: what one test stores,
+    another sees). A module whose tests need a store of their own makes its own."""
     path: Path = tmp_path_factory.mktemp("herald") / "herald.db"
     process = HeraldProcess(f"sqlite:///{path}")
     yield process

@@ -184,42 +184,36 @@ def test_the_cap_is_below_the_hard_file_limit_and_said_at_start(tmp_path: Path) 
     assert any(expected in line for line in herald.lines), herald.lines
 
 
-def test_a_request_head_over_64_kib_is_refused_with_431(tmp_path: Path) -> None:
-    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
-    try:
-        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
-            sock.sendall(HEAD_START + b"a" * (65 * 1024) + b"\r\n\r\n")
-            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
-        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
-        assert b'"code":"head_too_large"' in answer
-        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
-            long_url = b"GET /healthz?" + b"a" * (65 * 1024) + b" HTTP/1.1\r\nHost: x\r\n\r\n"
-            sock.sendall(long_url)
-            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
-        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
-        assert b'"code":"head_too_large"' in answer
-        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
-            sock.sendall(HEAD_START + b"a" * (60 * 1024) + b"\r\nConnection: close\r\n\r\n")
-            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
-        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]  # under the limit: served
-    finally:
-        herald.stop()
+def test_a_request_head_over_64_kib_is_refused_with_431(herald: HeraldProcess) -> None:
+    with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+        sock.sendall(HEAD_START + b"a" * (65 * 1024) + b"\r\n\r\n")
+        answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert b'"code":"head_too_large"' in answer
+    with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+        long_url = b"GET /healthz?" + b"a" * (65 * 1024) + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        sock.sendall(long_url)
+        answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert b'"code":"head_too_large"' in answer
+    with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+        sock.sendall(HEAD_START + b"a" * (60 * 1024) + b"\r\nConnection: close\r\n\r\n")
+        answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]  # under the limit: served
 
 
-def test_a_request_head_without_end_is_refused_without_reading_it_all(tmp_path: Path) -> None:
-    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
-    try:
-        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
-            sock.sendall(HEAD_START)
-            line = b"a" * 8190 + b"\r\nX-More: "
-            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
-                for _ in range(64 * 1024 * 1024 // len(line)):  # 64 MiB: far beyond any buffer
-                    sock.sendall(line)
-            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
-        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
-        assert healthz(herald) == 200
-    finally:
-        herald.stop()
+def test_a_request_head_without_end_is_refused_without_reading_it_all(
+    herald: HeraldProcess,
+) -> None:
+    with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+        sock.sendall(HEAD_START)
+        line = b"a" * 8190 + b"\r\nX-More: "
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            for _ in range(64 * 1024 * 1024 // len(line)):  # 64 MiB: far beyond any buffer
+                sock.sendall(line)
+        answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert healthz(herald) == 200
 
 
 def read_response(sock: socket.socket) -> bytes:
@@ -242,23 +236,19 @@ def read_response(sock: socket.socket) -> bytes:
 
 
 def test_a_body_still_arriving_after_its_answer_is_not_taken_for_a_request_head(
-    tmp_path: Path,
+    herald: HeraldProcess,
 ) -> None:
-    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}")
-    try:
-        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
-            size = 300 * 1024
-            sock.sendall(  # no key: refused before herald reads the body
-                b"POST /v1/events HTTP/1.1\r\nHost: herald\r\nContent-Type: application/json\r\n"
-                + f"Content-Length: {size}\r\n\r\n".encode()
-                + b"[" * 1024
-            )
-            assert read_response(sock).startswith(b"HTTP/1.1 401 ")
-            sock.sendall(b" " * (size - 1024))  # the rest of that body, after its answer
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
-            assert read_response(sock).startswith(b"HTTP/1.1 200 ")
-    finally:
-        herald.stop()
+    with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+        size = 300 * 1024
+        sock.sendall(  # no key: refused before herald reads the body
+            b"POST /v1/events HTTP/1.1\r\nHost: herald\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {size}\r\n\r\n".encode()
+            + b"[" * 1024
+        )
+        assert read_response(sock).startswith(b"HTTP/1.1 401 ")
+        sock.sendall(b" " * (size - 1024))  # the rest of that body, after its answer
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
 
 
 def test_slow_bodies_of_one_key_cannot_keep_healthz_or_another_key_out(

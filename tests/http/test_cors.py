@@ -32,15 +32,6 @@ APP = "http://app.example.com"
 """The origin listed in the module's herald."""
 
 
-@pytest.fixture(scope="module")
-def listing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
-    """A ``herald serve`` that lets pages of ``APP`` in."""
-    store = tmp_path_factory.mktemp("cors") / "herald.db"
-    process = HeraldProcess(f"sqlite:///{store}", extra_args=("--cors-origin", APP))
-    yield process
-    process.stop()
-
-
 def preflight(
     herald: HeraldProcess, origin: str, path: str = "/channel/heartbeat"
 ) -> httpx.Response:
@@ -194,9 +185,12 @@ class Sites:
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sites]:
+    """Two web sites, and a ``herald serve`` that lets pages of ``APP`` and of the first in."""
     listed, unlisted = PageSite(), PageSite()
     store = tmp_path_factory.mktemp("pages") / "herald.db"
-    herald = HeraldProcess(f"sqlite:///{store}", extra_args=("--cors-origin", listed.origin))
+    herald = HeraldProcess(
+        f"sqlite:///{store}", extra_args=("--cors-origin", APP, "--cors-origin", listed.origin)
+    )
     agent = new_agent(herald)
     for site in (listed, unlisted):
         site.herald_url, site.agent_key = herald.url, agent["api_key"]
@@ -204,6 +198,12 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sites]:
     herald.stop()
     listed.close()
     unlisted.close()
+
+
+@pytest.fixture
+def listing(sites: Sites) -> HeraldProcess:
+    """The module's ``herald serve`` with CORS origins listed."""
+    return sites.herald
 
 
 def opened(chromium: Browser, site: PageSite) -> Page:

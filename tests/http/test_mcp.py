@@ -256,6 +256,8 @@ POLL = ("mcp-method", "events/poll")
     [
         ([BOTH, MODERN, POLL], True),
         ([("accept", "*/*"), MODERN, POLL], True),
+        ([("accept", "application/*;q=0.9, TEXT/*"), MODERN, POLL], True),
+        ([("accept", "text/event-stream"), MODERN, POLL], False),
         ([BOTH, MODERN, ("mcp-method", "events/stream")], False),
         ([BOTH, MODERN, ("mcp-method", "tools/call")], False),
         ([BOTH, ("mcp-protocol-version", "2025-11-25"), POLL], False),

@@ -32,16 +32,16 @@ from herald.config import (
     SubscriptionConfig,
     WebhookConfig,
 )
-from herald.serve import serve
 from herald.store.rules import SUSPEND_MIN_ATTEMPTS
 from herald.testing import ManualClock
+from tests.herald_process import ADMIN_KEY
 from tests.http.test_mcp_events import MODERN, answer, meta
+from tests.in_process import serving_here
 from tests.waiting import until
 from tests.webhooks.receiver import Received, Receiver
 
 pytestmark = pytest.mark.anyio
 
-ADMIN_KEY = "herald-test-admin-key-0123456789abcdef"
 SECRET = "whsec_" + base64.b64encode(b"g" * 32).decode()
 WAIT_S = 30.0
 RETENTION_S = 600.0
@@ -91,13 +91,10 @@ class Served:
         return float(line.removeprefix(wanted)) == count
 
 
-@contextlib.asynccontextmanager
-async def serving(store_url: str, **subscriptions: Any) -> AsyncIterator[Served]:
-    """``serve()`` on ``store_url`` with loopback webhooks allowed, maintenance every 50 ms (what
-    it does is decided by the clock) and the subscription settings given."""
-    # Real time as the start: receivers check signature timestamps against their own clock.
-    clock = ManualClock(start=time.time())
-    config = ServeConfig(
+def config_of(store_url: str, **subscriptions: Any) -> ServeConfig:
+    """``herald serve`` on ``store_url`` with loopback webhooks allowed, maintenance every 50 ms
+    (what it does is decided by the clock) and the subscription settings given."""
+    return ServeConfig(
         store_url=store_url,
         log_level="warning",
         http=HttpConfig(port=0),
@@ -105,29 +102,27 @@ async def serving(store_url: str, **subscriptions: Any) -> AsyncIterator[Served]
         webhooks=WebhookConfig(allow=AddressPolicy(allow_loopback=True), poll_interval_s=0.1),
         subscriptions=SubscriptionConfig(**subscriptions),
     )
-    lines: list[str] = []
-    listening = asyncio.Event()
 
-    def announce(line: str) -> None:
-        lines.append(line)
-        if "listening on" in line:
-            listening.set()
 
-    stop = asyncio.Event()
-    running = asyncio.create_task(
-        serve(config, admin_key=ADMIN_KEY, announce=announce, stop=stop, clock=clock)
-    )
-    try:
-        async with asyncio.timeout(WAIT_S):
-            await listening.wait()
-        (url,) = [m.group(1) for line in lines if (m := re.search(r"on (http://\S+)", line))]
-        headers = {"authorization": f"Bearer {ADMIN_KEY}"}
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=WAIT_S) as admin:
-            yield Served(url, clock, admin)
-    finally:
-        stop.set()
-        async with asyncio.timeout(WAIT_S):
-            await running
+def real_time_clock() -> ManualClock:
+    """Real time as the start: receivers check signature timestamps against their own clock."""
+    return ManualClock(start=time.time())
+
+
+@contextlib.asynccontextmanager
+async def serving(store_url: str, **subscriptions: Any) -> AsyncIterator[Served]:
+    """``serve()`` of ``config_of(store_url, **subscriptions)``, for one test."""
+    clock = real_time_clock()
+    async with (
+        serving_here(config_of(store_url, **subscriptions), clock) as url,
+        admin_of(url) as admin,
+    ):
+        yield Served(url, clock, admin)
+
+
+def admin_of(url: str) -> httpx.AsyncClient:
+    headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+    return httpx.AsyncClient(base_url=url, headers=headers, timeout=WAIT_S)
 
 
 async def call(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:

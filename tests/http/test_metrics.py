@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.herald_process import HeraldProcess
@@ -163,33 +165,37 @@ def test_two_processes_on_postgresql_report_the_same_store_gauges(
     assert by(seen_second, "herald_events_published_total", "type_class") == {}
 
 
-def test_metrics_answer_only_the_admin_key_or_the_metrics_token(tmp_path: Path) -> None:
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'herald.db'}", extra_args=("--metrics-token", TOKEN)
-    )
-    try:
-        with herald.client(herald.admin_key) as admin:
-            agent = new_agent(admin)
-            publisher = new_key(admin)["key"]
-        for key, status in [
-            (None, 401),
-            ("herald_admin_" + "x" * 43, 401),
-            (TOKEN + "x", 401),
-            (agent["api_key"], 403),
-            (publisher, 403),
-        ]:
-            with herald.client(key) as client:
-                refused = client.get("/metrics")
-                assert refused.status_code == status, (key, refused.text)
-                assert "herald_" not in refused.text.replace("herald_agent_", "")
-        for key in (herald.admin_key, TOKEN):
-            with herald.client(key) as client:
-                assert "herald_events_pending" in scrape(client)
-        with herald.client(TOKEN) as scraper:  # the token reads the metrics and nothing else
-            for path in ("/v1/stats", "/v1/agents", "/v1/events"):
-                assert scraper.get(path).status_code == 401, path
-    finally:
-        herald.stop()
+@pytest.fixture(scope="module")
+def with_token(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    """A ``herald serve --metrics-token`` on SQLite for the module's tests of the token."""
+    store = tmp_path_factory.mktemp("token") / "herald.db"
+    herald = HeraldProcess(f"sqlite:///{store}", extra_args=("--metrics-token", TOKEN))
+    yield herald
+    herald.stop()
+
+
+def test_metrics_answer_only_the_admin_key_or_the_metrics_token(with_token: HeraldProcess) -> None:
+    herald = with_token
+    with herald.client(herald.admin_key) as admin:
+        agent = new_agent(admin)
+        publisher = new_key(admin)["key"]
+    for key, status in [
+        (None, 401),
+        ("herald_admin_" + "x" * 43, 401),
+        (TOKEN + "x", 401),
+        (agent["api_key"], 403),
+        (publisher, 403),
+    ]:
+        with herald.client(key) as client:
+            refused = client.get("/metrics")
+            assert refused.status_code == status, (key, refused.text)
+            assert "herald_" not in refused.text.replace("herald_agent_", "")
+    for key in (herald.admin_key, TOKEN):
+        with herald.client(key) as client:
+            assert "herald_events_pending" in scrape(client)
+    with herald.client(TOKEN) as scraper:  # the token reads the metrics and nothing else
+        for path in ("/v1/stats", "/v1/agents", "/v1/events"):
+            assert scraper.get(path).status_code == 401, path
 
 
 def test_metrics_left_open_answer_without_a_key_and_open_nothing_else(tmp_path: Path) -> None:
@@ -202,27 +208,22 @@ def test_metrics_left_open_answer_without_a_key_and_open_nothing_else(tmp_path: 
         herald.stop()
 
 
-def test_a_scrape_shows_no_key_secret_or_agents_data(tmp_path: Path) -> None:
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'herald.db'}", extra_args=("--metrics-token", TOKEN)
-    )
-    try:
-        with herald.client(herald.admin_key) as admin:
-            handle = f"secretive-{uuid.uuid4().hex[:8]}"
-            agent = new_agent(admin, handle=handle, webhook_url="https://93.184.215.14/h")
-            openclaw = {"url": "https://93.184.215.14/oc", "token": "openclaw-token-" + "q" * 20}
-            assert admin.put(f"/v1/agents/{agent['id']}/openclaw", json=openclaw).is_success
-            publisher = new_key(admin)["key"]
-            (event,) = publish(
-                admin,
-                [{"to": handle, "type": "private.thing", "text": "the-text", "data": {"d": 1}}],
-            )
-            with herald.client(agent["api_key"]) as as_agent:
-                as_agent.post("/channel/heartbeat", json={"cursor": 0}).raise_for_status()
-            with herald.client(TOKEN) as scraper:
-                text = scraper.get("/metrics").text
-    finally:
-        herald.stop()
+def test_a_scrape_shows_no_key_secret_or_agents_data(with_token: HeraldProcess) -> None:
+    herald = with_token
+    with herald.client(herald.admin_key) as admin:
+        handle = f"secretive-{uuid.uuid4().hex[:8]}"
+        agent = new_agent(admin, handle=handle, webhook_url="https://93.184.215.14/h")
+        openclaw = {"url": "https://93.184.215.14/oc", "token": "openclaw-token-" + "q" * 20}
+        assert admin.put(f"/v1/agents/{agent['id']}/openclaw", json=openclaw).is_success
+        publisher = new_key(admin)["key"]
+        (event,) = publish(
+            admin,
+            [{"to": handle, "type": "private.thing", "text": "the-text", "data": {"d": 1}}],
+        )
+        with herald.client(agent["api_key"]) as as_agent:
+            as_agent.post("/channel/heartbeat", json={"cursor": 0}).raise_for_status()
+        with herald.client(TOKEN) as scraper:
+            text = scraper.get("/metrics").text
     assert "herald_events_pending" in text
     for secret in (
         herald.admin_key,

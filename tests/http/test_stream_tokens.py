@@ -2,31 +2,47 @@
 processes on both backends (and ``serve()`` in process, its clock moved by the test, for the
 expiry): a token opens its agent's stream and nothing else; it is refused once it expires, once
 the agent's key is rotated, altered, beside a key, and on every other route; a key a rotation
-replaced makes none; and no log line ever shows one."""
+replaced makes none; and no log line ever shows one. The module's servers log every request, as
+JSON, at debug level: each test reads the lines of its own requests."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
+import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from herald.config import HttpConfig, ServeConfig
-from herald.serve import serve
 from herald.testing import ManualClock
 from herald.times import iso_ms
+from tests.backends import BACKENDS, serving
 from tests.herald_process import ADMIN_KEY, HeraldProcess
 from tests.http.test_stream import new_agent, publish, read_events
+from tests.in_process import serving_here
 from tests.sse import SSEReader
 
 WAIT_S = 30.0
 ONLY_HERE = "a stream token opens GET /channel/stream as ?token= and nothing else"
+LOGGING_EVERY_REQUEST = ("--access-log", "--log-level", "debug", "--log-format", "json")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL, logging every request, for the module's
+    tests."""
+    directory = tmp_path_factory.mktemp(request.param)
+    with serving(request.param, directory, *LOGGING_EVERY_REQUEST) as process:
+        yield process
+
+
+ON_SQLITE = pytest.mark.parametrize("each_backend", ["sqlite"], indirect=True)
+"""For a test of the HTTP edge alone: the module's SQLite server."""
 
 
 def token_of(herald: HeraldProcess, key: str) -> str:
@@ -107,9 +123,11 @@ def test_a_rotation_with_a_grace_refuses_the_tokens_of_the_old_key_and_it_makes_
         reader.close()
 
 
+@ON_SQLITE
 def test_an_altered_token_or_one_beside_a_key_or_sent_as_a_key_is_refused(
-    herald: HeraldProcess,
+    each_backend: HeraldProcess,
 ) -> None:
+    herald = each_backend
     alice, bob = new_agent(herald), new_agent(herald)
     token = token_of(herald, alice["api_key"])
     bobs = token.replace(alice["id"], bob["id"])
@@ -129,7 +147,9 @@ def test_an_altered_token_or_one_beside_a_key_or_sent_as_a_key_is_refused(
     assert ONLY_HERE in as_key.json()["error"]["message"]
 
 
-def test_a_token_opens_no_other_route(herald: HeraldProcess) -> None:
+@ON_SQLITE
+def test_a_token_opens_no_other_route(each_backend: HeraldProcess) -> None:
+    herald = each_backend
     agent = new_agent(herald)
     token = token_of(herald, agent["api_key"])
     wrong: list[str] = []
@@ -152,63 +172,46 @@ def test_a_token_opens_no_other_route(herald: HeraldProcess) -> None:
     assert wrong == []
 
 
-def test_no_log_line_shows_a_token(tmp_path: Path) -> None:
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'herald.db'}",
-        extra_args=("--access-log", "--log-level", "debug", "--log-format", "json"),
+def test_no_log_line_shows_a_token(each_backend: HeraldProcess) -> None:
+    herald = each_backend
+    first = first_line_from_now(herald)
+    agent = new_agent(herald)
+    token = token_of(herald, agent["api_key"])
+    reader = SSEReader(herald.url, None, params={"after": "0", "token": token})
+    assert reader.status == 200
+    reader.close()
+    with httpx.Client(base_url=herald.url, timeout=WAIT_S) as anyone:
+        assert anyone.post("/channel/heartbeat", params={"token": token}).status_code == 401
+        # The name as the app reads it: %74 is t.
+        assert anyone.get(f"/channel/stream?%74oken={token}x").status_code == 401
+    refusal(herald, token.replace(agent["id"], new_agent(herald)["id"]))
+    last = herald.wait_for_line(
+        lambda line: "/channel/stream?token=[hidden]" in line and " 401" in line
     )
-    try:
-        agent = new_agent(herald)
-        token = token_of(herald, agent["api_key"])
-        reader = SSEReader(herald.url, None, params={"after": "0", "token": token})
-        assert reader.status == 200
-        reader.close()
-        with httpx.Client(base_url=herald.url, timeout=WAIT_S) as anyone:
-            assert anyone.post("/channel/heartbeat", params={"token": token}).status_code == 401
-            # The name as the app reads it: %74 is t.
-            assert anyone.get(f"/channel/stream?%74oken={token}x").status_code == 401
-        refusal(herald, token.replace(agent["id"], new_agent(herald)["id"]))
-        last = herald.wait_for_line(
-            lambda line: "/channel/stream?token=[hidden]" in line and " 401" in line
-        )
-    finally:
-        herald.stop()
-    lines = herald.output()
+    lines = herald.output()[first:]
     hidden = [line for line in lines if "oken=[hidden]" in line]
     assert len(hidden) == 4, lines
     assert last in hidden
     signature = token.rpartition(".")[2]
-    assert [line for line in lines if signature in line] == []
+    assert [line for line in herald.output() if signature in line] == []
 
 
-@contextlib.asynccontextmanager
-async def served_with(store_url: str, clock: ManualClock) -> AsyncIterator[str]:
-    """``serve()`` on ``store_url`` with ``clock``; its URL."""
-    config = ServeConfig(store_url=store_url, log_level="warning", http=HttpConfig(port=0))
-    listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-    def announce(line: str) -> None:
-        if (found := re.search(r"listening on (http://\S+)", line)) and not listening.done():
-            listening.set_result(found.group(1))
-
-    stop = asyncio.Event()
-    running = asyncio.create_task(
-        serve(config, admin_key=ADMIN_KEY, announce=announce, stop=stop, clock=clock)
-    )
-    try:
-        async with asyncio.timeout(WAIT_S):
-            yield await listening
-    finally:
-        stop.set()
-        async with asyncio.timeout(WAIT_S):
-            await running
+def first_line_from_now(herald: HeraldProcess) -> int:
+    """Where the server's lines of the test begin, once each line before it is read: a request
+    of its own, marked, is logged after them (its line is the last read)."""
+    mark = uuid.uuid4().hex
+    with httpx.Client(base_url=herald.url, timeout=WAIT_S) as anyone:
+        assert anyone.get("/healthz", params={"mark": mark}).status_code == 200
+    herald.wait_for_line(lambda line: mark in line)
+    return len(herald.output())
 
 
 @pytest.mark.anyio
 async def test_a_token_is_refused_once_its_five_minutes_are_over(own_store_url: str) -> None:
     clock = ManualClock(start=time.time())
+    config = ServeConfig(store_url=own_store_url, log_level="warning", http=HttpConfig(port=0))
     async with (
-        served_with(own_store_url, clock) as url,
+        serving_here(config, clock) as url,
         httpx.AsyncClient(base_url=url, timeout=WAIT_S) as http,
     ):
         admin = {"authorization": f"Bearer {ADMIN_KEY}"}

@@ -1,8 +1,9 @@
 """Topics end to end against a real ``herald serve`` on each backend: the operator declares
 them and subscribes agents, agents subscribe themselves (``/channel/topics``), and a publish with
 ``topic`` gives every agent subscribed at that moment its own event, delivered once by drain and
-by stream; an agent not subscribed gets nothing. Rights: an agent handles only its own
-subscriptions, a key limited to topics publishes nowhere else."""
+by stream and by webhook; an agent not subscribed gets nothing. Rights: an agent handles only
+its own subscriptions, a key limited to topics publishes nowhere else. One server per backend
+for the module, each test with topics and agents of its own."""
 
 from __future__ import annotations
 
@@ -15,12 +16,23 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.backends import BACKENDS, serving
 from tests.herald_process import HeraldProcess
 from tests.http.test_event_lists import drained, last_seqs, new_agents
 from tests.sse import SSEReader
 from tests.webhooks.receiver import Receiver
 
 TEXT = {"type": "repo.pushed", "text": "a push"}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def each_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HeraldProcess]:
+    """``herald serve`` on SQLite, then on PostgreSQL, sending webhooks to this machine."""
+    directory = tmp_path_factory.mktemp(request.param)
+    with serving(request.param, directory, "--webhook-allow", "loopback") as process:
+        yield process
 
 
 @pytest.fixture
@@ -251,11 +263,12 @@ def test_bad_names_and_bodies_get_clear_refusals_and_change_nothing(
 def test_a_dry_run_of_a_topic_publish_counts_its_subscribers_and_stores_nothing(
     each_backend: HeraldProcess, admin: httpx.Client
 ) -> None:
-    topic = declared(admin)
+    prefix = f"dry{uuid.uuid4().hex[:6]}"  # its glob matches no other test's topic
+    topic = declared(admin, prefix)
     agents = new_agents(admin, 2)
     for agent in agents:
         subscribe(each_backend, agent, topic)
-    subscribe(each_backend, agents[0], topic.split("/")[0] + "/*")  # still one agent
+    subscribe(each_backend, agents[0], f"{prefix}/*")  # still one agent
     dry = admin.post("/v1/events?dry_run=true", json={"topic": topic, **TEXT})
     assert dry.status_code == 200 and dry.json() == {"checked": 2}
     assert last_seqs(admin, agents) == [0, 0]
@@ -265,20 +278,20 @@ def test_a_dry_run_of_a_topic_publish_counts_its_subscribers_and_stores_nothing(
     assert reserved.status_code == 422, reserved.text
 
 
-def test_a_topic_publish_is_sent_once_to_each_subscribers_webhook(store_url: str) -> None:
+def test_a_topic_publish_is_sent_once_to_each_subscribers_webhook(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
     receiver = Receiver()
-    herald = HeraldProcess(store_url, extra_args=("--webhook-allow", "loopback"))
     try:
-        with herald.client(herald.admin_key) as admin:
-            topic = declared(admin)
-            agents = new_agents(admin, 2)
-            for agent in agents:
-                path = f"/v1/agents/{agent['id']}/webhook"
-                put = admin.put(path, json={"url": f"{receiver.url}/{agent['handle']}"})
-                assert put.status_code == 200, put.text
-                assert subscribe(herald, agent, topic).status_code == 201
-            sent = admin.post("/v1/events", json={"topic": topic, **TEXT})
-            assert sent.status_code == 202 and sent.json()["reached"] == 2
+        topic = declared(admin)
+        agents = new_agents(admin, 2)
+        for agent in agents:
+            path = f"/v1/agents/{agent['id']}/webhook"
+            put = admin.put(path, json={"url": f"{receiver.url}/{agent['handle']}"})
+            assert put.status_code == 200, put.text
+            assert subscribe(each_backend, agent, topic).status_code == 201
+        sent = admin.post("/v1/events", json={"topic": topic, **TEXT})
+        assert sent.status_code == 202 and sent.json()["reached"] == 2
         arrived = [receiver.arrived.get(timeout=30) for _ in agents]
         with pytest.raises(queue.Empty):
             receiver.arrived.get(timeout=2)  # a second send would have arrived by now
@@ -287,5 +300,4 @@ def test_a_topic_publish_is_sent_once_to_each_subscribers_webhook(store_url: str
         ids = {receipt["id"] for receipt in sent.json()["events"]}
         assert {body["id"] for body in by_path.values()} == ids
     finally:
-        herald.stop()
         receiver.close()

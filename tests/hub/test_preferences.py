@@ -46,3 +46,24 @@ async def test_a_change_elsewhere_is_followed_while_pushes_go_on_with_what_was_k
         return (await here.preferences.of(agent.id)).muted is not None
 
     await until(followed, "the change made elsewhere followed")
+
+
+async def test_remembered_preferences_are_answered_without_a_wait_and_followed_within_a_second(
+    here: Hub, elsewhere: Hub, clock: ManualClock
+) -> None:
+    agent, _ = await here.create_agent("prefs-bob")
+    assert here.preferences.remembered(agent.id) is None  # never read: ``of`` reads them
+    await here.preferences.of(agent.id)
+    assert here.preferences.remembered(agent.id) == NO_PREFERENCES
+    await elsewhere.preferences.put(agent.id, {"muted": ["ci.*"]})
+    clock.advance(1.5)
+    # A second old: still answered at once, and read again beside the caller.
+    assert here.preferences.remembered(agent.id) == NO_PREFERENCES
+
+    async def followed() -> bool:
+        remembered = here.preferences.remembered(agent.id)
+        return remembered is not None and remembered.muted is not None
+
+    await until(followed, "the change made elsewhere followed")
+    await here.preferences.put(agent.id, {"muted": []})
+    assert here.preferences.remembered(agent.id) is None  # changed here: read again, not guessed

@@ -955,6 +955,26 @@ async def test_an_event_whose_leases_run_out_dies_whoever_held_it(
     assert died is not None and died.status is EventStatus.DEAD
 
 
+async def test_a_claim_that_leases_some_buries_the_dying_among_them(
+    store: Store, clock: ManualClock
+) -> None:
+    store.max_deliveries = 2
+    alice = await add_agent(store, "alice")
+    poison, second, third = await publish(store, "alice", 3)
+    for consumer in ("a", "b"):  # handed out twice, its leases run out
+        assert [e.id for e in await store.claim(alice.id, consumer, 1, 1000, "poll")] == [poison]
+        clock.advance(2)
+    # One claim hands out the live ones after it and buries it, in the same step.
+    claimed = await store.claim(alice.id, "c", 10, 30_000, "heartbeat", ack_up_to=0)
+    assert [e.id for e in claimed] == [second, third]
+    died = await store.get_event(poison)
+    assert died is not None and died.status is EventStatus.DEAD
+    death = (await store.attempts(poison))[-1]
+    assert (death.mechanism, death.outcome, death.session) == ("dead_letter", "dead", "c")
+    assert (await store.stats()).events["dead"] == 1
+    assert (await store.stats()).events["pending"] == 2
+
+
 async def test_a_dead_event_redelivered_is_pending_with_its_count_begun_again(
     store: Store,
 ) -> None:

@@ -9,8 +9,9 @@ import itertools
 
 import pytest
 
+from herald import open_store
 from herald.ids import new_id
-from herald.models import Agent, NewEvent
+from herald.models import Agent, NewEvent, Priority
 from herald.store import Store
 from herald.testing import ManualClock
 
@@ -101,6 +102,34 @@ async def test_a_publish_to_a_topic_stores_one_event_for_each_subscriber_only(
     assert (await store.get_agent(carol.id)).last_seq == 0  # type: ignore[union-attr]
 
 
+async def test_each_copy_of_a_topic_publish_stores_every_field_as_it_answers_it(
+    store: Store,
+) -> None:
+    # Copies share all their columns but id, agent and seq: each of those others is stored
+    # once for all of them (PostgreSQL: one value each), and read back the same in every copy.
+    await store.put_topic("repo/herald", "pushes")
+    agents = [await agent_of(store, h) for h in ("alice", "bob", "carol")]
+    for agent in agents:
+        await store.subscribe_topic(agent.id, "repo/*")
+    full = NewEvent(
+        "", "build.failed", "red", {"b": [1, 2.5], "a": "\u00e9"}, None, 90.0,
+        '{"b":[1,2.5],"a":"\u00e9"}', '{"type":"object","properties":{}}', sender="bot",
+        priority=Priority.HIGH,
+    )  # fmt: skip
+    published = await store.append_to_topic("repo/herald", full)
+    assert published is not None
+    assert [p.event.agent_id for p in published] == [a.id for a in agents]
+    for p in published:
+        stored = await store.get_event(p.event.id)
+        assert stored == p.event
+        assert (stored.type, stored.text, stored.sender, stored.priority) == (
+            "build.failed", "red", "bot", Priority.HIGH
+        )  # fmt: skip
+        assert stored.data == {"b": [1, 2.5], "a": "\u00e9"}
+        assert stored.reply_schema == {"type": "object", "properties": {}}
+        assert stored.expires_at == stored.created_at + 90_000
+
+
 async def test_a_publish_to_an_undeclared_topic_stores_nothing_and_to_no_subscriber_none(
     store: Store,
 ) -> None:
@@ -169,3 +198,33 @@ async def test_a_subscription_racing_publishes_gets_each_event_whole_or_not_at_a
     for agent in agents:
         got = sum(agent.id in each for each in reached)
         assert (await store.get_agent(agent.id)).last_seq == got  # type: ignore[union-attr]
+
+
+async def test_another_process_hears_of_a_topics_agents_in_few_notifications(
+    postgres_database_url: str,
+) -> None:
+    # One notification names up to 200 agents: a publish to 401 wakes a listening process
+    # with three, not 401 (each handled on its own there, and queued in PostgreSQL).
+    heard: list[set[str]] = []
+    all_heard = asyncio.Event()
+    async with (
+        await open_store(postgres_database_url) as writer,
+        await open_store(postgres_database_url) as reader,
+    ):
+        await writer.put_topic("repo/herald", "pushes")
+        agents = [await agent_of(writer, f"agent-{n:03d}") for n in range(401)]
+        for agent in agents:
+            await writer.subscribe_topic(agent.id, "repo/herald")
+        ids = {agent.id for agent in agents}
+
+        def hear(agent_ids: set[str]) -> None:
+            heard.append(agent_ids)
+            if set().union(*heard) >= ids:
+                all_heard.set()
+
+        await reader.listen(hear)
+        assert await writer.append_to_topic("repo/herald", EVENT)
+        async with asyncio.timeout(10):
+            await all_heard.wait()
+    assert set().union(*heard) == ids
+    assert len(heard) == 3

@@ -204,9 +204,13 @@ class Fanout:
     def _take(self, events: list[Event]) -> None:
         """Keep the events just published here for their agents' subscribers, where they follow
         the newest kept; the rest is left to the reader of the store."""
+        followed = self._topics  # only the agents with a stream here
+        if not followed:
+            return
         by_agent: dict[str, list[Event]] = {}
         for event in events:
-            by_agent.setdefault(event.agent_id, []).append(event)
+            if event.agent_id in followed:
+                by_agent.setdefault(event.agent_id, []).append(event)
         for agent_id, its in by_agent.items():
             topic = self._topics.get(agent_id)
             if topic is not None and its[0].seq == topic.high_water + 1 and _consecutive(its):
@@ -214,10 +218,10 @@ class Fanout:
                 self._handed.add(agent_id)
 
     def _wake(self, agent_ids: set[str]) -> None:
-        for agent_id in agent_ids:
-            if agent_id in self._handed:  # announced right after the handover: nothing to read
-                self._handed.discard(agent_id)
-                continue
+        handed = self._handed & agent_ids  # announced right after the handover: nothing to read
+        self._handed -= handed
+        # Only the agents with a stream here: a topic's 10,000 agents, few of them followed.
+        for agent_id in (agent_ids & self._topics.keys()) - handed:
             topic = self._topics.get(agent_id)
             if topic is not None:
                 topic.wake.set()

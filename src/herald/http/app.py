@@ -45,7 +45,7 @@ from herald.http.limits import KeyLimits, Limits
 from herald.http.mcp import McpRoute
 from herald.http.metrics import ROUTE_TEMPLATE
 from herald.http.middleware import HeraldMiddleware
-from herald.http.services import Services
+from herald.http.services import APP_SCOPE_KEY, Services
 from herald.http.stream import StreamRoute
 from herald.hub import Hub
 from herald.inputs.events import CheckedBatches
@@ -95,7 +95,7 @@ def create_app(
     guard = webhooks.sender.guard if webhooks is not None else AddressGuard()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: HeraldApp) -> AsyncIterator[None]:
+    async def lifespan(app: object) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if maintenance:
@@ -154,7 +154,8 @@ class HeraldApp:
     herald's one middleware, which answers every error in herald's shape. (Starlette's own app
     class would put two layers of its own around each request, a last-resort 500 and its
     exception handlers, for what that middleware does already.) Like it, it has a ``state``, its
-    ``router`` and ``routes``, and is each request's ``request.app``. Its ``routes`` are those it
+    ``router`` and ``routes``; it puts itself in each request's scope under a key of its own
+    (``services.serving_app`` finds it), not Starlette's ``app``. Its ``routes`` are those it
     was made of, each a path and its methods, as ``/openapi.json`` describes them; its router
     serves them one route per path (``by_path``)."""
 
@@ -165,7 +166,7 @@ class HeraldApp:
         self._serve = serve
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope["app"] = self
+        scope[APP_SCOPE_KEY] = self
         await self._serve(scope, receive, send)
 
 

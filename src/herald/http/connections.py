@@ -28,12 +28,34 @@ request in time, send a request head without end, or take the last file the proc
 - A request uvicorn's parser refuses (a control character in a header, say) gets 400 in
   herald's error shape, not uvicorn's plain text.
 
-Built on public interfaces only: uvicorn's HTTP protocol is wrapped, not subclassed, by an
-``asyncio.Protocol`` (``uvicorn.Config(http=...)`` takes one) that sees every byte and event of
-the connection and gives uvicorn's protocol a transport of its own; herald's ASGI middleware
-(``herald.http.middleware``) tells it when each answer is sent. The wrapper finds where a
-request head ends itself (the blank line after it), and counts a body by its
+uvicorn's HTTP protocol is wrapped, not subclassed, by an ``asyncio.Protocol`` that sees every
+byte and event of the connection and gives uvicorn's protocol a transport of its own; herald's
+ASGI middleware (``herald.http.middleware``) tells it when each answer is sent. The wrapper finds
+where a request head ends itself (the blank line after it), and counts a body by its
 ``content-length``.
+
+uvicorn has no public hook for any of this (no cap on connections that closes the idlest, no
+head deadline or size limit for httptools, no answer of its own to a body left unread), so the
+wrapper rests on what uvicorn documents, ``Config(http=...)`` taking an ``asyncio.Protocol``
+class (its typed signature; its maintainers point there for a protocol of one's own,
+Kludex/uvicorn#1228), and on five things its documentation does not say, each covered by tests
+on a real ``herald serve`` (``tests/http/test_connections.py`` and its neighbours), which an
+upgrade of uvicorn that changed one would fail:
+
+1. ``AutoHTTPProtocol``, the class ``http="auto"`` names, lives in
+   ``uvicorn.protocols.http.auto``, and is made with the keyword arguments uvicorn gives the
+   protocol class (passed on as they are, none read).
+2. uvicorn starts a request's task while it reads the request's bytes (in ``data_received``), so
+   the task keeps the context set around that call (``serving_connection``). With uvicorn's
+   ``reset_contextvars`` (herald never sets it), the app would find no connection and serve
+   without the guard's bookkeeping of answers.
+3. uvicorn answers what its parser refuses with a 400 written straight to the transport, outside
+   any answer of the app (``_Relay.write`` knows it by its first bytes); were it to change, its
+   own plain-text 400 would go out instead of herald's.
+4. An answer's head is written in one write before its body (``hold``); were it not, the head
+   is written with the answer's end all the same.
+5. uvicorn closes the transport once it has answered a request whose chunked body it did not
+   read (``_Relay.close`` then reads and drops the rest first).
 """
 
 from __future__ import annotations
@@ -51,9 +73,9 @@ from typing import Any, ClassVar, Literal, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# The class uvicorn's documented http="auto" names (httptools, else h11). uvicorn documents that
-# Config(http=...) takes an asyncio.Protocol class but gives no way to wrap its own protocol:
-# this module path is the one public place it is named.
+# The class uvicorn's documented http="auto" names (httptools, else h11). Not documented API
+# (point 1 of the module's docstring): uvicorn offers no public way to get its own protocol to
+# wrap, and this is where uvicorn.config.HTTP_PROTOCOLS["auto"] points.
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from herald.errors import InvalidInput
@@ -180,9 +202,10 @@ Phase = Literal["head", "request", "unread body"]
 head read); answered, with the rest of its body still to come (to be discarded)."""
 
 _SERVING: ContextVar[GuardedConnection | None] = ContextVar("herald_connection", default=None)
-"""The connection whose bytes the server is reading. The server starts each request's task
-while it reads them, and a task keeps the context it was started in: the app
-(``serving_connection``) finds its connection here."""
+"""The connection whose bytes the server is reading. uvicorn starts each request's task while
+it reads them (undocumented: point 2 of the module's docstring), and a task keeps the context
+it was started in (asyncio's documented rule): the app (``serving_connection``) finds its
+connection here."""
 
 
 class GuardedConnection(asyncio.Protocol):

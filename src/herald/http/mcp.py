@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.jsonrpc import INVALID_REQUEST, JSONRPCError, JSONRPCMessage
@@ -341,7 +340,21 @@ def answered_whole(scope: Scope) -> bool:
         return False
     if request.headers.get("mcp-method") not in ANSWERED_WHOLE:
         return False
-    return all(check_accept_headers(request))
+    return _accepts_json_and_events(request.headers.get("accept", ""))
+
+
+def _accepts_json_and_events(accept: str) -> bool:
+    """Whether an Accept header names JSON and an event stream, wildcards included (RFC 9110
+    12.5.1), as the SDK's SSE mode needs. (The SDK tests it with a helper of its transport
+    module that is not part of its documented API: the same rule, herald's own.)"""
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    if "*/*" in kinds:
+        return True
+    return bool(kinds & _JSON_KINDS) and bool(kinds & _EVENT_KINDS)
+
+
+_JSON_KINDS = frozenset({"application/json", "application/*"})
+_EVENT_KINDS = frozenset({"text/event-stream", "text/*"})
 
 
 def _sends_json(scope: Scope) -> bool:

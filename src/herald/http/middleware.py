@@ -3,8 +3,9 @@ than one layer each (every layer is a call and a wrapped ``send`` more per reque
 
 Around each request, from the outside in:
 
-- its connection (``herald.http.connections``) is told when the request begins, whether its
-  body was read to the end, and when its answer is sent; on a connection in the probes'
+- its connection (``herald.http.connections``, found through the context uvicorn starts the
+  request in: what that rests on is listed there) is told when the request begins, whether
+  its body was read to the end, and when its answer is sent; on a connection in the probes'
   reserve, a request other than a probe is answered 503 and the connection closed;
 - it is counted by method, route template and status class, timed to its answer's status line
   (``Metrics.http_request``);

@@ -24,6 +24,7 @@ import herald
 from herald import answers
 from herald.http.described import JSON, NO_KEY, Answer, Key, Operation, described, operation_of
 from herald.http.io import json_response
+from herald.http.services import serving_app
 from herald.inputs.fields import NullIsDefault, whole
 from herald.inputs.listing import AgentName
 from herald.inputs.refusals import Input, says
@@ -389,10 +390,11 @@ async def openapi_json(request: Request) -> Response:
 async def cached_document(request: Request) -> dict[str, Any]:
     """The document of the app serving ``request``, made once (its routes do not change), and
     in a thread: the other requests need not wait for it."""
-    state = request.app.state
+    app = serving_app(request)
+    state = app.state
     found: dict[str, Any] | None = getattr(state, "openapi", None)
     if found is None:
-        found = await anyio.to_thread.run_sync(document, request.app.routes)
+        found = await anyio.to_thread.run_sync(document, app.routes)
         state.openapi = found
     return found
 

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from herald.http.described import NO_KEY, Answer, described
 from herald.http.openapi import cached_document
+from herald.http.services import serving_app
 
 REF_PREFIX = "#/components/schemas/"
 _CODE = re.compile(r"``(.+?)``|`(.+?)`")
@@ -75,7 +76,7 @@ a:focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
     tag="reference",
 )
 async def docs(request: Request) -> Response:
-    state = request.app.state
+    state = serving_app(request).state
     page: str | None = getattr(state, "reference_page", None)
     if page is None:
         page = await anyio.to_thread.run_sync(render, await cached_document(request))

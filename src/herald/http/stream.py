@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from herald import cursors
 from herald.delivery.fanout import Fanout, Subscription, TooSlow
-from herald.delivery.push_rules import is_pushed
+from herald.delivery.push_rules import pushed
 from herald.errors import CursorAhead, HeraldError, InvalidInput
 from herald.http import sse
 from herald.http.auth import bearer_key, require_agent
@@ -126,17 +126,16 @@ class StreamRoute:
             await write(sse.frame("truncated", None, {"after": cursor, "missing": gone}))
         last = cursor
         while page := await self.hub.open_events(agent.id, last, BACKLOG_PAGE):
-            preferences = await self.hub.preferences.of(agent.id)
-            pushed = [event for event in page if is_pushed(event, preferences)]
-            if last == cursor and pushed:
+            kept = pushed(page, await self.hub.preferences.of(agent.id))
+            if last == cursor and kept:
                 # The first event replayed is handed out again: a client that crashes on an
                 # event resumes from before it and meets it first, each time, until it dies.
                 # Those behind it are counted once the client is past it (and acknowledges
                 # them, or meets them first in its turn). Live pushes are first hand-outs.
-                await self.hub.count_handed_out(agent.id, [pushed[0].id])
-            for event in pushed:
+                await self.hub.count_handed_out(agent.id, [kept[0].id])
+            for event in kept:
                 await write(self.frames.frame(event, history))
-            self._count(pushed)
+            self._count(kept)
             last = page[-1].seq
         # Everything open up to where the subscription began was in that backlog; what is not
         # open (delivered, expired) is not streamed. So the stream goes on from there, also
@@ -153,11 +152,13 @@ class StreamRoute:
             if not events:
                 await write(": keepalive\n\n")
                 continue
-            preferences = await self.hub.preferences.of(agent.id)
-            pushed = [event for event in events if is_pushed(event, preferences)]
-            if pushed:
-                await write("".join(self.frames.frame(event, history) for event in pushed))
-                self._count(pushed)
+            preferences = self.hub.preferences.remembered(agent.id)
+            if preferences is None:  # not remembered (the first event, or just changed): read
+                preferences = await self.hub.preferences.of(agent.id)
+            kept = pushed(events, preferences)
+            if kept:
+                await write("".join(self.frames.frame(event, history) for event in kept))
+                self._count(kept)
             last = events[-1].seq
 
     def _count(self, written: list[Event]) -> None:

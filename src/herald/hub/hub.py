@@ -55,6 +55,7 @@ from herald.inputs.events import (
     parse_topic_event,
     spread,
 )
+from herald.inputs.keyword_event import quick_new_event
 from herald.inputs.listing import DEFAULT_PAGE, page_cursor
 from herald.inputs.refusals import parse
 from herald.keys import AGENT_PREFIX, hash_key, new_key
@@ -486,6 +487,11 @@ class Hub:
                 days ahead).
             NotFound: no agent has the handle ``to``.
         """
+        if reply is None and deliver_at is None and delay_s is None and priority is None:
+            quick = quick_new_event(to, type, text, data, dedupe_key, ttl_s, sender)
+            if quick is not None:
+                (published,) = await self.publish_many([quick])
+                return published
         fields = {"to": to, "type": type, "text": text, "data": data, "reply": reply}
         options: dict[str, Any] = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
         if deliver_at is not None:

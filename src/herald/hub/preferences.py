@@ -31,21 +31,31 @@ class PreferenceBook:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._known: dict[str, tuple[Preferences, int]] = {}
+        self._known: dict[str, tuple[Preferences, int, int]] = {}
+        """By agent: the preferences, when they were read and until when they are used as read."""
         self._reading: dict[str, asyncio.Task[Preferences]] = {}
         self._changes = 0  # changes made here: a read begun before one is not remembered
 
     async def of(self, agent_id: str) -> Preferences:
         """The agent's preferences (none for an agent that no longer exists)."""
-        cached = self._known.get(agent_id)
-        if cached is None:
+        remembered = self.remembered(agent_id)
+        if remembered is None:
             # shielded: a caller that gives up leaves the read to the others waiting on it
             return await asyncio.shield(self._read(agent_id))
-        now = self._store.now()
+        return remembered
+
+    def remembered(self, agent_id: str) -> Preferences | None:
+        """The agent's preferences as remembered (None: not remembered; ``of`` reads them),
+        read again in the background when they are a second old. No coroutine: each of an
+        agent's streams asks for them for every event it writes."""
+        cached = self._known.get(agent_id)
+        if cached is None:
+            return None
+        preferences, read_at, fresh_until = cached
         # A clock set back ends what was remembered too, or it could be kept for good.
-        if not cached[1] <= now < cached[1] + REMEMBERED_MS:
+        if not read_at <= self._store.now() < fresh_until:
             self._read(agent_id)  # in the background: this push goes on with what is known
-        return cached[0]
+        return preferences
 
     def _read(self, agent_id: str) -> asyncio.Task[Preferences]:
         """The read of the agent's preferences under way, or a new one."""
@@ -69,7 +79,7 @@ class PreferenceBook:
         if changes == self._changes:
             if len(self._known) >= REMEMBERED_AGENTS:
                 self._known.clear()
-            self._known[agent_id] = (preferences, now)
+            self._known[agent_id] = (preferences, now, now + REMEMBERED_MS)
         return preferences
 
     async def put(self, agent_id: str, raw: Any) -> Agent:

@@ -313,7 +313,7 @@ def spread(events: Sequence[NewEvent], lists: Lists | None) -> list[NewEvent]:
         if handles is None:
             stored.append(event)
         else:
-            stored.extend(replace(event, to=handle) for handle in handles)
+            stored.extend(event.for_handle(handle) for handle in handles)
     return stored
 
 

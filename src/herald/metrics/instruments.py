@@ -13,6 +13,7 @@ never an agent's id or handle, an event id or a raw path."""
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Collection, Iterable, Iterator
 
@@ -127,11 +128,11 @@ class Metrics:
     def published(self, types: Iterable[str], classes: Collection[str]) -> None:
         """Events of ``types`` were published; ``classes`` are the type classes kept as labels."""
         counted: dict[str, int] = {}
-        for type_ in types:
+        for type_, count in collections.Counter(types).items():  # each type once, not each event
             type_class = type_.partition(".")[0]
             if type_class not in classes:
                 type_class = OTHER
-            counted[type_class] = counted.get(type_class, 0) + 1
+            counted[type_class] = counted.get(type_class, 0) + count
         for type_class, count in counted.items():
             self._child(self._published, "published", type_class).inc(count)
 

@@ -106,8 +106,9 @@ def test_publishes_stored_together_take_the_statements_of_one_batch(
     conn.execute("COMMIT")
     around = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
     writes = [s.split()[0] for s in statements if not s.startswith(around)]
-    # The addressees read at once, one seq reservation per agent, one insert, one journal row.
-    assert writes == ["SELECT", "UPDATE", "UPDATE", "INSERT", "INSERT"]
+    # The addressees read at once, one seq reservation for all the agents, one insert, one
+    # journal row.
+    assert writes == ["SELECT", "UPDATE", "INSERT", "INSERT"]
     assert [ok for ok, _ in outcomes] == [True, True, False, True]
     assert isinstance(outcomes[2][1], NotFound)
     first, second, _, fourth = (answer for _, answer in outcomes)

@@ -31,7 +31,7 @@ from herald.store.appends import (
 from herald.store.journal import note_written, one_agent, published, record
 from herald.store.postgres import queries
 from herald.store.postgres.errors import refused
-from herald.store.postgres.rows import Connection, arrays, event
+from herald.store.postgres.rows import Connection, arrays, copies_values, event
 from herald.store.tables import EVENTS, Type
 
 JSON_FIELDS = tuple((c.name, c.attribute) for c in EVENTS.columns if c.type is Type.JSON)
@@ -100,7 +100,7 @@ async def append_to_agents(
     caller's transaction) that still exists once locked, in the order given: an agent deleted
     meanwhile is no longer subscribed."""
     if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
-        events = [replace(event, to=handle) for handle in handles]
+        events = [event.for_handle(handle) for handle in handles]
         agents = await lock_agents(conn, events)
         timed = [(new, now) for new in events if new.to in agents]
         return await _insert(conn, agents, timed) if timed else []
@@ -109,7 +109,7 @@ async def append_to_agents(
     if not ids:
         return []
     count = len(ids)
-    rows = await conn.fetch(queries.ADVANCE_SEQS, ids, [1] * count, [now] * count)
+    rows = await conn.fetch(queries.ADVANCE_ONE_EACH, ids, now)
     plan = one_each(ids)
     first = first_seqs({row["id"]: row["last_seq"] for row in rows}, plan.added)
     # Every copy holds the same JSON: normalised once, as JSONB will store it, not per copy.
@@ -117,7 +117,13 @@ async def append_to_agents(
     assert normal is not None, "a SELECT without FROM answers one row"
     same = replace(event, data_json=normal[0], reply_schema_json=normal[1])
     stored = plan.numbered([same] * count, first, [now] * count)
-    return plan.answers(await _insert_fresh(conn, stored, normalised=True), {})
+    entry = JournalEntry(published=plan.published(first, plan.added))
+    row = record(now, "append", one_agent(first), entry)
+    assert row is not None  # events are stored
+    copied = copies_values(EVENTS, stored, queries.COPY_COLUMNS)
+    await conn.execute(queries.INSERT_COPIES, *copied, row.at, row.kind, row.agent_id, row.detail)
+    note_written()
+    return plan.answers(stored, {})
 
 
 async def lock_agents(conn: Connection, events: Sequence[NewEvent]) -> dict[str, str]:
@@ -159,12 +165,9 @@ async def _insert(
     return plan.answers(await _insert_fresh(conn, stored), earlier)
 
 
-async def _insert_fresh(
-    conn: Connection, stored: list[Event], *, normalised: bool = False
-) -> list[Event]:
+async def _insert_fresh(conn: Connection, stored: list[Event]) -> list[Event]:
     """Insert the events at once, and the journal row that names them; returns them with their
-    JSON as JSONB normalised it, as it is read later (``normalised``: their JSON is so
-    already)."""
+    JSON as JSONB normalised it, as it is read later."""
     if not stored:
         return stored
     agent_id = one_agent(e.agent_id for e in stored)
@@ -175,8 +178,6 @@ async def _insert_fresh(
         queries.INSERT_EVENTS, *arrays(EVENTS, stored), row.at, row.kind, row.agent_id, row.detail
     )
     note_written()
-    if normalised:
-        return stored
     by_id = {row["id"]: row for row in rows}
     return [replace(e, **{field: by_id[e.id][name] for name, field in JSON_FIELDS}) for e in stored]
 

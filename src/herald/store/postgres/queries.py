@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from herald.pace import PACE_WINDOW_MS
 from herald.store import rules
-from herald.store.postgres.rows import column_list, names, placeholders, unnest_insert
+from herald.store.postgres.rows import (
+    column_list,
+    copies_insert,
+    names,
+    placeholders,
+    unnest_insert,
+)
 from herald.store.rules import NO_SEQ_LIMIT
 from herald.store.tables import (
     AGENTS,
@@ -183,6 +189,16 @@ WHERE agents.id = batch.id
 RETURNING agents.id, agents.last_seq
 """
 
+# ADVANCE_SEQS of one event for each agent of $1, published at $2 (a topic's copies): two arrays
+# of 10,000 values fewer to encode.
+ADVANCE_ONE_EACH = """
+UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,
+    oldest_open_at = coalesce(oldest_open_at, $2::bigint),
+    oldest_open_seq = coalesce(oldest_open_seq, last_seq + 1)
+WHERE id = ANY($1::text[])
+RETURNING id, last_seq
+"""
+
 
 def journaled(statement: str, first: int) -> str:
     """``statement`` (an INSERT, UPDATE or DELETE without a WITH of its own) and, in it, the
@@ -206,6 +222,12 @@ RETURNING id, {", ".join(f"{name}::text AS {name}" for name in JSON_EVENT_COLUMN
 """,
     len(EVENTS.columns) + 1,
 )
+
+# Copies of one event, one for each agent (a topic's publish): their ids, agents and seqs each an
+# array, every other column one value (an array of each of them cost the encoding of 10,000
+# values more per column, and JSON cast once per copy), then the batch's journal row.
+COPY_COLUMNS = ("id", "agent_id", "seq")
+INSERT_COPIES = journaled(copies_insert(EVENTS, COPY_COLUMNS), len(EVENTS.columns) + 1)
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
 # Read open events: $1 agent, $2 after seq, $3 now, $4 limit.

@@ -70,6 +70,37 @@ def unnest_insert(table: Table[Any]) -> str:
     )
 
 
+def copies_insert(table: Table[Any], differing: Sequence[str]) -> str:
+    """An INSERT of many rows of the table that share all values but those of the columns
+    ``differing``: each of those one array parameter, in order, then each other column's one
+    value, in the order of the columns (see ``copies_values``)."""
+    varying = [c for c in table.columns if c.name in differing]
+    assert [c.name for c in varying] == list(differing), "the differing columns, in order"
+    arrays = ", ".join(f"${n}::{c.type.value}[]" for n, c in enumerate(varying, start=1))
+    shared = iter(range(len(varying) + 1, len(table.columns) + 1))
+    values = ", ".join(
+        f"copy.{c.name}"
+        if c.name in differing
+        else f"${next(shared)}::{'jsonb' if c.type is Type.JSON else c.type.value}"
+        for c in table.columns
+    )
+    return (
+        f"INSERT INTO {table.name} ({names(table)}) SELECT {values}"
+        f" FROM unnest({arrays}) AS copy ({', '.join(differing)})"
+    )
+
+
+def copies_values(table: Table[M], models: Sequence[M], differing: Sequence[str]) -> list[Any]:
+    """The parameters of ``copies_insert``: the models' values of the ``differing`` columns,
+    one list each, then the first model's value of each other column (the same in all)."""
+    positions = [table.names.index(name) for name in differing]
+    rows = [table.values(model) for model in models]
+    first = rows[0]
+    return [[row[i] for row in rows] for i in positions] + [
+        value for i, value in enumerate(first) if i not in positions
+    ]
+
+
 def arrays(table: Table[M], models: Sequence[M]) -> list[list[Any]]:
     """The models' values as one list per column, for ``unnest_insert``."""
     return [list(column) for column in zip(*map(table.values, models), strict=True)]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 
 from herald.feed import JournalEntry, PublishedRange
 from herald.ids import new_id
@@ -54,6 +53,13 @@ RESERVE_SEQS_BY_HANDLE = (
     " oldest_open_at = coalesce(oldest_open_at, :now) WHERE handle = :handle"
     " RETURNING id, last_seq"
 )
+RESERVE_EACH = (
+    "UPDATE agents SET last_seq = last_seq + r.n, pending_events = pending_events + r.n,"
+    " oldest_open_at = coalesce(oldest_open_at, r.first_at)"
+    " FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS first_at"
+    " FROM json_each(:rows)) AS r WHERE agents.id = r.id RETURNING agents.id, agents.last_seq"
+)
+"""RESERVE_SEQS of several agents at once, from a JSON array of [id, n, first_at]."""
 RESERVE_ONE_EACH = (
     "UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,"
     " oldest_open_at = coalesce(oldest_open_at, :now)"
@@ -129,7 +135,7 @@ def append_to_agents(
     if not handles:
         return []
     if event.dedupe_key is not None:  # some copies may repeat a stored event: the full plan
-        events = [replace(event, to=handle) for handle in handles]
+        events = [event.for_handle(handle) for handle in handles]
         return _store(conn, events, [now] * len(events), agents)
     ids = [agents[handle] for handle in handles]
     reserved = conn.execute(RESERVE_ONE_EACH, {"ids": as_json(ids), "now": now})
@@ -249,9 +255,13 @@ def _reserve_seqs(
 ) -> dict[str, int]:
     """Advance each agent's last seq by its count, and count the events pending (published at
     ``first_at``: its oldest open event, if it had none); returns the first seq reserved for
-    each."""
-    last_seqs = {}
-    for agent_id, count in added.items():
+    each. Several agents in one statement: a statement for each cost a list of 100 handles a
+    tenth of its time."""
+    if len(added) == 1:
+        ((agent_id, count),) = added.items()
         params = {"n": count, "now": first_at[agent_id], "agent": agent_id}
-        (last_seqs[agent_id],) = conn.execute(RESERVE_SEQS, params).fetchone()
+        (last_seq,) = conn.execute(RESERVE_SEQS, params).fetchone()
+        return first_seqs({agent_id: last_seq}, added)
+    rows = as_json([[agent_id, count, first_at[agent_id]] for agent_id, count in added.items()])
+    last_seqs = dict(conn.execute(RESERVE_EACH, {"rows": rows}).fetchall())
     return first_seqs(last_seqs, added)
