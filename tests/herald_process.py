@@ -16,7 +16,9 @@ from pathlib import Path
 import httpx
 
 ADMIN_KEY = "herald-test-admin-key-0123456789abcdef"
-STARTUP_TIMEOUT_S = 30
+STARTUP_TIMEOUT_S = 120
+"""How long ``herald serve`` may take to say it listens, in all: a loaded machine running the
+suite on several processes takes seconds to import it; a start that holds is seen at once."""
 
 
 class HeraldProcess:
@@ -69,9 +71,12 @@ class HeraldProcess:
         self._lines.put(None)
 
     def _wait_for_listening(self) -> str:
+        """The URL of the line that says it listens: its lines (or its end) are waited for, at
+        most ``STARTUP_TIMEOUT_S`` in all."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             try:
-                line = self._lines.get(timeout=STARTUP_TIMEOUT_S)
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self.kill()
                 raise RuntimeError(f"herald serve did not start; it said: {self.lines}") from None

@@ -7,6 +7,8 @@ import asyncio
 import re
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +84,39 @@ async def test_a_stopped_hub_leaves_its_sqlite_file_whole(
         assert found is not None and found.text == "kept"
     finally:
         await store.close()
+
+
+STOPPED_AS_IT_LISTENS = """
+import asyncio, os, signal, sys
+from herald import ServeConfig
+from herald.config import HttpConfig
+from herald.serve import serve
+
+def announce(line):
+    print(line, flush=True)
+    if "listening on" in line:
+        os.kill(os.getpid(), signal.SIGTERM)  # a supervisor that stops it as soon as it may
+
+config = ServeConfig(store_url=sys.argv[1], log_level="warning", http=HttpConfig(port=0))
+asyncio.run(serve(config, admin_key=sys.argv[2], announce=announce))
+"""
+
+
+def test_a_hub_stopped_the_moment_it_says_it_listens_stops_cleanly(tmp_path: Path) -> None:
+    """Whoever waits for the line that says it listens may stop it then: the stop is kept for
+    after the close (no WAL left beside the file), not the end of the process mid-start."""
+    served = tmp_path / "served"
+    served.mkdir()
+    store_url = f"sqlite:///{served / 'hub.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_AS_IT_LISTENS, store_url, ADMIN_KEY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGTERM and "listening on" in done.stdout, done.stderr
+    assert sorted(p.name for p in served.iterdir()) == ["hub.db", "hub.db.lock"]  # no WAL left
 
 
 LONG_CLAIMS = ("--webhook-allow", "loopback", "--webhook-timeout", "60")

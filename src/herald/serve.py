@@ -130,11 +130,13 @@ async def serve(
                 f" with no pause over {config.http.body_idle_timeout_s:g} s; one key may have"
                 f" {per_key or 'any number of'} requests in flight at once"
             )
-            announce(
-                f"herald: listening on http://{host}:{bound_port}"
-                f" (store {masked_url(config.store_url)})"
-            )
             with _signals_kept(server) as caught:
+                # Said once a stop is kept for after the close: whoever waits for this line
+                # (a supervisor, a test) may stop the server at once, and it stops cleanly.
+                announce(
+                    f"herald: listening on http://{host}:{bound_port}"
+                    f" (store {masked_url(config.store_url)})"
+                )
                 async with _stopping_with(server, stop, stopping):
                     await server.serve(sockets=[sock])
         finally:

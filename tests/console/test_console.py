@@ -130,16 +130,24 @@ class LiveSession:
     def __init__(self, herald: HeraldProcess, key: str) -> None:
         self.herald, self.key = herald, key
         self.ready, self.done = threading.Event(), threading.Event()
+        self.opened = False
         self.thread = threading.Thread(target=asyncio.run, args=(self._hold(),), daemon=True)
 
     async def _hold(self) -> None:
-        async with session(self.herald, self.key, name="claude-code"):
-            self.ready.set()
-            await asyncio.to_thread(self.done.wait, 60)
+        try:
+            async with session(self.herald, self.key, name="claude-code"):
+                self.opened = True
+                self.ready.set()
+                # Until the ``with`` ends (its exit sets ``done``), however long the tests in it
+                # take on a loaded machine: a session that ended first would show its agent away.
+                await asyncio.to_thread(self.done.wait)
+        finally:
+            self.ready.set()  # one that failed to open wakes ``__enter__`` at once
 
     def __enter__(self) -> LiveSession:
         self.thread.start()
-        assert self.ready.wait(30), "the MCP session did not start"
+        self.ready.wait(120)
+        assert self.opened, "the MCP session did not start"
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -415,6 +415,81 @@ async def test_a_claim_passes_over_a_held_subscription_and_takes_a_paced_one_at_
     assert kept.paced_until == now + 1500
 
 
+async def test_a_paced_claim_locks_its_subscriptions_in_id_order_so_claims_never_deadlock(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL: a paced claim moves on the pace of each subscription it takes from. Another
+    transaction (a claim in another process) holds the first subscription in id order; the
+    claim waits for it holding no other, so that the other can go on to lock the rest in the
+    same order (in any other order, each would wait for the other: a deadlock)."""
+    store = await open_store(postgres_database_url)
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting() -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= 1)
+
+    try:
+        agent = await agent_of(store)
+        puts = [subscription(store, agent, number) for number in range(1, 9)]
+        for endpoint, record in puts:
+            await store.put_subscription(endpoint, record, 0)
+        await publish(store, "alice", "t")
+        assert await store.schedule_subscription_deliveries(100) == len(puts)
+        ids = sorted(endpoint.id for endpoint, _ in puts)
+        lock = "SELECT id FROM subscriptions WHERE id = ANY($1::text[])"
+        lock += ' ORDER BY id COLLATE "C" FOR NO KEY UPDATE'
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute(lock, ids[:1])
+        claiming = asyncio.create_task(
+            store.claim_deliveries("w", 100, 10**9, per_endpoint=24, pace_ms=500.0)
+        )
+        await until(waiting, "the claim waits for the first subscription")
+        assert len(await holder.fetch(lock, ids[1:])) == len(ids) - 1  # none held by the claim
+        await transaction.commit()
+        claimed = await claiming
+        assert sorted(endpoint.id for _, endpoint, _, _ in claimed) == ids
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()
+
+
+async def test_a_refresh_locks_its_subscription_before_its_agent_as_a_batch_of_attempts_does(
+    postgres_database_url: str,
+) -> None:
+    """PostgreSQL: a batch of attempts locks a subscription's endpoint, then (counting its events)
+    the agent's row. Another transaction holds the endpoint as such a batch does; a refresh of
+    the subscription waits for it holding nothing, so the agent's row is free for the batch (in
+    the other order, each would wait for the other: a deadlock)."""
+    store = await open_store(postgres_database_url)
+    watcher = await asyncpg.connect(postgres_database_url)
+    holder = await asyncpg.connect(postgres_database_url)
+
+    async def waiting() -> bool:
+        return bool(await watcher.fetchval(LOCK_WAITS) >= 1)
+
+    try:
+        agent = await agent_of(store)
+        endpoint, record = subscription(store, agent, 1)
+        await store.put_subscription(endpoint, record, 0)
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("SELECT FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", endpoint.id)
+        refreshing = asyncio.create_task(store.put_subscription(endpoint, record, 0, max_live=5))
+        await until(waiting, "the refresh waits for the subscription's endpoint")
+        agent_lock = "SELECT id FROM agents WHERE id = $1 FOR NO KEY UPDATE NOWAIT"
+        assert await holder.fetchval(agent_lock, agent.id) == agent.id  # not held by the refresh
+        await transaction.commit()
+        refreshed = await refreshing
+        assert refreshed is not None and refreshed[0].id == endpoint.id
+    finally:
+        await holder.close()
+        await watcher.close()
+        await store.close()
+
+
 async def test_events_that_expire_or_are_pruned_while_owed_leave_a_gap_until_told(
     store: Store, clock: ManualClock
 ) -> None:

@@ -42,9 +42,13 @@ class Page:
 
 @dataclass
 class Receiver:
-    """Answers each request with the next scripted (status, headers); 200 when the script is out."""
+    """Answers each request with the next scripted (status, headers); ``otherwise`` (200) when
+    the script is out."""
 
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    otherwise: int = 200
+    """The status of every answer once the script is out: 500 keeps an endpoint failing for as
+    long as the test looks at it, however long its retries take to come."""
     requests: list[Received] = field(default_factory=list)
     arrived: queue.Queue[Received] = field(default_factory=queue.Queue)
     release: threading.Event = field(default_factory=threading.Event)
@@ -85,7 +89,8 @@ class Receiver:
                     receiver.requests.append(got)
                     control = receiver.controls_ok and body.startswith(b'{"type":')
                     scripted = receiver.script and not control
-                    status, headers = receiver.script.pop(0) if scripted else (200, {})
+                    otherwise = (receiver.otherwise, {})
+                    status, headers = receiver.script.pop(0) if scripted else otherwise
                 if receiver.on_request is not None:
                     receiver.on_request(got)
                 receiver.arrived.put(got)

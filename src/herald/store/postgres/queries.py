@@ -723,6 +723,12 @@ RELEASE_CLAIMS = (
     " AND ($4::bigint IS NULL OR claimed_until <= $4)"
 )
 
+# Every statement that updates several subscriptions locks them first, in id order (a claim's
+# paces in CLAIM_DELIVERIES, a batch's holds, the gaps maintenance marks), so that two of them in
+# two processes wait for each other, never deadlock: ``subscriptions_locked``, of those ``which``.
+SUBSCRIPTIONS_LOCKED = """subscriptions_locked AS MATERIALIZED (
+    SELECT id FROM subscriptions WHERE {which} ORDER BY id COLLATE "C" FOR NO KEY UPDATE
+)"""
 # Claim: $1 worker, $2 now, $3 limit, $4 claimed until, $5 the most per endpoint, $6 and $7 the
 # endpoints with requests in flight and how many. Each active endpoint's first due deliveries,
 # as many as it has room for, are read from its index range (the backlog of an endpoint with no
@@ -734,7 +740,12 @@ RELEASE_CLAIMS = (
 # a pace (one delivery per $8 ms: ``pace.paced_allowance``), a subscription's room is also
 # what its pace allows, and its pace moves on by what was claimed (a claim racing this one in
 # another process may read the same pace, and both take it; the pace moves on by both, so the
-# rate holds over time).
+# rate holds over time). Its subscriptions are locked in id order before their paces move on
+# (``SUBSCRIPTIONS_LOCKED``): two claims of the same subscriptions in two processes then wait for
+# each other, never deadlock.
+PACED_LOCKED = SUBSCRIPTIONS_LOCKED.format(
+    which="$8::float8 IS NOT NULL AND id IN (SELECT endpoint_id FROM due)"
+)
 CLAIM_DELIVERIES = f"""
 WITH busy AS (
     SELECT * FROM unnest($6::text[], $7::int[]) AS busy(endpoint_id, requests)
@@ -760,12 +771,12 @@ WITH busy AS (
       AND (s.held_until IS NULL OR s.held_until <= $2)
 ), due AS (
     SELECT endpoint_id, event_id FROM locked ORDER BY next_at, event_id LIMIT $3
-), paced AS (
+), {PACED_LOCKED}, paced AS (
     UPDATE subscriptions s
     SET paced_until
         = greatest(coalesce(s.paced_until, 0), $2) + ceil(c.taken * $8::float8)::bigint
     FROM (SELECT endpoint_id, count(*) AS taken FROM due GROUP BY endpoint_id) c
-    WHERE $8::float8 IS NOT NULL AND s.id = c.endpoint_id
+    WHERE s.id = c.endpoint_id AND s.id IN (SELECT id FROM subscriptions_locked)
 ), claimed AS (
     UPDATE deliveries d SET claimed_by = $1, claimed_until = $4
     FROM due
@@ -1202,32 +1213,38 @@ SUSPEND_SUBSCRIPTION = """
 UPDATE endpoints SET state = 'disabled', disabled_reason = $2 WHERE id = $1 AND state = 'active'
 """
 # A receiver's Retry-After: $1 subscriptions, $2 until when each.
-HOLD_SUBSCRIPTIONS = """
+HOLD_SUBSCRIPTIONS = f"""
+WITH {SUBSCRIPTIONS_LOCKED.format(which="id = ANY($1::text[])")}
 UPDATE subscriptions SET held_until = greatest(coalesce(held_until, 0), h.until)
-FROM unnest($1::text[], $2::bigint[]) AS h (id, until) WHERE subscriptions.id = h.id
+FROM unnest($1::text[], $2::bigint[]) AS h (id, until)
+WHERE subscriptions.id = h.id AND subscriptions.id IN (SELECT id FROM subscriptions_locked)
 """
 FORGET_SUBSCRIPTION_MINUTES = "DELETE FROM subscription_minutes WHERE subscription_id = $1"
 # $1 the first minute of every window now.
 FORGET_OLD_MINUTES = "DELETE FROM subscription_minutes WHERE minute < $1"
 # Gaps. Before events expire ($1 now): the subscriptions still owed one no delivery was made of
 # (one made is sent all the same).
-GAPS_OF_EXPIRY = f"""
-UPDATE subscriptions SET gap_at = $1
-WHERE gap_at IS NULL AND id IN (
+EXPIRY_GAPS = f"""gap_at IS NULL AND id IN (
     -- Read from the overdue events (their index), not from each subscription's backlog.
     SELECT s.id FROM events e JOIN subscriptions s ON s.agent_id = e.agent_id
     WHERE e.{OPEN} AND e.expires_at IS NOT NULL AND e.expires_at <= $1
       AND e.seq > s.after_seq{SUBSCRIPTION_MATCHES}
-      AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))
+      AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = s.id AND d.event_id = e.id))"""
+GAPS_OF_EXPIRY = f"""
+WITH {SUBSCRIPTIONS_LOCKED.format(which=EXPIRY_GAPS)}
+UPDATE subscriptions SET gap_at = $1
+WHERE gap_at IS NULL AND id IN (SELECT id FROM subscriptions_locked)
 """
 # Before pruning ($1 now, $2 the time before which finished events go): the subscriptions whose
 # waiting deliveries go with the events.
-GAPS_OF_PRUNING = """
-UPDATE subscriptions SET gap_at = $1
-WHERE gap_at IS NULL AND id IN (
+PRUNING_GAPS = """gap_at IS NULL AND id IN (
     SELECT d.endpoint_id FROM deliveries d JOIN events e ON e.id = d.event_id
     WHERE d.state = 'waiting' AND e.status IN ('delivered', 'expired', 'dead', 'cancelled')
-        AND e.status_at < $2)
+        AND e.status_at < $2)"""
+GAPS_OF_PRUNING = f"""
+WITH {SUBSCRIPTIONS_LOCKED.format(which=PRUNING_GAPS)}
+UPDATE subscriptions SET gap_at = $1
+WHERE gap_at IS NULL AND id IN (SELECT id FROM subscriptions_locked)
 """
 OWE_GAP = "UPDATE subscriptions SET gap_at = coalesce(gap_at, $2) WHERE id = $1"
 # $1 now.

@@ -86,7 +86,11 @@ class SubscriptionStore:
         now = self.now()
 
         async def put(conn: Connection) -> tuple[Endpoint, WebhookSubscription] | None:
-            # The agent first: a put racing this one (same key or not) then sees what it stored.
+            # A subscription that exists is locked before its agent, as a batch of attempts
+            # locks its endpoint before the agent's row (counting its events): in the other
+            # order, a refresh and a batch of its deliveries would deadlock.
+            await conn.fetchrow(queries.LOCK_SUBSCRIPTION, endpoint.id)
+            # Then the agent: a put racing this one (same key or not) then sees what it stored.
             if await conn.fetchrow(queries.LOCK_SUBSCRIBER, endpoint.agent_id) is None:
                 raise NotFound(f"no agent has the id {endpoint.agent_id!r}")
             row = await conn.fetchrow(queries.LOCK_SUBSCRIPTION, endpoint.id)
