@@ -17,6 +17,7 @@ from herald import Hub, Notifier, open_store
 from herald.delivery.cascade import PushReport
 from herald.store import Store
 from herald.testing import ManualClock
+from tests.serve_launcher import LAUNCHER
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "HERALD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -39,6 +40,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
     if not hasattr(config, "workerinput"):  # what pytest-xdist gives a worker's config
         refuse_shared_ids([item.nodeid for item in items])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The launcher of this test process's ``herald serve`` processes ends with it: waited for,
+    its CPU is counted with the run's (``/usr/bin/time``)."""
+    LAUNCHER.close()
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -15,15 +15,28 @@ from pathlib import Path
 
 import httpx
 
+from tests.serve_launcher import LAUNCHER, LaunchedProcess
+
 ADMIN_KEY = "herald-test-admin-key-0123456789abcdef"
 STARTUP_TIMEOUT_S = 120
 """How long ``herald serve`` may take to say it listens, in all: a loaded machine running the
 suite on several processes takes seconds to import it; a start that holds is seen at once."""
 
 
+SERVE = (sys.executable, "-m", "herald.cli", "serve")
+"""The plain command that starts ``herald serve``: a fresh interpreter."""
+
+
 class HeraldProcess:
     """Starts ``herald serve --port 0`` on a store URL and waits (bounded) for it to listen.
-    ``command`` is what starts ``herald serve`` (the flags follow it)."""
+
+    By default it is forked from this test process's launcher (``tests.serve_launcher``), which
+    has imported herald's libraries once: the child runs what ``python -m herald.cli serve``
+    runs, at a fraction of the CPU. ``command`` (what starts ``herald serve``; the flags follow
+    it) or ``fresh_interpreter`` start it the plain way instead, for a test of the installed
+    entry point or of what a new interpreter does."""
+
+    process: subprocess.Popen[str] | LaunchedProcess
 
     def __init__(
         self,
@@ -34,31 +47,29 @@ class HeraldProcess:
         extra_args: tuple[str, ...] = (),
         port: int = 0,
         file_limit: tuple[int, int] | None = None,
-        command: tuple[str, ...] = (sys.executable, "-m", "herald.cli", "serve"),
+        command: tuple[str, ...] | None = None,
+        fresh_interpreter: bool = False,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HERALD_ADMIN_KEY"}
         if admin_key is not None:
             env["HERALD_ADMIN_KEY"] = admin_key
         self.admin_key = admin_key
         self.store_url = store_url
-        self.process = subprocess.Popen(
-            [
-                *command,
-                "--port",
-                str(port),
-                "--store",
-                store_url,
-                "--log-level",
-                "warning",
-                *extra_args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=cwd,
-            preexec_fn=_limit_files(file_limit) if file_limit is not None else None,
-        )
+        flags = ["--port", str(port), "--store", store_url, "--log-level", "warning", *extra_args]
+        if command is None and not fresh_interpreter:
+            self.process = LAUNCHER.start(
+                ["serve", *flags], env=env, cwd=cwd, file_limit=file_limit
+            )
+        else:
+            self.process = subprocess.Popen(
+                [*(command or SERVE), *flags],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                cwd=cwd,
+                preexec_fn=_limit_files(file_limit) if file_limit is not None else None,
+            )
         self.lines: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -120,7 +131,7 @@ class HeraldProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, as in a crash."""
-        self.process.send_signal(signal.SIGKILL)
+        self.process.kill()
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
