@@ -205,25 +205,48 @@ def with_password(url: str, password: str) -> str:
     return f"{scheme}://{user}:{password}@{host}"
 
 
+@dataclass
+class PostgresBackup:
+    """A PostgreSQL store that herald served, backed up with ``herald backup`` (given a password
+    in its URL) when it held ``kept``, then given ``later``; herald is stopped."""
+
+    url: str
+    dump: Path
+    backed_up: subprocess.CompletedProcess[str]
+    kept: list[str]
+    later: str
+
+
+@pytest.fixture(scope="module")
+def postgres_backup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresBackup]:
+    """One backed-up PostgreSQL store for the module's tests that restore it (into a fresh
+    database, or in its own place): each puts it back from the same dump."""
+    directory = tmp_path_factory.mktemp("pg-backup")
+    dump = directory / "herald.dump"
+    with scratch_database() as url:
+        herald = HeraldProcess(url)
+        try:
+            with herald.client(herald.admin_key) as admin:
+                handle = new_agent(admin)["handle"]
+                kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(5)]
+                backed_up = herald_command(
+                    "backup", str(dump), "--store", with_password(url, "s3cret")
+                )
+                later = publish(admin, handle, "after the backup").json()["id"]
+        finally:
+            herald.stop()
+        yield PostgresBackup(url, dump, backed_up, kept, later)
+
+
 def test_a_postgresql_backup_restores_into_a_fresh_database_with_its_events(
-    postgres_database_url: str, tmp_path: Path
+    postgres_backup: PostgresBackup,
 ) -> None:
-    dump = tmp_path / "herald.dump"
-    herald = HeraldProcess(postgres_database_url)
-    try:
-        with herald.client(herald.admin_key) as admin:
-            handle = new_agent(admin)["handle"]
-            kept = [publish(admin, handle, f"kept {n}").json()["id"] for n in range(5)]
-        backed_up = herald_command(
-            "backup", str(dump), "--store", with_password(postgres_database_url, "s3cret")
-        )
-    finally:
-        herald.stop()
+    backed_up, dump = postgres_backup.backed_up, postgres_backup.dump
     assert backed_up.returncode == 0, backed_up.stderr
     assert "s3cret" not in backed_up.stdout + backed_up.stderr
     (said,) = backed_up.stdout.splitlines()
     assert said.startswith("herald: backed up ") and f" to {dump} (pg_dump" in said
-    assert sorted(p.name for p in tmp_path.iterdir()) == [dump.name], "a temporary file is left"
+    assert sorted(p.name for p in dump.parent.iterdir()) == [dump.name], "a temporary file is left"
     with scratch_database() as fresh:
         restored = herald_command("restore", str(dump), "--store", with_password(fresh, "s3cret"))
         assert restored.returncode == 0, restored.stderr
@@ -231,7 +254,7 @@ def test_a_postgresql_backup_restores_into_a_fresh_database_with_its_events(
         assert restored.stdout.startswith("herald: restored ")
         herald = HeraldProcess(fresh)
         try:
-            assert missing_events(herald, kept) == []
+            assert missing_events(herald, postgres_backup.kept) == []
         finally:
             herald.stop()
 
@@ -315,11 +338,25 @@ def test_a_failing_pg_dump_fails_the_backup_in_one_line_without_the_password(
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("schema", ["", "?schema=hub"])
 def test_a_postgresql_restore_puts_the_store_back_as_it_was_at_the_backup(
-    postgres_database_url: str, tmp_path: Path, schema: str
+    postgres_backup: PostgresBackup,
 ) -> None:
-    postgres_database_url += schema
+    backed_up = postgres_backup.backed_up
+    assert backed_up.returncode == 0, backed_up.stderr
+    restored = herald_command("restore", str(postgres_backup.dump), "--store", postgres_backup.url)
+    assert restored.returncode == 0, restored.stderr
+    herald = HeraldProcess(postgres_backup.url)
+    try:
+        assert missing_events(herald, postgres_backup.kept) == []
+        assert missing_events(herald, [postgres_backup.later]) == [postgres_backup.later]
+    finally:
+        herald.stop()
+
+
+def test_a_postgresql_restore_into_a_schema_puts_it_back_as_it_was_at_the_backup(
+    postgres_database_url: str, tmp_path: Path
+) -> None:
+    postgres_database_url += "?schema=hub"
     dump = tmp_path / "herald.dump"
     herald = HeraldProcess(postgres_database_url)
     try:

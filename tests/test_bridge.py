@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import json
 import os
 import queue
@@ -41,14 +43,23 @@ def free_port() -> int:
 
 
 class Hub:
-    """A hub on a fixed port and store, so that it can be killed and started again."""
+    """A hub on a fixed port and store, so that it can be killed and started again, seen by
+    the agent (``handle``, ``key``) that the bridge runs as."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.store = f"sqlite:///{tmp_path / 'hub.db'}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: HeraldProcess | None = None
+        self.handle = "claude"
         self.key = ""
+
+    def as_new_agent(self, handle: str) -> Hub:
+        """The same hub seen by a new agent ``handle`` (whose inbox starts empty)."""
+        seen = copy.copy(self)
+        seen.handle = handle
+        seen.key = self.admin("POST", "/v1/agents", json={"handle": handle})["api_key"]
+        return seen
 
     def start(self) -> HeraldProcess:
         self.process = HeraldProcess(self.store, port=self.port)
@@ -69,13 +80,34 @@ class Hub:
     def publish(self, text: str) -> dict[str, Any]:
         return dict(
             self.admin(
-                "POST", "/v1/events", json={"to": "claude", "type": "dm.received", "text": text}
+                "POST",
+                "/v1/events",
+                json={"to": self.handle, "type": "dm.received", "text": text},
             )
         )
 
 
+_agents = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def shared_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    """One hub for the module's tests that leave it running (a serve start is the dearest part
+    of a test); each test runs its bridge as an agent of its own."""
+    running = Hub(tmp_path_factory.mktemp("bridge"))
+    process = running.start()
+    yield running
+    process.stop()
+
+
 @pytest.fixture
-def hub(tmp_path: Path) -> Iterator[Hub]:
+def hub(shared_hub: Hub) -> Hub:
+    return shared_hub.as_new_agent(f"claude-{next(_agents)}")
+
+
+@pytest.fixture
+def own_hub(tmp_path: Path) -> Iterator[Hub]:
+    """A hub of the test's own, for a test that kills it and starts it again."""
     running = Hub(tmp_path)
     running.start()
     running.key = running.admin("POST", "/v1/agents", json={"handle": "claude"})["api_key"]
@@ -165,7 +197,7 @@ async def test_the_history_tool_reads_the_hubs_acknowledged_events_page_by_page(
     hub: Hub,
 ) -> None:
     older, newer = hub.publish("older"), hub.publish("newer")
-    hub.admin("POST", "/v1/events", json={"to": "claude", "type": "other", "text": "not acked"})
+    hub.admin("POST", "/v1/events", json={"to": hub.handle, "type": "other", "text": "not acked"})
     with hub.process.client(hub.key) as agent:  # type: ignore[union-attr]
         agent.post("/channel/ack", json={"ids": [older["id"], newer["id"]]})
     async with bridge(hub) as (client, _):
@@ -200,7 +232,8 @@ async def test_the_topic_tools_reach_the_hub_and_a_topic_publish_arrives_as_a_ta
     assert hub.admin("GET", "/v1/topics/repo/herald")["subscribers"] == 0
 
 
-async def test_the_bridge_starts_while_the_hub_is_down_and_catches_up(hub: Hub) -> None:
+async def test_the_bridge_starts_while_the_hub_is_down_and_catches_up(own_hub: Hub) -> None:
+    hub = own_hub
     early = hub.publish("published before the hub went down")
     hub.kill()
     async with bridge(hub) as (client, received):
@@ -212,7 +245,8 @@ async def test_the_bridge_starts_while_the_hub_is_down_and_catches_up(hub: Hub) 
         assert (await channel(received))["meta"]["event_id"] == late["id"]
 
 
-async def test_a_hub_killed_mid_run_loses_nothing(hub: Hub) -> None:
+async def test_a_hub_killed_mid_run_loses_nothing(own_hub: Hub) -> None:
+    hub = own_hub
     async with bridge(hub) as (client, received):
         one = hub.publish("one")
         assert (await channel(received))["meta"]["event_id"] == one["id"]
@@ -237,7 +271,7 @@ async def test_unicode_line_separators_from_another_agent_do_not_stop_the_bridge
     text = "one\u2028two\u2029three\u0085four"
     async with bridge(hub) as (_, received):
         with hub.process.client(alice_key) as alice:  # type: ignore[union-attr]
-            sent = alice.post("/channel/send", json={"to": "claude", "text": text})
+            sent = alice.post("/channel/send", json={"to": hub.handle, "text": text})
             assert sent.status_code == 202, sent.text
         after = hub.publish("the next normal event")
         tag = await channel(received)
@@ -350,7 +384,9 @@ def test_permission_prompts_are_relayed_to_an_approver_and_answered(hub: Hub) ->
         peer.send({"method": PERMISSION_REQUEST, "params": request})
         question = boss_stream.next()
         assert question is not None and question.data["type"] == "permission.request"
-        assert question.data["from"] == "claude" and question.data["data"]["request_id"] == "abcde"
+        assert (
+            question.data["from"] == hub.handle and question.data["data"]["request_id"] == "abcde"
+        )
         assert question.data["reply"]["properties"]["behavior"]["enum"] == ["allow", "deny"]
         with hub.process.client(boss_key) as boss:  # type: ignore[union-attr]
             answer = {"event_id": question.data["id"], "text": "ok", "data": {"behavior": "allow"}}

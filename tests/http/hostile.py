@@ -121,6 +121,65 @@ values: SearchStrategy[Any] = st.recursive(
     max_leaves=10,
 )
 
+# What herald's JSON parser takes (see herald.json_input), drawn in the same hostile shapes: odd
+# Unicode but neither NUL nor a surrogate half alone, integers up to the 4,300 digits herald
+# takes, finite numbers only, nesting within the 100 levels herald takes, each key once. A check
+# behind the parser sees nothing else, so a test of it need not throw most of its draws away.
+
+
+def _taken(text: str) -> bool:
+    return "\x00" not in text and not any("\ud800" <= char <= "\udfff" for char in text)
+
+
+taken_odd_strings = st.one_of(
+    st.sampled_from([text for text in ODD_STRINGS if _taken(text)]),
+    st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=24),
+    st.text(st.characters(exclude_characters="\x00"), max_size=24),
+)
+taken_strings = st.one_of(taken_odd_strings, taken_odd_strings, big_strings)
+taken_keys = st.one_of(st.sampled_from(["a", "type", "data", "id", ""]), taken_odd_strings)
+taken_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    ints,
+    st.sampled_from([4000, 4300]).map(lambda n: Raw("9" * n)),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["1e308", "-0.0", "0." + "1" * 400, "1" * 300 + ".5"]).map(Raw),
+    taken_strings,
+)
+taken_deep = st.one_of(
+    # Within 100 levels with room to spare for the containers drawn around it (max_leaves 10)
+    # and those of an event or a form around those.
+    st.integers(50, 80).map(lambda n: Raw("[" * n + "]" * n)),
+    st.integers(50, 80).map(lambda n: Raw('{"a":' * n + "1" + "}" * n)),
+)
+taken_values: SearchStrategy[Any] = st.recursive(
+    st.one_of(taken_scalars, taken_deep),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(taken_keys, children, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """The strings, keys and values that fill a drawn shape's fields where not the one it
+    expects: any hostile ones (``HOSTILE``), or only those herald's JSON parser takes
+    (``TAKEN``)."""
+
+    characters: SearchStrategy[str]
+    """Of a text that fits its field."""
+    strings: SearchStrategy[str]
+    keys: SearchStrategy[str]
+    values: SearchStrategy[Any]
+
+
+HOSTILE = Kinds(st.characters(codec="utf-8"), strings, keys, values)
+TAKEN = Kinds(
+    st.characters(codec="utf-8", exclude_characters="\x00"), taken_strings, taken_keys, taken_values
+)
+
 raw_bodies = st.one_of(
     st.binary(max_size=64),
     st.sampled_from(
@@ -145,9 +204,9 @@ raw_bodies = st.one_of(
 )
 
 
-def either(good: SearchStrategy[Any]) -> SearchStrategy[Any]:
-    """Mostly a value that fits the field, else anything."""
-    return st.one_of(good, good, good, values)
+def either(good: SearchStrategy[Any], kinds: Kinds = HOSTILE) -> SearchStrategy[Any]:
+    """Mostly a value that fits the field, else anything (of ``kinds``)."""
+    return st.one_of(good, good, good, kinds.values)
 
 
 # What names the world a request aims at is drawn as a placeholder, filled in just before the
@@ -176,14 +235,19 @@ datas: SearchStrategy[Any] = either(st.dictionaries(st.text(max_size=6), values,
 
 
 def objects(
-    fields: dict[str, SearchStrategy[Any]], *, required: Iterable[str] = ()
+    fields: dict[str, SearchStrategy[Any]],
+    *,
+    required: Iterable[str] = (),
+    kinds: Kinds = HOSTILE,
 ) -> SearchStrategy[dict[str, Any]]:
     """A JSON object with some of ``fields`` (each drawn from its strategy, ``required`` ones
-    always), sometimes with unknown fields too."""
+    always), sometimes with unknown fields (of ``kinds``) too."""
     must = {name: fields[name] for name in required}
     may = {name: good for name, good in fields.items() if name not in must}
     chosen = st.fixed_dictionaries(must, optional=may)
-    unknown = st.dictionaries(keys.filter(lambda k: k not in fields), values, max_size=2)
+    unknown = st.dictionaries(
+        kinds.keys.filter(lambda k: k not in fields), kinds.values, max_size=2
+    )
     with_unknown = st.tuples(chosen, unknown).map(lambda pair: {**pair[1], **pair[0]})
     return st.one_of(chosen, chosen, chosen, chosen, with_unknown)
 
@@ -265,34 +329,40 @@ def _loopback_only(value: Any) -> Any:
     return value if host in (None, "", "127.0.0.1", "localhost", "::1") else LOOPBACK_URLS[0]
 
 
-def forms() -> SearchStrategy[Any]:
-    """Reply forms: flat ones herald takes, and every way to get one wrong."""
+def forms(kinds: Kinds = HOSTILE) -> SearchStrategy[Any]:
+    """Reply forms: flat ones herald takes, and every way to get one wrong (with ``kinds``)."""
     prop = st.fixed_dictionaries(
-        {"type": either(st.sampled_from(["string", "number", "integer", "boolean"]))},
+        {"type": either(st.sampled_from(["string", "number", "integer", "boolean"]), kinds)},
         optional={
-            "title": strings,
-            "description": strings,
-            "enum": either(st.lists(st.text(max_size=5), min_size=1, max_size=3)),
-            "format": either(st.sampled_from(["email", "uri", "date", "date-time"])),
-            "minimum": either(st.integers(-10, 10)),
-            "maxLength": either(st.integers(0, 10)),
-            "default": values,
+            "title": kinds.strings,
+            "description": kinds.strings,
+            "enum": either(
+                st.lists(st.text(kinds.characters, max_size=5), min_size=1, max_size=3), kinds
+            ),
+            "format": either(st.sampled_from(["email", "uri", "date", "date-time"]), kinds),
+            "minimum": either(st.integers(-10, 10), kinds),
+            "maxLength": either(st.integers(0, 10), kinds),
+            "default": kinds.values,
         },
     )
     return st.fixed_dictionaries(
         {
-            "type": either(st.just("object")),
-            "properties": either(st.dictionaries(keys, either(prop), min_size=1, max_size=3)),
+            "type": either(st.just("object"), kinds),
+            "properties": either(
+                st.dictionaries(kinds.keys, either(prop, kinds), min_size=1, max_size=3), kinds
+            ),
         },
         optional={
-            "required": either(st.lists(either(st.sampled_from(["a", "type", "ok"])), max_size=3)),
-            "title": strings,
-            "description": strings,
+            "required": either(
+                st.lists(either(st.sampled_from(["a", "type", "ok"]), kinds), max_size=3), kinds
+            ),
+            "title": kinds.strings,
+            "description": kinds.strings,
         },
     )
 
 
-def ttls() -> SearchStrategy[Any]:
+def ttls(kinds: Kinds = HOSTILE) -> SearchStrategy[Any]:
     """A ttl_s: never a short valid one, whose event would expire while the suite compares
     state (herald would be right to change it)."""
 
@@ -300,7 +370,7 @@ def ttls() -> SearchStrategy[Any]:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return not (number and math.isfinite(value) and 0 < value < 86_400)
 
-    return st.one_of(st.sampled_from([86_400, 365 * 86_400]), values.filter(long_or_invalid))
+    return st.one_of(st.sampled_from([86_400, 365 * 86_400]), kinds.values.filter(long_or_invalid))
 
 
 def slow_body(

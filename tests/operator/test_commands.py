@@ -28,6 +28,26 @@ def herald(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
     process.stop()
 
 
+@pytest.fixture(scope="module")
+def webhook_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
+    process = HeraldProcess(
+        f"sqlite:///{tmp_path_factory.mktemp('webhooks') / 'hub.db'}",
+        extra_args=("--webhook-allow", "loopback"),
+    )
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def webhook_herald(webhook_hub: HeraldProcess) -> Iterator[HeraldProcess]:
+    """A hub that sends webhooks to the loopback, shared by the module's webhook tests: each
+    leaves it with no agent (so none of its endpoints), for the next one's hub-wide counts."""
+    yield webhook_hub
+    with webhook_hub.client(webhook_hub.admin_key) as admin:
+        for agent in admin.get("/v1/agents").json()["agents"]:
+            assert admin.delete(f"/v1/agents/{agent['id']}").status_code < 300
+
+
 def herald_command(
     herald: HeraldProcess, *args: str, key: str | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -352,11 +372,11 @@ def test_an_agents_loop_guard_limits_are_raised_each_left_out_kept_serve_wide(
     assert refused.returncode != 0 and "window_s" in refused.stderr
 
 
-def test_event_show_tells_when_a_failing_webhook_is_tried_next(tmp_path: Path) -> None:
+def test_event_show_tells_when_a_failing_webhook_is_tried_next(
+    webhook_herald: HeraldProcess,
+) -> None:
     receiver = Receiver(otherwise=500)  # failing until the test is done: its retries fail too
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
-    )
+    herald = webhook_herald
     try:
         json_lines(herald, "agent", "add", "op-kim")
         json_lines(herald, "agent", "set-webhook", "op-kim", receiver.url)
@@ -372,17 +392,14 @@ def test_event_show_tells_when_a_failing_webhook_is_tried_next(tmp_path: Path) -
         table = herald_command(herald, "event", "show", sent["id"])
         assert "next retry" in table.stdout
     finally:
-        herald.stop()
         receiver.close()
 
 
 def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
-    tmp_path: Path,
+    webhook_herald: HeraldProcess,
 ) -> None:
     receiver = Receiver(script=[(410, {}), (204, {})])  # 410 Gone disables the endpoint
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
-    )
+    herald = webhook_herald
     try:
         json_lines(herald, "agent", "add", "op-lou")
         json_lines(herald, "agent", "set-webhook", "op-lou", receiver.url)
@@ -403,7 +420,6 @@ def test_a_disabled_endpoint_is_listed_as_failing_and_enabled_by_its_command(
         table = herald_command(herald, "endpoints")
         assert table.returncode == 0 and "op-lou" in table.stdout and "active" in table.stdout
     finally:
-        herald.stop()
         receiver.close()
 
 
@@ -464,12 +480,10 @@ def test_event_show_says_why_no_way_has_tried_an_event(herald: HeraldProcess) ->
 
 
 def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted_so(
-    tmp_path: Path,
+    webhook_herald: HeraldProcess,
 ) -> None:
     receiver = Receiver(otherwise=500)  # failing until the test is done: its retries fail too
-    herald = HeraldProcess(
-        f"sqlite:///{tmp_path / 'hub.db'}", extra_args=("--webhook-allow", "loopback")
-    )
+    herald = webhook_herald
     try:
         json_lines(herald, "agent", "add", "op-ola")
         json_lines(herald, "agent", "set-webhook", "op-ola", receiver.url)
@@ -487,7 +501,6 @@ def test_a_failing_endpoint_is_shown_failing_since_its_first_failure_and_counted
         table = herald_command(herald, "endpoints")
         assert "failing" in table.stdout and "active" not in table.stdout
     finally:
-        herald.stop()
         receiver.close()
 
 
