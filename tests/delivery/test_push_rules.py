@@ -4,6 +4,7 @@ be drained; a pushed position does not acknowledge it."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import uuid
 from collections.abc import Iterator
@@ -124,10 +125,13 @@ async def test_a_low_event_is_not_pushed_to_an_mcp_session_but_is_in_its_inbox(
 ) -> None:
     agent = new_agent(herald)
     async with session(herald, agent["api_key"]) as (client, received):
-        publish(herald, agent["handle"], ("quiet", "low"), ("loud", None))
+        _, loud = publish(herald, agent["handle"], ("quiet", "low"), ("loud", None))
         method, params = await received.next()
         assert method == "notifications/claude/channel"
         assert "loud" in params["content"] and "quiet" not in params["content"]
+        # The push is recorded after its notification leaves; until then its row is locked,
+        # and an inbox read (which skips locked rows) would not show it yet.
+        await asyncio.to_thread(marked_sent, herald, loud)
         inbox = await client.call_tool("inbox", {})
         events = inbox.structured_content["events"]  # type: ignore[index]
         assert [(e["text"], e["priority"]) for e in events] == [
@@ -135,6 +139,15 @@ async def test_a_low_event_is_not_pushed_to_an_mcp_session_but_is_in_its_inbox(
             ("loud", "normal"),
         ]
         assert received.queue.empty()
+
+
+def marked_sent(herald: HeraldProcess, event_id: str) -> None:
+    """Waits (bounded) until the event's push is recorded."""
+    with herald.client(herald.admin_key) as admin:
+        wait_until(
+            lambda: admin.get(f"/v1/events/{event_id}").json()["status"] == "sent",
+            f"the push of {event_id} recorded",
+        )
 
 
 def mute(herald: HeraldProcess, agent: dict[str, Any], *globs: str) -> None:
@@ -228,8 +241,9 @@ async def test_an_mcp_session_mutes_types_with_its_tool_and_they_are_not_pushed_
         assert "dm.new" in params["content"] and "ci.passed" not in params["content"]
         unmuted = await client.call_tool("preferences", {"set": {}})
         assert unmuted.structured_content == {}
-        publish_typed(herald, agent["handle"], "ci.failed")  # nothing muted now: pushed
+        (failed,) = publish_typed(herald, agent["handle"], "ci.failed")  # nothing muted: pushed
         assert "ci.failed" in (await received.next())[1]["content"]
+        await asyncio.to_thread(marked_sent, herald, failed)  # as in the test above
         read = await client.call_tool("preferences", {})
         assert read.structured_content == {}
         refused = await client.call_tool("preferences", {"set": {"muted": "ci.*"}})
