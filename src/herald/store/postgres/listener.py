@@ -194,7 +194,7 @@ class Listener:
                     await conn.close(timeout=5)
 
     def _notified(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        # Up to 200 agents' ids, joined by commas (migration 0037): one notification for each
+        # Up to 200 agents' ids, joined by commas (migration 0036): one notification for each
         # agent cost a publish to a topic of 10,000 agents as many wake-ups in every process.
         self.on_agents(set(str(payload).split(",")))
 
