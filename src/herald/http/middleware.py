@@ -70,6 +70,12 @@ class HeraldMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Found through a context variable the connection wrapper sets as uvicorn reads the
+        # request: it relies on uvicorn starting the request's task inside ``data_received``,
+        # which uvicorn does not document (ASGI gives an app no handle on its connection; the
+        # scope's ``client`` is rewritten behind --proxy-headers). Without it (None) the
+        # request is served with no connection bookkeeping; tests/http/test_connections.py
+        # fails if uvicorn changes this. See herald.http.connections.
         connection = serving_connection()
         exchange = _Exchange(self, scope, receive, send, connection)
         try:
