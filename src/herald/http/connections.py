@@ -195,8 +195,8 @@ class ConnectionGuard:
 
     def _known(self, connection: GuardedConnection) -> None:
         if connection.ends is not None:
-            # A connection whose ends an old one had: that one is closed already, whether or
-            # not its loss has been told yet (the system gives two open ones different ends).
+            # No two open connections have the same ends: one that had these before is closed
+            # (its socket is closed after its loss is told, and forgotten then).
             self._by_ends[connection.ends] = connection
 
     def serving(self, scope: Scope) -> GuardedConnection | None:
@@ -603,10 +603,10 @@ class _Relay(asyncio.Transport):
 
 def guarded_protocol(guard: ConnectionGuard) -> type[GuardedConnection]:
     """The protocol class to give ``uvicorn.Config(http=...)``, bound to ``guard``; the app it
-    serves, made with the same guard (``create_app(connections=...)``), tells each connection of its
-    answers (``herald.http.middleware``). The server is to run with ``proxy_headers=False``
-    (the app reads a proxy's headers itself, ``trusted_proxies``): a client address they
-    rewrote would name no connection."""
+    serves, made with the same guard (``create_app(connections=...)``), tells each connection
+    of its answers (``herald.http.middleware``). The server is to run with
+    ``proxy_headers=False`` (the app reads a proxy's headers itself, ``trusted_proxies``): a
+    client address they rewrote would name no connection."""
     return type("GuardedConnection", (GuardedConnection,), {"guard": guard})
 
 
