@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import signal
 import socket
 import threading
@@ -101,7 +102,7 @@ async def serve(
             public_url = config.http.public_url or f"http://{host}:{bound_port}"
             per_key = config.limits.requests
             per_key = budget.per_key if per_key is None else per_key
-            app, stopping = build_app(hub, config, public_url, per_key)
+            app, stopping = build_app(hub, config, public_url, per_key, guard)
             hide_query_tokens()
             server_config = uvicorn.Config(
                 app,
@@ -110,14 +111,12 @@ async def serve(
                 # --log-format), not through uvicorn's own handlers.
                 log_config=None,
                 access_log=config.access_log,
-                # A proxy's X-Forwarded-For and -Proto name the client and scheme for uvicorn's
-                # access log alone (herald reads neither): without it, no layer for them.
-                proxy_headers=config.access_log,
+                # Off: herald's middleware reads a proxy's headers itself, after it has found
+                # the request's connection by the client address they rewrite
+                # (herald.http.connections).
+                proxy_headers=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=guarded_protocol(guard),
-                # Each request's task keeps the context it starts in: the guard's wrapper finds
-                # the request's connection there (herald.http.connections, point 2).
-                reset_contextvars=False,
                 ws="none",  # herald serves no WebSocket: an upgrade is an ordinary request
                 backlog=budget.backlog,
             )
@@ -256,7 +255,11 @@ def build_hub(config: ServeConfig, clock: Clock | None = None) -> Hub:
 
 
 def build_app(
-    hub: Hub, config: ServeConfig, public_url: str, requests_per_key: int = 0
+    hub: Hub,
+    config: ServeConfig,
+    public_url: str,
+    requests_per_key: int = 0,
+    guard: ConnectionGuard | None = None,
 ) -> tuple[HeraldApp, Callable[[], Awaitable[None]]]:
     """The HTTP app over an opened hub, with the delivery engine, the stream fan-out and the
     webhook worker set as ``config`` says; and what to call when the server begins to stop,
@@ -264,7 +267,10 @@ def build_app(
     themselves), and the webhook requests in flight start their stop grace meanwhile.
 
     ``public_url`` is the hub's URL as agents reach it (told to OpenClaw agents);
-    ``requests_per_key`` how many requests one key may have in flight (0: no limit).
+    ``requests_per_key`` how many requests one key may have in flight (0: no limit);
+    ``guard`` the connections of the server that serves it. With ``config.access_log``, a
+    proxy's ``X-Forwarded-For`` and ``-Proto`` name the client and scheme in the log's lines,
+    from the addresses uvicorn's ``--forwarded-allow-ips`` would trust (``trusted_proxies``).
 
     Raises:
         InvalidInput: the webhook concurrency is below 1.
@@ -311,6 +317,8 @@ def build_app(
         metrics_config=config.metrics,
         http_config=config.http,
         requests_per_key=requests_per_key,
+        connections=guard,
+        trusted_proxies=trusted_proxies() if config.access_log else None,
     )
 
     async def beginning_to_stop() -> None:
@@ -318,6 +326,13 @@ def build_app(
         await fanout.close()
 
     return app, beginning_to_stop
+
+
+def trusted_proxies() -> str:
+    """The addresses whose ``X-Forwarded-For`` and ``-Proto`` are taken: as uvicorn's
+    ``--forwarded-allow-ips`` documents its default, ``$FORWARDED_ALLOW_IPS``, else the
+    loopback addresses."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
 
 def listen(host: str, port: int) -> socket.socket:

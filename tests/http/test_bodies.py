@@ -49,13 +49,14 @@ async def serving(tmp_path: Path, http: HttpConfig) -> AsyncIterator[Served]:
     await hub.open()
     await hub.setup_admin_key(ADMIN_KEY)
     guard = ConnectionGuard(64, LONG_S, http.body_timeout_s)
-    app = create_app(hub, maintenance=False, http_config=http)
+    app = create_app(hub, maintenance=False, http_config=http, connections=guard)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=0,
         log_level="critical",
         http=guarded_protocol(guard),
+        proxy_headers=False,
         timeout_graceful_shutdown=1,  # a request a test left hanging does not hold it up
     )
     server = uvicorn.Server(config)

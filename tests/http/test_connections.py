@@ -1,8 +1,10 @@
 """What no client can do to ``herald serve``'s connections: hold them without sending a request
-(slowloris), open more than the process has files for, or send a request head without end."""
+(slowloris), open more than the process has files for, or send a request head without end; and
+that each request finds its connection by its two ends, behind a proxy too."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import time
@@ -12,7 +14,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import uvicorn
 
+from herald import Hub
+from herald.http import create_app
+from herald.http.connections import ConnectionGuard, guarded_protocol
 from tests.herald_process import HeraldProcess
 from tests.waiting import WAIT_S, wait_until
 
@@ -283,3 +289,86 @@ def test_slow_bodies_of_one_key_cannot_keep_healthz_or_another_key_out(
         assert b"\r\nretry-after: 1" in head
     finally:
         herald.stop()
+
+
+def test_a_request_a_trusted_proxy_forwards_keeps_its_connection_guarded_and_names_its_client(
+    tmp_path: Path,
+) -> None:
+    # The access log reads a proxy's headers; the loopback client is a proxy trusted by default.
+    herald = HeraldProcess(
+        f"sqlite:///{tmp_path / 'h.db'}",
+        extra_args=("--head-timeout", "1", "--access-log", "--log-level", "info"),
+    )
+    try:
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            sock.sendall(
+                b"GET /healthz?forwarded HTTP/1.1\r\nHost: herald\r\n"
+                b"X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\n\r\n"
+            )
+            assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+            # The connection was told of its answer: the next request's head is timed again.
+            sock.sendall(HEAD_START)
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+        assert b'"code":"head_timeout"' in answer
+        logged = herald.wait_for_line(lambda line: "/healthz?forwarded" in line)
+        assert "203.0.113.7" in logged, logged  # the client the proxy named
+    finally:
+        herald.stop()
+
+
+async def read_all(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends until it closes the connection; fails if it is still open
+    in time."""
+    try:
+        async with asyncio.timeout(WAIT_S):
+            return await reader.read(-1)
+    except TimeoutError:
+        pytest.fail("herald kept the connection open")
+
+
+@pytest.mark.anyio
+async def test_a_request_started_in_a_fresh_context_still_finds_its_connection(
+    tmp_path: Path,
+) -> None:
+    # uvicorn's reset_contextvars starts each request's task in a context of its own: nothing
+    # the connection's wrapper sets around uvicorn's reading reaches the request.
+    hub = Hub.from_url(f"sqlite:///{tmp_path / 'h.db'}")
+    await hub.open()
+    guard = ConnectionGuard(64, head_timeout_s=1)
+    app = create_app(hub, maintenance=False, connections=guard)
+    config = uvicorn.Config(
+        app,
+        log_level="critical",
+        http=guarded_protocol(guard),
+        proxy_headers=False,
+        reset_contextvars=True,
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    listening = socket.create_server(("127.0.0.1", 0))
+    serving = asyncio.create_task(server.serve(sockets=[listening]))
+    try:
+        host, port = listening.getsockname()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
+        async with asyncio.timeout(WAIT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        async with asyncio.timeout(WAIT_S):
+            await reader.readexactly(length)
+        # Told of its answer, the connection times the next request's head.
+        writer.write(HEAD_START)
+        answer = await read_all(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    finally:
+        server.should_exit = True
+        await serving
+        listening.close()
+        await hub.close()

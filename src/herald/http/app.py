@@ -38,6 +38,7 @@ from herald.http import (
     topics,
 )
 from herald.http.auth import MetricsAccess
+from herald.http.connections import ConnectionGuard
 from herald.http.cors import Cors
 from herald.http.feed import FeedRoute
 from herald.http.io import error_response
@@ -67,6 +68,8 @@ def create_app(
     metrics_config: MetricsConfig = DEFAULTS.metrics,
     http_config: HttpConfig = DEFAULTS.http,
     requests_per_key: int = 0,
+    connections: ConnectionGuard | None = None,
+    trusted_proxies: str | None = None,
 ) -> HeraldApp:
     """The HTTP API and the ``/mcp`` endpoint over an opened hub. With ``maintenance``, expiry
     and pruning run in the background for as long as the app does. ``limits`` are what each
@@ -76,7 +79,12 @@ def create_app(
     of their webhook subscriptions, served with the ``webhooks`` worker; ``metrics_config``
     who besides the admin may read ``GET /metrics``; ``http_config`` the deadlines of request
     bodies (read by ``hub.clock``); ``requests_per_key`` how many requests one key may have in
-    flight at once (0: no limit; ``herald serve`` gives a share of its connections)."""
+    flight at once (0: no limit; ``herald serve`` gives a share of its connections);
+    ``connections`` the guard of the server that serves the app (``guarded_protocol``), whose
+    connections are told of their requests; ``trusted_proxies`` the addresses whose
+    ``X-Forwarded-For`` and ``-Proto`` name a request's client and scheme (None: none), for a
+    server run without uvicorn's own proxy headers (they would hide a request's connection
+    from ``connections``)."""
     notifier = notifier or Notifier(hub)
     per_key = Limits(limits)
     fanout = fanout or Fanout(hub)
@@ -141,6 +149,8 @@ def create_app(
             body_total_s=http_config.body_timeout_s,
             clock=hub.clock,
             cors=Cors(http_config.cors_origins) if http_config.cors_origins else None,
+            connections=connections,
+            trusted_proxies=trusted_proxies,
         ),
     )
     app.state.services = Services(

@@ -38,24 +38,30 @@ uvicorn has no public hook for any of this (no cap on connections that closes th
 head deadline or size limit for httptools, no answer of its own to a body left unread), so the
 wrapper rests on what uvicorn documents, ``Config(http=...)`` taking an ``asyncio.Protocol``
 class (its typed signature; its maintainers point there for a protocol of one's own,
-Kludex/uvicorn#1228), and on five things its documentation does not say, each covered by tests
+Kludex/uvicorn#1228), and on four things its documentation does not say, each covered by tests
 on a real ``herald serve`` (``tests/http/test_connections.py`` and its neighbours), which an
 upgrade of uvicorn that changed one would fail:
 
 1. ``AutoHTTPProtocol``, the class ``http="auto"`` names, lives in
    ``uvicorn.protocols.http.auto``, and is made with the keyword arguments uvicorn gives the
    protocol class (passed on as they are, none read).
-2. uvicorn starts a request's task while it reads the request's bytes (in ``data_received``), so
-   the task keeps the context set around that call (``serving_connection``). With uvicorn's
-   ``reset_contextvars`` (herald never sets it), the app would find no connection and serve
-   without the guard's bookkeeping of answers.
-3. uvicorn answers what its parser refuses with a 400 written straight to the transport, outside
+2. uvicorn answers what its parser refuses with a 400 written straight to the transport, outside
    any answer of the app (``_Relay.write`` knows it by its first bytes); were it to change, its
    own plain-text 400 would go out instead of herald's.
-4. An answer's head is written in one write before its body (``hold``); were it not, the head
+3. An answer's head is written in one write before its body (``hold``); were it not, the head
    is written with the answer's end all the same.
-5. uvicorn closes the transport once it has answered a request whose chunked body it did not
+4. uvicorn closes the transport once it has answered a request whose chunked body it did not
    read (``_Relay.close`` then reads and drops the rest first).
+
+The app finds the connection of each request by documented behaviour alone
+(``ConnectionGuard.serving``): the ASGI specification defines the scope's ``server`` and
+``client`` as the connection's local and remote host and port, which asyncio's transport gives
+as its ``sockname`` and ``peername``; no two open TCP connections have both ends alike, so the
+guard keeps each connection under its two ends. uvicorn's proxy headers (``proxy_headers``)
+would rewrite ``client`` before the app sees it: a guarded server runs with them off, and
+herald's middleware applies uvicorn's documented ``ProxyHeadersMiddleware`` itself once its
+connection is found (``herald.http.middleware``). A server listening on a Unix socket has no
+peer address to tell its connections apart: herald listens on TCP only.
 """
 
 from __future__ import annotations
@@ -65,8 +71,7 @@ import contextlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar, Literal, cast
@@ -95,6 +100,8 @@ PROBES = frozenset({"/healthz", "/readyz"})
 
 
 Admission = Literal["admitted", "probes only", "refused"]
+Ends = tuple[str, int, str, int]
+"""A TCP connection's two ends: its local host and port, and its remote host and port."""
 
 
 @dataclass(frozen=True)
@@ -164,23 +171,43 @@ class ConnectionGuard:
         self._open: set[GuardedConnection] = set()
         self._waiting: OrderedDict[GuardedConnection, None] = OrderedDict()
         self._reserve: set[GuardedConnection] = set()
+        self._by_ends: dict[Ends, GuardedConnection] = {}
 
     def admit(self, connection: GuardedConnection) -> Admission:
         """Count a new connection, closing the longest waiting one for room at the cap. When
         every open connection has a request in flight, the new one goes into the probes'
-        reserve while it has room (``"probes only"``), or is not taken (``"refused"``)."""
+        reserve while it has room (``"probes only"``), or is not taken (``"refused"``). A
+        connection taken is found by its requests' scopes (``serving``) until it is forgotten."""
         if len(self._open) >= self.max_connections:
             if not self._waiting:
                 if len(self._reserve) >= PROBE_RESERVE:
                     return "refused"
                 self._reserve.add(connection)
+                self._known(connection)
                 return "probes only"
             oldest, _ = self._waiting.popitem(last=False)
             self._open.discard(oldest)
             oldest.evict()
         self._open.add(connection)
         self._waiting[connection] = None
+        self._known(connection)
         return "admitted"
+
+    def _known(self, connection: GuardedConnection) -> None:
+        if connection.ends is not None:
+            # No two open connections have the same ends: one that had these before is closed
+            # (its socket is closed after its loss is told, and forgotten then).
+            self._by_ends[connection.ends] = connection
+
+    def serving(self, scope: Scope) -> GuardedConnection | None:
+        """The connection of the request ``scope`` is of, by its ``server`` and ``client`` (the
+        connection's two ends, as the ASGI specification defines them) before anything
+        rewrote ``client`` (a proxy's ``X-Forwarded-For``). None: not a connection of this
+        guard's (served by another server, or one that closed before its request began)."""
+        server, client = scope.get("server"), scope.get("client")
+        if server is None or client is None:
+            return None
+        return self._by_ends.get((server[0], server[1], client[0], client[1]))
 
     def busy(self, connection: GuardedConnection) -> None:
         """The connection has a request in flight: it is not closed for room."""
@@ -195,17 +222,14 @@ class ConnectionGuard:
         self._open.discard(connection)
         self._waiting.pop(connection, None)
         self._reserve.discard(connection)
+        ends = connection.ends
+        if ends is not None and self._by_ends.get(ends) is connection:
+            del self._by_ends[ends]
 
 
 Phase = Literal["head", "request", "unread body"]
 """Where a connection is: waiting for (or reading) a request head; a request in flight (its
 head read); answered, with the rest of its body still to come (to be discarded)."""
-
-_SERVING: ContextVar[GuardedConnection | None] = ContextVar("herald_connection", default=None)
-"""The connection whose bytes the server is reading. uvicorn starts each request's task while
-it reads them (undocumented: point 2 of the module's docstring), and a task keeps the context
-it was started in (asyncio's documented rule): the app (``serving_connection``) finds its
-connection here."""
 
 
 class GuardedConnection(asyncio.Protocol):
@@ -222,6 +246,8 @@ class GuardedConnection(asyncio.Protocol):
         self.server = AutoHTTPProtocol(**server)
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
+        self.ends: Ends | None = None
+        """Its two ends, by which its requests find it (``ConnectionGuard.serving``)."""
         self.phase: Phase = "head"
         self.head_bytes = 0
         """Bytes of the request head so far."""
@@ -257,6 +283,7 @@ class GuardedConnection(asyncio.Protocol):
         # A stream connection's transport (uvloop's is not an asyncio.Transport subclass).
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
+        self.ends = ends_of(transport)
         admission = self.guard.admit(self)
         if admission == "refused":
             self._answer_and_close(503, "server_busy", _BUSY, _BUSY_HEADERS)
@@ -264,22 +291,19 @@ class GuardedConnection(asyncio.Protocol):
         self.probes_only = admission == "probes only"
         self._served = True
         self._start_head_clock()
-        with self._serving():
-            self.server.connection_made(_Relay(self, transport))
+        self.server.connection_made(_Relay(self, transport))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_clock()
         self._stop_body_clock()
         self.guard.forget(self)
         if self._served:
-            with self._serving():
-                self.server.connection_lost(exc)
+            self.server.connection_lost(exc)
 
     def eof_received(self) -> bool | None:
         if self._discarding:
             return None  # the transport closes
-        with self._serving():
-            return self.server.eof_received()
+        return self.server.eof_received()
 
     def pause_writing(self) -> None:
         self.server.pause_writing()
@@ -294,16 +318,7 @@ class GuardedConnection(asyncio.Protocol):
                 self._close()
             return
         if self._account(data):
-            with self._serving():
-                self.server.data_received(data)
-
-    @contextlib.contextmanager
-    def _serving(self) -> Iterator[None]:
-        token = _SERVING.set(self)
-        try:
-            yield
-        finally:
-            _SERVING.reset(token)
+            self.server.data_received(data)
 
     # What the bytes are: head, body, or an unread body's rest.
 
@@ -588,8 +603,10 @@ class _Relay(asyncio.Transport):
 
 def guarded_protocol(guard: ConnectionGuard) -> type[GuardedConnection]:
     """The protocol class to give ``uvicorn.Config(http=...)``, bound to ``guard``; the app it
-    serves tells each connection of its answers (``herald.http.middleware``; ``create_app``
-    puts it in)."""
+    serves, made with the same guard (``create_app(connections=...)``), tells each connection
+    of its answers (``herald.http.middleware``). The server is to run with
+    ``proxy_headers=False`` (the app reads a proxy's headers itself, ``trusted_proxies``): a
+    client address they rewrote would name no connection."""
     return type("GuardedConnection", (GuardedConnection,), {"guard": guard})
 
 
@@ -605,10 +622,15 @@ _NOT_HTTP = (
 )
 
 
-def serving_connection() -> GuardedConnection | None:
-    """The connection of the request being served (None: served otherwise than by a
-    ``GuardedConnection``, by a test's transport, say)."""
-    return _SERVING.get()
+def ends_of(transport: asyncio.BaseTransport) -> Ends | None:
+    """The two ends of a TCP connection, as its transport names them (asyncio's ``sockname``
+    and ``peername``: for IPv6, the host and port come first); None when not known (the
+    connection was reset as it was accepted) or not TCP."""
+    local = transport.get_extra_info("sockname")
+    remote = transport.get_extra_info("peername")
+    if not (isinstance(local, tuple | list) and isinstance(remote, tuple | list)):
+        return None
+    return str(local[0]), int(local[1]), str(remote[0]), int(remote[1])
 
 
 def body_length(scope: Scope) -> int | None:

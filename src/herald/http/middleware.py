@@ -3,10 +3,13 @@ than one layer each (every layer is a call and a wrapped ``send`` more per reque
 
 Around each request, from the outside in:
 
-- its connection (``herald.http.connections``, found through the context uvicorn starts the
-  request in: what that rests on is listed there) is told when the request begins, whether
-  its body was read to the end, and when its answer is sent; on a connection in the probes'
-  reserve, a request other than a probe is answered 503 and the connection closed;
+- its connection (``herald.http.connections``), found by the scope's ``server`` and ``client``
+  (``ConnectionGuard.serving``), is told when the request begins, whether its body was read to
+  the end, and when its answer is sent; on a connection in the probes' reserve, a request other
+  than a probe is answered 503 and the connection closed;
+- behind a trusted proxy, its ``X-Forwarded-For`` and ``-Proto`` name the client and scheme
+  (uvicorn's documented ``ProxyHeadersMiddleware``, applied here rather than by uvicorn: once
+  the scope's ``client`` is rewritten, the connection could no longer be found by it);
 - it is counted by method, route template and status class, timed to its answer's status line
   (``Metrics.http_request``);
 - a refusal (a ``HeraldError``) is answered in herald's error shape;
@@ -25,17 +28,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from herald.errors import HeraldError
 from herald.http.bodies import BodyDeadlines, body_refusal
 from herald.http.connections import (
+    ConnectionGuard,
     GuardedConnection,
     body_length,
     busy_refusal,
-    serving_connection,
 )
 from herald.http.cors import Cors
 from herald.http.io import error_response, herald_error
@@ -44,6 +49,10 @@ from herald.http.metrics import ROUTE_TEMPLATE, UNMATCHED
 from herald.metrics import Metrics
 
 log = logging.getLogger("herald.http")
+
+CONNECTION = "herald.connection"
+"""The scope key of the request's connection, found before a proxy's headers rewrite the scope's
+``client`` (None: not a guarded one)."""
 
 
 class HeraldMiddleware:
@@ -59,9 +68,27 @@ class HeraldMiddleware:
         body_total_s: float,
         clock: Callable[[], float],
         cors: Cors | None = None,
+        connections: ConnectionGuard | None = None,
+        trusted_proxies: str | None = None,
     ) -> None:
+        """``connections``: the guard of the server the app is served by, whose connections
+        are told of their requests (None: the app is served otherwise, by a test's transport, say).
+        ``trusted_proxies``: the addresses (comma-separated; networks and ``*`` too) whose
+        ``X-Forwarded-For`` and ``-Proto`` name a request's client and scheme, as uvicorn's
+        ``--forwarded-allow-ips`` (None: no proxy headers are read)."""
         self.app = app if cors is None else cors.around(app)
         self.cors = cors
+        self.connections = connections
+        # uvicorn types the ASGI messages of its middleware with its own TypedDicts, Starlette
+        # with plain mappings: the same calls, told apart by the type checker alone.
+        self.proxied: ASGIApp | None = (
+            None
+            if trusted_proxies is None
+            else cast(
+                ASGIApp,
+                ProxyHeadersMiddleware(cast(Any, self._forwarded), trusted_hosts=trusted_proxies),
+            )
+        )
         self.metrics = metrics
         self.shares = KeyShares(requests_per_key)
         self.deadlines = BodyDeadlines(idle_s=body_idle_s, total_s=body_total_s, clock=clock)
@@ -70,13 +97,22 @@ class HeraldMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        # Found through a context variable the connection wrapper sets as uvicorn reads the
-        # request: it relies on uvicorn starting the request's task inside ``data_received``,
-        # which uvicorn does not document (ASGI gives an app no handle on its connection; the
-        # scope's ``client`` is rewritten behind --proxy-headers). Without it (None) the
-        # request is served with no connection bookkeeping; tests/http/test_connections.py
-        # fails if uvicorn changes this. See herald.http.connections.
-        connection = serving_connection()
+        # Found by the scope's two ends, before the proxy's headers rewrite its client.
+        connections = self.connections
+        connection = None if connections is None else connections.serving(scope)
+        if self.proxied is None:
+            await self._serve(scope, receive, send, connection)
+            return
+        scope[CONNECTION] = connection
+        await self.proxied(scope, receive, send)
+
+    async def _forwarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request whose client and scheme its proxy's headers named."""
+        await self._serve(scope, receive, send, scope[CONNECTION])
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, connection: GuardedConnection | None
+    ) -> None:
         exchange = _Exchange(self, scope, receive, send, connection)
         try:
             if connection is not None and connection.probes_only_refuses(scope["path"]):
