@@ -89,3 +89,24 @@ def test_the_exposition_has_no_created_series_in_either_format() -> None:
         assert content_type.startswith("application/openmetrics-text" if accept else "text/plain")
     metrics.streams_open(4)
     assert values(metrics)["herald_streams", ()] == 4
+
+
+def test_the_exposition_format_is_what_the_accept_header_asks_for() -> None:
+    metrics = Metrics()
+    metrics.delivered("ack", "delivered")
+    asked = {
+        "text/plain;version=0.0.4;q=0.5, application/openmetrics-text;version=1.0.0": "open",
+        "Application/OpenMetrics-Text": "open",
+        "application/openmetrics-text;q=0, text/plain": "text",
+        "application/openmetrics-text; q=0.000": "text",
+        "*/*": "text",
+        "": "text",
+    }
+    for accept, kind in asked.items():
+        body, content_type = metrics.render(accept)
+        if kind == "open":
+            assert content_type.startswith("application/openmetrics-text"), accept
+            assert body.endswith(b"# EOF\n")
+        else:
+            assert content_type.startswith("text/plain"), accept
+            assert b"# EOF" not in body

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import choose_encoder
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from herald.metrics.latency import ACKNOWLEDGED, BUCKETS_S, HELP, NAME, SENT, DeliveryLatency
 from herald.metrics.store_gauges import StoreGauges
@@ -32,6 +38,10 @@ COMMIT_BUCKETS_S = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 )  # fmt: skip
 HTTP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+OPENMETRICS = "application/openmetrics-text"
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+"""The text format every Prometheus reads, which ``generate_latest`` writes for herald's names
+(plain ASCII); newer releases of the client library name a newer version by default."""
 SHARED_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """The client library's variable: where the processes of one herald keep their values."""
 
@@ -196,8 +206,34 @@ class Metrics:
         OpenMetrics text if asked), and its content type. The store gauges show the reading
         last given to ``store_gauges``; with a shared directory, the counts are every
         process's."""
-        encode, content_type = choose_encoder(accept)
-        return encode(_WithoutCreated(self._scraped)), content_type
+        exposed = _WithoutCreated(self._scraped)
+        # The client library's documented encoders, one per format; its own negotiation
+        # (``exposition.choose_encoder``) is not part of its documented API.
+        if _asks_for_openmetrics(accept):
+            return _openmetrics_text(exposed), openmetrics.CONTENT_TYPE_LATEST
+        return generate_latest(exposed), PROMETHEUS_TEXT
+
+
+def _asks_for_openmetrics(accept: str) -> bool:
+    """Whether an ``Accept`` header names the OpenMetrics text format (a quality of 0 refuses
+    it)."""
+    for media_range in accept.split(","):
+        kind, *parameters = (part.strip() for part in media_range.split(";"))
+        if kind.lower() == OPENMETRICS:
+            return not any(_refused(parameter) for parameter in parameters)
+    return False
+
+
+def _refused(parameter: str) -> bool:
+    name, _, value = parameter.partition("=")
+    try:
+        return name.strip().lower() == "q" and float(value) == 0
+    except ValueError:
+        return False
+
+
+# The library's OpenMetrics encoder carries no type hints.
+_openmetrics_text: Callable[[_WithoutCreated], bytes] = openmetrics.generate_latest
 
 
 class _WithoutCreated:
