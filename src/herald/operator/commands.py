@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from herald.errors import HeraldError
@@ -231,14 +231,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _actions(
-    parser: argparse.ArgumentParser, name: str
-) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+class SubCommands(Protocol):
+    """What ``add_subparsers`` gives (its class is private to argparse): a place to add each
+    command's parser."""
+
+    def add_parser(self, name: str, **options: Any) -> argparse.ArgumentParser: ...
+
+
+def _actions(parser: argparse.ArgumentParser, name: str) -> SubCommands:
     return parser.add_subparsers(dest=f"{name}_command", required=True)
 
 
 def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: SubCommands,
     name: str,
     help: str,
     command: Command,
