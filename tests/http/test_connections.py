@@ -147,6 +147,29 @@ def test_a_request_head_not_complete_in_time_closes_the_connection(
         herald.stop()
 
 
+def test_a_kept_alive_connections_next_head_not_complete_in_time_is_answered_408(
+    tmp_path: Path,
+) -> None:
+    # Its first request came whole in one read (no deadline was needed for it); the deadline of
+    # the next head runs from that head's first byte.
+    herald = HeraldProcess(f"sqlite:///{tmp_path / 'h.db'}", extra_args=("--head-timeout", "1"))
+    try:
+        with socket.create_connection(address(herald), timeout=WAIT_S) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: test\r\n\r\n")
+            first = b""
+            while b'"status"' not in first:
+                chunk = sock.recv(4096)
+                assert chunk, first
+                first += chunk
+            assert first.startswith(b"HTTP/1.1 200 "), first
+            sock.sendall(HEAD_START)
+            answer = read_until_closed(sock, time.monotonic() + WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert b'"code":"head_timeout"' in answer
+    finally:
+        herald.stop()
+
+
 def test_when_every_connection_has_a_request_in_flight_probes_are_answered_and_others_get_503(
     tmp_path: Path, slow_sockets: list[socket.socket]
 ) -> None:

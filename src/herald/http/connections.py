@@ -332,10 +332,12 @@ class GuardedConnection(asyncio.Protocol):
             return True
         if not data:
             return True
-        self._start_head_clock()
         window = self._tail + data
         end = window.find(b"\r\n\r\n")
         if end < 0:
+            # A head begun and not ended: its deadline runs from its first byte. (One that
+            # comes whole in one read, as a client sends it, never needs a clock at all.)
+            self._start_head_clock()
             self.head_bytes += len(data)
             self._tail = window[-3:]
             if self.head_bytes > MAX_HEAD_BYTES:
