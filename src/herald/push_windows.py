@@ -13,7 +13,6 @@ which window holds it, so every process agrees.
 from __future__ import annotations
 
 import datetime
-import fnmatch
 import functools
 import json
 import zoneinfo
@@ -50,7 +49,7 @@ def hold_for(event: NewEvent, preferences: Preferences, now: int) -> Hold | None
         if until is not None:
             return Hold(HoldReason.QUIET_HOURS, f"{QUIET_RULE} {until}", until)
     for digest in preferences.digests:
-        if any(fnmatch.fnmatchcase(event.type, glob) for glob in digest.types):
+        if digest.matches(event.type):
             return Hold(HoldReason.DIGEST, digest.rule, now + digest.window_s * 1000)
     return None
 

@@ -5,7 +5,6 @@ the ones opened, in the transaction that stores the events."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from herald.ids import new_id
 from herald.models import HoldReason, NewEvent
@@ -56,10 +55,10 @@ def decide(
             found.get((agent_id, hold.rule, now)),
         )
         if window is not None:
-            decided.append(replace(new, held_by=window))
+            decided.append(new.with_hold(hold, window))
             continue
         window = new_id("win_")
         opened.append((window, agent_id, hold.reason.value, hold.rule, now, hold.until))
         first_held = hold.reason is HoldReason.QUIET_HOURS
-        decided.append(replace(new, held_by=window) if first_held else new)
+        decided.append(new.with_hold(hold, window) if first_held else new)
     return decided, opened
