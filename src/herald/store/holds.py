@@ -46,14 +46,13 @@ def decide(
             decided.append(new)
             continue
         agent_id = agents[new.to]
-        window = next(
-            (
-                w[0]
-                for w in reversed(opened)
-                if w[1] == agent_id and w[3] == hold.rule and w[4] <= now < w[5]
-            ),
-            found.get((agent_id, hold.rule, now)),
-        )
+        window = None
+        for w in reversed(opened):  # most batches open none
+            if w[1] == agent_id and w[3] == hold.rule and w[4] <= now < w[5]:
+                window = w[0]
+                break
+        else:
+            window = found.get((agent_id, hold.rule, now))
         if window is not None:
             decided.append(new.with_hold(hold, window))
             continue
