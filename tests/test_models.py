@@ -1,9 +1,20 @@
 import dataclasses
+import fnmatch
 import json
 
 import pytest
 
-from herald.models import Event, EventStatus, NewEvent, Priority
+from herald.models import (
+    Digest,
+    Event,
+    EventMatch,
+    EventStatus,
+    Hold,
+    HoldReason,
+    NewEvent,
+    Preferences,
+    Priority,
+)
 
 # Stored data that pydantic_core's parser refuses but ``json`` reads: an older herald kept such.
 LONE_SURROGATE = '{"text":"\\ud800"}'
@@ -46,3 +57,24 @@ def test_an_event_for_another_handle_differs_only_in_its_addressee() -> None:
     new = NewEvent("alice", "t.x", "text", {"n": 1}, "k", 1.5, '{"n":1}', None, "bob", None,
                    None, 30.0, Priority.HIGH, "thr_1")  # fmt: skip
     assert new.for_handle("carol") == dataclasses.replace(new, to="carol")
+
+
+def test_an_event_with_a_hold_differs_only_in_its_hold_and_window() -> None:
+    new = NewEvent("alice", "t.x", "text", {"n": 1}, "k", 1.5, '{"n":1}', None, "bob", None,
+                   None, 30.0, Priority.HIGH, "thr_1")  # fmt: skip
+    hold = Hold(HoldReason.DIGEST, 'digest ["t.*"]', 60_000)
+    assert new.with_hold(hold, "win_1") == dataclasses.replace(new, hold=hold, held_by="win_1")
+
+
+GLOBS = ("ci.*", "a?c", "[xy].z", "exact", "*.heartbeat")
+TYPES = ["ci.build", "ci", "abc", "abbc", "x.z", "y.z", "z.z", "exact", "exactly", "a.heartbeat",
+         "heartbeat", "CI.build", "ci.\nx"]  # fmt: skip
+
+
+@pytest.mark.parametrize("type_", TYPES)
+def test_mutes_and_digests_match_types_as_fnmatchcase_matches_each_glob(type_: str) -> None:
+    expected = any(fnmatch.fnmatchcase(type_, glob) for glob in GLOBS)
+    muting = Preferences(muted=EventMatch(types=GLOBS))
+    assert muting.mutes(NewEvent("a", type_, "x")) is expected
+    assert Digest(GLOBS, 60).matches(type_) is expected
+    assert not Preferences().mutes(NewEvent("a", type_, "x"))

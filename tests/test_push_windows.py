@@ -199,6 +199,39 @@ async def test_a_digest_pushes_the_first_of_a_burst_and_sums_up_the_rest_at_its_
     assert (await hub.ack(agent, ids=[during[0].id])).count == 1
 
 
+async def test_a_window_summed_up_holds_nothing_more_after_the_clock_is_set_back_into_it(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "set-back", {"digests": [{"types": ["ci.*"], "window_s": 60}]})
+    assert (await publish(hub, agent.handle, "ci.build")).held_by is None
+    clock.advance(1)
+    held = await publish(hub, agent.handle, "ci.test")
+    clock.advance(60)
+    (summed,) = await summaries(hub, agent)
+    assert summed["count"] == 1
+    clock.advance(-31)  # back into the span of the window summed up and closed
+    # A new burst: its first is pushed, the rest held by a window of its own, summed up.
+    assert (await publish(hub, agent.handle, "ci.build")).held_by is None
+    again = await publish(hub, agent.handle, "ci.test")
+    assert again.held_by is not None and again.held_by != held.held_by
+    clock.advance(60)
+    (summed,) = await summaries(hub, agent)
+    assert summed["count"] == 1
+
+
+async def test_a_digest_holds_all_but_the_first_of_publishes_stored_together(
+    hub: Hub, clock: ManualClock
+) -> None:
+    agent = await agent_with(hub, "grouped", {"digests": [{"types": ["ci.*"], "window_s": 60}]})
+    published = await asyncio.gather(*(publish(hub, agent.handle, "ci.a") for _ in range(40)))
+    pushed = [e for e in published if e.held_by is None]
+    assert len(pushed) == 1 and len({e.held_by for e in published} - {None}) == 1
+    assert pushed[0].seq == min(e.seq for e in published)  # the first stored opens the window
+    clock.advance(60)
+    (summed,) = await summaries(hub, agent)
+    assert summed["count"] == 39
+
+
 async def test_quiet_hours_come_before_a_digest_and_urgent_passes_both(
     hub: Hub, clock: ManualClock
 ) -> None:

@@ -1028,7 +1028,7 @@ class Hub:
             preferences = rules.get(event.to)
             at = now if event.deliver_at is None else event.deliver_at
             hold = hold_for(event, preferences, at) if preferences is not None else None
-            held.append(replace(event, hold=hold) if hold is not None else event)
+            held.append(event.with_hold(hold) if hold is not None else event)
         return held
 
     async def _holds_of_subscribers(self, event: NewEvent) -> dict[str, Hold]:

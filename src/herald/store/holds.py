@@ -5,7 +5,6 @@ the ones opened, in the transaction that stores the events."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from herald.ids import new_id
 from herald.models import HoldReason, NewEvent
@@ -47,19 +46,18 @@ def decide(
             decided.append(new)
             continue
         agent_id = agents[new.to]
-        window = next(
-            (
-                w[0]
-                for w in reversed(opened)
-                if w[1] == agent_id and w[3] == hold.rule and w[4] <= now < w[5]
-            ),
-            found.get((agent_id, hold.rule, now)),
-        )
+        window = None
+        for w in reversed(opened):  # most batches open none
+            if w[1] == agent_id and w[3] == hold.rule and w[4] <= now < w[5]:
+                window = w[0]
+                break
+        else:
+            window = found.get((agent_id, hold.rule, now))
         if window is not None:
-            decided.append(replace(new, held_by=window))
+            decided.append(new.with_hold(hold, window))
             continue
         window = new_id("win_")
         opened.append((window, agent_id, hold.reason.value, hold.rule, now, hold.until))
         first_held = hold.reason is HoldReason.QUIET_HOURS
-        decided.append(replace(new, held_by=window) if first_held else new)
+        decided.append(new.with_hold(hold, window) if first_held else new)
     return decided, opened

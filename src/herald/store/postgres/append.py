@@ -115,7 +115,7 @@ async def append_to_agents(
     if event.dedupe_key is not None or held:  # some copies differ: the full plan
         events = [event.for_handle(handle) for handle in handles]
         if held:
-            events = [replace(new, hold=holds[new.to]) if new.to in held else new for new in events]
+            events = [new.with_hold(holds[new.to]) if new.to in held else new for new in events]
         agents = await lock_agents(conn, events)
         events = [new for new in events if new.to in agents]
         if held:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 
 from herald.feed import JournalEntry, PublishedRange
 from herald.ids import new_id
@@ -90,9 +89,7 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
     """Store several publishes' batches as one, in order; each answered with its events'
     answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
     handles = {new.to for events, _ in batches for new in events}
-    if len(handles) == 1 and all(
-        new.dedupe_key is None and new.hold is None for events, _ in batches for new in events
-    ):
+    if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
         return _append_to_one(conn, batches, handles.pop())
     agents = agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
@@ -114,7 +111,8 @@ def _append_to_one(
     """``append_all`` of publishes all to the agent ``handle``, none with a dedupe key: every
     event is new, and one statement finds the agent and reserves its seqs (the agent's read and
     its reservation cost a sequential publish two statements). No such agent: each publish is
-    refused, and nothing is written."""
+    refused, and nothing is written. Events its rules may hold are held as they are stored
+    (``hold``)."""
     if len(batches) == 1 and len(batches[0][0]) == 1:
         return [_append_alone(conn, batches[0][0][0], batches[0][1])]
     events = [new for events, _ in batches for new in events]
@@ -124,6 +122,8 @@ def _append_to_one(
     if row is None:
         return [(False, no_agent(handle)) for _ in batches]
     agent_id, last_seq = row
+    if any(new.hold is not None for new in events):
+        events = hold(conn, events, {handle: agent_id}, nows)
     plan = plan_append(events, {handle: agent_id}, {})
     added = {agent_id: len(events)}
     answers = iter(_write(conn, plan, events, nows, first_seqs({agent_id: last_seq}, added), added))
@@ -149,7 +149,7 @@ def append_to_agents(
     if event.dedupe_key is not None or held:  # some copies differ: the full plan
         events = [event.for_handle(handle) for handle in handles]
         if held:
-            events = [replace(new, hold=holds[new.to]) if new.to in held else new for new in events]
+            events = [new.with_hold(holds[new.to]) if new.to in held else new for new in events]
         nows = [now] * len(events)
         if held:
             events = hold(conn, events, agents, nows)
@@ -169,6 +169,8 @@ def _append_alone(conn: sqlite3.Connection, new: NewEvent, now: int) -> Outcome:
     if row is None:
         return False, no_agent(new.to)
     agent_id, seq = row
+    if new.hold is not None:
+        (new,) = hold(conn, [new], {new.to: agent_id}, [now])
     stored = new.stored(new_id("evt_"), agent_id, seq, now)
     insert_rows(conn, EVENTS, [EVENTS.values(stored)])
     entry = JournalEntry(published=(PublishedRange(agent_id, seq, seq),))

@@ -9,10 +9,12 @@ from typing import Any
 
 from herald.models import HoldReason, NewEvent, PushWindow
 from herald.store.holds import decide, looks
+from herald.store.sqlite.connection import OpenWindows, WriterConnection
 from herald.store.sqlite.rows import Operation
 
 OPEN_WINDOW = """
-SELECT id FROM push_windows WHERE agent_id = ? AND rule = ? AND opened_at <= ? AND until > ?
+SELECT id, opened_at, until FROM push_windows
+WHERE agent_id = ? AND rule = ? AND opened_at <= ? AND until > ?
 ORDER BY opened_at LIMIT 1
 """
 INSERT_WINDOW = (
@@ -46,15 +48,24 @@ def hold(
     nows: Sequence[int],
 ) -> list[NewEvent]:
     """The events with the windows that hold them (``holds.decide``), the windows they open
-    written: in the transaction that stores them."""
+    written: in the transaction that stores them. A window the writer's connection remembers
+    (``OpenWindows``) is not read again: a held publish then costs no statement to find it."""
+    remembered = conn.open_windows if isinstance(conn, WriterConnection) else OpenWindows()
     found = {}
     for agent_id, rule, now in looks(events, agents, nows):
-        row = conn.execute(OPEN_WINDOW, (agent_id, rule, now, now)).fetchone()
-        if row is not None:
-            found[agent_id, rule, now] = row[0]
+        window_id = remembered.open_at(agent_id, rule, now)
+        if window_id is None:
+            row = conn.execute(OPEN_WINDOW, (agent_id, rule, now, now)).fetchone()
+            if row is None:
+                continue
+            window_id = row[0]
+            remembered.remember(agent_id, rule, (window_id, row[1], row[2]))
+        found[agent_id, rule, now] = window_id
     decided, opened = decide(events, agents, found, nows)
     if opened:
         conn.executemany(INSERT_WINDOW, opened)
+        for window_id, agent_id, _, rule, opened_at, until in opened:
+            remembered.remember(agent_id, rule, (window_id, opened_at, until))
     return decided
 
 
@@ -100,4 +111,9 @@ class PushWindowStore:
         return result
 
     async def close_window(self, window_id: str) -> None:
-        await self._run(lambda conn: conn.execute(CLOSE_WINDOW, (window_id,)))
+        def delete(conn: sqlite3.Connection) -> None:
+            conn.execute(CLOSE_WINDOW, (window_id,))
+            if isinstance(conn, WriterConnection):
+                conn.open_windows.closed(window_id)
+
+        await self._run(delete)

@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from herald.errors import HeraldError, StoreUnavailable
 from herald.store.journal import start_watching, written_in
+from herald.store.sqlite.connection import WriterConnection
 from herald.store.sqlite.rows import Operation, T
 from herald.store.sqlite.schema import migrate
 
@@ -149,12 +150,13 @@ class Worker:
 
     # The worker thread
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> WriterConnection:
         conn = sqlite3.connect(
             self.path,
             isolation_level=None,
             check_same_thread=False,
             cached_statements=CACHED_STATEMENTS,
+            factory=WriterConnection,
         )
         conn.row_factory = sqlite3.Row  # rows are read by column name
         conn.execute("PRAGMA journal_mode=WAL")
@@ -196,7 +198,7 @@ class Worker:
             job = self._jobs.get_nowait()
         return jobs, True
 
-    def _serve_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
+    def _serve_group(self, conn: WriterConnection, group: list[_Job]) -> None:
         """Run the group in one transaction and answer each of its jobs."""
         watch = start_watching()
         if self.synchronous in WAITS_FOR_DISK and not any(job.durable for job in group):
@@ -219,8 +221,9 @@ class Worker:
             on_journal = None  # told once
 
 
-def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[Outcome]:
-    """Run the group in one transaction; each job's outcome."""
+def _run_jobs(conn: WriterConnection, group: list[_Job]) -> list[Outcome]:
+    """Run the group in one transaction; each job's outcome. Whatever is undone, the
+    connection forgets what it remembered (``WriterConnection.undone``)."""
     outcomes: list[Outcome] = []
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -229,6 +232,7 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[Outcome]:
                 outcomes.append((True, group[0].operation(conn)))
             except Exception as exc:  # handed to the caller
                 conn.execute("ROLLBACK")
+                conn.undone()
                 outcomes.append((False, exc))
         else:
             for run in _runs(group):
@@ -236,6 +240,7 @@ def _run_jobs(conn: sqlite3.Connection, group: list[_Job]) -> list[Outcome]:
         if conn.in_transaction:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
+        conn.undone()  # also when the failure ended the transaction itself
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         outcomes = [(False, exc)] * len(group)
@@ -254,7 +259,7 @@ def _runs(group: list[_Job]) -> Iterator[list[_Job]]:
         yield run
 
 
-def _run_joined(conn: sqlite3.Connection, run: list[_Job]) -> list[Outcome]:
+def _run_joined(conn: WriterConnection, run: list[_Job]) -> list[Outcome]:
     """Run jobs of one kind as one, inside a savepoint; if that fails, each alone."""
     kind = run[0].kind
     assert kind is not None
@@ -264,12 +269,13 @@ def _run_joined(conn: sqlite3.Connection, run: list[_Job]) -> list[Outcome]:
     except Exception:  # one of them is at fault: each alone finds which
         conn.execute("ROLLBACK TO joined")
         conn.execute("RELEASE joined")
+        conn.undone()
         return [_run_saved(conn, job) for job in run]
     conn.execute("RELEASE joined")
     return outcomes
 
 
-def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
+def _run_saved(conn: WriterConnection, job: _Job) -> Outcome:
     """Run one job of a group inside a savepoint: its failure undoes only its own work."""
     conn.execute("SAVEPOINT job")
     try:
@@ -277,6 +283,7 @@ def _run_saved(conn: sqlite3.Connection, job: _Job) -> Outcome:
     except Exception as exc:  # handed to the caller of this one job
         conn.execute("ROLLBACK TO job")
         conn.execute("RELEASE job")
+        conn.undone()
         return False, exc
     conn.execute("RELEASE job")
     return True, result
