@@ -17,6 +17,7 @@ from herald.feed import (
 from herald.ids import new_id
 from herald.models import Agent, Attempt, Endpoint, Finished, Kind, NewEvent, State
 from herald.store import Store
+from herald.store.journal import decode, published_alone, record
 from herald.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -310,3 +311,12 @@ async def test_pruning_deletes_the_oldest_rows_keeps_the_newest_and_notes_the_ho
     assert newest.at > kept.at  # no position is given twice
     assert await store.prune_journal(store.now() - 5_000) == 1
     assert (await store.journal_bounds()).horizon == kept.at
+
+
+@pytest.mark.parametrize(
+    "agent_id", ["agt_01J0000000000000000000000", 'agt_"quoted"\\', "agt_ünï\n"]
+)
+def test_the_row_of_a_lone_publish_is_the_one_its_entry_makes(agent_id: str) -> None:
+    entry = JournalEntry(published=(PublishedRange(agent_id, 7, 7),))
+    assert published_alone(5, agent_id, 7) == record(5, "append", agent_id, entry)
+    assert decode(published_alone(5, agent_id, 7).detail) == entry

@@ -19,7 +19,7 @@ import json
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 
-from herald.feed import JournalEntry, PublishedRange
+from herald.feed import JournalEntry
 from herald.ids import new_id
 from herald.models import Event, Hold, NewEvent, Published
 from herald.store.appends import (
@@ -32,7 +32,7 @@ from herald.store.appends import (
     plan_append,
     unknown_addressee,
 )
-from herald.store.journal import one_agent, record
+from herald.store.journal import one_agent, published_alone, record
 from herald.store.sqlite.journal import write
 from herald.store.sqlite.push_windows import hold
 from herald.store.sqlite.rows import EVENT_COLUMNS, as_json, event, insert_rows
@@ -78,7 +78,10 @@ def append(conn: sqlite3.Connection, events: Sequence[NewEvent], now: int) -> li
     Raises:
         NotFound: an addressee does not exist; nothing is stored.
     """
-    ((ok, answer),) = append_all(conn, [(events, now)])
+    if len(events) == 1 and events[0].dedupe_key is None and events[0].hold is None:
+        ok, answer = _append_alone(conn, events[0], now)  # as ``append_all`` would store it
+    else:
+        ((ok, answer),) = append_all(conn, [(events, now)])
     if not ok:
         raise answer
     result: list[Published] = answer
@@ -173,8 +176,7 @@ def _append_alone(conn: sqlite3.Connection, new: NewEvent, now: int) -> Outcome:
         (new,) = hold(conn, [new], {new.to: agent_id}, [now])
     stored = new.stored(new_id("evt_"), agent_id, seq, now)
     insert_rows(conn, EVENTS, [EVENTS.values(stored)])
-    entry = JournalEntry(published=(PublishedRange(agent_id, seq, seq),))
-    write(conn, record(now, "append", agent_id, entry))
+    write(conn, published_alone(now, agent_id, seq))
     return True, [Published(stored, True)]
 
 
