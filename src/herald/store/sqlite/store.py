@@ -64,6 +64,7 @@ from herald.store.sqlite.push_windows import PushWindowStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
+    FINISHED,
     OPEN,
     UNEXPIRED,
     Operation,
@@ -675,7 +676,7 @@ class SQLiteStore(
 
         def delete(conn: sqlite3.Connection) -> int:
             mark_gaps_of_pruning(conn, now, finished_before_ms)
-            finished = "status IN ('delivered', 'expired', 'dead', 'cancelled') AND status_at < ?"
+            finished = f"{FINISHED} AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"

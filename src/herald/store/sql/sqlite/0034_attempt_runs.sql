@@ -22,3 +22,12 @@ CREATE TABLE attempt_runs (
 
 CREATE INDEX attempt_runs_agent ON attempt_runs (agent_id);
 CREATE INDEX attempt_runs_at ON attempt_runs (at);
+
+-- The finished events' index, selected by comparisons rather than an IN list: SQLite checks a
+-- partial index's condition for each row an UPDATE changes (before and after), and codes an IN
+-- list there as a table of the list's values made anew each time: two per event a drain step
+-- acknowledges, about a sixth of the step's work. The same rows; prune names the same terms
+-- (rows.FINISHED) so that it reads this index.
+DROP INDEX events_finished;
+CREATE INDEX events_finished ON events (status_at)
+    WHERE (status = 'delivered' OR status = 'expired' OR status = 'dead' OR status = 'cancelled');
