@@ -59,6 +59,16 @@ ATTEMPTS_KEPT = (
     "SELECT mechanism, outcome, sum(recorded) FROM attempt_counts GROUP BY mechanism, outcome"
 )
 ATTEMPTS_STORED = "SELECT mechanism, outcome, count(*) FROM attempts GROUP BY mechanism, outcome"
+# On SQLite a drain step's attempts are a row each of its runs, which name their events: one
+# attempt per event named that is still stored.
+SQLITE_ATTEMPTS_STORED = """
+SELECT mechanism, outcome, count(*) FROM (
+    SELECT mechanism, outcome FROM attempts
+    UNION ALL
+    SELECT r.mechanism, r.outcome FROM attempt_runs r, json_each(r.event_ids) AS j
+    JOIN events e ON e.id = j.value
+) GROUP BY mechanism, outcome
+"""
 # SQLite keeps whether an event is open in a column of its own, which its open events' indexes
 # select on: it must say what the status says.
 OPEN_FLAG_WRONG = (
@@ -108,7 +118,8 @@ async def attempts_kept(store_url: str) -> dict[tuple[str, str], int]:
 
 
 async def attempts_stored(store_url: str) -> dict[tuple[str, str], int]:
-    return {(m, o): int(n) for m, o, n in await query(store_url, ATTEMPTS_STORED)}
+    sql = SQLITE_ATTEMPTS_STORED if store_url.startswith("sqlite") else ATTEMPTS_STORED
+    return {(m, o): int(n) for m, o, n in await query(store_url, sql)}
 
 
 async def add_agent(store: Store, handle: str) -> Agent:

@@ -46,6 +46,10 @@ MUTED_EVENTS = MUTED.format(events="events")
 
 INSERT_ATTEMPTS = insert_json_sql(ATTEMPTS)
 
+# An event names the runs it is in (migration 0031), in the UPDATE that leases or acknowledges it.
+NAME_RUN = "attempt_runs = coalesce(attempt_runs || ',', '') || :run"
+NAME_RUN_AT = "attempt_runs = coalesce(attempt_runs || ',', '') || ?"
+
 
 def acknowledge(
     conn: sqlite3.Connection,
@@ -56,10 +60,11 @@ def acknowledge(
     now: int,
     unheld: bool = False,
     match: EventMatch = EVERY_EVENT,
+    run: RunId | None = None,
 ) -> list[tuple[str, int]]:
     """Mark the agent's events delivered as ``Store.ack`` says; returns the id and
     ``created_at`` of each (their attempts are the caller's to record, with whatever else its
-    transaction records)."""
+    transaction records: with ``run``, each event marked names that run, ``RunIds``)."""
     done: list[tuple[str, int]] = []
     if up_to_seq is not None:
         (newest,) = conn.execute(
@@ -91,13 +96,15 @@ def acknowledge(
                 "agent": agent_id,
                 "up_to": up_to_seq,
                 "consumer": consumer,
+                "run": None if run is None else run.id,
                 **match_params,
             },
         )
     for chunk in chunks(ids, 500):
         named = {f"id{index}": value for index, value in enumerate(chunk)}
         marks = ", ".join(f":{name}" for name in named)
-        done += _mark_delivered(conn, f"id IN ({marks})", {"now": now, "agent": agent_id, **named})
+        params = {"now": now, "agent": agent_id, "run": None if run is None else run.id, **named}
+        done += _mark_delivered(conn, f"id IN ({marks})", params)
     return done
 
 
@@ -112,6 +119,7 @@ def _mark_delivered(
         rows = conn.execute(
             "UPDATE events SET status = 'delivered', is_open = 0, status_at = :now,"
             " lease_owner = NULL, lease_until = NULL"
+            f"{'' if params['run'] is None else ', ' + NAME_RUN}"
             f" WHERE agent_id = :agent AND {OPEN} AND status = :old AND {where}"
             " RETURNING seq, id, created_at",
             {**params, "old": old},
@@ -122,23 +130,62 @@ def _mark_delivered(
     return [(event_id, created_at) for _, event_id, created_at in sorted(marked)]
 
 
+NEXT_RUN = (
+    "SELECT (SELECT coalesce(max(id), 0) + 1 FROM attempt_runs),"
+    " (SELECT coalesce(max(id), 0) FROM attempts)"
+)
+
+
+@dataclass(frozen=True)
+class RunId:
+    id: int
+    after: int
+
+
+class RunIds:
+    """Ids for the runs of one transaction, given out before the UPDATEs that make each event
+    name its run, and the run's row is written after them (``write_runs``). One writer runs the
+    transaction: the next id is the table's next. An id given to a run of no event is skipped.
+    Each id comes with the newest row of ``attempts`` then, which places the run among an
+    event's own attempts of the same time (``HISTORY``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._next: int | None = None
+        self._after = 0
+
+    def take(self) -> RunId:
+        if self._next is None:
+            self._next, self._after = self._conn.execute(NEXT_RUN).fetchone()
+        taken = RunId(self._next, self._after)
+        self._next = taken.id + 1
+        return taken
+
+
 @dataclass
 class Burials:
     """What a claim does with the events it finds handed out ``max_deliveries`` times already
     (0: no limit): they die (``bury``) rather than be handed out again, each kept with how many
-    times it was, for the attempt that records its death."""
+    times it was, for the attempt that records its death (a run of ``run_ids`` per number)."""
 
     max_deliveries: int
-    dead: list[tuple[str, int]] = field(default_factory=list)
+    run_ids: RunIds
+    dead: list[tuple[RunId, int, list[str]]] = field(default_factory=list)
 
     def bury(self, conn: sqlite3.Connection, dying: list[tuple[Event, int]], now: int) -> None:
-        conn.execute(
-            "UPDATE events SET status = 'dead', is_open = 0, status_at = ?, lease_owner = NULL,"
-            " lease_until = NULL, lease_cursor = NULL WHERE id IN (SELECT value FROM json_each(?))",
-            (now, as_json([e.id for e, _ in dying])),
-        )
+        by_count: dict[int, list[str]] = {}
+        for event, handed_out in dying:
+            by_count.setdefault(handed_out, []).append(event.id)
+        for count, ids in sorted(by_count.items()):
+            run = self.run_ids.take()
+            conn.execute(
+                "UPDATE events SET status = 'dead', is_open = 0, status_at = :now,"
+                f" lease_owner = NULL, lease_until = NULL, lease_cursor = NULL, {NAME_RUN}"
+                " WHERE id IN (SELECT value FROM json_each(:ids))",
+                {"now": now, "run": run.id, "ids": as_json(ids)},
+            )
+            self.dead.append((run, count, ids))
         changes_of([(e.agent_id, e.status.value, 1) for e, _ in dying], DEAD).apply(conn)
-        self.dead += [(e.id, handed_out) for e, handed_out in dying]
 
     def spare(
         self, conn: sqlite3.Connection, found: list[Any], read: Callable[[Any], Event], now: int
@@ -153,12 +200,9 @@ class Burials:
 
     def runs(self, consumer: str | None) -> list[AttemptRun]:
         """The attempts that record the deaths: one run per number of times handed out."""
-        by_count: dict[int, list[str]] = {}
-        for event_id, handed_out in self.dead:
-            by_count.setdefault(handed_out, []).append(event_id)
         return [
-            AttemptRun(DEAD_LETTER, DEAD, consumer, ids, DEAD_REASON.format(count))
-            for count, ids in sorted(by_count.items())
+            AttemptRun(DEAD_LETTER, DEAD, consumer, ids, DEAD_REASON.format(count), run)
+            for run, count, ids in self.dead
         ]
 
 
@@ -217,15 +261,18 @@ def lease(
     consumer: str,
     until: int,
     cursor: int | None,
+    run: RunId | None = None,
 ) -> None:
     """Lease ``events`` (of the agent, oldest first) to ``consumer`` until ``until``, in the
-    answer to ``cursor``."""
+    answer to ``cursor``; with ``run``, each names that run (``RunIds``)."""
     if events:
+        named = [] if run is None else [run.id]
         conn.execute(
             "UPDATE events SET lease_owner = ?, lease_until = ?, lease_cursor = ?,"
-            " handed_out = handed_out + 1 WHERE agent_id = ? AND seq BETWEEN ? AND ?"
+            f" handed_out = handed_out + 1{'' if run is None else ', ' + NAME_RUN_AT}"
+            " WHERE agent_id = ? AND seq BETWEEN ? AND ?"
             f" AND id IN ({', '.join('?' * len(events))})",
-            [consumer, until, cursor, agent_id, events[0].seq, events[-1].seq]
+            [consumer, until, cursor, *named, agent_id, events[0].seq, events[-1].seq]
             + [e.id for e in events],
         )
 
@@ -298,13 +345,15 @@ def mark_pushed(conn: sqlite3.Connection, pushed: str, now: int) -> None:
 @dataclass(frozen=True)
 class AttemptRun:
     """Attempts alike but for their events, as a claim, a take or an ack records them: one way,
-    one outcome, one session, no error."""
+    one outcome, one session, no error. With ``run``, stored as one row of ``attempt_runs``
+    that its events name (``RunIds``); otherwise one row of ``attempts`` per event."""
 
     way: str
     outcome: str
     session: str | None
     event_ids: list[str]
     error: str | None = None
+    run: RunId | None = None
 
 
 # The rows of a run are made in SQL from its events' ids, so that a step of a drain makes no
@@ -312,6 +361,10 @@ class AttemptRun:
 INSERT_RUN = """
 INSERT INTO attempts (event_id, at, mechanism, outcome, session, error)
 SELECT value, :now, :way, :outcome, :session, :error FROM json_each(:ids)
+"""
+INSERT_NAMED_RUN = """
+INSERT INTO attempt_runs (id, agent_id, at, after, mechanism, outcome, session, error, event_ids)
+VALUES (:run, :agent, :now, :after, :way, :outcome, :session, :error, :ids)
 """
 
 
@@ -334,7 +387,12 @@ def write_runs(
             "session": run.session,
             "error": run.error,
         }
-        conn.execute(INSERT_RUN, params | {"ids": as_json(run.event_ids)})
+        ids = as_json(run.event_ids)
+        if run.run is None:
+            conn.execute(INSERT_RUN, params | {"ids": ids})
+        else:
+            named = {"run": run.run.id, "agent": agent_id, "ids": ids, "after": run.run.after}
+            conn.execute(INSERT_NAMED_RUN, params | named)
         counted[run.way, run.outcome] += len(run.event_ids)
     if counted:
         conn.executemany(ADD_ATTEMPTS, [(w, o, n) for (w, o), n in sorted(counted.items())])

@@ -79,6 +79,9 @@ def insert_rows(conn: sqlite3.Connection, table: Table[Any], rows: Sequence[Sequ
 EVENT_COLUMNS = select_list(EVENTS)
 AGENT_COLUMNS = select_list(AGENTS)
 OPEN = "is_open = 1"
+# A finished event: the condition of the index of finished events (migration 0031), written as
+# it is there so that a query naming it reads that index.
+FINISHED = "(status = 'delivered' OR status = 'expired' OR status = 'dead' OR status = 'cancelled')"
 MUTED = (
     "EXISTS (SELECT 1 FROM agents m, json_each(m.preferences, '$.muted') g"
     " WHERE m.id = {events}.agent_id AND {events}.type GLOB g.value)"

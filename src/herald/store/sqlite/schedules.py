@@ -46,7 +46,7 @@ ORDER BY agent_id, seq
 """
 CANCELLABLE = """
 SELECT e.status, e.agent_id, e.handed_out, e.lease_owner IS NOT NULL,
-    EXISTS (SELECT 1 FROM attempts a WHERE a.event_id = e.id)
+    e.attempt_runs IS NOT NULL OR EXISTS (SELECT 1 FROM attempts a WHERE a.event_id = e.id)
         OR EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
 FROM events e WHERE e.id = ?
 """

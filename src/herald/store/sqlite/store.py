@@ -41,6 +41,7 @@ from herald.store.sqlite.append import APPENDS, append
 from herald.store.sqlite.attempts import (
     AttemptRun,
     Burials,
+    RunIds,
     acknowledge,
     attempt_rows,
     claimable,
@@ -63,6 +64,7 @@ from herald.store.sqlite.push_windows import PushWindowStore
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
+    FINISHED,
     OPEN,
     UNEXPIRED,
     Operation,
@@ -101,6 +103,26 @@ SELECT previous_key_hash FROM agents
 WHERE previous_key_hash IN (SELECT value FROM json_each(?1)) AND previous_until > ?2
 """
 ATTEMPT_COLUMNS = select_list(ATTEMPTS)
+# Runs that no event names any more go once every event they name is gone: an event pruned
+# finished before the cut, so a run left behind it is older. One still naming a live event stays.
+PRUNE_RUNS = """
+DELETE FROM attempt_runs WHERE at < ? AND NOT EXISTS (
+    SELECT 1 FROM json_each(attempt_runs.event_ids) AS j JOIN events e ON e.id = j.value
+)
+"""
+# An event's attempts: its own rows, and the runs it names (migration 0031), in time order; at
+# one time in the order written (a run placed after the attempts row it was written after).
+HISTORY = f"""
+SELECT {ATTEMPT_COLUMNS} FROM (
+    SELECT {ATTEMPT_COLUMNS}, id AS place, 0 AS source, id FROM attempts WHERE event_id = :event
+    UNION ALL
+    SELECT {select_list(ATTEMPTS, "r").replace("r.event_id", ":event AS event_id")},
+        r.after, 1, r.id
+    FROM events e, json_each('[' || e.attempt_runs || ']') AS j
+    JOIN attempt_runs r ON r.id = j.value
+    WHERE e.id = :event
+) ORDER BY at, place, source, id
+"""
 COUNT_HANDED_OUT = (
     f"UPDATE events SET handed_out = handed_out + 1 WHERE agent_id = ? AND {OPEN}"
     " AND id IN ({marks})"
@@ -290,7 +312,7 @@ class SQLiteStore(
         )
 
         def select(conn: sqlite3.Connection) -> list[Event]:
-            burials = Burials(self.max_deliveries)
+            burials = Burials(self.max_deliveries, RunIds(conn))
             while True:  # each look that finds only the dying buries them all: it ends
                 rows = conn.execute(sql, params)
                 read = EVENTS.reader([column[0] for column in rows.description])
@@ -319,19 +341,22 @@ class SQLiteStore(
         acknowledged: list[tuple[str, int]] = []
 
         def leased(conn: sqlite3.Connection) -> list[Event]:
+            run_ids = RunIds(conn)
+            ack_run, lease_run = run_ids.take(), run_ids.take()
             if ack_up_to is not None:
                 acknowledged[:] = acknowledge(
-                    conn, agent_id, [], ack_up_to, consumer, now, False, match
+                    conn, agent_id, [], ack_up_to, consumer, now, False, match, ack_run
                 )
-            burials = Burials(self.max_deliveries)
+            burials = Burials(self.max_deliveries, run_ids)
             events = claimable(
                 conn, agent_id, consumer, limit, now, ack_up_to, match, after, burials=burials
             )
-            lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to)
+            lease(conn, agent_id, events, consumer, now + lease_ms, ack_up_to, lease_run)
+            acked = [event_id for event_id, _ in acknowledged]
             runs = [
-                AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                AttemptRun(ACK, DELIVERED, consumer, acked, run=ack_run),
                 *burials.runs(consumer),
-                AttemptRun(mechanism, LEASED, consumer, [e.id for e in events]),
+                AttemptRun(mechanism, LEASED, consumer, [e.id for e in events], run=lease_run),
             ]
             write_runs(conn, runs, now, "claim", agent_id)
             return events
@@ -356,22 +381,27 @@ class SQLiteStore(
         acknowledged: list[tuple[str, int]] = []
 
         def leased(conn: sqlite3.Connection) -> Drained:
-            acknowledged[:] = acknowledge(conn, agent_id, [], cursor, consumer, now, False, match)
+            run_ids = RunIds(conn)
+            ack_run, lease_run = run_ids.take(), run_ids.take()
+            acknowledged[:] = acknowledge(
+                conn, agent_id, [], cursor, consumer, now, False, match, ack_run
+            )
             newest = newest_seq(conn, agent_id)
             through = looked_through(cursor, scan, newest)
-            burials = Burials(self.max_deliveries)
+            burials = Burials(self.max_deliveries, run_ids)
             events = claimable(
                 conn, agent_id, consumer, limit, now, cursor, match, cursor, through, burials
             )
-            lease(conn, agent_id, events, consumer, now + lease_ms, cursor)
+            lease(conn, agent_id, events, consumer, now + lease_ms, cursor, lease_run)
             unhanded = None
             if through < newest and len(events) < limit:
                 seqs = matching_seqs(conn, agent_id, cursor, through, match, now, len(events) + 1)
                 unhanded = first_unhanded(seqs, events)
+            acked = [event_id for event_id, _ in acknowledged]
             runs = [
-                AttemptRun(ACK, DELIVERED, consumer, [event_id for event_id, _ in acknowledged]),
+                AttemptRun(ACK, DELIVERED, consumer, acked, run=ack_run),
                 *burials.runs(consumer),
-                AttemptRun("poll", LEASED, consumer, [e.id for e in events]),
+                AttemptRun("poll", LEASED, consumer, [e.id for e in events], run=lease_run),
             ]
             write_runs(conn, runs, now, "claim", agent_id)
             return polled(cursor, events, limit, through, newest, unhanded)
@@ -414,9 +444,11 @@ class SQLiteStore(
         ids = list(ids)
 
         def finish(conn: sqlite3.Connection) -> list[tuple[str, int]]:
-            acked = acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match)
+            run = RunIds(conn).take()
+            acked = acknowledge(conn, agent_id, ids, up_to_seq, consumer, now, unheld, match, run)
             done = [event_id for event_id, _ in acked]
-            write_runs(conn, [AttemptRun(ACK, DELIVERED, consumer, done)], now, "ack", agent_id)
+            ack_run = AttemptRun(ACK, DELIVERED, consumer, done, run=run)
+            write_runs(conn, [ack_run], now, "ack", agent_id)
             return acked
 
         acknowledged = await self._run(finish)
@@ -606,11 +638,7 @@ class SQLiteStore(
 
     async def attempts(self, event_id: str) -> list[Attempt]:
         def select(conn: sqlite3.Connection) -> list[Attempt]:
-            rows = conn.execute(
-                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE event_id = ? ORDER BY id",
-                (event_id,),
-            )
-            return records(ATTEMPTS, rows)
+            return records(ATTEMPTS, conn.execute(HISTORY, {"event": event_id}))
 
         return await self._run(select)
 
@@ -648,7 +676,7 @@ class SQLiteStore(
 
         def delete(conn: sqlite3.Connection) -> int:
             mark_gaps_of_pruning(conn, now, finished_before_ms)
-            finished = "status IN ('delivered', 'expired', 'dead', 'cancelled') AND status_at < ?"
+            finished = f"{FINISHED} AND status_at < ?"
             changes = StatusChanges()
             for agent_id, status, count in conn.execute(
                 f"SELECT agent_id, status, count(*) FROM events WHERE {finished}"
@@ -660,6 +688,7 @@ class SQLiteStore(
                 f"DELETE FROM events WHERE {finished}", (finished_before_ms,)
             ).rowcount
             changes.apply(conn)
+            conn.execute(PRUNE_RUNS, (finished_before_ms,))
             return deleted
 
         return await self._run(delete)
