@@ -126,6 +126,9 @@ class NewEvent:
     transaction that stores the event, which window holds it (``held_by``)."""
     held_by: str | None = None
     """The window that holds it back (set by the store)."""
+    topic: str | None = None
+    """The topic whose publish made this copy (set by the store for each subscriber's copy,
+    ``Store.append_to_topic``); None for an event published to its agent."""
 
     def for_handle(self, handle: str) -> NewEvent:
         """The same event for the agent ``handle``: a copy for each handle of a list. (Its
@@ -145,6 +148,7 @@ class NewEvent:
             self.delay_s,
             self.priority,
             self.thread,
+            topic=self.topic,
         )
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
@@ -177,6 +181,7 @@ class NewEvent:
             priority=self.priority,
             thread=self.thread,
             held_by=self.held_by,
+            topic=self.topic,
         )
         return made
 
@@ -227,6 +232,9 @@ class Event:
     """The window of its agent's quiet hours or digest that held it back: kept, drained and
     acknowledged like any other, never pushed (a ``herald.summary`` event counts it when the
     window ends); None for an event pushed as usual."""
+    topic: str | None = None
+    """The topic it was published to (this is its agent's copy); None for an event published
+    to its agent directly."""
 
     @property
     def data(self) -> Any:
@@ -263,6 +271,7 @@ class Event:
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
             priority=Priority(raw.get("priority", Priority.NORMAL)),
             thread=raw.get("thread"),
+            topic=raw.get("topic"),
         )
 
     def to_json(self) -> answers.Event:
@@ -290,6 +299,7 @@ class Event:
             "reply": self.reply_schema,
             "priority": self.priority.value,
             "thread": self.thread,
+            "topic": self.topic,
         }
 
 
