@@ -224,6 +224,12 @@ async def test_the_topic_tools_reach_the_hub_and_a_topic_publish_arrives_as_a_ta
         assert sent["reached"] == 1
         tag = await channel(received)
         assert tag["meta"]["event_id"] == sent["events"][0]["id"]
+        assert tag["meta"]["topic"] == "repo/herald"  # the tag names the topic, slash and all
+        await client.call_tool("ack", {"cursor": tag["meta"]["cursor"]})
+        for asked, expected in (("repo/*", [sent["events"][0]["id"]]), ("team/*", [])):
+            read = await client.call_tool("history", {"topic": asked})
+            assert read.structured_content is not None, read.content
+            assert [e["id"] for e in read.structured_content["events"]] == expected
         listed = await client.call_tool("topics", {})
         assert listed.structured_content is not None
         assert [s["topic"] for s in listed.structured_content["subscriptions"]] == ["repo/herald"]

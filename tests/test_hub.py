@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from herald import EventStatus, Hub, InvalidInput, NotFound, TooLarge
+from herald import EventStatus, Hub, InvalidInput, NewEvent, NotFound, TooLarge
 from herald.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +47,21 @@ async def test_publish_to_a_list_stores_one_event_for_each_agent_or_none(hub: Hu
         await hub.publish(["bob", "alice", "bob"], "t", "x")
     for agent in (alice, bob):
         assert [e.text for e in (await hub.drain(agent, cursor=0)).events] == ["both"]
+
+
+async def test_a_topics_copies_name_it_and_a_publish_to_agents_may_not(hub: Hub) -> None:
+    alice, _ = await hub.create_agent("alice")
+    await hub.topics.put("repo/herald", "pushes to herald")
+    await hub.topics.subscribe(alice.id, "repo/*")
+    (copy,) = await hub.publish_topic("repo/herald", "t", "a push")
+    assert copy.event.topic == "repo/herald"
+    direct = await hub.publish("alice", "t", "to alice")
+    assert direct.event.topic is None
+    named = NewEvent("alice", "t", "x", topic="repo/herald")
+    with pytest.raises(InvalidInput, match=r"event names the topic 'repo/herald'.*publish_topic"):
+        await hub.publish_many([named])
+    drained = (await hub.drain(alice, cursor=0)).events
+    assert [(e.text, e.topic) for e in drained] == [("a push", "repo/herald"), ("to alice", None)]
 
 
 async def test_an_unacknowledged_drain_is_offered_again_after_the_lease(

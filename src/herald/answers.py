@@ -337,6 +337,13 @@ AgentEvent = TypedDict(
                 " reply between agents); null for a publisher's event."
             ),
         ],
+        "topic": Annotated[
+            str | None,
+            Field(
+                description="The topic it was published to (this is its agent's copy); null"
+                " for an event published to its agent."
+            ),
+        ],
     },
 )
 """An event as its agent gets it (a webhook's body)."""

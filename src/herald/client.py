@@ -223,16 +223,23 @@ class HeraldClient:
         return Acknowledged.from_json(await self._post("/channel/ack", body))
 
     async def history(
-        self, before: str | None = None, type: str | None = None, limit: int = 50
+        self,
+        before: str | None = None,
+        type: str | None = None,
+        limit: int = 50,
+        topic: str | None = None,
     ) -> History:
         """A page of the agent's acknowledged events that the hub still keeps, newest first;
         ``before``: the ``next`` of the page before (None: the newest), ``type``: a type or a
-        glob of one. Reading changes nothing."""
+        glob of one, ``topic``: the topic they were published to, or a glob of topics. Reading
+        changes nothing."""
         asked: dict[str, Any] = {"limit": limit}
         if before is not None:
             asked["before"] = before
         if type is not None:
             asked["type"] = type
+        if topic is not None:
+            asked["topic"] = topic
         return History.from_json(await self._send("GET", "/channel/history", params=asked))
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None = None) -> Reply:
@@ -516,7 +523,7 @@ def _read(message: ServerSentEvent, seq: int | None) -> StreamItem:
 
 
 _EVENT_STRINGS = ("id", "agent", "type", "text", "created_at", "status")
-_EVENT_OPTIONAL_STRINGS = ("from", "reply_to", "expires_at", "dedupe_key", "thread")
+_EVENT_OPTIONAL_STRINGS = ("from", "reply_to", "expires_at", "dedupe_key", "thread", "topic")
 
 
 def _event(payload: Any) -> Event:

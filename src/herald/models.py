@@ -128,6 +128,9 @@ class NewEvent:
     transaction that stores the event, which window holds it (``held_by``)."""
     held_by: str | None = None
     """The window that holds it back (set by the store)."""
+    topic: str | None = None
+    """The topic whose publish made this copy (set by the store for each subscriber's copy,
+    ``Store.append_to_topic``); None for an event published to its agent."""
 
     def with_hold(self, hold: Hold | None, held_by: str | None = None) -> NewEvent:
         """The same event with the rule that may hold it back and the window that holds it."""
@@ -158,6 +161,7 @@ class NewEvent:
             self.thread,
             hold,
             held_by,
+            self.topic,
         )
 
     def stored(self, event_id: str, agent_id: str, seq: int, now: int) -> Event:
@@ -190,6 +194,7 @@ class NewEvent:
             priority=self.priority,
             thread=self.thread,
             held_by=self.held_by,
+            topic=self.topic,
         )
         return made
 
@@ -240,6 +245,9 @@ class Event:
     """The window of its agent's quiet hours or digest that held it back: kept, drained and
     acknowledged like any other, never pushed (a ``herald.summary`` event counts it when the
     window ends); None for an event pushed as usual."""
+    topic: str | None = None
+    """The topic it was published to (this is its agent's copy); None for an event published
+    to its agent directly."""
 
     @property
     def data(self) -> Any:
@@ -276,6 +284,7 @@ class Event:
             reply_schema_json=json.dumps(reply, separators=(",", ":")) if reply else None,
             priority=Priority(raw.get("priority", Priority.NORMAL)),
             thread=raw.get("thread"),
+            topic=raw.get("topic"),
         )
 
     def to_json(self) -> answers.Event:
@@ -303,6 +312,7 @@ class Event:
             "reply": self.reply_schema,
             "priority": self.priority.value,
             "thread": self.thread,
+            "topic": self.topic,
         }
 
 

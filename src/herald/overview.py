@@ -67,7 +67,8 @@ class EventQuery:
     stored in (those not yet numbered, scheduled, first: ``seq_runs``), so that a page's
     position is one seq, read from the index on the agent and seq.
 
-    ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one); ``since_ms``
+    ``type`` is an exact type or a glob (``*`` any run of characters, ``?`` one), ``topic`` the
+    name or a glob of the topic events were published to (none: direct events too); ``since_ms``
     is inclusive and ``until_ms`` exclusive; ``before``: only events that sort after that
     position (the last event of the page before); ``through``: only events that sort no later
     than that position (where a bounded look ended, ``Store.listing_bound``)."""
@@ -75,6 +76,7 @@ class EventQuery:
     agent_id: str | None = None
     status: EventStatus | None = None
     type: str | None = None
+    topic: str | None = None
     since_ms: int | None = None
     until_ms: int | None = None
     before: Position | None = None
@@ -86,24 +88,29 @@ class EventQuery:
         return self.type is not None and ("*" in self.type or "?" in self.type)
 
     @property
+    def topic_is_glob(self) -> bool:
+        return self.topic is not None and ("*" in self.topic or "?" in self.topic)
+
+    @property
     def narrowed(self) -> bool:
         """Whether some events the indexes give in the page's order may not be listed: those
-        of other types or statuses, which a page looks through, and in one agent's listing
+        of other types, topics or statuses, which a page looks through, and in one agent's listing
         (by seq) those outside ``since`` and ``until``, which are then filters too."""
         by_time = self.since_ms is not None or self.until_ms is not None
         return (
             self.type is not None
+            or self.topic is not None
             or self.status is not None
             or (self.agent_id is not None and by_time)
         )
 
     def looked(self) -> EventQuery:
         """What a narrowed page's look reads (``Store.listing_bound``): this query without the
-        filters it looks through (its type and status; in one agent's listing, its times too,
-        which no index orders it by)."""
+        filters it looks through (its type, topic and status; in one agent's listing, its times
+        too, which no index orders it by)."""
         if self.agent_id is not None:
-            return replace(self, type=None, status=None, since_ms=None, until_ms=None)
-        return replace(self, type=None, status=None)
+            return replace(self, type=None, topic=None, status=None, since_ms=None, until_ms=None)
+        return replace(self, type=None, topic=None, status=None)
 
     def runs(self) -> list[SeqRun]:
         """The runs of seqs one agent's listing reads in turn (``seq_runs``)."""

@@ -455,10 +455,18 @@ def test_a_test_event_sent_to_a_topic_reaches_each_subscriber(
     page.get_by_role("button", name="Send").click()
     sent = page.get_by_role("status").filter(has_text="Sent to 2 subscribers of console/check")
     expect(sent).to_be_visible()
+    copies = []
     with herald.client(ADMIN_KEY) as admin:
         for handle in ("agent-051", "agent-052"):
             asked = {"agent": handle, "type": "topic.check"}
-            assert len(admin.get("/v1/events", params=asked).json()["events"]) == 1
+            (copy,) = admin.get("/v1/events", params=asked).json()["events"]
+            copies.append(copy["id"])
+    page.goto(f"{herald.url}/console/#/events?topic=console/*")  # the copies, by their topic
+    listed = page.get_by_role("region", name="Events")
+    for event_id in copies:
+        expect(listed.get_by_role("link", name=event_id)).to_be_visible()
+    listed.get_by_role("link", name=copies[0]).click()
+    expect(page.locator("#event-topic")).to_have_text("console/check")
 
 
 def publish(herald: HeraldProcess, to: str, type: str) -> str:

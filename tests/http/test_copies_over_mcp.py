@@ -30,9 +30,13 @@ def admin(each_backend: HeraldProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-def reached_by(admin: httpx.Client, way: str, agents: list[dict[str, Any]]) -> list[str]:
+def reached_by(
+    admin: httpx.Client, way: str, agents: list[dict[str, Any]]
+) -> tuple[str | None, list[str]]:
     """Make ``agents`` the ones a publish of ``way`` reaches (a list names them; a new topic
-    has them as its subscribers), publish it, and return each agent's copy's id, in order."""
+    has them as its subscribers), publish it, and return the topic (None for a list) and each
+    agent's copy's id, in order."""
+    topic: str | None = None
     if way == "list":
         body: dict[str, Any] = {"to": [agent["handle"] for agent in agents]}
     else:
@@ -48,7 +52,7 @@ def reached_by(admin: httpx.Client, way: str, agents: list[dict[str, Any]]) -> l
     for receipt in sent.json()["events"]:
         owner[admin.get(f"/v1/events/{receipt['id']}").json()["agent"]] = receipt["id"]
     assert len(owner) == len(agents)
-    return [owner[agent["id"]] for agent in agents]
+    return topic, [owner[agent["id"]] for agent in agents]
 
 
 def alone(admin: httpx.Client, agent: dict[str, Any]) -> str:
@@ -69,16 +73,17 @@ async def test_each_agent_s_copy_is_pushed_once_to_its_mcp_session(
             await stack.enter_async_context(session(each_backend, agent["api_key"]))
             for agent in agents
         ]
-        copies = reached_by(admin, way, agents[:2])
+        topic, copies = reached_by(admin, way, agents[:2])
         alones = [alone(admin, agent) for agent in agents]
         for (client, received), copy, last in zip(sessions, [*copies, None], alones, strict=True):
             if copy is not None:
                 _, first = await received.next()
                 assert first["meta"]["event_id"] == copy
+                assert first["meta"].get("topic") == topic  # the <channel> tag names it
                 acked = await client.call_tool("ack", {"ids": [copy]})
                 assert acked.structured_content == {"acked": 1}
             _, then = await received.next()
-            assert then["meta"]["event_id"] == last
+            assert then["meta"]["event_id"] == last and "topic" not in then["meta"]
     for copy in copies:
         assert admin.get(f"/v1/events/{copy}").json()["status"] == "delivered"
 
@@ -97,13 +102,15 @@ async def test_each_agent_s_copy_is_streamed_once_by_mcp_events(
             active = await anext(messages)
             assert active["method"] == "notifications/events/active"
             streams.append(messages)
-        copies = reached_by(admin, way, agents[:2])
+        topic, copies = reached_by(admin, way, agents[:2])
         alones = [alone(admin, agent) for agent in agents]
         for messages, copy, last in zip(streams, [*copies, None], alones, strict=True):
             pushed = [await anext(messages) for _ in range(1 if copy is None else 2)]
             assert [m["method"] for m in pushed] == ["notifications/events/event"] * len(pushed)
             expected = [last] if copy is None else [copy, last]
             assert [m["params"]["eventId"] for m in pushed] == expected
+            topics = [m["params"]["data"].get("topic") for m in pushed]
+            assert topics == ([None] if copy is None else [topic, None])
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -118,10 +125,13 @@ async def test_each_agent_s_copy_is_polled_once_by_mcp_events_and_its_cursor_ack
         ]
         starts = [await poll(http, None) for http in https]
         assert all(start["events"] == [] for start in starts)
-        copies = reached_by(admin, way, agents[:2])
+        topic, copies = reached_by(admin, way, agents[:2])
         for http, start, copy in zip(https, starts, [*copies, None], strict=True):
             page = await poll(http, start["cursor"])
             assert [e["eventId"] for e in page["events"]] == ([] if copy is None else [copy])
+            assert [e["data"].get("topic") for e in page["events"]] == (
+                [] if copy is None else [topic]
+            )
             after = await poll(http, page["cursor"])  # acknowledges the copy: none comes again
             assert after["events"] == []
     for copy in copies:

@@ -83,7 +83,7 @@ def test_a_publisher_key_cancels_the_events_it_may_publish_and_no_other(
         assert publisher.delete(f"/v1/events/{copy}").status_code == 200
         outside = publisher.delete(f"/v1/events/{for_bob}")
         assert outside.status_code == 403, outside.text
-        assert "subscribed to none of its topics" in outside.text
+        assert "published to it directly, not to a topic" in outside.text
 
     with each_backend.client(by_type) as publisher:
         assert publisher.delete(f"/v1/events/{build}").status_code == 200
@@ -96,6 +96,47 @@ def test_a_publisher_key_cancels_the_events_it_may_publish_and_no_other(
     assert (untouched["status"], untouched["attempts"]) == ("scheduled", [])
     with each_backend.client(bob["api_key"]) as agent:
         assert agent.delete(f"/v1/events/{for_bob}").status_code == 403
+
+
+def test_a_topic_key_cancels_by_the_topic_an_event_was_published_to_not_by_subscriptions(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
+    alice, bob = new_agents(admin, 2)
+    prefix = f"ct{uuid.uuid4().hex[:6]}"
+    mine, other = f"{prefix}/main", f"{prefix}-other"
+    for topic, agents in ((mine, (alice, bob)), (other, (bob,))):
+        assert admin.put(f"/v1/topics/{topic}", json={"description": "d"}).status_code == 201
+        for agent in agents:
+            subscribed = admin.put(f"/v1/topics/{topic}/subscribers/{agent['handle']}")
+            assert subscribed.status_code == 201, subscribed.text
+    by_topic = publisher_key(admin, topics=[f"{prefix}/*"])
+    body = {"type": "t", "text": "x"}  # pending, handed out to no one: recalled by a cancel
+    with each_backend.client(by_topic) as publisher:
+        sent = publisher.post("/v1/events", json={"topic": mine, **body})
+        assert sent.status_code == 202 and sent.json()["reached"] == 2, sent.text
+    copies = {
+        admin.get(f"/v1/events/{r['id']}").json()["agent"]: r["id"] for r in sent.json()["events"]
+    }
+    left = admin.delete(f"/v1/topics/{mine}/subscribers/{alice['handle']}")
+    assert left.status_code == 204, left.text
+    direct = alone(admin, bob)  # bob is still subscribed to the key's topic
+    elsewhere = admin.post("/v1/events", json={"topic": other, **body})
+    assert elsewhere.status_code == 202, elsewhere.text
+    (not_mine,) = [r["id"] for r in elsewhere.json()["events"]]
+
+    with each_backend.client(by_topic) as publisher:
+        # alice has left the topic since: her copy was still published to it
+        cancelled = publisher.delete(f"/v1/events/{copies[alice['id']]}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        refused = publisher.delete(f"/v1/events/{direct}")
+        assert refused.status_code == 403, refused.text
+        assert "published to it directly, not to a topic" in refused.text
+        refused = publisher.delete(f"/v1/events/{not_mine}")
+        assert refused.status_code == 403, refused.text
+        assert f"was published to the topic {other!r}" in refused.text
+    assert [shown(admin, e)["status"] for e in (direct, not_mine, copies[bob["id"]])] == [
+        "pending"
+    ] * 3
 
 
 def alone(admin: httpx.Client, agent: dict[str, Any]) -> str:

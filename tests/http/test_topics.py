@@ -71,8 +71,10 @@ def test_a_topic_publish_gives_each_subscriber_one_event_drained_once_and_others
     for agent in (alice, bob):
         (event,) = drained(each_backend, agent)
         assert event["id"] in receipts and event["data"] == {"sha": "abc"}
+        assert event["topic"] == topic  # each copy says which topic it came from
         shown = admin.get(f"/v1/events/{event['id']}").json()
         assert shown["agent"] == agent["id"] and shown["status"] == "delivered"
+        assert shown["topic"] == topic
     assert drained(each_backend, carol) == []
     assert last_seqs(admin, [alice, bob, carol]) == [1, 1, 0]
 
@@ -96,7 +98,8 @@ def test_a_topic_publish_is_streamed_once_to_each_subscriber(
             first, second = reader.next(), reader.next()
             assert first is not None and second is not None
             assert first.data["id"] in ids and first.data["text"] == "both"
-            assert second.data["text"] == "alone"
+            assert first.data["topic"] == topic
+            assert second.data["text"] == "alone" and second.data["topic"] is None
     finally:
         for reader in readers:
             reader.close()
@@ -117,6 +120,58 @@ def test_glob_subscriptions_reach_the_topics_they_match_and_no_other(
     missed = admin.post("/v1/events", json={"topic": other, **TEXT})
     assert (reached.json()["reached"], missed.json()["reached"]) == (1, 0)
     assert [e["id"] for e in drained(each_backend, alice)] == [reached.json()["events"][0]["id"]]
+
+
+def listed(admin: httpx.Client, **params: str) -> list[dict[str, Any]]:
+    """Every event ``GET /v1/events`` lists with those filters, page after page, newest first."""
+    found: list[dict[str, Any]] = []
+    while True:
+        page = admin.get("/v1/events", params=params)
+        assert page.status_code == 200, page.text
+        found += page.json()["events"]
+        if page.json()["next"] is None:
+            return found
+        params = {**params, "cursor": page.json()["next"]}
+
+
+def read_back(herald: HeraldProcess, agent: dict[str, Any], **params: str) -> list[str]:
+    """The ids of the agent's acknowledged events ``GET /channel/history`` gives, newest first."""
+    with herald.client(agent["api_key"]) as client:
+        page = client.get("/channel/history", params=params)
+    assert page.status_code == 200, page.text
+    return [event["id"] for event in page.json()["events"]]
+
+
+def test_each_copy_names_its_topic_and_is_listed_and_read_back_by_it(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
+    prefix = f"org{uuid.uuid4().hex[:6]}"
+    repo, team = declared(admin, f"{prefix}/repo"), declared(admin, f"{prefix}/team")
+    alice, bob = new_agents(admin, 2)
+    for agent, topic in ((alice, repo), (alice, team), (bob, repo)):
+        assert subscribe(each_backend, agent, topic).status_code == 201
+    pushed = admin.post("/v1/events", json={"topic": repo, **TEXT}).json()
+    # With a dedupe key each copy is stored as one of a batch (every column its own value).
+    keyed = admin.post("/v1/events", json={"topic": team, **TEXT, "dedupe_key": "k"}).json()
+    direct = admin.post("/v1/events", json={"to": alice["handle"], **TEXT}).json()
+    copies = {admin.get(f"/v1/events/{r['id']}").json()["agent"]: r["id"] for r in pushed["events"]}
+    (in_team,) = [r["id"] for r in keyed["events"]]
+    assert admin.get(f"/v1/events/{in_team}").json()["topic"] == team
+    assert admin.get(f"/v1/events/{direct['id']}").json()["topic"] is None
+
+    of_alice = listed(admin, agent=alice["handle"], topic=repo)
+    assert [(e["id"], e["topic"]) for e in of_alice] == [(copies[alice["id"]], repo)]
+    everyone = {e["id"] for e in listed(admin, topic=f"{prefix}/*")}
+    assert everyone == {*copies.values(), in_team}  # not the direct event
+    bad = admin.get("/v1/events", params={"topic": "no spaces"})
+    assert bad.status_code == 422 and "topic" in bad.text
+
+    drained_ids = [e["id"] for e in drained(each_backend, alice)]  # acknowledged: history
+    assert drained_ids == [copies[alice["id"]], in_team, direct["id"]]
+    assert read_back(each_backend, alice, topic=team) == [in_team]
+    assert read_back(each_backend, alice, topic=f"{prefix}/*") == [in_team, copies[alice["id"]]]
+    assert read_back(each_backend, alice) == drained_ids[::-1]
+    assert read_back(each_backend, bob, topic=repo) == []  # bob's copy is not acknowledged
 
 
 def test_a_topic_without_subscribers_is_a_202_that_says_so(admin: httpx.Client) -> None:
@@ -299,5 +354,6 @@ def test_a_topic_publish_is_sent_once_to_each_subscribers_webhook(
         assert set(by_path) == {agent["handle"] for agent in agents}
         ids = {receipt["id"] for receipt in sent.json()["events"]}
         assert {body["id"] for body in by_path.values()} == ids
+        assert {body["topic"] for body in by_path.values()} == {topic}
     finally:
         receiver.close()

@@ -158,6 +158,11 @@ def test_topics_are_declared_subscribed_sent_to_shown_and_removed(herald: Herald
     assert listed["op/repo"] == 2
     sent = json_lines(herald, "send", "--topic", "op/repo", "pushed", "--type", "repo.pushed")
     assert len(sent) == 2 and len({row["id"] for row in sent}) == 2
+    copies = json_lines(herald, "events", "--topic", "op/r*")  # each copy names its topic
+    assert {row["id"] for row in copies} == {row["id"] for row in sent}
+    assert {row["topic"] for row in copies} == {"op/repo"}
+    table = herald_command(herald, "events", "--topic", "op/repo")
+    assert table.returncode == 0 and "op/repo" in table.stdout, table.stderr
     shown = json_lines(herald, "topics", "show", "op/repo")
     assert shown[0]["name"] == "op/repo"
     assert {row["handle"] for row in shown[1:]} == {"op-topic-a", "op-topic-b"}

@@ -127,6 +127,8 @@ class Log(Mechanism):
             "seq": event.seq,
             "cursor": cursor,
         }
+        if event.topic is not None:  # as the other pushes show it: only an event that has one
+            data["topic"] = event.topic
         await peer.notify(LOG_METHOD, {"level": LOG_NOTICE, "logger": "herald", "data": data})
         return PushResult(PushOutcome.SENT)
 

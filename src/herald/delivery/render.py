@@ -9,7 +9,9 @@ from herald.models import Event
 
 MAX_DATA_CHARS = 4000
 _META_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_UNSAFE_IN_META = re.compile(r"[^A-Za-z0-9_.:@~-]")
+_UNSAFE_IN_META = re.compile(r"[^A-Za-z0-9_.:/@~-]")
+"""What an attribute's value may not hold, each replaced by ``_``: a slash may stay (a topic's
+name holds it, and it closes neither the attribute nor the tag)."""
 # Angle brackets become look-alikes so that untrusted text can never close the tag or open a
 # forged one; the model still reads them as brackets.
 _TAG_SAFE = str.maketrans({"<": "‹", ">": "›"})
@@ -49,6 +51,8 @@ def channel_meta(event: Event, cursor: str | None) -> dict[str, str]:
         meta["from"] = event.sender
     if event.reply_to:
         meta["reply_to"] = event.reply_to
+    if event.topic:
+        meta["topic"] = event.topic
     if event.interactive:
         meta["needs_reply"] = "true"
     return {

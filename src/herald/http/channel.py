@@ -81,7 +81,8 @@ async def ack(request: Request) -> Response:
         "The agent's own acknowledged (delivered) events that retention still keeps, newest"
         " first, a page at a time, as GET /v1/events pages them: before takes the next of the"
         " page before (an opaque cursor, not a seq or an event id; null next: the last page),"
-        " type an event type or a glob of one. A page looks through a bounded number of events"
+        " type an event type or a glob of one, topic the topic events were published to or a"
+        " glob of topics (direct events have none). A page looks through a bounded number of events"
         " (herald serve --scan-events): it may be short, even empty, and still have a next."
         " Reading changes nothing: no event is leased, acknowledged or attempted."
     ),
@@ -91,7 +92,7 @@ async def history(request: Request) -> Response:
     agent = await require_agent(hub, request)
     asked = parse(HistoryQuery, dict(request.query_params))
     page = await hub.acknowledged_events(
-        agent, before=asked.before, type=asked.type, limit=asked.limit
+        agent, before=asked.before, type=asked.type, topic=asked.topic, limit=asked.limit
     )
     return json_response(page.to_json())
 

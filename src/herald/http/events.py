@@ -220,7 +220,8 @@ async def get_event(request: Request) -> Response:
         " created (created_at, then id); one agent's in the order they were stored (seq), those"
         " not yet numbered first (scheduled: an event takes its seq when it is due; or"
         " cancelled before that), newest published first, and since and until then narrow the"
-        " page as type and status do. A narrowed page looks"
+        " page as type, topic and status do (topic: the name of the topic events were"
+        " published to, or a glob of names; direct events have none). A narrowed page looks"
         " through a bounded number of events (herald serve --scan-events): it may be short,"
         " even empty, and still have a next, which goes on where its look ended. A cursor of"
         " one agent's events from before they were listed by seq is refused (422): start"
@@ -235,6 +236,7 @@ async def list_events(request: Request) -> Response:
         agent_id=await agent_id_named(hub, asked.agent) if asked.agent is not None else None,
         status=EventStatus(asked.status) if asked.status is not None else None,
         type=asked.type,
+        topic=asked.topic,
         since_ms=asked.since,
         until_ms=asked.until,
         before=listing_position(asked.agent, asked.cursor),

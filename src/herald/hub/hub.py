@@ -526,10 +526,12 @@ class Hub:
                 ``permission.request``, ``herald.*``: herald makes those itself), or its data
                 is not valid against the payload schema its type declares (``event_types``);
                 the message names the path and the event's index. Or a list names a handle
-                no agent has (the message names it).
+                no agent has (the message names it). Or an event names a ``topic``: only
+                ``publish_to_topic`` makes a topic's copies.
             NotFound: the addressee of an event for one agent does not exist.
         """
         refuse_reserved_types(events)
+        refuse_topics(events)
         events = timed(events, self.now())
         if lists is None:
             return await self._publish(events, "event")
@@ -1095,21 +1097,15 @@ class Hub:
 
     async def _check_cancel_scope(self, event_id: str, publisher: PublisherKey) -> None:
         """Raises: NotFound (no such event), Forbidden (``publisher`` may not publish it). What
-        is checked never changes: an event's agent, type and sender (and, for a key limited to
-        topics, whether one of them reaches its agent as it is cancelled)."""
+        is checked never changes: an event's agent, type, sender and the topic it was published
+        to (so a copy whose agent has since left the topic is still its publisher's to cancel,
+        and a direct event is not a topic key's because its agent is subscribed)."""
         event = await self.find_event(event_id)
         if event is None:
             raise NotFound(f"no event {event_id!r}")
         agent = await self._store.get_agent(event.agent_id)
         handle = agent.handle if agent is not None else event.agent_id
-        topics = publisher.topics
-        handles = publisher.handles
-        reached = (
-            topics is not None
-            and (handles is None or handle not in handles)
-            and await self.topics.reach(event.agent_id, topics)
-        )
-        check_cancel_scope(publisher, event, handle, reached)
+        check_cancel_scope(publisher, event, handle)
 
     # Schedules
 
@@ -1302,17 +1298,20 @@ class Hub:
         *,
         before: int | None = None,
         type: str | None = None,
+        topic: str | None = None,
         limit: int = DEFAULT_PAGE,
     ) -> History:
         """A page of the agent's acknowledged (delivered) events still kept, newest first, read
         as the operator's listing of one agent reads them (``Overview.page``, by seq):
-        ``before`` is the seq the page before ended at, ``type`` an exact type or a glob. A
+        ``before`` is the seq the page before ended at, ``type`` an exact type or a glob,
+        ``topic`` the name or a glob of the topic events were published to. A
         read only: nothing is leased, acknowledged or attempted. Only this agent's events are
         read, whatever ``before`` says."""
         query = EventQuery(
             agent_id=agent.id,
             status=EventStatus.DELIVERED,
             type=type,
+            topic=topic,
             before=before,
             limit=limit,
         )
@@ -1425,3 +1424,21 @@ def _listing(events: Sequence[NewEvent], lists: Lists, handle: str) -> str | Non
         if handle in handles:
             return f"events[{index}].to" if len(events) > 1 else "event.to"
     return None
+
+
+def refuse_topics(events: Sequence[NewEvent]) -> None:
+    """Refuse events that name a topic to a publish to agents: a topic's copies are made by
+    ``Hub.publish_to_topic`` alone, so that an event's topic says which publish made it (a key
+    limited to topics cancels by it).
+
+    Raises:
+        InvalidInput: naming the first such event.
+    """
+    for index, event in enumerate(events):
+        if event.topic is not None:
+            where = f"events[{index}]" if len(events) > 1 else "event"
+            raise InvalidInput(
+                f"{where} names the topic {event.topic!r}, but is published to agents: publish"
+                " it with publish_topic (each subscriber's copy then names its topic), or leave"
+                " topic out; nothing was published"
+            )

@@ -128,11 +128,11 @@ def check_topic_scope(key: PublisherKey, topic: str, event: NewEvent) -> None:
         )
 
 
-def check_cancel_scope(key: PublisherKey, event: Event, handle: str, reached: bool) -> None:
+def check_cancel_scope(key: PublisherKey, event: Event, handle: str) -> None:
     """Refuse to cancel (or recall) ``event``, for the agent ``handle``, unless ``key`` may
     publish it: to that agent (a key that lists handles, and names it; one that lists neither
-    handles nor topics), or to a topic that reaches it now (``reached``: a key that lists topics,
-    one of which the agent is subscribed to), of a type and naming a sender the key allows.
+    handles nor topics), or to the topic it was published to (``Event.topic``: a key that lists
+    topics, one of which matches it), of a type and naming a sender the key allows.
 
     Raises:
         Forbidden: the key has no publish scope, or may not publish such an event; the message
@@ -142,12 +142,15 @@ def check_cancel_scope(key: PublisherKey, event: Event, handle: str, reached: bo
         raise Forbidden(f"the publisher key {key.name!r} has no publish scope")
     handles, topics = key.handles, key.topics
     to_any = handles is None and topics is None
-    if to_any or (handles is not None and handle in handles) or (topics is not None and reached):
+    by_topic = topics is not None and event.topic is not None and _matches(event.topic, topics)
+    if to_any or (handles is not None and handle in handles) or by_topic:
         refused = _outside(key, event)
+    elif topics is not None and event.topic is not None:
+        refused = f"was published to the topic {event.topic!r}"
     else:
         refused = f"is for the agent {handle!r}"
         if topics is not None:
-            refused += ", subscribed to none of its topics"
+            refused += ", published to it directly, not to a topic"
     if refused is not None:
         raise Forbidden(
             f"event {event.id!r} {refused}, which the publisher key {key.name!r} may not"

@@ -5,8 +5,6 @@ to a topic is the hub's (``Hub.publish_to_topic``): one event for each subscribe
 from __future__ import annotations
 
 import builtins
-import fnmatch
-from collections.abc import Sequence
 
 from herald.errors import NoSuchTopic, NotFound
 from herald.inputs.topics import check_topic_glob, check_topic_name, is_glob
@@ -72,18 +70,6 @@ class TopicBook:
         """An agent's subscriptions, by pattern."""
         return await self._store.topic_subscriptions(agent_id=agent_id)
 
-    async def reach(self, agent_id: str, globs: Sequence[str]) -> bool:
-        """Whether a publish to some declared topic that matches one of ``globs`` (a publisher
-        key's topics) reaches the agent now: it is subscribed to that topic's name, or to a glob
-        that matches it."""
-        patterns = [s.pattern for s in await self.of_agent(agent_id)]
-        if not patterns:
-            return False
-        return any(
-            _matches(topic.name, globs) and _matches(topic.name, patterns)
-            for topic in await self.list()
-        )
-
     async def subscribers(self, name: str) -> builtins.list[TopicSubscription]:
         """The subscriptions that a publish to the topic ``name`` reaches now.
 
@@ -92,9 +78,3 @@ class TopicBook:
         """
         await self.get(name)
         return await self._store.topic_subscriptions(topic=name)
-
-
-def _matches(name: str, globs: Sequence[str]) -> bool:
-    """Whether a topic's name matches one of ``globs`` (``*`` any run, ``?`` one character, as
-    the store matches a subscription's pattern)."""
-    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)

@@ -30,6 +30,7 @@ from herald.inputs.fields import (
 )
 from herald.inputs.listing import DEFAULT_PAGE, AgentPageCursor, Page, TypeFilter
 from herald.inputs.refusals import Input, Says, refuse, refused_by
+from herald.inputs.topics import TopicGlob
 from herald.models import NewEvent, Priority
 from herald.reserved import (
     MAX_DESCRIPTION_CHARS,
@@ -88,6 +89,16 @@ class HistoryInput(Input):
         Annotated[
             TypeFilter,
             Field(description="only events of this type, or of a glob of it (* and ?)"),
+        ]
+        | None
+    ) = None
+    topic: (
+        Annotated[
+            TopicGlob,
+            Field(
+                description="only events published to this topic, or to a topic its glob"
+                " matches (* and ?)"
+            ),
         ]
         | None
     ) = None

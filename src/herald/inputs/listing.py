@@ -15,6 +15,7 @@ from herald.errors import InvalidInput
 from herald.ids import is_id
 from herald.inputs.fields import GLOB_RULE, TYPE_GLOB_PATTERN, whole
 from herald.inputs.refusals import Input, Says, refuse
+from herald.inputs.topics import TopicGlob
 from herald.overview import Position
 from herald.validation import HANDLE_PATTERN
 
@@ -146,6 +147,7 @@ class EventListingInput(Input):
     agent: AgentName | None = None
     status: Status | None = None
     type: TypeFilter | None = None
+    topic: TopicGlob | None = None
     since: Moment | None = None
     until: Moment | None = None
     cursor: PageCursor | None = None

@@ -53,7 +53,9 @@ class AgentApi(Protocol):
 
     async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged: ...
 
-    async def history(self, before: str | None, type: str | None, limit: int) -> History:
+    async def history(
+        self, before: str | None, type: str | None, limit: int, topic: str | None = None
+    ) -> History:
         """A page of the acknowledged events, newest first; reading it changes nothing."""
         ...
 
@@ -101,12 +103,14 @@ class LocalApi:
     async def ack(self, ids: Sequence[str], cursor: int | str | None) -> Acknowledged:
         return await self.hub.ack(self.agent, ids=ids, cursor=cursor)
 
-    async def history(self, before: str | None, type: str | None, limit: int) -> History:
+    async def history(
+        self, before: str | None, type: str | None, limit: int, topic: str | None = None
+    ) -> History:
         # The cursor read as GET /channel/history reads it (the tool hands it on as given,
         # which is what the stdio bridge sends the route).
         position = parse(HistoryInput, {"before": before}).before if before is not None else None
         return await self.hub.acknowledged_events(
-            self.agent, before=position, type=type, limit=limit
+            self.agent, before=position, type=type, topic=topic, limit=limit
         )
 
     async def reply(self, event_id: str, text: str, data: dict[str, Any] | None) -> Reply:
@@ -285,7 +289,7 @@ async def _dispatch(
         return text_result(_acknowledged(acked, checked.cursor), acked.to_json())
     if isinstance(checked, HistoryInput):
         before = args.get("before")  # as given: the API reads it as the route does
-        page = await api.history(before, checked.type, checked.limit)
+        page = await api.history(before, checked.type, checked.limit, checked.topic)
         return _history(page)
     if isinstance(checked, ReplyInput):
         reply = await api.reply(checked.event_id, checked.text, checked.data)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # rich is imported once the arguments are good, not to parse 
 Command = Callable[[AdminApi, argparse.Namespace, "Output"], None]
 
 AGENT_COLUMNS = ("id", "handle", "pending", "live_sessions", "last_activity_at", "created_at")
-EVENT_COLUMNS = ("id", "agent", "type", "status", "created_at", "text")
+EVENT_COLUMNS = ("id", "agent", "type", "topic", "status", "created_at", "text")
 ATTEMPT_COLUMNS = ("at", "mechanism", "session", "outcome", "error")
 DELIVERY_COLUMNS = ("endpoint", "state", "tries", "next_attempt_at", "last_error")
 ENDPOINT_COLUMNS = (
@@ -134,6 +134,9 @@ def _add_events(events: argparse.ArgumentParser) -> None:
         "--status", help="pending, sent, delivered, expired, dead, scheduled, cancelled"
     )
     events.add_argument("--type", help="an event type, or a glob such as build.*")
+    events.add_argument(
+        "--topic", help="the topic events were published to, or a glob such as repo/*"
+    )
     events.add_argument("--since", help="an ISO 8601 time")
     events.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
 
@@ -395,15 +398,18 @@ def _events(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         agent=args.agent,
         status=args.status,
         type=args.type,
+        topic=args.topic,
         since=args.since,
         limit=args.limit,
     )
     out.rows(found["events"], EVENT_COLUMNS, "events, newest first")
     if found.get("next") and len(found["events"]) < args.limit:
-        # A page narrowed by status or type looks at a bounded number of the newest events.
+        # A page narrowed by status, type or topic looks at a bounded number of the newest events.
         out.note("only the newest events were looked at: older ones may match; narrow with --agent")
     elif found.get("next"):
-        out.note("more: narrow with --since, --agent, --status or --type, or raise --limit")
+        out.note(
+            "more: narrow with --since, --agent, --status, --type or --topic, or raise --limit"
+        )
 
 
 def _event(api: AdminApi, args: argparse.Namespace, out: Output) -> None:

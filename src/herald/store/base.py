@@ -846,7 +846,8 @@ class Store(ABC):
     ) -> list[Published] | None:
         """Store ``event`` once for each agent subscribed to ``topic`` (by a pattern matching
         it), the subscribers read in the same transaction as the events are written: a
-        subscription committed meanwhile gets the event or does not, never half. Each answer is
+        subscription committed meanwhile gets the event or does not, never half. Each copy keeps
+        ``topic`` (``Event.topic``). Each answer is
         as ``append``'s, by agent handle; None: the topic is not declared (nothing stored).
         ``holds``: the rule that may hold the copy of each agent named (by handle) back from
         being pushed, as ``NewEvent.hold``."""

@@ -220,6 +220,7 @@ EVENTS = Table(
         Column("priority", read=by_value(Priority)),
         Column("thread"),
         Column("held_by"),
+        Column("topic"),
     ),
 )
 

@@ -55,6 +55,10 @@ def payload_schema(data_schema: dict[str, Any] | None = None) -> dict[str, Any]:
                 "type": "object",
                 "description": "the form to answer it with (reply tool, or POST /channel/reply)",
             },
+            "topic": {
+                "type": "string",
+                "description": "the topic it was published to, if it was (e.g. repo/herald)",
+            },
         },
         "required": ["type", "text", "data", "from", "seq"],
     }
@@ -124,4 +128,6 @@ def occurrence(event: Event, name: str) -> dict[str, Any]:
     }
     if event.reply_schema is not None:
         data["reply"] = event.reply_schema
+    if event.topic is not None:
+        data["topic"] = event.topic
     return {"eventId": event.id, "name": name, "timestamp": iso_ms(event.created_at), "data": data}

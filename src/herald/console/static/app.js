@@ -832,6 +832,7 @@ async function eventsPage(life, body, params) {
   const agent = h("input", { id: "events-agent", value: params.get("agent") || "", autocomplete: "off", spellcheck: "false" });
   const status = h("select", { id: "events-status" }, STATUSES.map((s) => h("option", { value: s, selected: params.get("status") === s }, s || "any")));
   const type = h("input", { id: "events-type", value: params.get("type") || "", autocomplete: "off", spellcheck: "false", placeholder: "build.* or exact" });
+  const topic = h("input", { id: "events-topic", value: params.get("topic") || "", autocomplete: "off", spellcheck: "false", placeholder: "repo/* or exact" });
   const list = h("div");
   const problem = notice();
   const again = () => show().catch((error) => failed(body, error));
@@ -840,13 +841,13 @@ async function eventsPage(life, body, params) {
     titled("Events"),
     h("div", { class: "panel" },
       h("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); pager.reset(); again(); } },
-        field("Agent (handle or id)", agent), field("Status", status), field("Type", type),
+        field("Agent (handle or id)", agent), field("Status", status), field("Type", type), field("Topic", topic),
         h("button", { type: "submit" }, "Filter")),
       problem),
     h("section", { "aria-label": "Events" }, list, pager.el),
   );
   async function show() {
-    const filters = { agent: agent.value.trim(), status: status.value, type: type.value.trim() };
+    const filters = { agent: agent.value.trim(), status: status.value, type: type.value.trim(), topic: topic.value.trim() };
     setQuery("/events", filters);
     try {
       const page = await get("v1/events", { ...filters, cursor: pager.cursor, limit: PAGE });
@@ -912,6 +913,7 @@ fill(body,
       fact("Agent", h("span", { id: "event-agent" }, h("span", { class: "mono" }, text(e.agent)))),
       fact("Seq", String(e.seq)),
       fact("Type", text(e.type)),
+      e.topic ? fact("Topic", h("span", { id: "event-topic", class: "mono" }, text(e.topic))) : null,
       fact("Created", when(e.created_at)),
       e.deliver_at ? fact("Due", h("span", { id: "event-due" }, when(e.deliver_at))) : null,
       fact("Expires", when(e.expires_at)),

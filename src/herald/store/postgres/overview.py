@@ -200,6 +200,11 @@ def events_page(
             parts.append(f"type LIKE {arg(like_patterns([query.type])[0])}")
         else:
             parts.append(f"type = {arg(query.type)}")
+    if query.topic is not None:
+        if query.topic_is_glob:
+            parts.append(f"topic LIKE {arg(like_patterns([query.topic])[0])}")
+        else:
+            parts.append(f"topic = {arg(query.topic)}")
     if query.since_ms is not None:
         parts.append(f"created_at >= {arg(query.since_ms)}::bigint")
     if query.until_ms is not None:

@@ -4,6 +4,7 @@ subscribers and stores their events in one transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import asyncpg
 
@@ -86,13 +87,14 @@ class TopicStore:
         self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
     ) -> list[Published] | None:
         now = self.now()
+        copy = replace(event, topic=topic)  # each copy says which topic it came from
 
         async def append(conn: Connection) -> list[Published] | None:
             if await conn.fetchval(queries.TOPIC_EXISTS, topic) is None:
                 return None
             handles = [row[0] for row in await conn.fetch(queries.TOPIC_SUBSCRIBERS, topic)]
             try:
-                return await append_to_agents(conn, event, handles, now, holds or {})
+                return await append_to_agents(conn, copy, handles, now, holds or {})
             except asyncpg.DataError as exc:  # its message may quote the event: not shown
                 raise refused() from exc
 

@@ -365,6 +365,9 @@ def _filters(query: EventQuery, run: SeqRun | None = None) -> tuple[str, dict[st
     if query.type is not None:
         parts.append("type GLOB :type" if query.type_is_glob else "type = :type")
         params["type"] = query.type
+    if query.topic is not None:
+        parts.append("topic GLOB :topic" if query.topic_is_glob else "topic = :topic")
+        params["topic"] = query.topic
     if query.since_ms is not None:
         parts.append("created_at >= :since")
         params["since"] = query.since_ms

@@ -48,7 +48,7 @@ def insert_json_sql(table: Table[Any]) -> str:
 
 
 ROWS_PER_INSERT = 64
-"""The most rows one INSERT of ``insert_rows`` writes (an event has 18 values: 1,152 parameters,
+"""The most rows one INSERT of ``insert_rows`` writes (an event has 21 values: 1,344 parameters,
 under SQLite's 32,766)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from herald.models import Hold, NewEvent, Published, Topic, TopicSubscription
@@ -129,12 +130,13 @@ class TopicStore:
         self, topic: str, event: NewEvent, holds: Mapping[str, Hold] | None = None
     ) -> list[Published] | None:
         now = self.now()
+        copy = replace(event, topic=topic)  # each copy says which topic it came from
 
         def append(conn: sqlite3.Connection) -> list[Published] | None:
             if conn.execute("SELECT 1 FROM topics WHERE name = ?", (topic,)).fetchone() is None:
                 return None
             agents = dict(conn.execute(SUBSCRIBERS, {"topic": topic}).fetchall())
-            return append_to_agents(conn, event, agents, now, holds or {})
+            return append_to_agents(conn, copy, agents, now, holds or {})
 
         published: list[Published] | None = await self._run(append)
         if published:
