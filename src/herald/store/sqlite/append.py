@@ -1,11 +1,12 @@
 """Storing events on SQLite: the batch planned by ``herald.store.appends``, one seq reservation
-per agent, one multi-row insert for what is new, one journal row.
+of every agent, one multi-row insert for what is new, one journal row.
 
 Publishes queued together are stored as one batch (``APPENDS``, joined by the worker): the
 statements are those of one batch, whatever the number of publishes. A publish to an agent that
 does not exist is refused alone, and writes nothing. The usual group, every event to one agent
 and none with a dedupe key, finds the agent by the statement that reserves its seqs, without a
-read of it first.
+read of it first; so does a group to several agents (a list of handles) with no dedupe key and
+no hold, if all of them exist.
 
 A batch with dedupe keys is first stored as if none of its keys were: that is the usual batch
 (``herald send --file`` sending a file once), and the unique index of keys checks it as the rows
