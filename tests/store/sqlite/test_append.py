@@ -157,3 +157,64 @@ def test_publishes_to_one_agent_find_it_by_the_statement_that_reserves_its_seqs(
     assert all(isinstance(error, NotFound) for _, error in refused)
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
     assert tuple(conn.execute("SELECT last_seq, pending_events FROM agents").fetchone()) == (2, 2)
+
+
+def test_a_list_of_agents_is_found_by_the_statement_that_reserves_their_seqs(
+    conn: sqlite3.Connection,
+) -> None:
+    # A list of handles paid a read of its agents by handle before the reservation of their
+    # seqs: a statement, and a row read back, for each copy.
+    conn.execute(
+        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
+    )
+    statements = traced(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes = append_all(
+        conn,
+        [([plain("alice", 0), plain("bob", 1)], 10), ([plain("bob", 2), plain("alice", 3)], 11)],
+    )
+    conn.execute("COMMIT")
+    around = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+    assert [s.split()[0] for s in statements if not s.startswith(around)] == [
+        "UPDATE",
+        "INSERT",
+        "INSERT",
+    ]
+    answers = [p for ok, published in outcomes if ok for p in published]
+    assert [(p.event.text, p.event.seq, p.event.created_at) for p in answers] == [
+        ("0", 1, 10),
+        ("1", 1, 10),
+        ("2", 2, 11),
+        ("3", 2, 11),
+    ]
+    counters = "SELECT handle, last_seq, pending_events, oldest_open_at FROM agents"
+    assert sorted(tuple(row) for row in conn.execute(counters)) == [
+        ("alice", 2, 2, 10),
+        ("bob", 2, 2, 10),
+    ]
+    (detail,) = conn.execute("SELECT detail FROM journal WHERE kind = 'append'").fetchone()
+    alice, bob = answers[0].event.agent_id, answers[1].event.agent_id
+    assert sorted(json.loads(detail)["published"]) == sorted([[alice, 1, 2], [bob, 1, 2]])
+
+
+def test_a_list_naming_an_agent_that_does_not_exist_is_refused_alone_and_changes_nothing(
+    conn: sqlite3.Connection,
+) -> None:
+    conn.execute(
+        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
+    )
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes = append_all(
+        conn,
+        [([plain("alice", 0), plain("nobody", 1)], 10), ([plain("bob", 2), plain("alice", 3)], 11)],
+    )
+    conn.execute("COMMIT")
+    assert [ok for ok, _ in outcomes] == [False, True]
+    assert isinstance(outcomes[0][1], NotFound)
+    assert [(p.event.text, p.event.seq) for p in outcomes[1][1]] == [("2", 1), ("3", 1)]
+    counters = "SELECT handle, last_seq, pending_events, oldest_open_at FROM agents"
+    assert sorted(tuple(row) for row in conn.execute(counters)) == [
+        ("alice", 1, 1, 11),
+        ("bob", 1, 1, 11),
+    ]
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2

@@ -1,11 +1,12 @@
 """Storing events on SQLite: the batch planned by ``herald.store.appends``, one seq reservation
-per agent, one multi-row insert for what is new, one journal row.
+of every agent, one multi-row insert for what is new, one journal row.
 
 Publishes queued together are stored as one batch (``APPENDS``, joined by the worker): the
 statements are those of one batch, whatever the number of publishes. A publish to an agent that
 does not exist is refused alone, and writes nothing. The usual group, every event to one agent
 and none with a dedupe key, finds the agent by the statement that reserves its seqs, without a
-read of it first.
+read of it first; so does a group to several agents (a list of handles) with no dedupe key and
+no hold, if all of them exist.
 
 A batch with dedupe keys is first stored as if none of its keys were: that is the usual batch
 (``herald send --file`` sending a file once), and the unique index of keys checks it as the rows
@@ -61,6 +62,17 @@ RESERVE_EACH = (
     " FROM json_each(:rows)) AS r WHERE agents.id = r.id RETURNING agents.id, agents.last_seq"
 )
 """RESERVE_SEQS of several agents at once, from a JSON array of [id, n, first_at]."""
+RESERVE_EACH_BY_HANDLE = (
+    "UPDATE agents SET last_seq = last_seq + r.n, pending_events = pending_events + r.n,"
+    " oldest_open_at = coalesce(oldest_open_at, r.first_at)"
+    " FROM (SELECT value ->> 0 AS handle, value ->> 1 AS n, value ->> 2 AS first_at"
+    " FROM json_each(:rows)) AS r WHERE agents.handle = r.handle"
+    " AND (SELECT count(*) FROM json_each(:rows) AS j JOIN agents AS a"
+    " ON a.handle = j.value ->> 0) = json_array_length(:rows)"
+    " RETURNING agents.handle, agents.id, agents.last_seq"
+)
+"""RESERVE_EACH of agents named by handle, from a JSON array of [handle, n, first_at], only if
+every one of them exists (otherwise it changes nothing and returns no row)."""
 RESERVE_ONE_EACH = (
     "UPDATE agents SET last_seq = last_seq + 1, pending_events = pending_events + 1,"
     " oldest_open_at = coalesce(oldest_open_at, :now)"
@@ -92,8 +104,13 @@ def append_all(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outco
     """Store several publishes' batches as one, in order; each answered with its events'
     answers, or refused alone (NotFound: an addressee does not exist) having stored nothing."""
     handles = {new.to for events, _ in batches for new in events}
-    if len(handles) == 1 and all(new.dedupe_key is None for events, _ in batches for new in events):
+    unkeyed = all(new.dedupe_key is None for events, _ in batches for new in events)
+    if unkeyed and len(handles) == 1:  # its rules' holds too (``_append_to_one``)
         return _append_to_one(conn, batches, handles.pop())
+    if unkeyed and handles and all(new.hold is None for events, _ in batches for new in events):
+        stored = _append_to_each(conn, batches)
+        if stored is not None:
+            return stored
     agents = agent_ids(conn, handles)
     refusals = [unknown_addressee(events, agents) for events, _ in batches]
     kept = [batch for batch, refusal in zip(batches, refusals, strict=True) if refusal is None]
@@ -130,6 +147,32 @@ def _append_to_one(
     plan = plan_append(events, {handle: agent_id}, {})
     added = {agent_id: len(events)}
     answers = iter(_write(conn, plan, events, nows, first_seqs({agent_id: last_seq}, added), added))
+    return [(True, [next(answers) for _ in batch]) for batch, _ in batches]
+
+
+def _append_to_each(conn: sqlite3.Connection, batches: Sequence[Batch]) -> list[Outcome] | None:
+    """``append_all`` of publishes to several agents, none with a dedupe key or a hold (a list
+    of handles): every event is new, and one statement finds the agents and reserves their seqs,
+    where a read of the agents by handle before the reservation cost a list's copy a statement's
+    share and a row read back. None, having changed nothing, if an addressee does not exist: the
+    full path then refuses the publishes that name it, each alone."""
+    counts: dict[str, int] = {}
+    first_at: dict[str, int] = {}
+    for events, now in batches:
+        for new in events:
+            counts[new.to] = counts.get(new.to, 0) + 1
+            first_at.setdefault(new.to, now)
+    rows = as_json([[handle, count, first_at[handle]] for handle, count in counts.items()])
+    reserved = conn.execute(RESERVE_EACH_BY_HANDLE, {"rows": rows}).fetchall()
+    if not reserved:
+        return None
+    agents = {handle: agent_id for handle, agent_id, _ in reserved}
+    events = [new for events, _ in batches for new in events]
+    nows = [now for events, now in batches for _ in events]
+    plan = plan_append(events, agents, {})
+    added = plan.added
+    last_seqs = {agent_id: last_seq for _, agent_id, last_seq in reserved}
+    answers = iter(_write(conn, plan, events, nows, first_seqs(last_seqs, added), added))
     return [(True, [next(answers) for _ in batch]) for batch, _ in batches]
 
 
