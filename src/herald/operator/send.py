@@ -40,6 +40,8 @@ CHECK = "/v1/events?dry_run=true"
 MOST_NAMED = 10
 """The lines at fault one refusal names; looking for more stops there."""
 _INDEX = re.compile(r"\bevents\[(\d+)\]")
+_DUPLICATE = re.compile(rb'"duplicate"\s*:\s*(true|false)')
+"""A receipt's flag, with the whitespace JSON allows around its colon."""
 CHECKS_AT_ONCE = 2
 """Dry runs on their way at once, each on a connection of its own."""
 JSON_SPACE = " \t\n\r"
@@ -208,10 +210,9 @@ def send_file(api: AdminApi, path: Path, out: Output) -> None:
     stored = repeated = 0
     with _progress(out, events, "sending") as advance:
         for batch, answer in _in_turn(api, PUBLISH, iter(batches)):
-            receipts = _receipts(batch, answer)
-            already_there = sum(1 for receipt in receipts if receipt["duplicate"])
+            receipts, already_there = _receipts(batch, answer)
             repeated += already_there
-            stored += len(receipts) - already_there
+            stored += receipts - already_there
             advance(batch.events)
     out.record(
         {"file": str(path), "events": events, "stored": stored, "already_there": repeated},
@@ -391,7 +392,14 @@ def _in_turn(
         yield batch, answer
 
 
-def _receipts(batch: Batch, answer: bytes | BaseException) -> list[dict[str, Any]]:
+def _receipts(batch: Batch, answer: bytes | BaseException) -> tuple[int, int]:
+    """How many receipts the hub's answer to ``batch`` holds, and how many of them say
+    ``"duplicate": true`` (an event stored before).
+
+    Counted in the answer's bytes rather than from the answer decoded, which made 1,000
+    objects a batch to read two numbers from them (a millisecond a batch while the hub waited
+    for the next one). Exact: a receipt's values are an id (letters and digits), a number and a
+    boolean, so no string of the answer can hold a quote, and each ``"duplicate"`` is a key."""
     if isinstance(answer, OperatorError):
         # Checked already: a refusal now is the hub's (an agent deleted since, say).
         index = None
@@ -405,5 +413,5 @@ def _receipts(batch: Batch, answer: bytes | BaseException) -> list[dict[str, Any
         ) from answer
     if isinstance(answer, BaseException):
         raise answer
-    events: list[dict[str, Any]] = json.loads(answer)["events"]
-    return events
+    flags = _DUPLICATE.findall(answer)
+    return len(flags), flags.count(b"true")
