@@ -1,17 +1,15 @@
 """The operator's calls to a hub: over HTTPS its certificate is checked; over HTTP no CA is
-loaded for it; a posted body is reported written before its answer is waited for."""
+loaded for it."""
 
 from __future__ import annotations
 
 import ssl
-import threading
 from pathlib import Path
 
 import pytest
 import trustme
 
 from herald.operator.api import AdminApi, OperatorError
-from tests.operator.loopback_hub import PostHandler, api_of
 from tests.webhooks.receiver import Receiver
 
 
@@ -48,20 +46,3 @@ def test_an_https_hub_is_reached_only_with_a_certificate_for_its_name(
         right.close()
         wrong.close()
     assert len(right.requests) == 1 and wrong.requests == []
-
-
-def test_a_posted_body_is_reported_sent_before_its_answer_is_waited_for() -> None:
-    """``send --file`` hands on the last batch's answer once the next request is written: the
-    hub here answers only after that report."""
-    reported = threading.Event()
-    bodies: list[bytes] = []
-
-    class WaitsForTheReport(PostHandler):
-        def do_POST(self) -> None:
-            bodies.append(self.read_body())
-            self.answer_json(b'{"reported": true}' if reported.wait(10) else b'{"reported": false}')
-
-    with api_of(WaitsForTheReport) as api:
-        answer = api.post_body("/v1/events", b'[{"to": "a"}]', on_sent=reported.set)
-    assert answer == b'{"reported": true}'
-    assert bodies == [b'[{"to": "a"}]']

@@ -86,19 +86,15 @@ class AdminApi:
         answer = self._request(method, path, json=body, params=params)
         return answer.json() if answer.content else None
 
-    def post_body(
-        self, path: str, body: bytes, *, on_sent: Callable[[], None] | None = None
-    ) -> bytes:
-        """POST a body already JSON; returns the answer as it came (``send --file`` reads it
-        while its next batch is on its way). ``on_sent`` is called once the request has been
-        written, before its answer is waited for.
+    def post_body(self, path: str, body: bytes) -> bytes:
+        """POST a body already JSON; returns the answer as it came (``send --file`` reads only
+        what it needs of it).
 
         Raises:
             OperatorError: as ``call``.
         """
         headers = {"content-type": "application/json"}
-        extensions = {} if on_sent is None else {"trace": _calling_when_sent(on_sent)}
-        answer = self._request("POST", path, content=body, headers=headers, extensions=extensions)
+        answer = self._request("POST", path, content=body, headers=headers)
         return answer.content
 
     def _request(self, method: str, path: str, **request: Any) -> httpx2.Response:
@@ -166,14 +162,3 @@ def _error_message(answer: httpx2.Response) -> str:
     except (ValueError, KeyError, TypeError):
         return answer.text[:200] or answer.reason_phrase
     return str(message)
-
-
-def _calling_when_sent(on_sent: Callable[[], None]) -> Callable[[str, dict[str, Any]], None]:
-    """A trace callback of the HTTP client's connection that calls ``on_sent`` once a request's
-    body is written."""
-
-    def trace(step: str, info: dict[str, Any]) -> None:
-        if step.endswith("send_request_body.complete"):
-            on_sent()
-
-    return trace
