@@ -183,3 +183,29 @@ def test_an_agents_listing_shows_its_scheduled_events_first_and_pages_through_th
         assert seen == expected, limit
     narrowed = admin.get("/v1/events", params={"agent": agent["id"], "status": "scheduled"})
     assert [e["id"] for e in narrowed.json()["events"]] == [last, first]
+
+
+def test_a_topic_publish_for_later_stores_a_scheduled_copy_for_each_subscriber(
+    each_backend: HeraldProcess, admin: httpx.Client
+) -> None:
+    alice, bob = new_agents(admin, 2)
+    topic = f"later{uuid.uuid4().hex[:6]}/main"
+    assert admin.put(f"/v1/topics/{topic}", json={"description": "d"}).status_code == 201
+    for agent in (alice, bob):
+        subscribed = admin.put(f"/v1/topics/{topic}/subscribers/{agent['handle']}")
+        assert subscribed.status_code == 201, subscribed.text
+    sent = admin.post(
+        "/v1/events", json={"topic": topic, "type": "t", "text": "x", "delay_s": HOUR_S}
+    )
+    assert sent.status_code == 202 and sent.json()["reached"] == 2, sent.text
+    receipts = sent.json()["events"]
+    assert all(r["seq"] < 0 and r["deliver_at"] for r in receipts), receipts
+    copies = [shown(admin, r["id"]) for r in receipts]
+    assert {(c["agent"], c["status"], c["topic"]) for c in copies} == {
+        (alice["id"], "scheduled", topic),
+        (bob["id"], "scheduled", topic),
+    }
+    for agent in (alice, bob):  # not offered before it is due
+        with each_backend.client(agent["api_key"]) as client:
+            drained = client.post("/channel/heartbeat", json={"cursor": 0})
+            assert drained.status_code == 200 and drained.json()["events"] == [], drained.text

@@ -85,3 +85,21 @@ async def test_a_priority_herald_does_not_know_is_refused_naming_the_values_and_
         await hub.send_message(sender, addressee.handle, "x", priority="asap")
     assert await drained(hub, addressee) == []
     assert await drained(hub, sender) == []
+
+
+async def test_a_topic_publish_for_later_is_offered_to_each_subscriber_once_due(
+    hub: Hub, clock: ManualClock
+) -> None:
+    alice, bob = await new_agent(hub), await new_agent(hub)
+    topic = f"repo/later-{uuid.uuid4().hex[:6]}"
+    await hub.topics.put(topic, "a topic")
+    await hub.topics.subscribe(alice.id, topic)
+    await hub.topics.subscribe(bob.id, "repo/later-*")
+    copies = await hub.publish_topic(topic, "t", "at nine", delay_s=60, priority="high")
+    assert sorted(c.event.agent_id for c in copies) == sorted([alice.id, bob.id])
+    assert {(c.event.status.value, c.event.topic) for c in copies} == {("scheduled", topic)}
+    assert await drained(hub, alice) == [] and await drained(hub, bob) == []
+    clock.advance(61)
+    await hub.release_due()
+    for agent in (alice, bob):
+        assert await drained(hub, agent) == [("at nine", Priority.HIGH)]

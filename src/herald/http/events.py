@@ -121,9 +121,7 @@ async def _to_topic(
     answer: answers.TopicPublished = {
         "topic": topic,
         "reached": len(results),
-        "events": [
-            {"id": r.event.id, "seq": r.event.seq, "duplicate": not r.created} for r in results
-        ],
+        "events": [_receipt_of(r) for r in results],
         "note": None if results else NO_SUBSCRIBER.format(topic=topic),
     }
     created = not results or any(r.created for r in results)
@@ -282,14 +280,17 @@ def _receipt(event_id: str, seq: int, created: bool) -> answers.Receipt:
     return {"id": event_id, "seq": seq, "duplicate": not created}
 
 
+def _receipt_of(published: Published) -> answers.Receipt:
+    """A published event's receipt, with its due time if it is scheduled."""
+    receipt = _receipt(published.event.id, published.event.seq, published.created)
+    if published.event.deliver_at is not None:
+        receipt["deliver_at"] = iso_ms(published.event.deliver_at)
+    return receipt
+
+
 def _scheduled_receipts(results: list[Published], several: bool) -> Response:
     """The receipts of a scheduled publish, each with its event's due time."""
-    receipts = []
-    for published in results:
-        receipt = _receipt(published.event.id, published.event.seq, published.created)
-        if published.event.deliver_at is not None:
-            receipt["deliver_at"] = iso_ms(published.event.deliver_at)
-        receipts.append(receipt)
+    receipts = [_receipt_of(published) for published in results]
     status = 202 if any(r.created for r in results) else 200
     if not several:
         return json_response(receipts[0], status)

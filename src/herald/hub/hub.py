@@ -102,6 +102,9 @@ DEFAULT_CONSUMER = "default"
 KEY_CACHE_MS = 1_000
 KEY_CACHE_SIZE = 10_000
 READY_TIMEOUT_S = 3.0
+SUBSCRIBERS_READ_AT_MOST = 3
+"""A scheduled topic publish reads the subscribers again if one is deleted before its copies
+are stored, this many times at most."""
 
 
 class Hub:
@@ -559,20 +562,27 @@ class Hub:
         reply: dict[str, Any] | None = None,
         sender: str | None = None,
         priority: str | None = None,
+        deliver_at: datetime.datetime | str | None = None,
+        delay_s: float | None = None,
     ) -> list[Published]:
         """Store one event for each agent subscribed to ``topic`` at that moment (by its name
         or a glob that matches it), in one transaction; returns one ``Published`` for each, by
         handle (none: no agent is subscribed). The ``dedupe_key`` holds for each agent on its
-        own; ``priority`` as ``publish`` takes it.
+        own; ``priority``, ``deliver_at`` and ``delay_s`` as ``publish`` takes them (scheduled:
+        each subscriber's copy is stored now, and offered once due).
 
         Raises:
             InvalidInput: as ``publish``, or ``topic`` is not a topic's name.
             NoSuchTopic: the operator has not declared ``topic``.
         """
         fields = {"topic": topic, "type": type, "text": text, "data": data, "reply": reply}
-        options = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
+        options: dict[str, Any] = {"dedupe_key": dedupe_key, "ttl_s": ttl_s, "from": sender}
         if priority is not None:
             options["priority"] = priority
+        if deliver_at is not None:
+            options["deliver_at"] = deliver_at
+        if delay_s is not None:
+            options["delay_s"] = delay_s
         name, event = parse_topic_event({**fields, **options})
         return await self.publish_to_topic(name, event)
 
@@ -586,6 +596,8 @@ class Hub:
         """
         refuse_reserved_types([event])
         await self.event_types.check([event], "event")
+        if is_scheduled(event):
+            return await self._schedule_for_topic(topic, event)
         started = time.perf_counter()
         holds = await self._holds_of_subscribers(event)
         published = await self._store.append_to_topic(topic, event, holds)
@@ -597,6 +609,26 @@ class Hub:
         created = [p.event for p in published if p.created]
         self.metrics.published((e.type for e in created), self.event_types.type_classes)
         return published
+
+    async def _schedule_for_topic(self, topic: str, event: NewEvent) -> list[Published]:
+        """A topic's publish for later (``deliver_at`` or ``delay_s``): a scheduled copy for
+        each agent subscribed now, naming the topic, stored in one transaction as a list's
+        copies are (``publish_many``). The subscribers are read first: an agent deleted before
+        the copies are stored is left out, read again."""
+        event = replace(event, topic=topic)
+        for _ in range(SUBSCRIBERS_READ_AT_MOST):
+            subscribers = await self.topics.subscribers(topic)
+            copies = [event.for_handle(h) for h in dict.fromkeys(s.handle for s in subscribers)]
+            if not copies:
+                return []
+            try:
+                return await self._publish(timed(copies, self.now()), "event", checked=True)
+            except NotFound:
+                continue  # a subscriber was deleted meanwhile
+        raise Conflict(
+            f"the subscribers of {topic!r} kept changing while its scheduled event was stored;"
+            " nothing was stored: publish it again"
+        )
 
     async def check_topic_publish(self, topic: str, event: NewEvent) -> int:
         """Check an event to a topic as ``publish_to_topic`` would, and store nothing; returns
