@@ -164,6 +164,20 @@ async def test_a_timed_event_is_scheduled_when_due_after_later_ones(
     assert await scheduled(store, endpoint, ids) == [timed.event.id]
 
 
+async def test_a_topic_s_copy_is_scheduled_after_the_events_scheduled_before_it(
+    store: Store,
+) -> None:
+    agent, endpoint = await setup(store)
+    (first,) = await publish(store, "alice", 1)
+    assert await scheduled(store, endpoint, [first]) == [first]
+    await store.put_topic("repo/herald", "pushes")
+    await store.subscribe_topic(agent.id, "repo/*")
+    copies = await store.append_to_topic("repo/herald", NewEvent("", "t", "copy"))
+    assert copies is not None
+    ids = [first, copies[0].event.id]
+    assert await scheduled(store, endpoint, ids) == [copies[0].event.id]
+
+
 async def test_an_endpoint_enabled_again_gets_what_was_stored_while_it_was_disabled(
     store: Store,
 ) -> None:
