@@ -71,6 +71,130 @@ async def test_scheduling_can_wait_for_agents_with_a_live_session(
     assert await store.schedule_deliveries(store.now() - 10_000, 100, agents=[agent.id]) == 1
 
 
+async def scheduled(
+    store: Store, endpoint: Endpoint, ids: list[str], before_ms: int | None = None
+) -> list[str]:
+    """A schedule pass, then which of the events ``ids`` it gave the endpoint a delivery."""
+    before = await _scheduled_to(store, endpoint, ids)
+    await store.schedule_deliveries(store.now() if before_ms is None else before_ms, 100)
+    return sorted(await _scheduled_to(store, endpoint, ids) - before)
+
+
+async def _scheduled_to(store: Store, endpoint: Endpoint, ids: list[str]) -> set[str]:
+    return {
+        event_id
+        for event_id in ids
+        if any(d.endpoint_id == endpoint.id for d in await store.deliveries(event_id))
+    }
+
+
+async def test_an_event_in_its_push_grace_is_scheduled_once_it_runs_out_after_later_ones(
+    store: Store, clock: ManualClock
+) -> None:
+    agent, endpoint = await setup(store)
+    ids = first, second = await publish(store, "alice", 2)
+    clock.advance(20_000)
+    await store.mark_sent(agent.id, [first])  # pushed now: its grace starts again
+    assert await scheduled(store, endpoint, ids, store.now() - 10_000) == [second]
+    assert await scheduled(store, endpoint, ids, store.now() - 10_000) == []
+    clock.advance(10_001)
+    assert await scheduled(store, endpoint, ids, store.now() - 10_000) == [first]
+
+
+async def test_events_past_a_pass_s_limit_are_scheduled_by_the_next_pass(store: Store) -> None:
+    _, endpoint = await setup(store)
+    _, other = await setup(store, "bob")
+    ids = await publish(store, "alice", 2) + await publish(store, "bob", 2)
+    counts = [await store.schedule_deliveries(store.now(), 1) for _ in range(5)]
+    assert counts == [1, 1, 1, 1, 0]
+    assert await _scheduled_to(store, endpoint, ids) == set(ids[:2])
+    assert await _scheduled_to(store, other, ids) == set(ids[2:])
+
+
+async def test_events_of_a_type_no_longer_muted_are_scheduled_after_later_ones(
+    store: Store,
+) -> None:
+    agent, endpoint = await setup(store)
+    await store.set_agent_preferences(agent.id, '{"muted": ["t"]}')
+    (muted,) = await publish(store, "alice", 1)
+    (other,) = [p.event.id for p in await store.append([NewEvent(to="alice", type="u", text="u")])]
+    ids = [muted, other]
+    assert await scheduled(store, endpoint, ids) == [other]
+    assert await scheduled(store, endpoint, ids) == []
+    await store.set_agent_preferences(agent.id, '{"muted": []}')
+    assert await scheduled(store, endpoint, ids) == [muted]
+
+
+async def test_a_redelivered_event_is_scheduled_after_later_ones(store: Store) -> None:
+    agent, endpoint = await setup(store)
+    ids = first, second = await publish(store, "alice", 2)
+    await store.ack(agent.id, ids=[first])  # delivered before any pass: no delivery of it
+    assert await scheduled(store, endpoint, ids) == [second]
+    assert await store.redeliver(first) is not None
+    assert await scheduled(store, endpoint, ids) == [first]
+
+
+async def test_a_new_endpoint_gets_the_open_events_scheduled_to_an_earlier_one(
+    store: Store,
+) -> None:
+    agent, webhook = await setup(store)
+    ids = await publish(store, "alice", 2)
+    assert await scheduled(store, webhook, ids) == sorted(ids)
+    openclaw = Endpoint(new_id("end_"), agent.id, Kind.OPENCLAW, "https://example.com/oc",
+                        "whsec_y", store.now())  # fmt: skip
+    await store.put_endpoint(openclaw)
+    assert await scheduled(store, openclaw, ids) == sorted(ids)
+    replaced = Endpoint(new_id("end_"), agent.id, Kind.WEBHOOK, "https://example.com/new",
+                        "whsec_z", store.now())  # fmt: skip
+    await store.put_endpoint(replaced)
+    assert await scheduled(store, replaced, ids) == sorted(ids)
+
+
+async def test_a_timed_event_is_scheduled_when_due_after_later_ones(
+    store: Store, clock: ManualClock
+) -> None:
+    _, endpoint = await setup(store)
+    later = NewEvent(to="alice", type="t", text="later", deliver_at=store.now() + 60_000)
+    (timed,) = await store.schedule([later])
+    (now,) = await publish(store, "alice", 1)
+    ids = [timed.event.id, now]
+    assert await scheduled(store, endpoint, ids) == [now]
+    clock.advance(60_000)
+    assert [e.id for e in await store.release_due(10)] == [timed.event.id]
+    assert await scheduled(store, endpoint, ids) == [timed.event.id]
+
+
+async def test_a_topic_s_copy_is_scheduled_after_the_events_scheduled_before_it(
+    store: Store,
+) -> None:
+    agent, endpoint = await setup(store)
+    (first,) = await publish(store, "alice", 1)
+    assert await scheduled(store, endpoint, [first]) == [first]
+    await store.put_topic("repo/herald", "pushes")
+    await store.subscribe_topic(agent.id, "repo/*")
+    copies = await store.append_to_topic("repo/herald", NewEvent("", "t", "copy"))
+    assert copies is not None
+    ids = [first, copies[0].event.id]
+    assert await scheduled(store, endpoint, ids) == [copies[0].event.id]
+
+
+async def test_an_endpoint_enabled_again_gets_what_was_stored_while_it_was_disabled(
+    store: Store,
+) -> None:
+    _, endpoint = await setup(store)
+    (event_id,) = await publish(store, "alice", 1)
+    assert await scheduled(store, endpoint, [event_id]) == [event_id]
+    ((delivery, *_),) = await store.claim_deliveries("w", 10, 60_000)
+    reason = REFUSED_PREFIX + "example.com resolves to 10.0.0.1, a private address"
+    refused = Attempt(event_id, store.now(), "webhook", "failed", endpoint.id, reason)
+    await store.finish_deliveries([Finished(delivery, refused, store.now(), None, False,
+                                            disable_reason=reason)])  # fmt: skip
+    while_disabled = await publish(store, "alice", 2)
+    assert await scheduled(store, endpoint, while_disabled) == []
+    assert await store.enable_endpoint(endpoint.id, reason)
+    assert await scheduled(store, endpoint, while_disabled) == sorted(while_disabled)
+
+
 async def test_a_failed_attempt_waits_for_its_next_time_and_a_success_delivers(
     store: Store, clock: ManualClock
 ) -> None:

@@ -110,7 +110,9 @@ class EndpointStore:
             args.append(push_grace_ms)
 
         async def schedule(conn: Connection) -> int:
-            return count(await conn.execute(query, *args))
+            scheduled = count(await conn.execute(query, *args))
+            await conn.execute(queries.SCHEDULED_THROUGH, now, only, list(not_agents))
+            return scheduled
 
         return await self._run(schedule)
 

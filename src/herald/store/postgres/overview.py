@@ -156,8 +156,13 @@ class OverviewStore:
             if not redeliverable[0]:
                 raise Conflict(ALREADY_PENDING.format(event_id))
             row = await conn.fetchrow(queries.REOFFER_EVENT, event_id, now)
+            if row is None:
+                return None
+            reopened = event(row)
+            # Open again, it is scheduled for the endpoints that have no delivery of it.
+            await conn.execute(queries.SCHEDULE_AGAIN_FROM, reopened.agent_id, reopened.seq)
             await conn.execute(queries.RESTART_DELIVERIES, event_id, now)
-            return event(row) if row is not None else None
+            return reopened
 
         return await self._run(reoffer, transaction=True)
 

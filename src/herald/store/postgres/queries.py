@@ -694,6 +694,7 @@ WHERE e.{OPEN} AND e.status_at <= {offered} AND (e.expires_at IS NULL OR e.expir
   AND e.priority <> 'low' AND e.held_by IS NULL AND NOT {MUTED}
   AND ($3::text[] IS NULL OR e.agent_id = ANY($3::text[]))
   AND e.agent_id <> ALL($4::text[])
+  AND e.seq > w.scheduled_through
   AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
 ORDER BY e.seq
 {STILL_THERE}
@@ -711,6 +712,45 @@ SCHEDULE_DELIVERIES_PUSH_GRACE = _SCHEDULE.format(
     SELECT FROM sessions s WHERE s.agent_id = e.agent_id AND s.can_push AND s.expires_at > $1
 ) THEN $2 - $6::bigint ELSE $2 END""",
 )
+
+# After a schedule pass ($1 now, $2 only these agents (NULL: all), $3 not these agents): each
+# active endpoint of those agents is scheduled through the seq before the first schedulable,
+# unexpired open event after its mark that has no delivery to it (left for a later pass: in its
+# grace, locked, past the pass's limit, or stored since), or else through its agent's last seq,
+# read in the same snapshot (a seq is reserved on the agent's row, locked until the events
+# commit: none up to it is still to come). The endpoints that move are locked in id order (as a
+# batch of attempts locks them), and moved only while ``schedule_resets`` is what this statement
+# read: a change that made earlier events schedulable again, committed meanwhile, stands
+# (migration 0039).
+SCHEDULED_THROUGH = f"""
+WITH marks AS MATERIALIZED (
+    SELECT w.id, w.schedule_resets, coalesce((
+        SELECT min(e.seq) - 1 FROM events e
+        WHERE e.agent_id = w.agent_id AND e.{OPEN} AND e.seq > w.scheduled_through
+          AND (e.expires_at IS NULL OR e.expires_at > $1)
+          AND e.priority <> 'low' AND e.held_by IS NULL AND NOT {MUTED.format(events="e")}
+          AND NOT EXISTS (SELECT FROM deliveries d WHERE d.endpoint_id = w.id AND d.event_id = e.id)
+    ), a.last_seq) AS through
+    FROM endpoints w JOIN agents a ON a.id = w.agent_id
+    WHERE w.state = 'active' AND w.kind <> 'subscription'
+      AND ($2::text[] IS NULL OR w.agent_id = ANY($2::text[])) AND w.agent_id <> ALL($3::text[])
+), moving AS MATERIALIZED (
+    SELECT w.id FROM endpoints w JOIN marks m ON m.id = w.id
+    WHERE w.scheduled_through <> m.through
+    ORDER BY w.id COLLATE "C" FOR NO KEY UPDATE OF w
+)
+UPDATE endpoints SET scheduled_through = m.through FROM marks m
+WHERE endpoints.id = m.id AND endpoints.id IN (SELECT id FROM moving)
+  AND endpoints.schedule_resets = m.schedule_resets
+"""
+# An agent's events from a seq on may have become schedulable again (an event opened again, the
+# types it mutes changed): $1 the agent, $2 the seq. Its endpoints are scheduled through no later
+# than the seq before, and a pass that read them before does not move them on.
+SCHEDULE_AGAIN_FROM = """
+UPDATE endpoints SET scheduled_through = least(scheduled_through, $2::bigint - 1),
+    schedule_resets = schedule_resets + 1
+WHERE agent_id = $1
+"""
 
 # Claimed deliveries are waiting ones: the partial index of those is all a release reads.
 # $1 the claimant, or NULL for every one; $2 and $3 one delivery's endpoint and event, or NULL;

@@ -267,9 +267,11 @@ class PostgresStore(
     async def set_agent_preferences(self, agent_id: str, preferences_json: str) -> bool:
         async def update(conn: Connection) -> bool:
             status = await conn.execute(queries.SET_AGENT_PREFERENCES, agent_id, preferences_json)
+            # A type no longer muted: its events are scheduled for webhooks from the first.
+            await conn.execute(queries.SCHEDULE_AGAIN_FROM, agent_id, 1)
             return count(status) > 0
 
-        return await self._run(update)
+        return await self._run(update, transaction=True)
 
     async def get_setting(self, name: str) -> str | None:
         async def select(conn: Connection) -> str | None:

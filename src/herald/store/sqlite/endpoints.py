@@ -38,6 +38,35 @@ ENDPOINT_PAGE = (
     " AND (NOT :failing OR w.state = 'disabled' OR w.failing_since IS NOT NULL)"
     " ORDER BY w.id LIMIT :limit"
 )
+# Whether an open event is one a schedule pass gives deliveries to, now or once its time comes
+# (its push grace, say): not a low one, one a window holds, nor one of a type its agent muted.
+# ``{events}``: the events' table or alias.
+SCHEDULABLE = (
+    "{events}.priority <> 'low' AND {events}.held_by IS NULL"  # never pushed
+    f" AND NOT {MUTED}"
+)
+# After a schedule pass, each active endpoint of the agents it looked at is scheduled through
+# the seq before the first schedulable, unexpired open event after its mark that has no
+# delivery to it (left for a later pass: in its grace, or past the pass's limit), or else
+# through its agent's last seq (migration 0033). Parameters: now, then the agents' filter's.
+SCHEDULED_THROUGH = (
+    "UPDATE endpoints SET scheduled_through = m.through FROM (SELECT w.id, coalesce(("
+    "   SELECT min(e.seq) - 1 FROM events e INDEXED BY events_open"
+    f"  WHERE e.agent_id = w.agent_id AND e.{OPEN} AND e.seq > w.scheduled_through"
+    f"  AND {SCHEDULABLE.format(events='e')} AND (e.expires_at IS NULL OR e.expires_at > ?)"
+    "   AND NOT EXISTS (SELECT 1 FROM deliveries d"
+    "     WHERE d.endpoint_id = w.id AND d.event_id = e.id)"
+    " ), (SELECT a.last_seq FROM agents a WHERE a.id = w.agent_id)) AS through"
+    " FROM endpoints w WHERE w.state = 'active' AND w.kind <> 'subscription'{where}) AS m"
+    " WHERE endpoints.id = m.id AND endpoints.scheduled_through <> m.through"
+)
+# An agent's events from a seq on may have become schedulable again (an event opened again, the
+# types it mutes changed): its endpoints are scheduled through no later than the seq before.
+# Parameters: the seq, the agent.
+SCHEDULE_AGAIN_FROM = (
+    "UPDATE endpoints SET scheduled_through = :seq - 1"
+    " WHERE agent_id = :agent AND scheduled_through >= :seq"
+)
 # Claimed deliveries are waiting ones: the partial index of those is all a release reads.
 RELEASE_CLAIMS = (
     "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL"
@@ -246,30 +275,27 @@ class EndpointStore:
                     " AND s.can_push AND s.expires_at > ?) THEN ? ELSE ? END"
                 )
                 params[1:2] = [now, before_ms - push_grace_ms, before_ms]
-            where = ""
-            if agents is not None:
-                where += f" AND e.agent_id IN ({', '.join('?' * len(agents)) or 'NULL'})"
-                params += list(agents)
-            if not_agents:
-                where += f" AND e.agent_id NOT IN ({', '.join('?' * len(not_agents))})"
-                params += list(not_agents)
-            return conn.execute(
+            where, whose = _agents_filter("e.agent_id", agents, not_agents)
+            scheduled = conn.execute(
                 "INSERT INTO deliveries (endpoint_id, event_id, next_at)"
                 # From the endpoints (CROSS JOIN keeps that order): agents without one
-                # cost nothing, however many events wait for them.
+                # cost nothing, however many events wait for them; of each, only the events
+                # after those it was scheduled through (a seek in the open events' index).
                 " SELECT w.id, e.id, ? FROM endpoints w CROSS JOIN events e"
                 f" WHERE e.agent_id = w.agent_id AND w.state = 'active' AND e.{OPEN}"
-                " AND w.kind <> 'subscription'"
-                " AND e.priority <> 'low' AND e.held_by IS NULL"  # never pushed
-                f" AND NOT {MUTED.format(events='e')}"
+                " AND e.seq > w.scheduled_through AND w.kind <> 'subscription'"
+                f" AND {SCHEDULABLE.format(events='e')}"
                 f" AND e.status_at <= {offered}"
                 " AND (e.expires_at IS NULL OR e.expires_at > ?)"
                 f"{where}"
                 " AND NOT EXISTS (SELECT 1 FROM deliveries d"
                 "   WHERE d.endpoint_id = w.id AND d.event_id = e.id)"
                 f" ORDER BY e.seq LIMIT {int(limit)}",
-                params,
+                params + whose,
             ).rowcount
+            where, whose = _agents_filter("w.agent_id", agents, not_agents)
+            conn.execute(SCHEDULED_THROUGH.format(where=where), [now, *whose])
+            return int(scheduled)
 
         return int(await self._run(schedule))
 
@@ -409,6 +435,21 @@ class EndpointStore:
 
         result: list[Delivery] = await self._run(select)
         return result
+
+
+def _agents_filter(
+    column: str, agents: Sequence[str] | None, not_agents: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The condition (and its parameters) that keeps a schedule pass to ``agents`` (all when
+    None) but ``not_agents``, on the agent ids in ``column``."""
+    where, params = "", []
+    if agents is not None:
+        where += f" AND {column} IN ({', '.join('?' * len(agents)) or 'NULL'})"
+        params += list(agents)
+    if not_agents:
+        where += f" AND {column} NOT IN ({', '.join('?' * len(not_agents))})"
+        params += list(not_agents)
+    return where, params
 
 
 def _paces(conn: sqlite3.Connection, endpoint_ids: set[str]) -> dict[str, int | None]:

@@ -19,6 +19,7 @@ from herald.overview import (
     moment_of,
 )
 from herald.store.sqlite.counts import changes_of
+from herald.store.sqlite.endpoints import SCHEDULE_AGAIN_FROM
 from herald.store.sqlite.rows import (
     AGENT_COLUMNS,
     EVENT_COLUMNS,
@@ -316,9 +317,12 @@ class OverviewStore:
             if not found[0]:
                 raise Conflict(_ALREADY_PENDING.format(event_id))
             row = conn.execute(REOFFER_EVENT, params).fetchone()
+            reopened = event(row)
+            # Open again, it is scheduled for the endpoints that have no delivery of it.
+            conn.execute(SCHEDULE_AGAIN_FROM, {"seq": reopened.seq, "agent": reopened.agent_id})
             changes_of([(found[1], found[2], 1)], "pending").apply(conn)
             conn.execute(RESTART_DELIVERIES, params)
-            return event(row)
+            return reopened
 
         result: Event | None = await self._run(reoffer)
         return result

@@ -55,7 +55,7 @@ from herald.store.sqlite.attempts import (
     write_runs,
 )
 from herald.store.sqlite.counts import StatusChanges, changes_of
-from herald.store.sqlite.endpoints import EndpointStore
+from herald.store.sqlite.endpoints import SCHEDULE_AGAIN_FROM, EndpointStore
 from herald.store.sqlite.event_types import EventTypeStore
 from herald.store.sqlite.journal import JournalStore, write
 from herald.store.sqlite.overview import OverviewStore
@@ -251,6 +251,8 @@ class SQLiteStore(
             changed = conn.execute(
                 "UPDATE agents SET preferences = ? WHERE id = ?", (preferences_json, agent_id)
             )
+            # A type no longer muted: its events are scheduled for webhooks from the first.
+            conn.execute(SCHEDULE_AGAIN_FROM, {"seq": 1, "agent": agent_id})
             return changed.rowcount > 0
 
         return await self._run(update)
