@@ -135,6 +135,29 @@ async def test_quiet_hours_across_midnight_hold_all_but_urgent_then_one_summary(
     assert set(ids) <= set(kept) and len(kept) == len(ids) + 1
 
 
+@pytest.mark.parametrize("name", ["localtime", "posixrules", "right/UTC"])
+async def test_quiet_hours_refuse_a_zone_file_that_names_no_iana_zone(hub: Hub, name: str) -> None:
+    # localtime is the machine's own zone: processes of one store would disagree on the hours.
+    agent, _ = await hub.create_agent(f"zone-{name.replace('/', '-').lower()}")
+    with pytest.raises(InvalidInput, match=f"zone '{name}' is no IANA time zone herald knows"):
+        await hub.preferences.put(agent.id, {"quiet_hours": {**BERLIN_NIGHTS, "zone": name}})
+    assert (
+        "Europe/Berlin"
+        in (await hub.preferences.put(agent.id, {"quiet_hours": BERLIN_NIGHTS})).preferences_json
+    )
+
+
+async def test_a_summary_of_one_event_says_so_in_the_singular(hub: Hub, clock: ManualClock) -> None:
+    agent = await agent_with(hub, "light-sleeper", {"quiet_hours": BERLIN_NIGHTS})
+    set_clock(clock, "2026-01-10T21:00:00Z")  # 22:00 in Berlin: quiet
+    await publish(hub, agent.handle, "mail.new")
+    set_clock(clock, "2026-01-11T06:00:00Z")  # 07:00: the quiet hours end
+    (summary,) = [e for e in await hub.release_windows() if e.agent_id == agent.id]
+    assert summary.text == (
+        "1 event arrived during quiet hours and was not pushed (1 mail.new); it waits in your inbox"
+    )
+
+
 @pytest.mark.parametrize(
     ("quiet_from", "ends_before", "ends_at"),
     [

@@ -105,8 +105,10 @@ def summary(window: PushWindow, counts: Mapping[str, int]) -> NewEvent:
         to=window.handle,
         type=SUMMARY_TYPE,
         text=(
-            f"{total} event{'s' if total != 1 else ''} arrived during {during} and were not"
-            f" pushed ({kinds}); they wait in your inbox"
+            f"1 event arrived during {during} and was not pushed ({kinds}); it waits in your inbox"
+            if total == 1
+            else f"{total} events arrived during {during} and were not pushed ({kinds}); they wait"
+            " in your inbox"
         ),
         data=data,
         data_json=json_text(data),

@@ -300,6 +300,9 @@ def test_bad_names_and_bodies_get_clear_refusals_and_change_nothing(
     assert glob.status_code == 422 and "must be a topic's name" in glob.text
     empty = admin.put(f"/v1/topics/{topic}", json={})
     assert empty.status_code == 422 and "topic.description" in empty.text
+    # The words are a topic's, not an event type's.
+    assert "saying what the topic's events are about" in empty.text
+    assert "event of this type" not in empty.text
     both = admin.post("/v1/events", json={"topic": topic, "to": alice["handle"], **TEXT})
     assert both.status_code == 422 and "send to (agents' handles) or topic" in both.text
     named = admin.post("/v1/events", json={"topic": "repo herald", **TEXT})

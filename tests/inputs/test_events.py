@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import replace
 from typing import Any
@@ -195,3 +196,25 @@ def test_a_body_after_a_byte_order_mark_is_left_to_the_full_checks_which_take_it
     raw = ("\ufeff" + EVENT % "{}").encode()
     assert read_publish(raw) is None
     assert _fully_checked(raw)[0][0].text == "hi"
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("2026-12-08T09:00:00+01:00", "2026-12-08T08:00:00+00:00"),
+        ("2026-12-08t09:00:00z", "2026-12-08T09:00:00+00:00"),  # RFC 3339 allows lower case
+        ("2026-12-08 09:00:00.250Z", "2026-12-08T09:00:00.250000+00:00"),
+    ],
+)
+def test_deliver_at_takes_rfc_3339_as_it_is_written(written: str, meant: str) -> None:
+    ((event,), _, _) = parse_publish({"to": "a", "type": "t", "text": "x", "deliver_at": written})
+    assert event.deliver_at == datetime.datetime.fromisoformat(meant).timestamp() * 1000
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["2026-W50-2T09:00:00Z", "2026-12-08T09:00Z", "20261208T090000Z", "2026-12-08T09:00:00+0100"],
+)
+def test_deliver_at_refuses_what_rfc_3339_is_not(written: str) -> None:
+    with pytest.raises(InvalidInput, match=r"event\.deliver_at must be an RFC 3339 time"):
+        parse_publish({"to": "a", "type": "t", "text": "x", "deliver_at": written})

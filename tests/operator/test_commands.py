@@ -127,6 +127,11 @@ def test_send_schedules_with_delay_or_at_and_event_cancel_cancels(herald: Herald
     assert cancelled["status"] == "cancelled"
     listed = json_lines(herald, "events", "--agent", "op-later", "--status", "cancelled")
     assert [e["id"] for e in listed] == [later["id"]]
+    json_lines(herald, "agent", "add", "op-later-too")
+    listed = herald_command(herald, "send", "op-later,op-later-too", "retro", "--delay", "1h")
+    # A list's scheduled receipts say when each is due, as one event's does.
+    assert listed.returncode == 0 and "scheduled, one event for each agent" in listed.stdout
+    assert "deliver_at" in listed.stdout
     both = herald_command(herald, "send", "op-later", "x", "--delay", "60", "--at", "2099-01-01")
     assert both.returncode != 0 and "not allowed with argument" in both.stderr
 

@@ -3,6 +3,7 @@ OpenClaw target, a new signing secret, a new key."""
 
 from __future__ import annotations
 
+import functools
 import json
 import zoneinfo
 from typing import Annotated, ClassVar, Literal
@@ -68,10 +69,21 @@ MAX_DIGESTS = 20
 MAX_DIGEST_WINDOW_S = 86_400
 
 
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    """The zones' names the zone database lists. ``ZoneInfo`` also opens files of its folder
+    that name no zone: ``localtime`` is this machine's own zone (processes of one store on
+    machines set differently would disagree on its hours), ``posixrules`` and ``right/...``
+    are the database's own files."""
+    return frozenset(zoneinfo.available_timezones() - {"localtime"})
+
+
 def _known_zone(name: str) -> str:
     """An IANA time zone's name, refused with the name when the zone database has none."""
     try:
         zoneinfo.ZoneInfo(name)
+        if name not in _zone_names():
+            raise KeyError(name)
     except (KeyError, ValueError, OSError):  # not found, not a key, not a readable zone
         raise refuse(
             f" {name!r} is no IANA time zone herald knows: give one such as Europe/Berlin,"

@@ -39,6 +39,13 @@ from herald.validation import (
 
 MAX_CURSOR = 2**62
 TYPE_GLOB_PATTERN = re.compile(r"[A-Za-z0-9_.:*?-]{1,128}")
+RFC3339_PATTERN = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+"""RFC 3339's date-time (section 5.6): its T and Z may be lower case, a space may stand for the
+T. ``datetime.fromisoformat`` alone refuses the lower case and takes forms RFC 3339 has not
+(an ISO week, a time without seconds, no dashes)."""
 """An event type (``validation.TYPE_PATTERN``) that may hold * and ?."""
 GLOB_RULE = "1-128 letters, digits and _ . : - each, * for any run of characters, ? for one"
 """What an event-type glob may hold, said in every refusal of one (a list of globs is refused
@@ -119,8 +126,10 @@ def _instant(value: Any) -> Any:
     """An RFC 3339 time with its offset, read as an aware datetime (the checks are strict: a
     string is converted here, once its offset is seen to be there)."""
     if isinstance(value, str):
+        if RFC3339_PATTERN.fullmatch(value) is None:
+            raise ValueError("not an RFC 3339 time")
         try:
-            value = datetime.datetime.fromisoformat(value)
+            value = datetime.datetime.fromisoformat(value.upper())
         except ValueError:
             raise ValueError("not an RFC 3339 time") from None
     if isinstance(value, datetime.datetime):

@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from herald.errors import InvalidInput
-from herald.inputs.event_types import Description
+from herald.inputs.event_types import MAX_DESCRIPTION_CHARS, Description
 from herald.inputs.fields import whole
 from herald.inputs.refusals import Input, Says
 from herald.validation import TOPIC_PATTERN
@@ -33,13 +33,23 @@ TopicGlob = Annotated[
 ]
 
 
+TopicDescription = Annotated[
+    Description,
+    # An event type's words ("what an event of this type means") would mislead here.
+    Says(
+        f"must be a string of 1-{MAX_DESCRIPTION_CHARS} characters saying what the topic's"
+        " events are about"
+    ),
+]
+
+
 class TopicInput(Input):
     """``PUT /v1/topics/{name}``: what the topic is for (the name is the route's)."""
 
     where: ClassVar[str] = "topic"
     shape: ClassVar[str] = 'a JSON object such as {"description": "pushes to herald\'s repo"}'
 
-    description: Description
+    description: TopicDescription
 
 
 class TopicSubscribeInput(Input):

@@ -369,6 +369,11 @@ def _send(api: AdminApi, args: argparse.Namespace, out: Output) -> None:
         out.record(sent, said if not sent.get("duplicate") else "already sent (same dedupe key)")
         return
     rows = [{"to": to, **receipt} for to, receipt in zip(handles, sent["events"], strict=True)]
+    if any("deliver_at" in receipt for receipt in rows):  # its seq is a placeholder until then
+        out.rows(
+            rows, ("to", "id", "deliver_at", "duplicate"), "scheduled, one event for each agent"
+        )
+        return
     out.rows(rows, ("to", "id", "seq", "duplicate"), "sent, one event for each agent")
 
 
