@@ -5,6 +5,7 @@ import json
 import pytest
 
 from herald.models import (
+    REMEMBERED_TYPES,
     Digest,
     Event,
     EventMatch,
@@ -78,3 +79,15 @@ def test_mutes_and_digests_match_types_as_fnmatchcase_matches_each_glob(type_: s
     assert muting.mutes(NewEvent("a", type_, "x")) is expected
     assert Digest(GLOBS, 60).matches(type_) is expected
     assert not Preferences().mutes(NewEvent("a", type_, "x"))
+
+
+def test_type_rules_answer_as_the_globs_for_every_type_past_the_ones_remembered() -> None:
+    first, second = Digest(("ci.*",), 60), Digest(("ci.build", "x.*"), 120)
+    preferences = Preferences(muted=EventMatch(types=("*.heartbeat",)), digests=(first, second))
+    types = [f"t{n}.heartbeat" for n in range(REMEMBERED_TYPES)] + ["ci.build", "x.z", "y.z"]
+    for _ in range(2):  # answered, then remembered (the first types forgotten past the bound)
+        for type_ in types:
+            digest = first if type_.startswith("ci.") else second if type_ == "x.z" else None
+            muted = preferences.mutes(NewEvent("a", type_, "x"))
+            assert preferences.type_rules(type_) == (muted, digest)
+            assert muted is type_.endswith(".heartbeat")

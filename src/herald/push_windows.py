@@ -42,15 +42,15 @@ def hold_for(event: NewEvent, preferences: Preferences, now: int) -> Hold | None
     a summary is never held. Quiet hours come first, then the first digest whose types match."""
     if event.priority in (Priority.URGENT, Priority.LOW) or event.type == SUMMARY_TYPE:
         return None
-    if preferences.mutes(event):
+    muted, digest = preferences.type_rules(event.type)
+    if muted:
         return None
     if preferences.quiet_hours is not None:
         until = quiet_until(preferences.quiet_hours, now)
         if until is not None:
             return Hold(HoldReason.QUIET_HOURS, f"{QUIET_RULE} {until}", until)
-    for digest in preferences.digests:
-        if digest.matches(event.type):
-            return Hold(HoldReason.DIGEST, digest.rule, now + digest.window_s * 1000)
+    if digest is not None:
+        return Hold(HoldReason.DIGEST, digest.rule, now + digest.window_s * 1000)
     return None
 
 
@@ -65,25 +65,25 @@ def quiet_until(quiet: QuietHours, now: int) -> int | None:
     Read on the zone's wall clock: a night that loses or gains an hour to daylight saving is
     that much shorter or longer; an end that falls in the hour skipped ends an hour later on
     the wall clock, as the time it names does not exist that day."""
-    return _quiet_until_in_second(quiet, now // 1000)
+    return _quiet_until_in_second(quiet.zone, quiet.start, quiet.end, now // 1000)
 
 
 @functools.lru_cache(maxsize=4096)
-def _quiet_until_in_second(quiet: QuietHours, second: int) -> int | None:
+def _quiet_until_in_second(zone_name: str, start: int, end: int, second: int) -> int | None:
     """``quiet_until`` of any time in that second since the epoch: the same for all of it (a
     zone's offsets are whole seconds), so each publish to an agent with quiet hours after the
-    first of a second reads its answer here (the wall clock's reading cost a publish 1 µs)."""
-    local = datetime.datetime.fromtimestamp(second, zone(quiet.zone))
+    first of a second reads its answer here (the wall clock's reading cost a publish 1 µs).
+    Keyed by the quiet hours' fields, not by ``QuietHours``: a dataclass's hash and equality
+    are Python calls, which cost each lookup as much again."""
+    local = datetime.datetime.fromtimestamp(second, zone(zone_name))
     minute = local.hour * 60 + local.minute
-    if quiet.start < quiet.end:
-        inside = quiet.start <= minute < quiet.end
-    else:  # across midnight
-        inside = minute >= quiet.start or minute < quiet.end
+    across_midnight = end <= start
+    inside = minute >= start or minute < end if across_midnight else start <= minute < end
     if not inside:
         return None
-    day = local.date() if minute < quiet.end else local.date() + datetime.timedelta(days=1)
-    end = datetime.time(quiet.end // 60, quiet.end % 60)
-    ends = datetime.datetime.combine(day, end, tzinfo=zone(quiet.zone))
+    day = local.date() if minute < end else local.date() + datetime.timedelta(days=1)
+    ends_at = datetime.time(end // 60, end % 60)
+    ends = datetime.datetime.combine(day, ends_at, tzinfo=zone(zone_name))
     return int(ends.timestamp() * 1000)
 
 

@@ -38,7 +38,7 @@ from herald.hub.endpoints import AnyEndpoints, EndpointBook
 from herald.hub.feed import Feed
 from herald.hub.key_watch import KeyWatch
 from herald.hub.overview import Overview
-from herald.hub.preferences import NOBODYS_RULES, PreferenceBook
+from herald.hub.preferences import PreferenceBook
 from herald.hub.presence import Presence
 from herald.hub.publisher_keys import PublisherKeyBook, check_cancel_scope
 from herald.hub.pushes import PushRecorder
@@ -685,9 +685,11 @@ class Hub:
             self._scheduled(min(e.deliver_at for e in events if e.deliver_at is not None))
             return scheduled  # counted as published when they are due
         # Read from what this process remembers: known to be nobody's, nothing more is done.
-        rules = self.preferences.timed_known() != NOBODYS_RULES
+        rules = self.preferences.timed_known()
+        if rules is None:
+            rules = await self.preferences.timed()
         if rules:
-            events = await self._with_holds(events)
+            events = self._held(events, rules)
         published = await self._store.append(events)
         if rules:
             self._holds_stored(events)
@@ -1053,7 +1055,12 @@ class Hub:
         pushed (``herald.push_windows``) at its time (now, or a scheduled one's due time),
         read from the rules this process remembers: no statement for a publish to agents
         without such rules. The store decides which window holds it as it stores it."""
-        rules = await self._timed_rules()
+        return self._held(events, await self._timed_rules())
+
+    def _held(
+        self, events: Sequence[NewEvent], rules: dict[str, Preferences]
+    ) -> Sequence[NewEvent]:
+        """``_with_holds`` with the rules read (by handle)."""
         if not rules:
             return events
         now = self.now()
