@@ -122,3 +122,31 @@ async def test_concurrent_publishes_reach_a_subscriber_in_order_each_once(hub: H
             assert newer, f"{len(seqs)} of 400 came"
             seqs += [event.seq for event in newer]
         assert seqs == list(range(2, 402))
+
+
+async def test_a_subscription_closed_leaves_the_others_of_its_agent_waiting(hub: Hub) -> None:
+    """One stream of an agent ends (an MCP listen stream whose event type was removed, say):
+    the agent's other subscribers wait on for the next event, neither woken for good nor
+    told of a timeout early."""
+    async with following_alice(hub) as (fanout, subscription):
+        other = fanout.subscribe(subscription.agent_id, 1)
+        subscription.close("its stream ended")
+        waiting = asyncio.create_task(other.next_after(1, timeout_s=30))
+        await asyncio.sleep(0)  # it waits now
+        assert not waiting.done()
+        await hub.publish("alice", "t", "2")
+        newer = await asyncio.wait_for(waiting, 10)
+        assert [event.text for event in newer] == ["2"]
+
+
+async def test_a_wait_with_nothing_new_ends_empty_at_its_timeout(hub: Hub) -> None:
+    """The subscribers of an agent share one timer: each wait still ends, empty, by its own
+    timeout, also when a later one began first."""
+    async with following_alice(hub) as (fanout, subscription):
+        other = fanout.subscribe(subscription.agent_id, 1)
+        late = asyncio.create_task(other.next_after(1, timeout_s=30))
+        await asyncio.sleep(0)
+        async with asyncio.timeout(10):
+            assert await subscription.next_after(1, timeout_s=0.2) == []
+        assert not late.done()
+        late.cancel()

@@ -49,6 +49,27 @@ class _Topic:
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    """When the subscribers waiting with nothing new are woken, to give up their wait."""
+
+    def ring_by(self, deadline: float) -> None:
+        """Wake the subscribers by ``deadline`` (loop time) if nothing arrives before: one
+        timer for all of them, at the earliest deadline asked for. A timer per wait (made at
+        each event, cancelled at the next) was a tenth of the CPU of one event sent to 10,000
+        streams."""
+        if self.timer is not None and self.timer.when() <= deadline:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_at(deadline, self._ring)
+
+    def _ring(self) -> None:
+        self.timer = None
+        self.wake_subscribers()
+
+    def wake_subscribers(self) -> None:
+        arrived, self.arrived = self.arrived, asyncio.Event()
+        arrived.set()
 
 
 @dataclass(eq=False)
@@ -63,16 +84,22 @@ class Subscription:
     def close(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
-            self._topic.arrived.set()
+            # A new event for the next wait: the one set here would end every later wait of
+            # the topic's other subscribers at once, again and again, until an event came.
+            self._topic.wake_subscribers()
 
     async def next_after(self, last: int, timeout_s: float) -> list[Event]:
-        """The events newer than ``last``, once there are some; [] after ``timeout_s``.
+        """The events newer than ``last``, once there are some; [] after ``timeout_s`` (or up
+        to a tenth of it sooner: the subscribers of an agent, woken by the same event, wait
+        again at nearly the same time, and one wake-up ends all their waits).
 
         Raises:
             TooSlow: events after ``last`` already left the buffer.
             ConnectionAbortedError: the subscription was closed (``reason`` says why).
         """
         topic = self._topic
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         while True:
             if self.reason is not None:
                 raise ConnectionAbortedError(self.reason)
@@ -89,12 +116,10 @@ class Subscription:
             if newer:
                 newer.reverse()
                 return newer
-            arrived = topic.arrived
-            try:
-                async with asyncio.timeout(timeout_s):
-                    await arrived.wait()
-            except TimeoutError:
+            if loop.time() >= deadline - timeout_s / 10:
                 return []
+            topic.ring_by(deadline)
+            await topic.arrived.wait()
 
 
 def event_bytes(event: Event) -> int:
@@ -178,6 +203,9 @@ class Fanout:
             task, topic.task = topic.task, None
             topic.recent.clear()
             topic.recent_bytes = 0
+            if topic.timer is not None:
+                topic.timer.cancel()
+                topic.timer = None
             if task is not None:
                 task.cancel()
 
@@ -267,8 +295,7 @@ class Fanout:
                 topic.recent_bytes -= event_bytes(gone)
                 topic.dropped_through = gone.seq
         topic.high_water = events[-1].seq
-        arrived, topic.arrived = topic.arrived, asyncio.Event()
-        arrived.set()
+        topic.wake_subscribers()
 
 
 def _consecutive(events: list[Event]) -> bool:
