@@ -5,10 +5,13 @@ tables of ``herald.store.tables``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import compress
+from operator import is_not
 from typing import Any, TypeVar
 
 from herald.models import Event, EventMatch, EventStatus
@@ -52,28 +55,41 @@ ROWS_PER_INSERT = 64
 under SQLite's 32,766)."""
 
 
-_INSERTS: dict[tuple[str, int], str] = {}
+@functools.lru_cache(maxsize=1024)
+def insert_rows_sql(name: str, names: tuple[str, ...], count: int, given: tuple[bool, ...]) -> str:
+    """An INSERT of ``count`` rows into the table ``name`` whose columns are ``names``, their
+    values one after another: a parameter for each column ``given``, NULL written for the
+    others. Remembered for the patterns of NULLs met most recently (1,024 statements)."""
+    row = "(" + ", ".join("?" if value else "NULL" for value in given) + ")"
+    return f"INSERT INTO {name} ({', '.join(names)}) VALUES {', '.join([row] * count)}"
 
 
-def insert_rows_sql(table: Table[Any], count: int) -> str:
-    """An INSERT of ``count`` rows of the table, their values one after another."""
-    sql = _INSERTS.get((table.name, count))
-    if sql is None:
-        row = f"({', '.join('?' * len(table.names))})"
-        values = ", ".join([row] * count)
-        sql = f"INSERT INTO {table.name} ({', '.join(table.names)}) VALUES {values}"
-        _INSERTS[table.name, count] = sql
-    return sql
+def _given(rows: Sequence[Sequence[Any]]) -> tuple[bool, ...]:
+    """Whether each column has a value (is not None) in any of the rows."""
+    nulls = _NULLS.get(len(rows[0]))
+    if nulls is None:
+        nulls = _NULLS[len(rows[0])] = (None,) * len(rows[0])
+    patterns = {tuple(map(is_not, row, nulls)) for row in rows}
+    if len(patterns) == 1:
+        return patterns.pop()
+    return tuple(map(any, zip(*patterns, strict=True)))
+
+
+_NULLS: dict[int, tuple[None, ...]] = {}
 
 
 def insert_rows(conn: sqlite3.Connection, table: Table[Any], rows: Sequence[Sequence[Any]]) -> None:
     """Insert rows of the table (``table.values`` each), up to ``ROWS_PER_INSERT`` a statement:
     ``executemany`` would run a statement per row, each a hand-over of the GIL to the event
     loop's thread and a wait to win it back; reading them from JSON (``insert_json_sql``) costs
-    a fifth more."""
+    a fifth more. A column None in every row of a statement is written NULL in its SQL, not
+    bound: ``sqlite3`` binds a None through its adaptation (a lookup of adapters that fails,
+    and an exception raised and cleared), and most of an event's columns are None."""
     for start in range(0, len(rows), ROWS_PER_INSERT):
         chunk = rows[start : start + ROWS_PER_INSERT]
-        conn.execute(insert_rows_sql(table, len(chunk)), [value for row in chunk for value in row])
+        given = _given(chunk)
+        sql = insert_rows_sql(table.name, table.names, len(chunk), given)
+        conn.execute(sql, [value for row in chunk for value in compress(row, given)])
 
 
 EVENT_COLUMNS = select_list(EVENTS)

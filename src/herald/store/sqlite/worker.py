@@ -40,7 +40,8 @@ WAITS_FOR_DISK = ("FULL", "EXTRA")
 (``durable=False``) is committed with NORMAL instead."""
 CACHED_STATEMENTS = 256
 """Prepared statements the connection keeps: room for every statement herald runs, and for the
-multi-row inserts of each size up to ``rows.ROWS_PER_INSERT``."""
+multi-row inserts of each size up to ``rows.ROWS_PER_INSERT`` (one for each pattern of columns
+None in all their rows: a publish's events usually share one)."""
 
 Item = TypeVar("Item")
 Outcome = tuple[bool, Any]
