@@ -5,15 +5,17 @@ backlog long only because of them is no summary: what is pushed of it comes one 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 
-from herald import Hub
+from herald import EventStatus, Hub
 from herald.capabilities import DeliveryCapabilities, detect
 from herald.delivery.engine import Notifier
 from herald.models import Agent
 from herald.store import open_store
 from herald.testing import ManualClock, RecordingPeer
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -56,16 +58,20 @@ async def test_a_backlog_long_only_with_low_and_muted_events_is_pushed_one_by_on
     for n in range(BACKLOG_LIMIT + 2):
         await hub.publish(agent.handle, "t", f"low {n}", priority="low")
         await hub.publish(agent.handle, "ci.passed", f"muted {n}")
-    await hub.publish(agent.handle, "t", "first to push")
-    await hub.publish(agent.handle, "t", "second to push", priority="urgent")
+    first = await hub.publish(agent.handle, "t", "first to push")
+    second = await hub.publish(agent.handle, "t", "second to push", priority="urgent")
     peer = RecordingPeer()
     notifier.connect("s1", agent, claude_code(), peer)
     pushed = [(await peer.next())[1] for _ in range(2)]
     assert [p["meta"]["type"] for p in pushed] == ["t", "t"]  # no herald.backlog summary
     assert ["first to push" in p["content"] for p in pushed] == [True, False]
     assert "second to push" in pushed[1]["content"]
-    await hub.publish(agent.handle, "t", "after")
+    after = await hub.publish(agent.handle, "t", "after")
     assert "after" in (await peer.next())[1]["content"]  # nothing low or muted came between
+    # A push is recorded after its notification leaves, its row locked until then, and a drain
+    # takes no event another holds: drained once the three are recorded.
+    for published in (first, second, after):
+        await until(partial(is_sent, hub, published.event.id), "the push to be recorded")
     drained: list[str] = []
     cursor = 0
     while batch := await hub.drain(agent, cursor=cursor, limit=50):
@@ -74,6 +80,11 @@ async def test_a_backlog_long_only_with_low_and_muted_events_is_pushed_one_by_on
         drained += [e.text for e in batch.events]
         cursor = batch.cursor
     assert len(drained) == 2 * (BACKLOG_LIMIT + 2) + 3, drained  # every one kept
+
+
+async def is_sent(hub: Hub, event_id: str) -> bool:
+    event, _ = await hub.get_event(event_id)
+    return event.status is EventStatus.SENT
 
 
 async def test_a_long_backlog_summary_counts_what_is_pushed_and_tells_the_rest_apart(
