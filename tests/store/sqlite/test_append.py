@@ -82,6 +82,12 @@ def test_a_batch_repeating_stored_keys_reads_them_at_once_and_numbers_only_the_r
     assert count == 1500
 
 
+def add_bob(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
+    )
+
+
 def plain(to: str, n: int, key: str | None = None) -> NewEvent:
     return NewEvent(to=to, type="note", text=f"{n}", data_json="null", dedupe_key=key)
 
@@ -89,9 +95,7 @@ def plain(to: str, n: int, key: str | None = None) -> NewEvent:
 def test_publishes_stored_together_take_the_statements_of_one_batch(
     conn: sqlite3.Connection,
 ) -> None:
-    conn.execute(
-        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
-    )
+    add_bob(conn)
     statements = traced(conn)
     conn.execute("BEGIN IMMEDIATE")
     outcomes = append_all(
@@ -164,9 +168,7 @@ def test_a_list_of_agents_is_found_by_the_statement_that_reserves_their_seqs(
 ) -> None:
     # A list of handles paid a read of its agents by handle before the reservation of their
     # seqs: a statement, and a row read back, for each copy.
-    conn.execute(
-        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
-    )
+    add_bob(conn)
     statements = traced(conn)
     conn.execute("BEGIN IMMEDIATE")
     outcomes = append_all(
@@ -200,9 +202,7 @@ def test_a_list_of_agents_is_found_by_the_statement_that_reserves_their_seqs(
 def test_a_list_naming_an_agent_that_does_not_exist_is_refused_alone_and_changes_nothing(
     conn: sqlite3.Connection,
 ) -> None:
-    conn.execute(
-        "INSERT INTO agents (id, handle, key_hash, created_at) VALUES ('agt_b', 'bob', 'h2', 1)"
-    )
+    add_bob(conn)
     conn.execute("BEGIN IMMEDIATE")
     outcomes = append_all(
         conn,
